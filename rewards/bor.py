@@ -1,0 +1,200 @@
+"""Bits-over-Random (BoR): chance-corrected selectivity of a shortlist, and RL rewards.
+
+All functions are pure and vectorised: every count argument broadcasts as a
+numpy array (scalars give 0-d results converted to Python floats where noted).
+
+Notation (SPEC section 1): a query has a candidate set of ``n`` items, ``r`` of
+them relevant; the system shows the top ``k``. ``found`` is 1 when the shown
+set holds at least one relevant item.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from rewards.hypergeom import log_hypergeom_pmf, log_p_none, validate_counts
+
+__all__ = [
+    "p_random",
+    "bor_aggregate",
+    "bor_ceiling",
+    "bor_optimistic",
+    "expected_random_hits",
+    "bor_reward",
+    "f1_reward",
+    "constant_reward",
+    "terminal_reward",
+    "REWARD_KINDS",
+    "COLLAPSE_LAMBDA",
+]
+
+#: Names accepted by :func:`terminal_reward`.
+REWARD_KINDS = ("bor", "f1", "constant")
+#: Expected random hits at or above which no method can be selective (P_rand >= ~0.95).
+COLLAPSE_LAMBDA = 3.0
+
+
+def _out(a: NDArray[np.float64]) -> NDArray[np.float64] | float:
+    return float(a) if a.ndim == 0 else a
+
+
+def p_random(k: ArrayLike, n: ArrayLike, r: ArrayLike = 1, m: ArrayLike = 1) -> NDArray[np.float64] | float:
+    """Probability that a uniformly random k-subset of n items holds >= m of r relevant.
+
+    ``P_rand(k; n, r, m) = sum_{x=m}^{min(r,k)} C(r,x) C(n-r,k-x) / C(n,k)``, the
+    hypergeometric upper tail (``scipy.stats.hypergeom.sf(m-1, n, r, k)``).
+    For m = 1: ``1 - C(n-r,k)/C(n,k)``; r = 1 gives k/n; k = 0 or r = 0 gives 0;
+    k > n - r gives 1. Computed in log space (see :mod:`rewards.hypergeom`),
+    exact to ~1e-12 relative for n up to 1e12.
+
+    Args:
+        k: shortlist sizes, 0 <= k <= n.
+        n: candidate-set sizes, n >= 1.
+        r: numbers of relevant items, 0 <= r <= n.
+        m: relevant items required, m >= 1.
+
+    Returns:
+        Probabilities with the broadcast shape of the inputs (a float for scalars).
+
+    Raises:
+        ValueError: naming the argument, for non-finite, negative or non-integer
+            counts, n <= 0, r > n, k > n or m < 1.
+    """
+    kk, nn, rr, mm = validate_counts(k, n, r, m)
+    out = np.array(-np.expm1(log_p_none(kk, nn, rr)), dtype=np.float64)
+    multi = mm > 1
+    if np.any(multi):
+        for idx in map(tuple, np.argwhere(multi)):
+            out[idx] = _tail_at_least(kk[idx], nn[idx], rr[idx], mm[idx])
+    return _out(np.clip(out, 0.0, 1.0) + 0.0)  # + 0.0 turns -0.0 into 0.0
+
+
+def _tail_at_least(k: float, n: float, r: float, m: float) -> float:
+    """sum_{x=m}^{min(r,k)} pmf(x), log-sum-exp over the upper tail (scalar)."""
+    top = min(r, k)
+    if m > top:
+        return 0.0
+    if k - (n - r) >= m:  # at least m relevant items are unavoidable
+        return 1.0
+    mode = math.floor((k + 1) * (r + 1) / (n + 2))
+    if m <= mode:
+        # Upper tail holds the mode: 1 - (lower tail of m terms) has no cancellation issue.
+        logs = [log_hypergeom_pmf(x, n, r, k) for x in range(int(m))]
+        return float(max(0.0, 1.0 - math.fsum(math.exp(v) for v in logs)))
+    logs = []
+    x = int(m)
+    while x <= top:
+        v = log_hypergeom_pmf(x, n, r, k)
+        logs.append(v)
+        if v < logs[0] - 50.0:  # terms decrease past the mode; e^-50 is below double precision
+            break
+        x += 1
+    hi = max(logs)
+    return float(math.exp(hi) * math.fsum(math.exp(v - hi) for v in logs))
+
+
+def bor_aggregate(found: ArrayLike, k: ArrayLike, n: ArrayLike, r: ArrayLike = 1) -> float:
+    """BoR bits of a method over a query set (the ONLY quantity called "BoR").
+
+    ``BoR = log2( mean_q found_q / mean_q P_rand(k_q; n_q, r_q) )``: a ratio of
+    means, with each query's own depth k_q. 0 = random, 1 = twice as selective
+    as random, negative = worse than random; ``-inf`` when nothing is found.
+
+    Args:
+        found: per-query 0/1 (or bool) success, shape (Q,).
+        k, n, r: per-query depth, candidate-set size, relevant count (broadcast to (Q,)).
+
+    Raises:
+        ValueError: empty input, found outside {0, 1}, or invalid counts.
+    """
+    f = np.asarray(found, dtype=np.float64)
+    if f.size == 0:
+        raise ValueError("found is empty: BoR needs at least one query")
+    if not np.all((f == 0) | (f == 1)):
+        raise ValueError("found must hold 0/1 values")
+    pr = np.broadcast_to(np.asarray(p_random(k, n, r), dtype=np.float64), f.shape)
+    mean_rand = float(pr.mean())
+    mean_obs = float(f.mean())
+    if mean_rand == 0.0:
+        raise ValueError("mean P_rand is 0 (all k = 0 or r = 0): BoR is undefined")
+    if mean_obs == 0.0:
+        return -math.inf
+    return math.log2(mean_obs / mean_rand)
+
+
+def bor_ceiling(k: ArrayLike, n: ArrayLike, r: ArrayLike = 1) -> float:
+    """``BoR_max = -log2(mean_q P_rand(k_q; n_q, r_q))``: the BoR a perfect (P_obs = 1) method gets."""
+    pr = np.asarray(p_random(k, n, r), dtype=np.float64)
+    mean_rand = float(pr.mean())
+    if mean_rand == 0.0:
+        raise ValueError("mean P_rand is 0 (all k = 0 or r = 0): the ceiling is undefined")
+    return -math.log2(mean_rand)
+
+
+def bor_optimistic(k: ArrayLike, n: ArrayLike) -> NDArray[np.float64] | float:
+    """Optimistic ceiling when R is unknown: ``log2(n / k)`` (assumes r = 1). Requires k >= 1."""
+    kk, nn, _, _ = validate_counts(k, n, 0)
+    if np.any(kk < 1):
+        raise ValueError("k must be >= 1 for the optimistic ceiling log2(n/k)")
+    return _out(np.log2(nn / kk))
+
+
+def expected_random_hits(k: ArrayLike, n: ArrayLike, r: ArrayLike = 1) -> NDArray[np.float64] | float:
+    """``lambda = k r / n``; lambda >= 3 (:data:`COLLAPSE_LAMBDA`) is the collapse zone."""
+    kk, nn, rr, _ = validate_counts(k, n, r)
+    return _out(kk * rr / nn)
+
+
+def _found(found: ArrayLike) -> NDArray[np.float64]:
+    f = np.asarray(found, dtype=np.float64)
+    if not np.all((f == 0) | (f == 1)):
+        raise ValueError("found must hold 0/1 values")
+    return f
+
+
+def bor_reward(found: ArrayLike, k: ArrayLike, n: ArrayLike, r: ArrayLike = 1) -> NDArray[np.float64] | float:
+    """Per-query BoR reward: ``found * -log2 P_rand(k; n, r)`` (0 when not found).
+
+    This is what one episode pays at STOP; its mean over queries is the
+    "mean reward", which is NOT BoR (see :func:`bor_aggregate`).
+    Requires k >= 1 and r >= 1 where found = 1.
+    """
+    f = _found(found)
+    pr = np.asarray(p_random(k, n, r), dtype=np.float64)
+    f, pr = np.broadcast_arrays(f, pr)
+    if np.any((f == 1) & (pr == 0)):
+        raise ValueError("found = 1 with P_rand = 0 (k = 0 or r = 0) is impossible")
+    with np.errstate(divide="ignore"):
+        bits = np.where(f == 1, -np.log2(np.where(f == 1, pr, 1.0)), 0.0)
+    return _out(bits + 0.0)
+
+
+def f1_reward(found: ArrayLike, k: ArrayLike) -> NDArray[np.float64] | float:
+    """F1 ablation reward ``found * 2 / (k + 1)`` (recall 1, precision 1/k, single relevant)."""
+    f = _found(found)
+    kk = np.asarray(k, dtype=np.float64)
+    if not np.all(np.isfinite(kk)) or np.any(kk < 1) or np.any(kk != np.floor(kk)):
+        raise ValueError("k must be a whole number >= 1")
+    return _out(f * 2.0 / (kk + 1.0))
+
+
+def constant_reward(found: ArrayLike) -> NDArray[np.float64] | float:
+    """Constant terminal reward ``found * 1.0`` (the paper's BFCL+BM25 F1 row); depth pressure
+    comes from discounting and step costs alone."""
+    return _out(_found(found) * 1.0)
+
+
+def terminal_reward(
+    kind: str, found: ArrayLike, k: ArrayLike, n: ArrayLike, r: ArrayLike = 1
+) -> NDArray[np.float64] | float:
+    """Dispatch on ``kind`` in :data:`REWARD_KINDS` ("bor", "f1" or "constant")."""
+    if kind == "bor":
+        return bor_reward(found, k, n, r)
+    if kind == "f1":
+        return f1_reward(found, k)
+    if kind == "constant":
+        return constant_reward(found)
+    raise ValueError(f"unknown reward {kind!r}; expected one of {', '.join(REWARD_KINDS)}")
