@@ -1,0 +1,91 @@
+"""A tool-selection corpus: a registry of tools (name -> text) and queries with gold tools.
+
+Every loader (BFCL, MetaTool, ToolBench, BEIR) returns a :class:`ToolCorpus`; candidate
+sets, scoring and ranking are built from it by :mod:`benchmarks.conditions`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+
+class DataError(ValueError):
+    """Malformed or inconsistent benchmark data. The message names the file and position."""
+
+
+@dataclass(frozen=True)
+class QueryRecord:
+    """One query of a benchmark.
+
+    Attributes:
+        qid: unique query id (as in the source data where it has one).
+        text: the user request.
+        gold: names of the relevant tools (registry keys); one for tool benchmarks.
+    """
+
+    qid: str
+    text: str
+    gold: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ToolCorpus:
+    """A registry of tools and the queries over it.
+
+    Attributes:
+        name: benchmark name (``bfcl``, ``metatool``, ``toolbench`` ...).
+        tool_names: registry order (fixed; index i is tool i).
+        tool_texts: text the scorers see for each tool, aligned with ``tool_names``.
+        queries: the queries, each with gold tools present in the registry.
+        inputs_sha256: sha256 of every input file read, keyed by a display path.
+        skipped: documented skips, e.g. ``{"csv rows with tool missing from registry": 3}``.
+    """
+
+    name: str
+    tool_names: tuple[str, ...]
+    tool_texts: tuple[str, ...]
+    queries: tuple[QueryRecord, ...]
+    inputs_sha256: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if len(self.tool_names) != len(self.tool_texts):
+            raise DataError(f"{self.name}: {len(self.tool_names)} tool names but {len(self.tool_texts)} texts")
+        if len(set(self.tool_names)) != len(self.tool_names):
+            dup = sorted({t for t in self.tool_names if self.tool_names.count(t) > 1})[:3]
+            raise DataError(f"{self.name}: duplicate tool names in the registry: {dup}")
+        known = set(self.tool_names)
+        seen: set[str] = set()
+        for q in self.queries:
+            if q.qid in seen:
+                raise DataError(f"{self.name}: duplicate query id {q.qid!r}")
+            seen.add(q.qid)
+            if not q.text.strip():
+                raise DataError(f"{self.name}: query {q.qid!r} has empty text")
+            if not q.gold:
+                raise DataError(f"{self.name}: query {q.qid!r} has no gold tool")
+            missing = [g for g in q.gold if g not in known]
+            if missing:
+                raise DataError(f"{self.name}: query {q.qid!r} names gold tool(s) missing from the registry: {missing}")
+
+    def tool_index(self) -> dict[str, int]:
+        """Map tool name -> registry position."""
+        return {t: i for i, t in enumerate(self.tool_names)}
+
+    def fingerprint(self) -> str:
+        """sha256 over tool names, texts and queries: identifies the text set for caches."""
+        h = hashlib.sha256()
+        h.update(json.dumps([self.name, self.tool_names, self.tool_texts], ensure_ascii=False).encode())
+        h.update(json.dumps([(q.qid, q.text, q.gold) for q in self.queries], ensure_ascii=False).encode())
+        return h.hexdigest()
+
+
+def sha256_file(path: str) -> str:
+    """sha256 hex digest of a file, streamed."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

@@ -1,0 +1,26 @@
+"""The shortlist-depth Gymnasium environment, its ranked-list type and observation features.
+
+Importing this package registers ``ShortlistDepth-v0``.
+"""
+
+import gymnasium
+
+from envs.features import FEATURE_NAMES, N_FEATURES, feature_matrix
+from envs.ranked import RankedQuery
+from envs.shortlist_env import CONTINUE, STOP, EpisodeConfig, ShortlistEnv
+
+ENV_ID = "ShortlistDepth-v0"
+if ENV_ID not in gymnasium.registry:
+    gymnasium.register(id=ENV_ID, entry_point="envs.shortlist_env:ShortlistEnv")
+
+__all__ = [
+    "CONTINUE",
+    "ENV_ID",
+    "FEATURE_NAMES",
+    "N_FEATURES",
+    "STOP",
+    "EpisodeConfig",
+    "RankedQuery",
+    "ShortlistEnv",
+    "feature_matrix",
+]

@@ -1,0 +1,101 @@
+"""Observation features of the shortlist-depth process, computed from scores only.
+
+One function, :func:`feature_matrix`, serves the Gymnasium environment (row by row)
+and the batched evaluator (all depths at once), so both always see the same numbers.
+
+Per-query normalisation (so BM25 and cosine scores live on the same range): with
+``mu`` and ``sd`` the mean and standard deviation of the query's full candidate
+score list (``sd = 0`` treated as 1),
+
+- ``z_i = (s_i - mu) / sd`` (z-scores; "how far above the pack" each item is);
+- ``u_i = (s_i - s_min) / (s_max - s_min)`` (min-max; all ones for a constant list).
+
+Features at depth k (1-based; "next" is item k+1, or item k itself at the end of
+the list), all float32 and bounded:
+
+==  ====================  =================================================  ========
+ #  name                  definition                                         range
+==  ====================  =================================================  ========
+ 0  top_z                 clip(z_1, -8, 8) / 8                               [-1, 1]
+ 1  cur_z                 clip(z_k, -8, 8) / 8                               [-1, 1]
+ 2  next_z                clip(z_{k+1}, -8, 8) / 8                           [-1, 1]
+ 3  gap_top_cur           clip(z_1 - z_k, 0, 16) / 16                        [0, 1]
+ 4  gap_cur_next          clip(z_k - z_{k+1}, 0, 8) / 8                      [0, 1]
+ 5  spread                2 * std(u)                                         [0, 1]
+ 6  cur_over_top          u_k (current score relative to the top)            [0, 1]
+ 7  depth_frac            k / L (L = ranked-list length)                     [0, 1]
+ 8  log_depth             log2(k + 1) / log2(L + 1)                          [0, 1]
+ 9  log_n                 min(1, log10(N) / 7)                               [0, 1]
+10  ceiling               min(1, -log2 P_rand(k; N, 1) / 24) = log2(N/k)/24  [0, 1]
+11  gap_rel               (z_k - z_{k+1}) / largest consecutive gap in the   [0, 1]
+                          top min(L, 50)
+12  max_gap_passed_rel    largest consecutive gap among ranks 1..k (gaps     [0, 1]
+                          i -> i+1 with i < k) / the same window maximum
+==  ====================  =================================================  ========
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from envs.ranked import RankedQuery
+
+FEATURE_NAMES: tuple[str, ...] = (
+    "top_z",
+    "cur_z",
+    "next_z",
+    "gap_top_cur",
+    "gap_cur_next",
+    "spread",
+    "cur_over_top",
+    "depth_frac",
+    "log_depth",
+    "log_n",
+    "ceiling",
+    "gap_rel",
+    "max_gap_passed_rel",
+)
+N_FEATURES = len(FEATURE_NAMES)
+Z_CLIP = 8.0
+GAP_WINDOW = 50
+
+
+def feature_matrix(query: RankedQuery, max_depth: int | None = None) -> NDArray[np.float32]:
+    """Observations for depths k = 1..D (D = ``max_depth`` or the list length), shape (D, 13)."""
+    s = query.scores
+    L = s.size
+    D = L if max_depth is None else min(int(max_depth), L)
+    if D < 1:
+        raise ValueError(f"query {query.qid!r}: max_depth must be >= 1")
+    mu = s.mean()
+    sd = s.std()
+    z = (s - mu) / (sd if sd > 0 else 1.0)
+    rng = s[0] - s[-1]
+    u = (s - s[-1]) / rng if rng > 0 else np.ones_like(s)
+    k = np.arange(1, D + 1)
+    cur = z[:D]
+    nxt = z[np.minimum(k, L - 1)]
+    drops = -np.diff(z)  # >= 0: drop from rank i to rank i+1 (length L-1)
+    window = drops[:GAP_WINDOW]
+    gmax = float(window.max()) if window.size and window.max() > 0 else 1.0
+    gap_next = np.where(k < L, cur - nxt, 0.0)
+    # largest drop already passed at depth k: among drops between ranks i and i+1, i < k
+    passed = np.concatenate([[0.0], np.maximum.accumulate(drops)])[:D]
+    n = query.n_candidates
+    out = np.empty((D, 13), dtype=np.float64)
+    out[:, 0] = np.clip(z[0], -Z_CLIP, Z_CLIP) / Z_CLIP
+    out[:, 1] = np.clip(cur, -Z_CLIP, Z_CLIP) / Z_CLIP
+    out[:, 2] = np.clip(nxt, -Z_CLIP, Z_CLIP) / Z_CLIP
+    out[:, 3] = np.clip(z[0] - cur, 0, 2 * Z_CLIP) / (2 * Z_CLIP)
+    out[:, 4] = np.clip(gap_next, 0, Z_CLIP) / Z_CLIP
+    out[:, 5] = min(1.0, 2.0 * float(u.std()))
+    out[:, 6] = u[:D]
+    out[:, 7] = k / L
+    out[:, 8] = np.log2(k + 1) / np.log2(L + 1)
+    out[:, 9] = min(1.0, np.log10(n) / 7.0)
+    out[:, 10] = np.minimum(1.0, np.log2(n / k) / 24.0)
+    out[:, 11] = np.clip(gap_next / gmax, 0, 1)
+    out[:, 12] = np.clip(passed / gmax, 0, 1)
+    return out.astype(np.float32)
+

@@ -1,0 +1,118 @@
+"""The ranked-list data type every environment, agent and evaluator works on."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+
+@dataclass(frozen=True, eq=False)
+class RankedQuery:
+    """One query's candidate list, ranked by a scorer.
+
+    Attributes:
+        scores: relevance scores sorted descending (non-increasing), float64, finite.
+            Length = number of ranked candidates (the depth cap can never exceed it).
+        relevant_ranks: sorted, unique 1-based ranks of the relevant items present in ``scores``.
+        qid: query id (used in every error message and result row).
+        n_candidates: candidate-set size N used by P_rand; defaults to ``len(scores)``.
+            Larger when a run was truncated from a bigger corpus.
+        n_relevant: number of relevant items R used by P_rand; defaults to
+            ``len(relevant_ranks)`` (it may be larger for truncated runs).
+
+    Raises:
+        ValueError: naming ``qid``, for empty/NaN/inf/unsorted scores, ranks out of
+            range or duplicated, or inconsistent N/R.
+    """
+
+    scores: NDArray[np.float64]
+    relevant_ranks: NDArray[np.int64]
+    qid: str
+    n_candidates: int = 0
+    n_relevant: int = -1
+
+    def __post_init__(self) -> None:
+        s = np.asarray(self.scores, dtype=np.float64)
+        if s.ndim != 1 or s.size == 0:
+            raise ValueError(f"query {self.qid!r}: scores must be a non-empty 1-D array")
+        if not np.all(np.isfinite(s)):
+            pos = int(np.flatnonzero(~np.isfinite(s))[0]) + 1
+            raise ValueError(f"query {self.qid!r}: score at rank {pos} is {s[pos - 1]} (NaN/inf scores are not allowed)")
+        if np.any(np.diff(s) > 0):
+            pos = int(np.flatnonzero(np.diff(s) > 0)[0]) + 2
+            raise ValueError(f"query {self.qid!r}: scores must be sorted descending (rank {pos} > rank {pos - 1})")
+        rr = np.asarray(self.relevant_ranks)
+        if rr.size and not np.issubdtype(rr.dtype, np.integer):
+            if not np.all(np.isfinite(rr)) or np.any(rr != np.floor(rr)):
+                raise ValueError(f"query {self.qid!r}: relevant ranks must be whole numbers")
+        rr = np.asarray(rr, dtype=np.int64).ravel()
+        if rr.size and (rr.min() < 1 or rr.max() > s.size):
+            raise ValueError(f"query {self.qid!r}: relevant rank out of range 1..{s.size}: {rr.tolist()[:5]}")
+        if np.unique(rr).size != rr.size:
+            raise ValueError(f"query {self.qid!r}: duplicate relevant ranks {rr.tolist()[:5]}")
+        n = int(self.n_candidates) or s.size
+        r = rr.size if int(self.n_relevant) < 0 else int(self.n_relevant)
+        if n < s.size:
+            raise ValueError(f"query {self.qid!r}: n_candidates={n} is smaller than the {s.size} ranked items")
+        if r < rr.size or r > n:
+            raise ValueError(f"query {self.qid!r}: n_relevant={r} must lie in [{rr.size}, {n}]")
+        s.setflags(write=False)
+        rr = np.sort(rr)
+        rr.setflags(write=False)
+        object.__setattr__(self, "scores", s)
+        object.__setattr__(self, "relevant_ranks", rr)
+        object.__setattr__(self, "n_candidates", n)
+        object.__setattr__(self, "n_relevant", r)
+
+    @property
+    def length(self) -> int:
+        """Number of ranked candidates (the largest possible depth)."""
+        return int(self.scores.size)
+
+    @property
+    def gold_rank(self) -> int:
+        """Rank of the first relevant item, or 0 when none is in the list."""
+        return int(self.relevant_ranks[0]) if self.relevant_ranks.size else 0
+
+    def found_at(self, k: ArrayLike) -> NDArray[np.bool_]:
+        """Whether the top-k shortlist holds at least one relevant item."""
+        g = self.gold_rank
+        kk = np.asarray(k)
+        return (kk >= g) & (g > 0)
+
+    @classmethod
+    def from_scores(
+        cls,
+        scores: ArrayLike,
+        relevant: Sequence[int],
+        qid: str,
+        n_candidates: int = 0,
+        n_relevant: int = -1,
+    ) -> tuple[RankedQuery, NDArray[np.int64]]:
+        """Rank unsorted candidate scores.
+
+        Ties are broken by candidate position (stable sort: the earlier candidate
+        ranks first), so rankings are deterministic.
+
+        Args:
+            scores: one score per candidate, in candidate order.
+            relevant: candidate positions (0-based) of the relevant items.
+            qid: query id.
+
+        Returns:
+            The ranked query and the candidate order (``order[i]`` = candidate at rank i+1).
+        """
+        s = np.asarray(scores, dtype=np.float64).ravel()
+        if s.size and not np.all(np.isfinite(s)):
+            bad = int(np.flatnonzero(~np.isfinite(s))[0])
+            raise ValueError(f"query {qid!r}: score of candidate {bad} is {s[bad]} (NaN/inf scores are not allowed)")
+        order = np.argsort(-s, kind="stable")
+        rank_of = np.empty_like(order)
+        rank_of[order] = np.arange(1, s.size + 1)
+        rel = np.asarray(list(relevant), dtype=np.int64)
+        if rel.size and (rel.min() < 0 or rel.max() >= s.size):
+            raise ValueError(f"query {qid!r}: relevant candidate index out of range 0..{s.size - 1}")
+        return cls(s[order], rank_of[rel], qid, n_candidates, n_relevant), order

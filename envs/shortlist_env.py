@@ -1,0 +1,174 @@
+"""Gymnasium environment: choose how deep into a ranked tool list to go before showing it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from numpy.typing import NDArray
+
+from envs.features import FEATURE_NAMES, N_FEATURES, feature_matrix
+from envs.ranked import RankedQuery
+from rewards import REWARD_KINDS, p_random, terminal_reward
+
+STOP = 0
+CONTINUE = 1
+
+
+@dataclass(frozen=True)
+class EpisodeConfig:
+    """How episodes pay and end. Shared by the environment and every learner."""
+
+    reward: str = "bor"
+    """Terminal reward: "bor" (-log2 P_rand(k; N, R) if found), "f1" (2/(k+1) if found) or "constant" (1 if found)."""
+    step_cost: float = 0.01
+    """Cost of every CONTINUE (examining one more item)."""
+    gamma: float = 0.95
+    """Discount factor used by the learners (the environment itself does not discount)."""
+    max_depth: int | None = None
+    """Depth cap that forces a STOP; None = each query's full list length N."""
+
+    def __post_init__(self) -> None:
+        if self.reward not in REWARD_KINDS:
+            raise ValueError(f"unknown reward {self.reward!r}; expected one of {', '.join(REWARD_KINDS)}")
+        if not (np.isfinite(self.step_cost) and self.step_cost >= 0):
+            raise ValueError(f"step_cost must be finite and >= 0, got {self.step_cost}")
+        if not (0.0 < self.gamma <= 1.0):
+            raise ValueError(f"gamma must lie in (0, 1], got {self.gamma}")
+        if self.max_depth is not None and int(self.max_depth) < 1:
+            raise ValueError(f"max_depth must be >= 1, got {self.max_depth}")
+
+    def cap(self, query: RankedQuery) -> int:
+        """Depth cap for one query."""
+        return query.length if self.max_depth is None else min(int(self.max_depth), query.length)
+
+    def check_queries(self, queries: Sequence[RankedQuery]) -> None:
+        """Reject an empty query set and a max_depth larger than a query's list."""
+        if len(queries) == 0:
+            raise ValueError("no queries given")
+        if self.max_depth is not None:
+            short = [q for q in queries if q.length < int(self.max_depth)]
+            if short:
+                raise ValueError(
+                    f"max_depth={self.max_depth} exceeds the candidate list of query {short[0].qid!r} "
+                    f"(N={short[0].length})"
+                )
+
+
+class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
+    """Shortlist depth as an optimal-stopping episode.
+
+    ## Description
+    A scorer has ranked a query's N candidate tools. The agent has examined the
+    top k (starting at k = 1) and chooses to STOP (show those k items) or to
+    CONTINUE (examine item k + 1). One query is one episode.
+
+    ## Action Space
+    ``Discrete(2)``: 0 = STOP, 1 = CONTINUE.
+
+    ## Observation Space
+    ``Box(-1, 1, (13,), float32)``: features of the scores at the current depth,
+    never of gold labels (see :mod:`envs.features` for the exact definitions).
+
+    ## Starting State
+    A query chosen with ``self.np_random`` (or ``options={"index": i}``), k = 1.
+
+    ## Rewards
+    Each CONTINUE pays ``-step_cost``. STOP at depth k pays the terminal reward
+    when the top k hold a relevant item, else 0: "bor" = ``-log2 P_rand(k; N, R)``,
+    "f1" = ``2 / (k + 1)``, "constant" = 1.
+
+    ## Episode End
+    On STOP, or when CONTINUE reaches the depth cap (``max_depth``, default N),
+    which forces a STOP there. ``info`` then holds ``k``, ``found``,
+    ``p_random`` and ``terminal_reward``.
+
+    ## Arguments
+    ``queries`` (sequence of :class:`RankedQuery`), ``reward`` ("bor" | "f1" |
+    "constant"), ``step_cost`` (default 0.01), ``max_depth`` (default None = N).
+    Created as ``gymnasium.make("ShortlistDepth-v0", queries=[...], ...)``.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(
+        self,
+        queries: Sequence[RankedQuery],
+        reward: str = "bor",
+        step_cost: float = 0.01,
+        max_depth: int | None = None,
+    ) -> None:
+        self.config = EpisodeConfig(reward=reward, step_cost=step_cost, max_depth=max_depth)
+        self.config.check_queries(queries)
+        self.queries = list(queries)
+        self.observation_space = spaces.Box(-1.0, 1.0, shape=(N_FEATURES,), dtype=np.float32)
+        self.action_space = spaces.Discrete(2)
+        self.feature_names = FEATURE_NAMES
+        # per query: (features (D, F), P_rand (D,), terminal reward (D,)), built on first use
+        self._cache: dict[int, tuple[NDArray[np.float32], NDArray[np.float64], NDArray[np.float64]]] = {}
+        self._index = 0
+        self._k = 1
+        self._cap = 1
+
+    def _tables(self, i: int) -> tuple[NDArray[np.float32], NDArray[np.float64], NDArray[np.float64]]:
+        t = self._cache.get(i)
+        if t is None:
+            q = self.queries[i]
+            cap = self.config.cap(q)
+            ks = np.arange(1, cap + 1)
+            found = q.found_at(ks)
+            pr = np.asarray(p_random(ks, q.n_candidates, q.n_relevant), dtype=np.float64)
+            term = np.asarray(
+                terminal_reward(self.config.reward, found, ks, q.n_candidates, max(q.n_relevant, 1)),
+                dtype=np.float64,
+            )
+            t = (feature_matrix(q, cap), pr, term)
+            self._cache[i] = t
+        return t
+
+    def _matrix(self, i: int) -> NDArray[np.float32]:
+        return self._tables(i)[0]
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[NDArray[np.float32], dict[str, Any]]:
+        super().reset(seed=seed)
+        if options and "index" in options:
+            i = int(options["index"])
+            if not 0 <= i < len(self.queries):
+                raise IndexError(f"query index {i} out of range 0..{len(self.queries) - 1}")
+        else:
+            i = int(self.np_random.integers(len(self.queries)))
+        self._index = i
+        self._k = 1
+        self._cap = self.config.cap(self.queries[i])
+        return self._matrix(i)[0].copy(), {"qid": self.queries[i].qid, "index": i}
+
+    def _finish(self, reward: float) -> tuple[NDArray[np.float32], float, bool, bool, dict[str, Any]]:
+        q = self.queries[self._index]
+        k = self._k
+        feats, pr, terms = self._tables(self._index)
+        term = float(terms[k - 1])
+        info = {
+            "qid": q.qid,
+            "k": k,
+            "found": bool(q.found_at(k)),
+            "p_random": float(pr[k - 1]),
+            "terminal_reward": term,
+        }
+        return feats[k - 1].copy(), reward + term, True, False, info
+
+    def step(self, action: int) -> tuple[NDArray[np.float32], float, bool, bool, dict[str, Any]]:
+        a = int(action)
+        if a not in (STOP, CONTINUE):
+            raise ValueError(f"action must be 0 (STOP) or 1 (CONTINUE), got {action!r}")
+        if a == STOP or self._k >= self._cap:
+            return self._finish(0.0)
+        self._k += 1
+        if self._k >= self._cap:
+            return self._finish(-self.config.step_cost)
+        return self._matrix(self._index)[self._k - 1].copy(), -self.config.step_cost, False, False, {}
