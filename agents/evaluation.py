@@ -1,0 +1,150 @@
+"""One evaluator for every depth policy, per-query rows in long format, and aggregates.
+
+Per-query rows (one per query x method x seed): ``qid, gold_rank, bucket, k, found,
+p_random, reward, n, r`` where ``reward`` is the per-query BoR reward
+``found * -log2 P_rand(k; N, R)`` whatever reward the policy was trained with,
+so methods are compared on one scale ("mean reward" = its mean; it is NOT BoR).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from agents.base import DepthPolicy
+from envs import EpisodeConfig, RankedQuery
+from rewards import COLLAPSE_LAMBDA, bor_aggregate, bor_ceiling, bor_reward, p_random
+
+#: Difficulty buckets by the scorer's rank of the gold tool (SPEC section 5): (low, high, label).
+BUCKET_SCHEMES: dict[str, tuple[tuple[int, float, str], ...]] = {
+    "default": ((1, 1, "easy"), (2, 5, "medium"), (6, 20, "hard"), (21, math.inf, "very hard")),
+    "narrow": ((1, 1, "easy"), (2, 3, "medium"), (4, 10, "hard"), (11, math.inf, "very hard")),
+}
+BUCKET_ORDER = ("easy", "medium", "hard", "very hard", "absent")
+
+
+def bucket_labels(gold_ranks: NDArray[np.int64], scheme: str = "default") -> NDArray[np.str_]:
+    """Bucket label per query ("absent" when the gold item is not in the ranked list)."""
+    if scheme not in BUCKET_SCHEMES:
+        raise ValueError(f"unknown bucket scheme {scheme!r}; expected one of {', '.join(BUCKET_SCHEMES)}")
+    g = np.asarray(gold_ranks)
+    out = np.full(g.shape, "absent", dtype=object)
+    for lo, hi, label in BUCKET_SCHEMES[scheme]:
+        out[(g >= lo) & (g <= hi)] = label
+    return out.astype(str)
+
+
+def score_depths(
+    queries: Sequence[RankedQuery], depths: NDArray[np.int64], buckets: str = "default"
+) -> pd.DataFrame:
+    """Per-query rows for given depths (vectorised)."""
+    k = np.asarray(depths, dtype=np.int64)
+    if k.shape != (len(queries),):
+        raise ValueError(f"expected {len(queries)} depths, got shape {k.shape}")
+    gold = np.array([q.gold_rank for q in queries], dtype=np.int64)
+    n = np.array([q.n_candidates for q in queries], dtype=np.int64)
+    r = np.array([q.n_relevant for q in queries], dtype=np.int64)
+    lengths = np.array([q.length for q in queries], dtype=np.int64)
+    if np.any(k < 1) or np.any(k > lengths):
+        bad = int(np.flatnonzero((k < 1) | (k > lengths))[0])
+        raise ValueError(f"depth {k[bad]} for query {queries[bad].qid!r} is outside 1..{lengths[bad]}")
+    found = ((gold > 0) & (k >= gold)).astype(np.int64)
+    pr = np.asarray(p_random(k, n, r), dtype=np.float64)
+    reward = np.asarray(bor_reward(found, k, n, np.maximum(r, 1)), dtype=np.float64)
+    return pd.DataFrame(
+        {
+            "qid": [q.qid for q in queries],
+            "gold_rank": gold,
+            "bucket": bucket_labels(gold, buckets),
+            "k": k,
+            "found": found,
+            "p_random": pr,
+            "reward": reward,
+            "n": n,
+            "r": r,
+        }
+    )
+
+
+def evaluate(
+    policy: DepthPolicy, queries: Sequence[RankedQuery], config: EpisodeConfig, buckets: str = "default"
+) -> pd.DataFrame:
+    """Per-query rows of ``policy`` on ``queries`` (the one evaluator for all policies)."""
+    config.check_queries(queries)
+    depths = np.asarray(policy.depths(queries, config), dtype=np.int64)
+    caps = np.array([config.cap(q) for q in queries])
+    if np.any(depths > caps):
+        raise ValueError(f"{policy.name} returned a depth beyond the depth cap")
+    return score_depths(queries, depths, buckets)
+
+
+def summary_row(rows: pd.DataFrame) -> dict[str, float]:
+    """Aggregate metrics of one (condition, method, seed) group of per-query rows."""
+    found = rows["found"].to_numpy()
+    k, n, r = rows["k"].to_numpy(), rows["n"].to_numpy(), rows["r"].to_numpy()
+    lam = k * r / n
+    return {
+        "n_queries": len(rows),
+        "found_pct": 100.0 * float(found.mean()),
+        "mean_k": float(k.mean()),
+        "std_k": float(k.std()),
+        "bor_bits": bor_aggregate(found, k, n, r),
+        "bor_ceiling": bor_ceiling(k, n, r),
+        "mean_reward": float(rows["reward"].mean()),
+        "mean_p_random": float(rows["p_random"].mean()),
+        "collapse_pct": 100.0 * float(np.mean(lam >= COLLAPSE_LAMBDA)),
+    }
+
+
+KEYS = ["condition", "method", "seed"]
+
+
+def summarise(per_query: pd.DataFrame, keys: Sequence[str] = KEYS) -> pd.DataFrame:
+    """One summary row per group of ``keys`` (columns of :func:`summary_row`)."""
+    out = [
+        {**dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True)), **summary_row(g)}
+        for key, g in per_query.groupby(list(keys), sort=True)
+    ]
+    return pd.DataFrame(out)
+
+
+def bucket_table(per_query: pd.DataFrame, keys: Sequence[str] = KEYS) -> pd.DataFrame:
+    """Per bucket: n, found %, mean K and std K, for each group of ``keys``."""
+    rows = []
+    for key, g in per_query.groupby([*keys, "bucket"], sort=True):
+        rows.append(
+            {
+                **dict(zip([*keys, "bucket"], key, strict=True)),
+                "n": len(g),
+                "found_pct": 100.0 * float(g["found"].mean()),
+                "mean_k": float(g["k"].mean()),
+                "std_k": float(g["k"].std(ddof=0)),
+            }
+        )
+    df = pd.DataFrame(rows)
+    if len(df):
+        df["bucket"] = pd.Categorical(df["bucket"], BUCKET_ORDER, ordered=True)
+        df = df.sort_values([*keys, "bucket"]).reset_index(drop=True)
+        df["bucket"] = df["bucket"].astype(str)
+    return df
+
+
+def bootstrap_ci(values: Sequence[float], seed: int = 0, n_boot: int = 10_000, level: float = 0.95) -> tuple[float, float, float]:
+    """Mean and a seeded percentile-bootstrap interval over seeds (rliable-style).
+
+    With a single value the interval collapses to the value.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return (math.nan, math.nan, math.nan)
+    if v.size == 1:
+        return (float(v[0]), float(v[0]), float(v[0]))
+    rng = np.random.default_rng(seed)
+    means = v[rng.integers(v.size, size=(n_boot, v.size))].mean(axis=1)
+    a = (1 - level) / 2
+    return float(v.mean()), float(np.quantile(means, a)), float(np.quantile(means, 1 - a))

@@ -1,0 +1,147 @@
+"""Tabular Q-learning on a discretised observation.
+
+Discretisation (documented bins; all from score features, see :mod:`envs.features`):
+
+- depth k: bins {1}, {2}, {3}, {4}, {5}, {6-7}, {8-10}, {11-15}, {16-20}, {21-30},
+  {31-50}, {51-100}, {101+} (13 bins; recovered exactly from ``log_depth`` and the list length);
+- current z-score (``cur_z * 8``): edges 0, 1, 2, 3, 4, 6 (7 bins);
+- drop to the next item relative to the largest drop in the top 50 (``gap_rel``):
+  edges 0.2, 0.5, 0.8 (4 bins);
+- z-distance between the top and the current item (``gap_top_cur * 16``): edges 0.5, 1.5, 3 (4 bins).
+
+13 x 7 x 4 x 4 = 1,456 states, 2 actions. Unvisited (state, action) pairs keep
+Q = 0; ties pick STOP. Exploration is epsilon-greedy with a seeded
+``numpy.random.Generator`` (never the global RNG); epsilon decays linearly from
+``eps_start`` to ``eps_end`` over ``explore_fraction`` of the episodes; the
+learning rate is 1 / (visits of the pair) ** ``lr_power`` (a Robbins-Monro schedule).
+Saved as JSON (no pickle).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+from tqdm.auto import tqdm
+
+from agents.base import first_stop, row_depths, stacked_features
+from envs import EpisodeConfig, RankedQuery, feature_matrix
+from envs.features import FEATURE_NAMES, Z_CLIP
+from rewards import terminal_reward
+
+DEPTH_EDGES = np.array([2, 3, 4, 5, 6, 8, 11, 16, 21, 31, 51, 101])  # bin = searchsorted(right)
+Z_EDGES = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 6.0])
+GAP_EDGES = np.array([0.2, 0.5, 0.8])
+TOPGAP_EDGES = np.array([0.5, 1.5, 3.0])
+N_STATES = (len(DEPTH_EDGES) + 1) * (len(Z_EDGES) + 1) * (len(GAP_EDGES) + 1) * (len(TOPGAP_EDGES) + 1)
+_I = {n: i for i, n in enumerate(FEATURE_NAMES)}
+
+
+def discretise(feats: NDArray[np.float32], depths: NDArray[np.int64]) -> NDArray[np.int64]:
+    """State index for each observation row (see module docstring)."""
+    d = np.searchsorted(DEPTH_EDGES, depths, side="right")
+    z = np.searchsorted(Z_EDGES, feats[:, _I["cur_z"]] * Z_CLIP, side="right")
+    g = np.searchsorted(GAP_EDGES, feats[:, _I["gap_rel"]], side="right")
+    t = np.searchsorted(TOPGAP_EDGES, feats[:, _I["gap_top_cur"]] * 2 * Z_CLIP, side="right")
+    return ((d * (len(Z_EDGES) + 1) + z) * (len(GAP_EDGES) + 1) + g) * (len(TOPGAP_EDGES) + 1) + t
+
+
+@dataclass(frozen=True)
+class TabularConfig:
+    """Tabular Q-learning settings."""
+
+    episodes: int = 20_000
+    """Training episodes (one query each)."""
+    eps_start: float = 1.0
+    """Initial exploration rate."""
+    eps_end: float = 0.05
+    """Final exploration rate."""
+    explore_fraction: float = 0.5
+    """Fraction of episodes over which epsilon decays linearly."""
+    lr_power: float = 0.6
+    """Learning rate = visits ** -lr_power."""
+
+
+class TabularQ:
+    """Tabular Q-learning depth policy (see module docstring)."""
+
+    def __init__(self, reward: str = "bor", settings: TabularConfig | None = None) -> None:
+        self.reward = reward
+        self.settings = settings or TabularConfig()
+        self.name = f"{reward}-tabular"
+        self.q = np.zeros((N_STATES, 2))
+
+    def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int, progress: bool = False) -> TabularQ:
+        s = self.settings
+        rng = np.random.default_rng(seed)
+        states, terms = [], []
+        for q in queries:
+            cap = config.cap(q)
+            ks = np.arange(1, cap + 1)
+            states.append(discretise(feature_matrix(q, cap), ks).tolist())
+            terms.append(np.asarray(
+                terminal_reward(config.reward, q.found_at(ks), ks, q.n_candidates, max(q.n_relevant, 1)),
+                dtype=np.float64,
+            ).tolist())
+        Q = np.zeros((N_STATES, 2))
+        visits = np.zeros((N_STATES, 2))
+        gamma, cost = config.gamma, config.step_cost
+        n_q = len(queries)
+        picks = rng.integers(n_q, size=s.episodes)
+        decay = max(1, int(s.explore_fraction * s.episodes))
+        for ep in tqdm(range(s.episodes), disable=not progress, desc=f"{self.name} s{seed}", leave=False):
+            eps = s.eps_end + (s.eps_start - s.eps_end) * max(0.0, 1.0 - ep / decay)
+            st, tr = states[picks[ep]], terms[picks[ep]]
+            cap = len(st)
+            k = 1
+            done = False
+            while not done:
+                x = st[k - 1]
+                explore = rng.random() < eps
+                if explore:
+                    a = int(rng.integers(2))
+                else:
+                    a = 1 if Q[x, 1] > Q[x, 0] else 0
+                if a == 0 or k >= cap:  # STOP (forced at the cap)
+                    a, target, done = 0, tr[k - 1], True
+                else:  # CONTINUE; reaching the cap stops there
+                    k += 1
+                    if k >= cap:
+                        target, done = -cost + gamma * tr[k - 1], True
+                    else:
+                        nx = st[k - 1]
+                        target = -cost + gamma * max(Q[nx, 0], Q[nx, 1])
+                visits[x, a] += 1
+                Q[x, a] += visits[x, a] ** -s.lr_power * (target - Q[x, a])
+        self.q = Q
+        return self
+
+    def depths(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.int64]:
+        if len(queries) == 0:
+            return np.zeros(0, dtype=np.int64)
+        feats, offsets = stacked_features(queries, config)
+        x = discretise(feats, row_depths(offsets))
+        return first_stop(self.q[x, 1] <= self.q[x, 0], offsets)
+
+    def save(self, path: Path) -> None:
+        """Write the Q-table and settings as JSON."""
+        payload = {"reward": self.reward, "settings": asdict(self.settings), "q": self.q.tolist()}
+        path.write_text(json.dumps(payload))
+
+    @classmethod
+    def load(cls, path: Path) -> TabularQ:
+        """Read a Q-table written by :meth:`save` (JSON; never executes code)."""
+        payload = json.loads(path.read_text())
+        agent = cls(payload["reward"], TabularConfig(**payload["settings"]))
+        q = np.asarray(payload["q"], dtype=np.float64)
+        if q.shape != (N_STATES, 2) or not np.all(np.isfinite(q)):
+            raise ValueError(f"{path}: Q-table must be a finite {N_STATES}x2 array")
+        agent.q = q
+        return agent
+
+
+__all__ = ["TabularQ", "TabularConfig", "discretise"]

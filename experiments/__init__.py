@@ -1,0 +1,1 @@
+"""Configs, CLI, runners, aggregation and plots: the only place that parses arguments and writes results."""

@@ -1,0 +1,206 @@
+"""``shortlist``: train, evaluate and reproduce shortlist-depth policies.
+
+Options come from frozen dataclasses (one field = one flag; its help text is the
+field's ``help`` metadata). User errors print one line ``shortlist: error: ...``
+and exit with status 2; nothing half-written is left behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+from typing import Any, get_args, get_origin, get_type_hints
+
+from benchmarks.corpus import DataError
+
+
+def opt(default: Any, help: str, **kw: Any) -> Any:  # noqa: A002
+    """A dataclass field carrying its CLI help text."""
+    if isinstance(default, list | tuple):
+        return field(default_factory=lambda: tuple(default), metadata={"help": help, **kw})
+    return field(default=default, metadata={"help": help, **kw})
+
+
+@dataclass(frozen=True)
+class CommonArgs:
+    data_dir: str | None = opt(None, "benchmark data folder (default: $SHORTLIST_DATA_DIR or the per-user cache)")
+    cache_dir: str | None = opt(None, "score cache folder (default: $SHORTLIST_CACHE_DIR or ~/.cache/shortlist-depth/scores)")
+    workers: int = opt(1, "cells run in parallel processes")
+    no_progress: bool = opt(False, "hide progress bars")
+
+
+@dataclass(frozen=True)
+class LearnArgs:
+    seeds: tuple[int, ...] = opt((42, 123, 456), "training seeds (one run per seed)")
+    step_cost: float | None = opt(None, "cost of each CONTINUE (default: the condition's paper setting, 0.01 or 0.005)")
+    gamma: float | None = opt(None, "discount factor (default: the condition's paper setting, 0.95 or 1.0)")
+    max_depth: int | None = opt(None, "depth cap that forces a STOP (default: N, the whole candidate list)")
+    split_seed: int = opt(0, "seed of the train/test split (70/30)")
+    dqn_timesteps: int = opt(30_000, "DQN training environment steps")
+    dqn_exploration_fraction: float = opt(0.3, "fraction of DQN training over which epsilon decays 1.0 -> 0.05")
+    dqn_learning_starts: int = opt(1_000, "DQN random steps before learning")
+    dqn_train_freq: int = opt(4, "DQN environment steps per gradient update")
+    dqn_target_update: int = opt(500, "DQN steps between target-network syncs")
+    tabular_episodes: int = opt(20_000, "tabular Q-learning training episodes")
+
+
+@dataclass(frozen=True)
+class TrainArgs:
+    benchmark: str = opt("bfcl", "benchmark: bfcl")
+    scorer: str = opt("bm25", "scorer: bm25, minilm, or a local sentence-transformers model path")
+    agent: str = opt("dqn", "depth policy: dqn, tabular or fixed")
+    reward: str = opt("bor", "training reward: bor, f1 or constant (ignored for fixed)")
+    k: tuple[int, ...] = opt((1, 3, 5, 10, 20, 50), "K values for --agent fixed")
+    out: str = opt("runs", "output folder (run directories go to OUT/runs/<run_id>)")
+
+
+@dataclass(frozen=True)
+class ReproduceArgs:
+    only: tuple[str, ...] = opt((), "conditions to run (default: all); e.g. bfcl-bm25 bfcl-minilm")
+    out: str = opt("results", "results folder")
+    dry_run: bool = opt(False, "print the cells and their commands without running them")
+
+
+def add_dataclass_args(parser: argparse.ArgumentParser, cls: type) -> None:
+    """One ``--flag`` per dataclass field, typed from the annotation, help from metadata."""
+    hints = get_type_hints(cls)
+    for f in fields(cls):
+        flag = "--" + f.name.replace("_", "-")
+        typ = hints[f.name]
+        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+        help_text = f"{f.metadata.get('help', '')} (default: {default if default not in ((), None) else 'none'})"
+        if typ is bool:
+            parser.add_argument(flag, action="store_true", help=help_text)
+        elif get_origin(typ) is tuple:
+            parser.add_argument(flag, type=get_args(typ)[0], nargs="+", default=default, help=help_text)
+        else:
+            base = [a for a in get_args(typ) if a is not type(None)] or [typ]
+            parser.add_argument(flag, type=base[0], default=default, help=help_text)
+
+
+def build(cls: type, ns: argparse.Namespace) -> Any:
+    return cls(**{f.name: (tuple(v) if isinstance(v := getattr(ns, f.name), list) else v) for f in fields(cls)})
+
+
+def make_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="shortlist",
+        description="How many tools should an LLM agent see? Train and evaluate shortlist-depth policies "
+        "with the Bits-over-Random reward.",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="train depth policies on one condition, one run per seed, and evaluate them",
+                       description="Train on the train split, evaluate on the test split. Writes OUT/runs/<run_id>/ "
+                       "per seed and OUT/{per_query,summary,buckets}.csv for the runs of this command.")
+    for cls in (TrainArgs, LearnArgs, CommonArgs):
+        add_dataclass_args(t, cls)
+    r = sub.add_parser("reproduce", help="run the study: every condition x method x seed, tables, figures, README",
+                       description="Resumable: a cell whose run directory exists with the same config hash is skipped.")
+    for cls in (ReproduceArgs, LearnArgs, CommonArgs):
+        add_dataclass_args(r, cls)
+    return p
+
+
+def _learn_kwargs(la: LearnArgs) -> dict[str, Any]:
+    from agents.dqn import DQNConfig
+    from agents.tabular import TabularConfig
+
+    return {
+        "dqn": DQNConfig(total_timesteps=la.dqn_timesteps, exploration_fraction=la.dqn_exploration_fraction,
+                         learning_starts=la.dqn_learning_starts, train_freq=la.dqn_train_freq,
+                         target_update_interval=la.dqn_target_update),
+        "tabular": TabularConfig(episodes=la.tabular_episodes),
+        "step_cost": la.step_cost,
+        "gamma": la.gamma,
+        "max_depth": la.max_depth,
+        "split_seed": la.split_seed,
+    }
+
+
+def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int:
+    from experiments.config import AGENTS, MethodSpec
+    from experiments.runner import collect, run_cells, write_tables
+    from experiments.sweep import PLANS, ConditionPlan, cells_for
+    from rewards import REWARD_KINDS
+
+    if ta.agent not in AGENTS:
+        raise ValueError(f"unknown agent {ta.agent!r}; expected one of {', '.join(AGENTS)}")
+    if ta.reward not in REWARD_KINDS:
+        raise ValueError(f"unknown reward {ta.reward!r}; expected one of {', '.join(REWARD_KINDS)}")
+    name = f"{ta.benchmark}-{ta.scorer}"
+    plan = PLANS.get(name, ConditionPlan(ta.benchmark, ta.scorer))
+    methods = [MethodSpec("fixed", "bor", k) for k in ta.k] if ta.agent == "fixed" else [MethodSpec(ta.agent, ta.reward)]
+    cells = cells_for([plan], la.seeds, {plan.name: methods}, **_learn_kwargs(la))
+    out = Path(ta.out)
+    runs = run_cells(cells, out, data_dir=ca.data_dir, cache_dir=ca.cache_dir, command=command,
+                     workers=ca.workers, progress=not ca.no_progress)
+    per_query, summary, buckets = collect(runs)
+    write_tables(out, per_query, summary, buckets)
+    cols = ["condition", "method", "seed", "found_pct", "mean_k", "std_k", "bor_bits", "mean_reward"]
+    print(summary[cols].to_string(index=False, float_format=lambda x: f"{x:.2f}"))
+    print(f"wrote {len(runs)} run(s) under {out / 'runs'} and tables in {out}")
+    return 0
+
+
+def cmd_reproduce(ra: ReproduceArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int:
+    from experiments.report import write_report
+    from experiments.runner import collect, run_cells, write_tables
+    from experiments.sweep import PLANS, cells_for
+
+    unknown = [c for c in ra.only if c not in PLANS]
+    if unknown:
+        raise ValueError(f"unknown condition(s) {unknown}; expected some of {', '.join(PLANS)}")
+    plans = [PLANS[c] for c in (ra.only or tuple(PLANS))]
+    cells = cells_for(plans, la.seeds, **_learn_kwargs(la))
+    out = Path(ra.out)
+    if ra.dry_run:
+        for c in cells:
+            m = c.method
+            agent = f"--agent fixed --k {m.k}" if m.agent == "fixed" else f"--agent {m.agent} --reward {m.reward}"
+            print(f"{c.run_id}\tshortlist train --benchmark {c.benchmark} --scorer {c.scorer} {agent} "
+                  f"--seeds {c.seed} --step-cost {c.episode.step_cost} --gamma {c.episode.gamma} --out {out}")
+        print(f"{len(cells)} cells")
+        return 0
+    t0 = time.perf_counter()
+    runs = run_cells(cells, out, data_dir=ca.data_dir, cache_dir=ca.cache_dir, command=command,
+                     workers=ca.workers, progress=not ca.no_progress)
+    t_runs = time.perf_counter() - t0
+    per_query, summary, buckets = collect(runs)
+    write_tables(out, per_query, summary, buckets)
+    from experiments.notes import notes_for
+
+    write_report(out, per_query, summary, buckets, title="Results: shortlist depth with a chance-corrected reward",
+                 notes=notes_for(per_query, summary), timings={"cells (this invocation)": t_runs,
+                                                                 "total (this invocation)": time.perf_counter() - t0})
+    print(f"wrote {len(runs)} runs, tables, figures and README.md to {out}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``shortlist`` console script."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = make_parser()
+    ns = parser.parse_args(argv)
+    command = "shortlist " + " ".join(shlex.quote(a) for a in argv)
+    try:
+        if ns.command == "train":
+            return cmd_train(build(TrainArgs, ns), build(LearnArgs, ns), build(CommonArgs, ns), command)
+        if ns.command == "reproduce":
+            return cmd_reproduce(build(ReproduceArgs, ns), build(LearnArgs, ns), build(CommonArgs, ns), command)
+    except (ValueError, DataError, FileNotFoundError, IndexError) as e:
+        print(f"shortlist: error: {e}", file=sys.stderr)
+        return 2
+    parser.error(f"unknown command {ns.command}")
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

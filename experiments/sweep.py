@@ -1,0 +1,83 @@
+"""Which cells a command runs: conditions, their episode settings and method lists."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from agents.dqn import DQNConfig
+from agents.tabular import TabularConfig
+from envs import EpisodeConfig
+from experiments.config import FIXED_KS, Cell, MethodSpec
+
+
+@dataclass(frozen=True)
+class ConditionPlan:
+    """A condition of the study and how the paper trained on it."""
+
+    benchmark: str
+    scorer: str
+    variant: str = ""
+    step_cost: float = 0.01
+    gamma: float = 0.95
+    constant_reward: bool = False
+    """Also train the constant-reward ablation (the paper's BFCL+BM25 F1 row)."""
+
+    @property
+    def name(self) -> str:
+        base = f"{self.benchmark}-{self.scorer}"
+        return f"{base}-{self.variant}" if self.variant else base
+
+
+#: The study's conditions (SPEC section 6) in report order; the paper's per-condition settings.
+PLANS: dict[str, ConditionPlan] = {
+    p.name: p
+    for p in (
+        ConditionPlan("bfcl", "bm25", step_cost=0.005, constant_reward=True),
+        ConditionPlan("bfcl", "minilm"),
+    )
+}
+
+
+def methods_for(plan: ConditionPlan, agents: Sequence[str] = ("dqn", "tabular", "fixed")) -> list[MethodSpec]:
+    """BoR-DQN, F1-DQN (+ constant-DQN where the paper used it), BoR-tabular and fixed K."""
+    out: list[MethodSpec] = []
+    if "dqn" in agents:
+        out += [MethodSpec("dqn", "bor"), MethodSpec("dqn", "f1")]
+        if plan.constant_reward:
+            out.append(MethodSpec("dqn", "constant"))
+    if "tabular" in agents:
+        out.append(MethodSpec("tabular", "bor"))
+    if "fixed" in agents:
+        out += [MethodSpec("fixed", "bor", k) for k in FIXED_KS]
+    return out
+
+
+def cells_for(
+    plans: Sequence[ConditionPlan],
+    seeds: Sequence[int],
+    methods: dict[str, list[MethodSpec]] | None = None,
+    *,
+    dqn: DQNConfig | None = None,
+    tabular: TabularConfig | None = None,
+    step_cost: float | None = None,
+    gamma: float | None = None,
+    max_depth: int | None = None,
+    split_seed: int = 0,
+) -> list[Cell]:
+    """Every (condition, method, seed) cell; explicit step_cost/gamma override the plan's."""
+    cells = []
+    for plan in plans:
+        episode_base = EpisodeConfig(
+            step_cost=plan.step_cost if step_cost is None else step_cost,
+            gamma=plan.gamma if gamma is None else gamma,
+            max_depth=max_depth,
+        )
+        for m in (methods or {}).get(plan.name) or methods_for(plan):
+            episode = replace(episode_base, reward=m.reward if m.agent != "fixed" else "bor")
+            for seed in seeds:
+                cells.append(
+                    Cell(plan.benchmark, plan.scorer, m, int(seed), episode,
+                         dqn or DQNConfig(), tabular or TabularConfig(), split_seed, plan.variant)
+                )
+    return cells
