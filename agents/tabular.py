@@ -9,8 +9,11 @@ Discretisation (documented bins; all from score features, see :mod:`envs.feature
   edges 0.2, 0.5, 0.8 (4 bins);
 - z-distance between the top and the current item (``gap_top_cur * 16``): edges 0.5, 1.5, 3 (4 bins).
 
-13 x 7 x 4 x 4 = 1,456 states, 2 actions. Unvisited (state, action) pairs keep
-Q = 0; ties pick STOP. Exploration is epsilon-greedy with a seeded
+13 x 7 x 4 x 4 = 1,456 states, 2 actions. A second, coarse table over the depth
+bin alone is updated with the same targets; a fine state where either action has
+not been tried during training backs off to the coarse table (at training and at
+inference), so an unseen score pattern inherits the depth-only policy instead of
+an arbitrary default. Remaining ties pick STOP. Exploration is epsilon-greedy with a seeded
 ``numpy.random.Generator`` (never the global RNG); epsilon decays linearly from
 ``eps_start`` to ``eps_end`` over ``explore_fraction`` of the episodes; the
 learning rate is 1 / (visits of the pair) ** ``lr_power`` (a Robbins-Monro schedule).
@@ -37,7 +40,9 @@ DEPTH_EDGES = np.array([2, 3, 4, 5, 6, 8, 11, 16, 21, 31, 51, 101])  # bin = sea
 Z_EDGES = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 6.0])
 GAP_EDGES = np.array([0.2, 0.5, 0.8])
 TOPGAP_EDGES = np.array([0.5, 1.5, 3.0])
-N_STATES = (len(DEPTH_EDGES) + 1) * (len(Z_EDGES) + 1) * (len(GAP_EDGES) + 1) * (len(TOPGAP_EDGES) + 1)
+N_DEPTH_BINS = len(DEPTH_EDGES) + 1
+N_STATES = N_DEPTH_BINS * (len(Z_EDGES) + 1) * (len(GAP_EDGES) + 1) * (len(TOPGAP_EDGES) + 1)
+_PER_DEPTH = N_STATES // N_DEPTH_BINS
 _I = {n: i for i, n in enumerate(FEATURE_NAMES)}
 
 
@@ -74,6 +79,12 @@ class TabularQ:
         self.settings = settings or TabularConfig()
         self.name = f"{reward}-tabular"
         self.q = np.zeros((N_STATES, 2))
+        self.q_coarse = np.zeros((N_DEPTH_BINS, 2))
+        self.tried = np.zeros(N_STATES, dtype=bool)
+
+    def values(self, states: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Q(s, STOP), Q(s, CONTINUE) with the documented back-off, shape (B, 2)."""
+        return np.where(self.tried[states, None], self.q[states], self.q_coarse[states // _PER_DEPTH])
 
     def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int, progress: bool = False) -> TabularQ:
         s = self.settings
@@ -89,6 +100,15 @@ class TabularQ:
             ).tolist())
         Q = np.zeros((N_STATES, 2))
         visits = np.zeros((N_STATES, 2))
+        Qc = np.zeros((N_DEPTH_BINS, 2))
+        visits_c = np.zeros((N_DEPTH_BINS, 2))
+
+        def value(x: int) -> tuple[float, float]:
+            if visits[x, 0] > 0 and visits[x, 1] > 0:
+                return Q[x, 0], Q[x, 1]
+            c = x // _PER_DEPTH
+            return Qc[c, 0], Qc[c, 1]
+
         gamma, cost = config.gamma, config.step_cost
         n_q = len(queries)
         picks = rng.integers(n_q, size=s.episodes)
@@ -105,7 +125,8 @@ class TabularQ:
                 if explore:
                     a = int(rng.integers(2))
                 else:
-                    a = 1 if Q[x, 1] > Q[x, 0] else 0
+                    q0, q1 = value(x)
+                    a = 1 if q1 > q0 else 0
                 if a == 0 or k >= cap:  # STOP (forced at the cap)
                     a, target, done = 0, tr[k - 1], True
                 else:  # CONTINUE; reaching the cap stops there
@@ -114,22 +135,32 @@ class TabularQ:
                         target, done = -cost + gamma * tr[k - 1], True
                     else:
                         nx = st[k - 1]
-                        target = -cost + gamma * max(Q[nx, 0], Q[nx, 1])
+                        target = -cost + gamma * max(value(nx))
                 visits[x, a] += 1
                 Q[x, a] += visits[x, a] ** -s.lr_power * (target - Q[x, a])
-        self.q = Q
+                c = x // _PER_DEPTH
+                visits_c[c, a] += 1
+                Qc[c, a] += visits_c[c, a] ** -s.lr_power * (target - Qc[c, a])
+        self.q, self.q_coarse = Q, Qc
+        self.tried = (visits > 0).all(axis=1)
         return self
 
     def depths(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.int64]:
         if len(queries) == 0:
             return np.zeros(0, dtype=np.int64)
         feats, offsets = stacked_features(queries, config)
-        x = discretise(feats, row_depths(offsets))
-        return first_stop(self.q[x, 1] <= self.q[x, 0], offsets)
+        v = self.values(discretise(feats, row_depths(offsets)))
+        return first_stop(v[:, 1] <= v[:, 0], offsets)
 
     def save(self, path: Path) -> None:
         """Write the Q-table and settings as JSON."""
-        payload = {"reward": self.reward, "settings": asdict(self.settings), "q": self.q.tolist()}
+        payload = {
+            "reward": self.reward,
+            "settings": asdict(self.settings),
+            "q": self.q.tolist(),
+            "q_coarse": self.q_coarse.tolist(),
+            "tried": self.tried.astype(int).tolist(),
+        }
         path.write_text(json.dumps(payload))
 
     @classmethod
@@ -137,10 +168,17 @@ class TabularQ:
         """Read a Q-table written by :meth:`save` (JSON; never executes code)."""
         payload = json.loads(path.read_text())
         agent = cls(payload["reward"], TabularConfig(**payload["settings"]))
-        q = np.asarray(payload["q"], dtype=np.float64)
-        if q.shape != (N_STATES, 2) or not np.all(np.isfinite(q)):
-            raise ValueError(f"{path}: Q-table must be a finite {N_STATES}x2 array")
-        agent.q = q
+        try:
+            q = np.asarray(payload["q"], dtype=np.float64)
+            qc = np.asarray(payload["q_coarse"], dtype=np.float64)
+            tried = np.asarray(payload["tried"], dtype=bool)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{path}: malformed Q-table file ({e})") from e
+        if q.shape != (N_STATES, 2) or qc.shape != (N_DEPTH_BINS, 2) or tried.shape != (N_STATES,):
+            raise ValueError(f"{path}: Q-table must be {N_STATES}x2 (+ {N_DEPTH_BINS}x2 coarse, {N_STATES} flags)")
+        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(qc))):
+            raise ValueError(f"{path}: Q-table holds NaN or inf")
+        agent.q, agent.q_coarse, agent.tried = q, qc, tried
         return agent
 
 

@@ -94,13 +94,21 @@ def load_bfcl(questions: Path | None = None, answers: Path | None = None) -> Too
     if questions is None or answers is None:
         questions, answers = locate_files()
     qrows = _read_jsonl(questions)
-    arows = {r["id"]: r for r in _read_jsonl(answers)}
+    arows: dict[str, dict] = {}
+    for r in _read_jsonl(answers):
+        if r["id"] in arows:
+            raise DataError(f"{answers}:{r['_line']}: duplicate query id {r['id']!r}")
+        arows[r["id"]] = r
+    qids: set[str] = set()
     names: list[str] = []
     texts: list[str] = []
     seen: set[str] = set()
     queries: list[QueryRecord] = []
     for row in qrows:
         where = f"{questions}:{row['_line']}"
+        if row["id"] in qids:
+            raise DataError(f"{where}: duplicate query id {row['id']!r}")
+        qids.add(row["id"])
         fns = row.get("function")
         if not isinstance(fns, list) or not fns or not all(isinstance(f, dict) and f.get("name") for f in fns):
             raise DataError(f"{where}: 'function' must be a non-empty list of named functions")
@@ -119,10 +127,16 @@ def load_bfcl(questions: Path | None = None, answers: Path | None = None) -> Too
         ans = arows.get(row["id"])
         if ans is None:
             raise DataError(f"{answers}: no ground truth for query {row['id']!r}")
-        try:
-            gold = tuple(dict.fromkeys(next(iter(g)) for g in ans["ground_truth"]))
-        except (KeyError, TypeError, StopIteration) as e:
-            raise DataError(f"{answers}:{ans['_line']}: malformed 'ground_truth'") from e
+        truth = ans.get("ground_truth")
+        if not isinstance(truth, list) or not truth or not all(isinstance(g, dict) and len(g) == 1 for g in truth):
+            raise DataError(f"{answers}:{ans['_line']}: malformed 'ground_truth' (expected a list of {{name: args}})")
+        gold = tuple(dict.fromkeys(str(next(iter(g))) for g in truth))
+        own = {str(fn["name"]) for fn in fns}
+        if not set(gold) <= own:
+            raise DataError(
+                f"{answers}:{ans['_line']}: ground truth {sorted(set(gold) - own)} of query {row['id']!r} "
+                f"is not among the entry's own functions {sorted(own)}"
+            )
         queries.append(QueryRecord(qid=str(row["id"]), text=text, gold=gold))
     missing = [(q.qid, g) for q in queries for g in q.gold if g not in seen]
     if missing:

@@ -7,7 +7,8 @@ changing any of them never reuses a stale matrix. Matrices are ``.npy`` files
 folder and renamed, so a reader never sees a partial file and two processes
 filling the same entry at once both leave a complete, identical file.
 
-Default location: ``$SHORTLIST_CACHE_DIR`` or ``~/.cache/shortlist-depth/scores``.
+Default location: ``<cache dir>/scores`` with the cache dir of :func:`benchmarks.data.resolve_cache_dir`
+(``$SHORTLIST_CACHE_DIR`` or ``~/.cache/shortlist-depth/cache``).
 """
 
 from __future__ import annotations
@@ -26,12 +27,10 @@ from benchmarks.scorers import Scorer
 
 
 def default_cache_dir() -> Path:
-    """``$SHORTLIST_CACHE_DIR`` or the per-user cache folder."""
-    env = os.environ.get("SHORTLIST_CACHE_DIR")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "shortlist-depth" / "scores"
+    """The package cache folder (:func:`benchmarks.data.resolve_cache_dir`) + ``/scores``."""
+    from benchmarks.data import resolve_cache_dir
+
+    return resolve_cache_dir() / "scores"
 
 
 def cache_key(identity: dict[str, str], queries: Sequence[str], tools: Sequence[str], kind: str = "scores") -> str:

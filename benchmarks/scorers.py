@@ -133,6 +133,9 @@ class EmbeddingScorer:
         if self._model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
 
             try:
                 self._model = SentenceTransformer(self.path, device="cpu")

@@ -5,7 +5,7 @@ and the batched evaluator (all depths at once), so both always see the same numb
 
 Per-query normalisation (so BM25 and cosine scores live on the same range): with
 ``mu`` and ``sd`` the mean and standard deviation of the query's full candidate
-score list (``sd = 0`` treated as 1),
+score list (a list with ``sd <= 1e-12 * max|s|`` counts as constant: all z = 0),
 
 - ``z_i = (s_i - mu) / sd`` (z-scores; "how far above the pack" each item is);
 - ``u_i = (s_i - s_min) / (s_max - s_min)`` (min-max; all ones for a constant list).
@@ -70,7 +70,9 @@ def feature_matrix(query: RankedQuery, max_depth: int | None = None) -> NDArray[
         raise ValueError(f"query {query.qid!r}: max_depth must be >= 1")
     mu = s.mean()
     sd = s.std()
-    z = (s - mu) / (sd if sd > 0 else 1.0)
+    # a list whose spread is at rounding level is constant: all z-scores are 0
+    flat = sd <= 1e-12 * max(1.0, float(np.abs(s).max()))
+    z = np.zeros_like(s) if flat else (s - mu) / sd
     rng = s[0] - s[-1]
     u = (s - s[-1]) / rng if rng > 0 else np.ones_like(s)
     k = np.arange(1, D + 1)

@@ -113,6 +113,7 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
         self._index = 0
         self._k = 1
         self._cap = 1
+        self._done = True
 
     def _tables(self, i: int) -> tuple[NDArray[np.float32], NDArray[np.float64], NDArray[np.float64]]:
         t = self._cache.get(i)
@@ -145,12 +146,14 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
             i = int(self.np_random.integers(len(self.queries)))
         self._index = i
         self._k = 1
+        self._done = False
         self._cap = self.config.cap(self.queries[i])
         return self._matrix(i)[0].copy(), {"qid": self.queries[i].qid, "index": i}
 
     def _finish(self, reward: float) -> tuple[NDArray[np.float32], float, bool, bool, dict[str, Any]]:
         q = self.queries[self._index]
         k = self._k
+        self._done = True
         feats, pr, terms = self._tables(self._index)
         term = float(terms[k - 1])
         info = {
@@ -163,6 +166,8 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
         return feats[k - 1].copy(), reward + term, True, False, info
 
     def step(self, action: int) -> tuple[NDArray[np.float32], float, bool, bool, dict[str, Any]]:
+        if self._done:
+            raise RuntimeError("the episode has ended: call reset() before step()")
         a = int(action)
         if a not in (STOP, CONTINUE):
             raise ValueError(f"action must be 0 (STOP) or 1 (CONTINUE), got {action!r}")

@@ -61,6 +61,15 @@ class TrainArgs:
 
 
 @dataclass(frozen=True)
+class EvaluateArgs:
+    run_dir: str = opt("", "a run directory written by train/reproduce (OUT/runs/<run_id>)")
+    benchmark: str | None = opt(None, "evaluate on this benchmark instead of the run's own")
+    scorer: str | None = opt(None, "evaluate with this scorer instead of the run's own (query-shift tests)")
+    split: str = opt("test", "which split to evaluate on: test, train or all")
+    out: str = opt("", "output folder for per_query.csv, summary.csv, buckets.csv (default: RUN_DIR/eval-<condition>-<split>)")
+
+
+@dataclass(frozen=True)
 class ReproduceArgs:
     only: tuple[str, ...] = opt((), "conditions to run (default: all); e.g. bfcl-bm25 bfcl-minilm")
     out: str = opt("results", "results folder")
@@ -100,6 +109,11 @@ def make_parser() -> argparse.ArgumentParser:
                        "per seed and OUT/{per_query,summary,buckets}.csv for the runs of this command.")
     for cls in (TrainArgs, LearnArgs, CommonArgs):
         add_dataclass_args(t, cls)
+    e = sub.add_parser("evaluate", help="evaluate a trained run's policy (optionally on another condition)",
+                       description="Loads the agent saved in a run directory (only directories this package wrote: "
+                       "SB3 zips embed pickles) and evaluates it.")
+    for cls in (EvaluateArgs, CommonArgs):
+        add_dataclass_args(e, cls)
     r = sub.add_parser("reproduce", help="run the study: every condition x method x seed, tables, figures, README",
                        description="Resumable: a cell whose run directory exists with the same config hash is skipped.")
     for cls in (ReproduceArgs, LearnArgs, CommonArgs):
@@ -182,6 +196,55 @@ def cmd_reproduce(ra: ReproduceArgs, la: LearnArgs, ca: CommonArgs, command: str
     return 0
 
 
+def cmd_evaluate(ea: EvaluateArgs, ca: CommonArgs) -> int:
+    import json
+
+    from agents import DQNAgent, FixedK, TabularQ, bucket_table, evaluate, summarise
+    from envs import EpisodeConfig
+    from experiments.runner import atomic_write_csv, get_condition
+
+    run = Path(ea.run_dir)
+    cfg_path = run / "config.json"
+    if not ea.run_dir or not cfg_path.is_file():
+        raise FileNotFoundError(f"{run}: not a run directory (no config.json)")
+    try:
+        cfg = json.loads(cfg_path.read_text())
+        episode = EpisodeConfig(**cfg["episode"])
+        agent_kind, reward = cfg["agent"], cfg["train_reward"]
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise ValueError(f"{cfg_path}: malformed run config ({e})") from e
+    if agent_kind == "fixed":
+        policy = FixedK(int(cfg["k"]))
+    elif agent_kind == "tabular":
+        policy = TabularQ.load(run / "agent.json")
+    elif agent_kind == "dqn":
+        if not (run / "agent.zip").is_file():
+            raise FileNotFoundError(f"{run / 'agent.zip'}: missing")
+        policy = DQNAgent.load(run / "agent.zip", reward)
+    else:
+        raise ValueError(f"{cfg_path}: unknown agent {agent_kind!r}")
+    if ea.split not in ("test", "train", "all"):
+        raise ValueError(f"--split must be test, train or all, got {ea.split!r}")
+    benchmark = ea.benchmark or cfg["benchmark"]
+    scorer = ea.scorer or cfg["scorer"]
+    variant = cfg.get("variant", "") if benchmark == cfg["benchmark"] else ""
+    cond = get_condition(benchmark, scorer, variant, int(cfg.get("split_seed", 0)), ca.data_dir, ca.cache_dir)
+    queries = {"test": cond.test, "train": cond.train, "all": cond.queries}[ea.split]
+    rows = evaluate(policy, queries, episode, cond.buckets)
+    rows.insert(0, "seed", cfg["seed"])
+    rows.insert(0, "method", cfg["method"])
+    rows.insert(0, "condition", cond.name)
+    out = Path(ea.out) if ea.out else run / f"eval-{cond.name}-{ea.split}"
+    out.mkdir(parents=True, exist_ok=True)
+    summary = summarise(rows)
+    atomic_write_csv(rows, out / "per_query.csv")
+    atomic_write_csv(summary, out / "summary.csv")
+    atomic_write_csv(bucket_table(rows), out / "buckets.csv")
+    print(summary.to_string(index=False, float_format=lambda x: f"{x:.2f}"))
+    print(f"wrote {out}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``shortlist`` console script."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -193,6 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if ns.command == "train":
             return cmd_train(build(TrainArgs, ns), build(LearnArgs, ns), build(CommonArgs, ns), command)
+        if ns.command == "evaluate":
+            return cmd_evaluate(build(EvaluateArgs, ns), build(CommonArgs, ns))
         if ns.command == "reproduce":
             return cmd_reproduce(build(ReproduceArgs, ns), build(LearnArgs, ns), build(CommonArgs, ns), command)
     except (ValueError, DataError, FileNotFoundError, IndexError) as e:

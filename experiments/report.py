@@ -52,7 +52,8 @@ def bucket_figure(buckets: pd.DataFrame, condition: str, methods: list[str], out
     plotted = (
         b.groupby(["method", "bucket"], sort=False)
         .agg(n=("n", "first"), found_pct=("found_pct", "mean"), mean_k=("mean_k", "mean"),
-             found_pct_sd=("found_pct", lambda x: float(np.std(x))), mean_k_sd=("mean_k", lambda x: float(np.std(x))))
+             found_pct_min=("found_pct", "min"), found_pct_max=("found_pct", "max"),
+             mean_k_min=("mean_k", "min"), mean_k_max=("mean_k", "max"))
         .reset_index()
     )
     present = [x for x in BUCKET_ORDER if x in set(plotted["bucket"])]
@@ -66,17 +67,19 @@ def bucket_figure(buckets: pd.DataFrame, condition: str, methods: list[str], out
     for i, m in enumerate(methods):
         sub = plotted[plotted["method"] == m].set_index("bucket").reindex(present)
         for ax, col in zip(axes, ("found_pct", "mean_k"), strict=True):
-            ax.bar(x + (i - (len(methods) - 1) / 2) * width, sub[col].to_numpy(dtype=float), width,
-                   yerr=sub[f"{col}_sd"].to_numpy(dtype=float), label=m, capsize=2)
+            mid = sub[col].to_numpy(dtype=float)
+            err = np.vstack([mid - sub[f"{col}_min"].to_numpy(dtype=float), sub[f"{col}_max"].to_numpy(dtype=float) - mid])
+            ax.bar(x + (i - (len(methods) - 1) / 2) * width, mid, width, yerr=err, label=m, capsize=2)
     ns = plotted.drop_duplicates("bucket").set_index("bucket")["n"].reindex(present)
     labels = [f"{bk}\n(n={int(n)})" for bk, n in zip(present, ns, strict=True)]
     for ax, title in zip(axes, ("found % (shortlist holds the gold tool)", "mean K (shortlist depth)"), strict=True):
         ax.set_xticks(x, labels)
         ax.set_title(title)
         ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylim(0, 105)
     axes[1].set_yscale("log")
-    axes[0].legend(fontsize=8)
-    fig.suptitle(f"{condition}: difficulty buckets by the scorer's rank of the gold tool (mean +- sd over seeds)")
+    axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.suptitle(f"{condition}: difficulty buckets by the scorer's rank of the gold tool (bars: mean over seeds; whiskers: min-max)")
     fig.tight_layout()
     out_png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out_png, dpi=110)

@@ -206,6 +206,8 @@ def run_cells(
 
     for key in sorted({(c.benchmark, c.scorer, c.variant, c.split_seed) for c in cells}):
         get_condition(*key, data_dir, cache_dir)
+    for c in cells:  # impossible depth caps fail before anything is written
+        c.episode.check_queries(get_condition(c.benchmark, c.scorer, c.variant, c.split_seed, data_dir, cache_dir).queries)
     todo = [c for c in cells if not is_done(c, out / "runs" / c.run_id)]
     done = [out / "runs" / c.run_id for c in cells if c not in todo]
     bar = tqdm(total=len(cells), initial=len(done), desc="cells", disable=not progress, file=sys.stderr)

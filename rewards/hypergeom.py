@@ -166,7 +166,13 @@ def log_p_none(k: NDArray[np.float64], n: NDArray[np.float64], r: NDArray[np.flo
             live = kd > i
             acc[live] += np.log1p(-hd[live] / (nd[live] - i))
         out[direct] = acc
-    saddle = active & ~direct
+    # K = N - R exactly: the only miss is "all K from the N - R irrelevant", P0 = 1 / C(N, R)
+    # (tiny for R > 64, so lgamma's absolute error is irrelevant to P_rand = 1 - P0).
+    edge = active & ~direct & (k == n - r)
+    if np.any(edge):
+        ne, re_ = n[edge], r[edge]
+        out[edge] = -(_lgamma(ne + 1) - _lgamma(re_ + 1) - _lgamma(ne - re_ + 1))
+    saddle = active & ~direct & ~edge
     if np.any(saddle):
         K, N, R = k[saddle], n[saddle], r[saddle]
         p = K / N
@@ -179,6 +185,12 @@ def log_p_none(k: NDArray[np.float64], n: NDArray[np.float64], r: NDArray[np.flo
             - 0.5 * np.log1p(-K / (N - R)) + 0.5 * np.log1p(-K / N)
         )
     return out
+
+
+def _lgamma(x: NDArray[np.float64]) -> NDArray[np.float64]:
+    from scipy.special import gammaln
+
+    return np.asarray(gammaln(x), dtype=np.float64)
 
 
 def _log_dbinom_raw(x: float, n: float, p: float, q: float) -> float:

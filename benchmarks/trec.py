@@ -1,0 +1,360 @@
+"""TREC run files and qrels -> :class:`~envs.ranked.RankedQuery` lists.
+
+Formats (one record per line, blank lines ignored, UTF-8; a leading BOM is tolerated):
+
+- Run: ``qid Q0 docid rank score tag`` (6 whitespace-separated columns). Only ``qid``,
+  ``docid`` and ``score`` are used: the ``Q0`` and ``tag`` columns are ignored, the
+  ``rank`` column must be an integer but is otherwise ignored (lists are re-ranked by
+  score, see below).
+- Qrels, detected from the first non-blank line:
+
+  - TREC: ``qid iter docid rel`` (4 whitespace-separated columns);
+  - BEIR TSV: header line ``query-id<TAB>corpus-id<TAB>score``, then 3 tab-separated
+    columns per line.
+
+  Relevance is an integer (``"2.0"`` is accepted as 2); ``rel > 0`` counts as relevant,
+  ``rel <= 0`` is a judged non-relevant document.
+
+Every parsing error is a :class:`~benchmarks.corpus.DataError` naming ``file:line``:
+wrong column count, non-numeric or NaN/inf score, non-integer rank or relevance,
+duplicate ``(qid, docid)`` pair (in a run or in qrels), empty file, non-UTF-8 bytes.
+
+Ranking rule (:func:`ranked_queries_from_run`): documents are sorted by score
+descending, ties broken by docid ascending (plain Python string order, so ``"10"``
+ranks before ``"9"``). The result depends only on the set of ``(docid, score)`` pairs,
+never on the order of lines in the file. Note that ``trec_eval`` / ``pytrec_eval``
+(and hence ``ir_measures``) break ties by docid *descending*, so metrics on runs with
+tied scores can differ from theirs; on tie-free runs they agree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from os import PathLike
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+import numpy as np
+
+from benchmarks.corpus import DataError, sha256_file
+from envs.ranked import RankedQuery
+
+BEIR_QRELS_HEADER = ("query-id", "corpus-id", "score")
+
+#: Skip-counter keys used by :func:`ranked_queries_from_run` (only non-zero ones appear).
+SKIP_NO_QRELS = "run queries without qrels"
+SKIP_NO_RELEVANT = "run queries with no relevant doc in qrels"
+SKIP_QRELS_NOT_IN_RUN = "qrels queries not in run"
+
+Run = dict[str, list[tuple[str, float]]]
+Qrels = dict[str, dict[str, int]]
+
+
+def _iter_lines(path: str | PathLike[str]) -> Iterator[tuple[int, str]]:
+    """Yield ``(line number, stripped text)`` of the non-blank lines of a UTF-8 file.
+
+    Raises:
+        DataError: ``file:line`` for bytes that are not valid UTF-8.
+    """
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataError(f"{path}:{lineno}: not UTF-8 ({e.reason} at byte {e.start})") from e
+            if lineno == 1:
+                line = line.removeprefix("\ufeff")
+            line = line.strip()
+            if line:
+                yield lineno, line
+
+
+def _parse_int(field: str, what: str, where: str) -> int:
+    """Parse an integer column (``"2"`` or ``"2.0"``), or raise naming ``where``."""
+    try:
+        return int(field)
+    except ValueError:
+        pass
+    try:
+        x = float(field)
+    except ValueError:
+        x = math.nan
+    if not math.isfinite(x) or x != math.floor(x):
+        raise DataError(f"{where}: {what} must be an integer, got {field!r}")
+    return int(x)
+
+
+def read_run(path: str | PathLike[str]) -> Run:
+    """Read a TREC run file.
+
+    Args:
+        path: run file (``qid Q0 docid rank score tag`` per line).
+
+    Returns:
+        ``{qid: [(docid, score), ...]}`` in file order (queries in order of first
+        appearance). The lists are *not* re-ranked here.
+
+    Raises:
+        DataError: naming ``file:line``, for a wrong column count, a non-integer rank,
+            a non-numeric / NaN / inf score, a duplicate ``(qid, docid)`` pair,
+            non-UTF-8 bytes, or a file without any entry.
+    """
+    run: Run = {}
+    seen: dict[tuple[str, str], int] = {}
+    for lineno, line in _iter_lines(path):
+        where = f"{path}:{lineno}"
+        cols = line.split()
+        if len(cols) != 6:
+            raise DataError(
+                f"{where}: expected 6 columns 'qid Q0 docid rank score tag', got {len(cols)}"
+            )
+        qid, _, docid, rank, score_s, _ = cols
+        _parse_int(rank, "rank", where)
+        try:
+            score = float(score_s)
+        except ValueError as e:
+            raise DataError(f"{where}: score {score_s!r} is not a number") from e
+        if not math.isfinite(score):
+            raise DataError(f"{where}: score is {score_s!r} (NaN/inf scores are not allowed)")
+        first = seen.setdefault((qid, docid), lineno)
+        if first != lineno:
+            raise DataError(
+                f"{where}: duplicate document {docid!r} for query {qid!r} (first at line {first})"
+            )
+        run.setdefault(qid, []).append((docid, score))
+    if not run:
+        raise DataError(f"{path}: empty run file (no entries)")
+    return run
+
+
+def iter_qrels(path: str | PathLike[str]) -> Iterator[tuple[int, str, str, int]]:
+    """Yield ``(line number, qid, docid, relevance)`` for each judgment in a qrels file.
+
+    The format (TREC 4-column or BEIR TSV with header) is detected from the first
+    non-blank line; see the module docstring. Duplicates are *not* checked here.
+
+    Raises:
+        DataError: naming ``file:line``, for a wrong column count, an empty id, a
+            non-integer relevance, non-UTF-8 bytes, or a file without any judgment.
+    """
+    beir: bool | None = None
+    n = 0
+    for lineno, line in _iter_lines(path):
+        where = f"{path}:{lineno}"
+        if beir is None:
+            header = tuple(c.strip().lower() for c in line.split("\t"))
+            if header == BEIR_QRELS_HEADER:
+                beir = True
+                continue
+            beir = False
+        if beir:
+            cols = [c.strip() for c in line.split("\t")]
+            if len(cols) != 3:
+                raise DataError(
+                    f"{where}: expected 3 tab-separated columns "
+                    f"'query-id corpus-id score' (BEIR qrels), got {len(cols)}"
+                )
+            qid, docid, rel_s = cols
+        else:
+            cols = line.split()
+            if len(cols) != 4:
+                hint = (
+                    " (a 3-column file needs the BEIR header 'query-id\\tcorpus-id\\tscore')"
+                    if len(cols) == 3 and n == 0
+                    else ""
+                )
+                raise DataError(
+                    f"{where}: expected 4 columns 'qid iter docid rel' (TREC qrels), "
+                    f"got {len(cols)}{hint}"
+                )
+            qid, _, docid, rel_s = cols
+        if not qid or not docid:
+            raise DataError(f"{where}: empty query or document id")
+        n += 1
+        yield lineno, qid, docid, _parse_int(rel_s, "relevance", where)
+    if n == 0:
+        raise DataError(f"{path}: empty qrels file (no judgments)")
+
+
+def read_qrels(path: str | PathLike[str]) -> Qrels:
+    """Read TREC or BEIR-TSV qrels (format detected; see the module docstring).
+
+    Args:
+        path: qrels file.
+
+    Returns:
+        ``{qid: {docid: relevance}}`` with every judgment, including ``rel <= 0``
+        (non-relevant) ones; ``rel > 0`` counts as relevant downstream.
+
+    Raises:
+        DataError: naming ``file:line``, for malformed lines, a duplicate
+            ``(qid, docid)`` judgment, non-UTF-8 bytes, or an empty file.
+    """
+    qrels: Qrels = {}
+    first_line: dict[tuple[str, str], int] = {}
+    for lineno, qid, docid, rel in iter_qrels(path):
+        first = first_line.setdefault((qid, docid), lineno)
+        if first != lineno:
+            raise DataError(
+                f"{path}:{lineno}: duplicate judgment of document {docid!r} "
+                f"for query {qid!r} (first at line {first})"
+            )
+        qrels.setdefault(qid, {})[docid] = rel
+    return qrels
+
+
+def rank_docs(docs: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Sort ``(docid, score)`` pairs by score descending, ties by docid ascending."""
+    return sorted(docs, key=lambda d: (-d[1], d[0]))
+
+
+def ranked_queries_from_run(
+    run: Mapping[str, Sequence[tuple[str, float]]],
+    qrels: Mapping[str, Mapping[str, int]],
+    *,
+    n_candidates: int | None = None,
+    on_missing_qrels: Literal["skip", "error"] = "skip",
+) -> tuple[list[RankedQuery], dict[str, int]]:
+    """Turn a run and its qrels into ranked queries.
+
+    For each run query (in run order): documents are ranked by score descending,
+    ties by docid ascending (see the module docstring); ``relevant_ranks`` are the
+    ranks of documents with relevance > 0; R (``n_relevant``) is the number of
+    relevant documents in the qrels for that query, including those the run did not
+    retrieve; N (``n_candidates``) is the argument when given (the corpus size for a
+    run truncated to its top results), else the length of the query's list.
+
+    Queries that cannot be used are counted, never dropped silently (only non-zero
+    counters appear in the returned dict):
+
+    - ``"run queries without qrels"`` (:data:`SKIP_NO_QRELS`): the qid has no
+      judgment at all; with ``on_missing_qrels="error"`` this raises instead;
+    - ``"run queries with no relevant doc in qrels"`` (:data:`SKIP_NO_RELEVANT`):
+      judged, but no judgment has relevance > 0 (P_rand and the reward are undefined);
+    - ``"qrels queries not in run"`` (:data:`SKIP_QRELS_NOT_IN_RUN`): qids with
+      judgments that the run never mentions.
+
+    A query whose relevant documents are all missing from the run is kept (it is a
+    miss at every depth).
+
+    Args:
+        run: ``{qid: [(docid, score), ...]}`` as from :func:`read_run`; any order.
+        qrels: ``{qid: {docid: relevance}}`` as from :func:`read_qrels`.
+        n_candidates: candidate-set size N for every query; must be at least the
+            length of each list (and at least each query's R).
+        on_missing_qrels: ``"skip"`` (count) or ``"error"`` for run queries without qrels.
+
+    Returns:
+        The ranked queries and the skip counters.
+
+    Raises:
+        DataError: naming the qid, when ``n_candidates`` is smaller than a query's
+            list or than its R, when R exceeds the list length and ``n_candidates``
+            is not given, for a non-finite score or duplicate docid, or for a run
+            query without qrels under ``on_missing_qrels="error"``.
+        ValueError: for an unknown ``on_missing_qrels`` or a non-positive ``n_candidates``.
+    """
+    if on_missing_qrels not in ("skip", "error"):
+        raise ValueError(f"on_missing_qrels must be 'skip' or 'error', got {on_missing_qrels!r}")
+    if n_candidates is not None and (isinstance(n_candidates, bool) or int(n_candidates) < 1):
+        raise ValueError(f"n_candidates must be a positive integer, got {n_candidates!r}")
+    skipped: dict[str, int] = {}
+
+    def skip(key: str, n: int = 1) -> None:
+        if n:
+            skipped[key] = skipped.get(key, 0) + n
+
+    out: list[RankedQuery] = []
+    for qid, docs in run.items():
+        judged = qrels.get(qid)
+        if not judged:
+            if on_missing_qrels == "error":
+                raise DataError(f"query {qid!r}: in the run but has no qrels")
+            skip(SKIP_NO_QRELS)
+            continue
+        n_rel = sum(1 for r in judged.values() if r > 0)
+        if n_rel == 0:
+            skip(SKIP_NO_RELEVANT)
+            continue
+        if not docs:
+            raise DataError(f"query {qid!r}: empty ranked list")
+        ranked = rank_docs(docs)
+        ids = [d for d, _ in ranked]
+        if len(set(ids)) != len(ids):
+            dup = sorted({d for d in ids if ids.count(d) > 1})[:3]
+            raise DataError(f"query {qid!r}: duplicate document ids in the run: {dup}")
+        scores = np.array([s for _, s in ranked], dtype=np.float64)
+        if not np.all(np.isfinite(scores)):
+            raise DataError(f"query {qid!r}: NaN/inf score in the run")
+        if n_candidates is None:
+            n = len(ranked)
+            if n_rel > n:
+                raise DataError(
+                    f"query {qid!r}: {n_rel} relevant documents in qrels but only {n} ranked; "
+                    "pass n_candidates (the corpus size) for truncated runs"
+                )
+        else:
+            n = int(n_candidates)
+            if n < len(ranked):
+                raise DataError(
+                    f"query {qid!r}: n_candidates={n} is smaller than its {len(ranked)} ranked "
+                    "documents"
+                )
+            if n_rel > n:
+                raise DataError(
+                    f"query {qid!r}: n_candidates={n} is smaller than its {n_rel} relevant "
+                    "documents in qrels"
+                )
+        rel_ranks = np.array(
+            [i for i, d in enumerate(ids, start=1) if judged.get(d, 0) > 0], dtype=np.int64
+        )
+        out.append(RankedQuery(scores, rel_ranks, qid, n_candidates=n, n_relevant=n_rel))
+    skip(SKIP_QRELS_NOT_IN_RUN, sum(1 for q in qrels if q not in run))
+    return out, skipped
+
+
+class LoadedRun(NamedTuple):
+    """Result of :func:`load_run_queries`.
+
+    Attributes:
+        queries: the ranked queries (run order).
+        skipped: skip counters (see :func:`ranked_queries_from_run`).
+        inputs_sha256: sha256 of the run and qrels files, keyed by the given paths.
+    """
+
+    queries: list[RankedQuery]
+    skipped: dict[str, int]
+    inputs_sha256: dict[str, str]
+
+
+def load_run_queries(
+    run_path: str | PathLike[str],
+    qrels_path: str | PathLike[str],
+    n_candidates: int | None = None,
+    *,
+    on_missing_qrels: Literal["skip", "error"] = "skip",
+) -> LoadedRun:
+    """Read a run and its qrels and build the ranked queries.
+
+    Args:
+        run_path: TREC run file.
+        qrels_path: TREC or BEIR-TSV qrels file.
+        n_candidates: candidate-set size N (corpus size for truncated runs); default:
+            each query's list length.
+        on_missing_qrels: see :func:`ranked_queries_from_run`.
+
+    Returns:
+        ``(queries, skipped, inputs_sha256)`` as a :class:`LoadedRun`.
+
+    Raises:
+        DataError: see :func:`read_run`, :func:`read_qrels`, :func:`ranked_queries_from_run`.
+    """
+    run = read_run(run_path)
+    qrels = read_qrels(qrels_path)
+    queries, skipped = ranked_queries_from_run(
+        run, qrels, n_candidates=n_candidates, on_missing_qrels=on_missing_qrels
+    )
+    shas = {str(Path(run_path)): sha256_file(str(run_path))}
+    shas[str(Path(qrels_path))] = sha256_file(str(qrels_path))
+    return LoadedRun(queries, skipped, shas)

@@ -1,0 +1,235 @@
+"""BEIR-layout loader on a fixture written into tmp_path."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.beir import (
+    SKIP_NO_RELEVANT,
+    SKIP_NOT_IN_QRELS,
+    SKIP_UNKNOWN_DOC,
+    SKIP_UNKNOWN_QUERY,
+    doc_text,
+    load_beir,
+)
+from benchmarks.corpus import DataError
+from benchmarks.trec import ranked_queries_from_run, read_qrels
+
+DOCS: list[dict[str, Any]] = [
+    {"_id": "d1", "title": "Vitamin D", "text": "Vitamin D reduces fracture risk."},
+    {"_id": "d2", "title": "", "text": "Statins lower LDL cholesterol."},
+    {"_id": "d3", "title": "Sleep", "text": " Short sleep raises blood pressure. ", "metadata": {}},
+    {"_id": 4, "title": "Coffee", "text": "Coffee intake and liver health."},
+    {"_id": "d5", "title": "Exercise", "text": "Aerobic exercise lowers blood pressure."},
+    {"_id": "d6", "text": "Salt intake and hypertension."},
+]
+QUERIES: list[dict[str, Any]] = [
+    {"_id": "q1", "text": "what lowers blood pressure"},
+    {"_id": "q2", "text": "does coffee harm the liver", "metadata": {"x": 1}},
+    {"_id": "q3", "text": "statins and cholesterol"},
+]
+QRELS = [
+    ("q1", "d3", 1),
+    ("q1", "d5", 2),
+    ("q1", "d6", 1),
+    ("q1", "d1", 0),
+    ("q2", "4", 1),
+    ("q3", "d2", 1),
+]
+
+
+def _jsonl(rows: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def _qrels_tsv(rows: list[tuple[str, str, int]]) -> str:
+    return "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{r}\n" for q, d, r in rows)
+
+
+def write_beir(
+    root: Path,
+    docs: list[dict[str, Any]] | None = None,
+    queries: list[dict[str, Any]] | None = None,
+    qrels: list[tuple[str, str, int]] | None = None,
+    split: str = "test",
+) -> Path:
+    """Write a tiny BEIR dataset folder ``root/scifacts-mini`` and return it."""
+    folder = root / "scifacts-mini"
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    (folder / "corpus.jsonl").write_text(_jsonl(DOCS if docs is None else docs), encoding="utf-8")
+    (folder / "queries.jsonl").write_text(
+        _jsonl(QUERIES if queries is None else queries), encoding="utf-8"
+    )
+    (folder / "qrels" / f"{split}.tsv").write_text(
+        _qrels_tsv(QRELS if qrels is None else qrels), encoding="utf-8"
+    )
+    return folder
+
+
+@pytest.fixture
+def beir_dir(tmp_path: Path) -> Path:
+    return write_beir(tmp_path)
+
+
+def test_load_fixture(beir_dir: Path) -> None:
+    c = load_beir(beir_dir)
+    assert c.name == "beir:scifacts-mini"
+    assert c.tool_names == ("d1", "d2", "d3", "4", "d5", "d6")
+    assert c.tool_texts == (
+        "Vitamin D. Vitamin D reduces fracture risk.",
+        "Statins lower LDL cholesterol.",
+        "Sleep. Short sleep raises blood pressure.",
+        "Coffee. Coffee intake and liver health.",
+        "Exercise. Aerobic exercise lowers blood pressure.",
+        "Salt intake and hypertension.",
+    )
+    assert [q.qid for q in c.queries] == ["q1", "q2", "q3"]
+    assert c.queries[0].text == "what lowers blood pressure"
+    # R_q > 1 kept: every relevant doc, in qrels order; rel 0 is not gold
+    assert c.queries[0].gold == ("d3", "d5", "d6")
+    assert c.queries[1].gold == ("4",)
+    assert c.queries[2].gold == ("d2",)
+    assert c.skipped == {}
+    assert c.inputs_sha256 == {
+        "scifacts-mini/corpus.jsonl": hashlib.sha256(
+            (beir_dir / "corpus.jsonl").read_bytes()
+        ).hexdigest(),
+        "scifacts-mini/queries.jsonl": hashlib.sha256(
+            (beir_dir / "queries.jsonl").read_bytes()
+        ).hexdigest(),
+        "scifacts-mini/qrels/test.tsv": hashlib.sha256(
+            (beir_dir / "qrels" / "test.tsv").read_bytes()
+        ).hexdigest(),
+    }
+
+
+def test_doc_text() -> None:
+    assert doc_text(" T ", " body ") == "T. body"
+    assert doc_text("", "body") == "body"
+
+
+def test_other_split_and_trec_format_qrels(tmp_path: Path) -> None:
+    folder = write_beir(tmp_path, qrels=[("q2", "4", 1)], split="dev")
+    (folder / "qrels" / "train.tsv").write_text("q1 0 d3 1\nq1 0 d5 1\n", encoding="utf-8")
+    dev = load_beir(folder, split="dev")
+    assert [q.qid for q in dev.queries] == ["q2"]
+    assert dev.skipped == {SKIP_NOT_IN_QRELS: 2}
+    train = load_beir(folder, split="train")
+    assert [(q.qid, q.gold) for q in train.queries] == [("q1", ("d3", "d5"))]
+    with pytest.raises(DataError, match="missing.*test.tsv"):
+        load_beir(folder)
+
+
+def test_queries_restricted_and_skips_counted(tmp_path: Path) -> None:
+    queries = QUERIES + [{"_id": "q4", "text": "unjudged"}, {"_id": "q5", "text": "only zeros"}]
+    qrels = QRELS + [
+        ("q5", "d1", 0),
+        ("q5", "d2", 0),
+        ("ghost", "d1", 1),
+        ("q3", "d404", 1),
+        ("q3", "d405", 1),
+    ]
+    c = load_beir(write_beir(tmp_path, queries=queries, qrels=qrels))
+    assert [q.qid for q in c.queries] == ["q1", "q2", "q3"]
+    assert c.queries[2].gold == ("d2",)  # unknown docs do not count towards R_q
+    assert c.skipped == {
+        SKIP_UNKNOWN_QUERY: 1,
+        SKIP_UNKNOWN_DOC: 2,
+        SKIP_NOT_IN_QRELS: 1,
+        SKIP_NO_RELEVANT: 1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("row", "line", "needle"),
+    [(("ghost", "d1", 1), 8, "query id 'ghost'"), (("q3", "d404", 1), 8, "document id 'd404'")],
+)
+def test_unknown_qrels_ids_strict(
+    tmp_path: Path, row: tuple[str, str, int], line: int, needle: str
+) -> None:
+    folder = write_beir(tmp_path, qrels=QRELS + [row])
+    with pytest.raises(DataError) as e:
+        load_beir(folder, strict=True)
+    assert f"{folder / 'qrels' / 'test.tsv'}:{line}:" in str(e.value)
+    assert needle in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("fname", "body", "line", "needle"),
+    [
+        ("corpus.jsonl", _jsonl(DOCS[:2]) + '{"_id": "d3", "text": \n', 3, "malformed JSON"),
+        (
+            "corpus.jsonl",
+            _jsonl(DOCS[:1]) + "\n" + '{"title": "x", "text": "y"}\n',
+            3,
+            "missing '_id'",
+        ),
+        ("corpus.jsonl", _jsonl(DOCS[:3] + [DOCS[1]]), 4, "duplicate document id 'd2'"),
+        ("corpus.jsonl", _jsonl(DOCS[:1]) + "[1, 2]\n", 2, "expected a JSON object"),
+        ("corpus.jsonl", _jsonl([{"_id": "", "text": "x"}]), 1, "empty '_id'"),
+        ("corpus.jsonl", _jsonl([{"_id": ["a"], "text": "x"}]), 1, "'_id' must be"),
+        ("corpus.jsonl", _jsonl([{"_id": "a", "text": 3}]), 1, "'text' must be a string"),
+        ("queries.jsonl", _jsonl(QUERIES[:1]) + "{oops}\n", 2, "malformed JSON"),
+        ("queries.jsonl", _jsonl(QUERIES + [{"text": "no id"}]), 4, "missing '_id'"),
+        ("queries.jsonl", _jsonl(QUERIES + [QUERIES[0]]), 4, "duplicate query id 'q1'"),
+        ("queries.jsonl", _jsonl(QUERIES[:1] + [{"_id": "q2"}]), 2, "missing 'text'"),
+        ("queries.jsonl", _jsonl(QUERIES[:1] + [{"_id": "q2", "text": " "}]), 2, "empty text"),
+        ("qrels/test.tsv", _qrels_tsv(QRELS) + "q1\td2\n", 8, "expected 3 tab"),
+        ("qrels/test.tsv", _qrels_tsv(QRELS) + "q1\td2\thigh\n", 8, "relevance must be"),
+        ("qrels/test.tsv", _qrels_tsv(QRELS + [("q1", "d3", 0)]), 8, "duplicate judgment"),
+    ],
+)
+def test_malformed_names_file_and_line(
+    tmp_path: Path, fname: str, body: str, line: int, needle: str
+) -> None:
+    folder = write_beir(tmp_path)
+    (folder / fname).write_text(body, encoding="utf-8")
+    with pytest.raises(DataError) as e:
+        load_beir(folder)
+    assert f"{folder / fname}:{line}:" in str(e.value)
+    assert needle in str(e.value)
+
+
+@pytest.mark.parametrize("fname", ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"])
+def test_not_utf8(tmp_path: Path, fname: str) -> None:
+    folder = write_beir(tmp_path)
+    p = folder / fname
+    p.write_bytes(p.read_bytes().split(b"\n", 1)[0] + b"\n\xc3\x28\n")
+    with pytest.raises(DataError) as e:
+        load_beir(folder)
+    assert f"{p}:2:" in str(e.value) and "not UTF-8" in str(e.value)
+
+
+@pytest.mark.parametrize("fname", ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"])
+def test_missing_or_empty_file(tmp_path: Path, fname: str) -> None:
+    folder = write_beir(tmp_path)
+    p = folder / fname
+    p.write_text("\n", encoding="utf-8")
+    with pytest.raises(DataError, match=str(p)):
+        load_beir(folder)
+    p.unlink()
+    with pytest.raises(DataError, match=f"missing: {p}"):
+        load_beir(folder)
+
+
+def test_no_usable_query(tmp_path: Path) -> None:
+    folder = write_beir(tmp_path, qrels=[("q1", "d1", 0)])
+    with pytest.raises(DataError, match="no query with a relevant document"):
+        load_beir(folder)
+
+
+def test_beir_qrels_feed_ranked_queries(beir_dir: Path) -> None:
+    """End to end: BEIR qrels + a toy run -> RankedQuery with R_q = 3 for q1."""
+    corpus = load_beir(beir_dir)
+    qrels = read_qrels(beir_dir / "qrels" / "test.tsv")
+    run = {"q1": [("d5", 0.9), ("d1", 0.8), ("d6", 0.3)]}  # d3 (relevant) not retrieved
+    (rq,), skipped = ranked_queries_from_run(run, qrels, n_candidates=len(corpus.tool_names))
+    assert rq.relevant_ranks.tolist() == [1, 3]
+    assert rq.n_relevant == len(corpus.queries[0].gold) == 3
+    assert rq.n_candidates == 6
+    assert skipped == {"qrels queries not in run": 2}

@@ -1,0 +1,132 @@
+"""The ``shortlist`` CLI end to end on BFCL: outputs, determinism, resume, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from experiments.cli import main
+
+SUMMARY_COLS = {"condition", "method", "seed", "found_pct", "mean_k", "std_k", "bor_bits", "bor_ceiling", "mean_reward"}
+TABLES = ("per_query.csv", "summary.csv", "buckets.csv")
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("scores"))
+
+
+def run(args: list[str], cache_dir: str) -> int:
+    return main([*args, "--cache-dir", cache_dir, "--no-progress"])
+
+
+def test_train_fixed_writes_run_dirs_and_tables(tmp_path: Path, cache_dir: str) -> None:
+    out = tmp_path / "o"
+    assert run(["train", "--benchmark", "bfcl", "--scorer", "bm25", "--agent", "fixed", "--k", "1", "5",
+                "--seeds", "42", "--out", str(out)], cache_dir) == 0
+    runs = sorted(p.name for p in (out / "runs").iterdir())
+    assert runs == ["bfcl-bm25__fixed-1__s42", "bfcl-bm25__fixed-5__s42"]
+    run_dir = out / "runs" / runs[0]
+    for f in ("config.json", "command.txt", "manifest.json", *TABLES):
+        assert (run_dir / f).is_file(), f
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    for key in ("git_sha", "git_dirty", "seed", "versions", "wall_seconds", "condition"):
+        assert key in manifest
+    assert len(manifest["condition"]["inputs_sha256"]) == 2
+    summary = pd.read_csv(out / "summary.csv")
+    assert SUMMARY_COLS <= set(summary.columns)
+    assert summary["found_pct"].between(0, 100).all()
+    pq = pd.read_csv(out / "per_query.csv")
+    assert len(pq) == 2 * 120
+    assert {"qid", "gold_rank", "bucket", "k", "found", "p_random", "reward"} <= set(pq.columns)
+    buckets = pd.read_csv(out / "buckets.csv")
+    assert {"condition", "method", "seed", "bucket", "n", "found_pct", "mean_k"} <= set(buckets.columns)
+    # fixed-1 finds exactly the queries whose gold tool the scorer ranks first
+    f1 = pq[pq["method"] == "fixed-1"]
+    assert (f1["found"] == (f1["gold_rank"] == 1)).all()
+
+
+def test_same_command_twice_is_byte_identical_and_resumes(tmp_path: Path, cache_dir: str) -> None:
+    args = ["train", "--benchmark", "bfcl", "--scorer", "bm25", "--agent", "tabular", "--tabular-episodes", "300",
+            "--seeds", "1", "2"]
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert run([*args, "--out", str(a)], cache_dir) == 0
+    assert run([*args, "--out", str(b), "--workers", "2"], cache_dir) == 0
+    for t in TABLES:
+        assert (a / t).read_bytes() == (b / t).read_bytes(), t
+    run_dir = a / "runs" / "bfcl-bm25__bor-tabular__s1"
+    stamp = (run_dir / "manifest.json").stat().st_mtime_ns
+    assert run([*args, "--out", str(a)], cache_dir) == 0  # finished cells are skipped
+    assert (run_dir / "manifest.json").stat().st_mtime_ns == stamp
+    # a changed config re-runs the cell
+    assert run([*args[:-3], "--seeds", "1", "--tabular-episodes", "301", "--out", str(a)], cache_dir) == 0
+    assert json.loads((run_dir / "config.json").read_text())["tabular"]["episodes"] == 301
+
+
+def test_evaluate_reloads_a_trained_agent(tmp_path: Path, cache_dir: str) -> None:
+    out = tmp_path / "o"
+    assert run(["train", "--agent", "tabular", "--tabular-episodes", "300", "--seeds", "3", "--out", str(out)], cache_dir) == 0
+    run_dir = out / "runs" / "bfcl-bm25__bor-tabular__s3"
+    ev = tmp_path / "ev"
+    assert run(["evaluate", "--run-dir", str(run_dir), "--out", str(ev)], cache_dir) == 0
+    assert (ev / "per_query.csv").read_bytes() == (run_dir / "per_query.csv").read_bytes()
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--scorer", "no-such-model-xyz"], "no-such-model-xyz"),
+        (["--agent", "ppo"], "unknown agent 'ppo'"),
+        (["--reward", "ndcg"], "unknown reward 'ndcg'"),
+        (["--benchmark", "nope"], "unknown benchmark 'nope'"),
+        (["--max-depth", "0"], "max_depth must be >= 1"),
+        (["--max-depth", "371"], "max_depth=371 exceeds"),
+        (["--step-cost", "nan"], "step_cost"),
+        (["--gamma", "1.5"], "gamma"),
+    ],
+)
+def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, cache_dir: str, capsys: pytest.CaptureFixture[str],
+                                               extra: list[str], message: str) -> None:
+    out = tmp_path / "o"
+    code = run(["train", "--agent", "fixed", "--k", "1", "--seeds", "1", *extra, "--out", str(out)], cache_dir)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err
+    assert err.startswith("shortlist: error: ") and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_evaluate_bad_run_dir(tmp_path: Path, cache_dir: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["evaluate", "--run-dir", str(tmp_path / "missing")], cache_dir) == 2
+    assert "not a run directory" in capsys.readouterr().err
+
+
+def test_reproduce_dry_run_lists_cells(capsys: pytest.CaptureFixture[str], cache_dir: str) -> None:
+    assert run(["reproduce", "--only", "bfcl-bm25", "--seeds", "1", "2", "--dry-run"], cache_dir) == 0
+    out = capsys.readouterr().out
+    assert "bfcl-bm25__bor-dqn__s1\tshortlist train" in out
+    assert "bfcl-bm25__constant-dqn__s2" in out
+    assert out.strip().endswith("20 cells")
+
+
+def test_reproduce_unknown_condition(capsys: pytest.CaptureFixture[str], cache_dir: str) -> None:
+    assert run(["reproduce", "--only", "bfcl-xyz", "--dry-run"], cache_dir) == 2
+    assert "unknown condition" in capsys.readouterr().err
+
+
+def test_reproduce_tiny_sweep_writes_report(tmp_path: Path, cache_dir: str) -> None:
+    out = tmp_path / "r"
+    args = ["reproduce", "--only", "bfcl-bm25", "--seeds", "1", "--dqn-timesteps", "400", "--dqn-learning-starts", "100",
+            "--tabular-episodes", "200", "--out", str(out)]
+    assert run(args, cache_dir) == 0
+    for f in ("README.md", "aggregate.csv", "scorer_strength.csv", *TABLES, "figures/buckets_bfcl-bm25.png",
+              "figures/buckets_bfcl-bm25.csv"):
+        assert (out / f).is_file(), f
+    readme = (out / "README.md").read_text()
+    assert "## bfcl-bm25" in readme and "Beside the paper" in readme
+    plotted = pd.read_csv(out / "figures" / "buckets_bfcl-bm25.csv")
+    assert set(plotted["method"]) == {"bor-dqn", "f1-dqn", "constant-dqn", "bor-tabular", "fixed-1", "fixed-5"}
+    assert len(list((out / "runs").iterdir())) == 10
