@@ -1,5 +1,6 @@
 """Every depth policy (learned, fixed, heuristic, oracle) behind one protocol, and the evaluator."""
 
+from agents import registry
 from agents.base import DepthPolicy, FixedK, first_stop, greedy_depths, stacked_features
 from agents.dqn import DQNAgent, DQNConfig
 from agents.evaluation import (
@@ -25,6 +26,7 @@ __all__ = [
     "evaluate",
     "first_stop",
     "greedy_depths",
+    "registry",
     "score_depths",
     "stacked_features",
     "summarise",

@@ -64,6 +64,7 @@ class DQNAgent:
     def __init__(self, reward: str = "bor", settings: DQNConfig | None = None) -> None:
         self.reward = reward
         self.settings = settings or DQNConfig()
+        self.artifact = "agent.zip"
         self.name = f"{reward}-dqn"
         self.model = None
 

@@ -77,6 +77,7 @@ class TabularQ:
     def __init__(self, reward: str = "bor", settings: TabularConfig | None = None) -> None:
         self.reward = reward
         self.settings = settings or TabularConfig()
+        self.artifact = "agent.json"
         self.name = f"{reward}-tabular"
         self.q = np.zeros((N_STATES, 2))
         self.q_coarse = np.zeros((N_DEPTH_BINS, 2))

@@ -91,6 +91,8 @@ def tool_text(fn: dict) -> str:
 
 def load_bfcl(questions: Path | None = None, answers: Path | None = None) -> ToolCorpus:
     """Load BFCL v4 simple_python as a :class:`ToolCorpus` (see module docstring)."""
+    if (questions is None) != (answers is None):
+        raise ValueError("load_bfcl: give both the questions and the answers file, or neither")
     if questions is None or answers is None:
         questions, answers = locate_files()
     qrows = _read_jsonl(questions)

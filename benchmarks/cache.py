@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import tempfile
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -74,10 +75,15 @@ def cached_scores(
     if path.exists():
         try:
             m = np.load(path, allow_pickle=False)
-            if m.shape == (len(queries), len(tools)) and np.all(np.isfinite(m)):
+            if (
+                isinstance(m, np.ndarray)
+                and m.dtype.kind in "fiu"
+                and m.shape == (len(queries), len(tools))
+                and np.all(np.isfinite(m))
+            ):
                 return m.astype(np.float64), True
-        except (ValueError, OSError, EOFError):
-            pass  # corrupt or truncated entry: recompute and overwrite
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile):
+            pass  # corrupt, truncated or foreign entry: recompute and overwrite
     m = np.asarray(scorer.score(queries, tools), dtype=np.float64)
     if m.shape != (len(queries), len(tools)):
         raise ValueError(f"scorer {scorer.name} returned shape {m.shape}, expected {(len(queries), len(tools))}")

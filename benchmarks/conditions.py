@@ -93,8 +93,12 @@ def build_condition(
 ) -> Condition:
     """Build the ranked queries and split of ``<benchmark>-<scorer>``.
 
+    ``scorer`` is ``bm25``, ``minilm`` or any sentence-transformers model name or local
+    path (an unavailable model fails when it is loaded, naming it). BFCL data comes
+    from the ``bfcl-eval`` package (or ``SHORTLIST_BFCL_DIR``), not from ``data_dir``.
+
     Raises:
-        ValueError: unknown benchmark or scorer name (listing the valid ones).
+        ValueError: unknown benchmark name (listing the valid ones) or variant.
     """
     if benchmark not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {', '.join(BENCHMARKS)}")

@@ -7,9 +7,11 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 
+from agents import registry
 from agents.dqn import DQNConfig
 from agents.tabular import TabularConfig
 from envs import EpisodeConfig
+from rewards import REWARD_KINDS
 
 AGENTS = ("dqn", "tabular", "fixed")
 FIXED_KS = (1, 3, 5, 10, 20, 50)
@@ -24,15 +26,27 @@ class MethodSpec:
     k: int = 0
 
     def __post_init__(self) -> None:
-        if self.agent not in AGENTS:
-            raise ValueError(f"unknown agent {self.agent!r}; expected one of {', '.join(AGENTS)}")
+        if self.agent not in AGENTS and self.agent not in registry.FAMILIES:
+            known = ", ".join([*AGENTS, *sorted(registry.FAMILIES)])
+            raise ValueError(f"unknown agent {self.agent!r}; expected one of {known}")
+        if self.reward not in REWARD_KINDS:
+            raise ValueError(f"unknown reward {self.reward!r}; expected one of {', '.join(REWARD_KINDS)}")
         if self.agent == "fixed" and self.k < 1:
             raise ValueError("a fixed-K method needs k >= 1")
 
     @property
+    def uses_reward(self) -> bool:
+        """Whether the method is trained towards a reward (its name then starts with it)."""
+        if self.agent in ("dqn", "tabular"):
+            return True
+        return self.agent in registry.FAMILIES and registry.FAMILIES[self.agent].uses_reward
+
+    @property
     def name(self) -> str:
-        """``fixed-<K>`` or ``<reward>-<agent>``."""
-        return f"fixed-{self.k}" if self.agent == "fixed" else f"{self.reward}-{self.agent}"
+        """``fixed-<K>``, ``<reward>-<agent>`` for trained methods, else ``<agent>``."""
+        if self.agent == "fixed":
+            return f"fixed-{self.k}"
+        return f"{self.reward}-{self.agent}" if self.uses_reward else self.agent
 
     @classmethod
     def parse(cls, name: str) -> MethodSpec:
@@ -42,9 +56,9 @@ class MethodSpec:
             if not tail.isdigit():
                 raise ValueError(f"bad method {name!r}: expected fixed-<K>")
             return cls("fixed", "bor", int(tail))
-        if tail not in AGENTS:
-            raise ValueError(f"bad method {name!r}: expected <reward>-<agent> or fixed-<K>")
-        return cls(tail, head)
+        if head in REWARD_KINDS and tail:
+            return cls(tail, head)
+        return cls(name)
 
 
 @dataclass(frozen=True)
@@ -80,7 +94,7 @@ class Cell:
             "variant": self.variant,
             "method": self.method.name,
             "agent": self.method.agent,
-            "train_reward": self.method.reward if self.method.agent != "fixed" else None,
+            "train_reward": self.method.reward if self.method.uses_reward else None,
             "k": self.method.k or None,
             "seed": self.seed,
             "split_seed": self.split_seed,

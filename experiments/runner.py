@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from agents import DQNAgent, FixedK, TabularQ, bucket_table, evaluate, summarise
+from agents import DQNAgent, FixedK, TabularQ, bucket_table, evaluate, registry, summarise
 from agents.base import DepthPolicy
 from benchmarks.conditions import Condition, build_condition
 from experiments.config import Cell
@@ -72,7 +72,9 @@ def make_policy(cell: Cell) -> DepthPolicy:
         return FixedK(m.k)
     if m.agent == "tabular":
         return TabularQ(m.reward, cell.tabular)
-    return DQNAgent(m.reward, cell.dqn)
+    if m.agent == "dqn":
+        return DQNAgent(m.reward, cell.dqn)
+    return registry.make(m.agent, m.reward)
 
 
 def git_state() -> dict[str, object]:
@@ -115,9 +117,7 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None, cache_dir: str | None,
     seed_everything(cell.seed)
     policy = make_policy(cell)
     t_fit = time.perf_counter()
-    if hasattr(policy, "fit"):
-        kwargs = {"progress": progress} if cell.method.agent != "fixed" else {}
-        policy.fit(cond.train, cell.episode, cell.seed, **kwargs)
+    policy.fit(cond.train, cell.episode, cell.seed)
     t_fit = time.perf_counter() - t_fit
     t_eval = time.perf_counter()
     rows = evaluate(policy, cond.test, cell.episode, cond.buckets)
@@ -136,10 +136,9 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None, cache_dir: str | None,
         _write_csv(rows, tmp / "per_query.csv")
         _write_csv(summary, tmp / "summary.csv")
         _write_csv(buckets, tmp / "buckets.csv")
-        if isinstance(policy, DQNAgent):
-            policy.save(tmp / "agent.zip")
-        elif isinstance(policy, TabularQ):
-            policy.save(tmp / "agent.json")
+        artifact = getattr(policy, "artifact", None)
+        if artifact:  # e.g. agent.zip (SB3) or agent.json (tabular, fitted heuristics)
+            policy.save(tmp / artifact)
         manifest = {
             "run_id": cell.run_id,
             "config_hash": cell.config_hash(),

@@ -1,0 +1,145 @@
+"""benchmarks.conditions: the BFCL + BM25 condition, seeded splits and name checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from benchmarks.bfcl import load_bfcl
+from benchmarks.cache import cached_scores
+from benchmarks.conditions import BENCHMARKS, Condition, build_condition, seeded_split
+from benchmarks.scorers import BM25Scorer
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("scores")
+
+
+@pytest.fixture(scope="module")
+def bfcl_bm25(cache_dir: Path) -> Condition:
+    return build_condition("bfcl", "bm25", cache_dir=cache_dir)
+
+
+def test_bfcl_bm25_shape(bfcl_bm25: Condition) -> None:
+    c = bfcl_bm25
+    assert c.name == "bfcl-bm25"
+    assert len(c.queries) == 400
+    for q in c.queries:
+        assert q.n_candidates == 370
+        assert q.length == 370
+        assert len(q.relevant_ranks) == 1
+        assert 1 <= q.gold_rank <= 370
+        assert np.all(np.diff(q.scores) <= 0)
+    assert c.meta["n_tools"] == 370
+    assert c.meta["n_candidates"] == [370]
+    assert c.meta["n_queries"] == 400
+    assert c.meta["scorer_identity"] == BM25Scorer().identity()
+
+
+def test_bfcl_bm25_queries_follow_corpus_order_and_gold(
+    bfcl_bm25: Condition, cache_dir: Path
+) -> None:
+    corpus = load_bfcl()
+    assert [q.qid for q in bfcl_bm25.queries] == [r.qid for r in corpus.queries]
+    scores, hit = cached_scores(
+        BM25Scorer(), [r.text for r in corpus.queries], list(corpus.tool_texts), cache_dir
+    )
+    assert hit is True  # build_condition filled this entry
+    index = corpus.tool_index()
+    for i, (rq, rec) in enumerate(zip(bfcl_bm25.queries, corpus.queries, strict=True)):
+        row = scores[i]
+        gold = row[index[rec.gold[0]]]
+        # rank = 1 + number of tools scored strictly higher, plus earlier ties (candidate order)
+        expected = 1 + int(np.sum(row > gold)) + int(np.sum(row[: index[rec.gold[0]]] == gold))
+        assert rq.gold_rank == expected, rec.qid
+        np.testing.assert_array_equal(rq.scores, np.sort(row)[::-1])
+
+
+def test_bfcl_bm25_split(bfcl_bm25: Condition) -> None:
+    c = bfcl_bm25
+    assert (len(c.train_idx), len(c.test_idx)) == (280, 120)
+    assert c.meta["n_train"] == 280 and c.meta["n_test"] == 120 and c.meta["split_seed"] == 0
+    assert not set(c.train_idx.tolist()) & set(c.test_idx.tolist())
+    assert sorted(c.train_idx.tolist() + c.test_idx.tolist()) == list(range(400))
+    assert [q.qid for q in c.train] == [c.queries[i].qid for i in c.train_idx]
+    assert len(c.test) == 120
+
+
+def test_bfcl_bm25_split_seeded(bfcl_bm25: Condition, cache_dir: Path) -> None:
+    again = build_condition("bfcl", "bm25", cache_dir=cache_dir)
+    assert again.meta["score_cache_hit"] is True
+    np.testing.assert_array_equal(again.train_idx, bfcl_bm25.train_idx)
+    np.testing.assert_array_equal(again.test_idx, bfcl_bm25.test_idx)
+    assert [q.gold_rank for q in again.queries] == [q.gold_rank for q in bfcl_bm25.queries]
+    other = build_condition("bfcl", "bm25", cache_dir=cache_dir, split_seed=1)
+    assert len(other.train_idx) == 280
+    assert not np.array_equal(other.train_idx, bfcl_bm25.train_idx)
+    assert other.meta["split_seed"] == 1
+
+
+def test_bfcl_bm25_sanity(bfcl_bm25: Condition) -> None:
+    """BM25 on BFCL is a decent but imperfect ranker: many, not all, golds at rank 1."""
+    ranks = np.array([q.gold_rank for q in bfcl_bm25.queries])
+    assert 30.0 < bfcl_bm25.meta["found_at_1_pct_all"] < 100.0
+    assert bfcl_bm25.meta["found_at_1_pct_all"] == pytest.approx(100.0 * np.mean(ranks == 1))
+    assert bfcl_bm25.meta["found_at_5_pct_all"] == pytest.approx(100.0 * np.mean(ranks <= 5))
+    assert len(bfcl_bm25.meta["corpus_fingerprint"]) == 64
+
+
+def test_unknown_benchmark_lists_valid_names(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="nosuch") as exc:
+        build_condition("nosuch", "bm25", cache_dir=tmp_path)
+    for name in BENCHMARKS:
+        assert name in str(exc.value)
+    assert not any(tmp_path.iterdir())
+
+
+def test_unknown_variant(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="variant"):
+        build_condition("bfcl", "bm25", cache_dir=tmp_path, variant="n20")
+
+
+# --------------------------------------------------------------------------- seeded_split
+
+
+@pytest.mark.parametrize("n", [0, 1, -3])
+def test_split_needs_two(n: int) -> None:
+    with pytest.raises(ValueError, match=str(n)):
+        seeded_split(n, 0.7, 0)
+
+
+@pytest.mark.parametrize("frac", [0.0, 1.0, -0.1, 1.5, float("nan")])
+def test_split_frac_outside_open_interval(frac: float) -> None:
+    with pytest.raises(ValueError, match="train_frac"):
+        seeded_split(10, frac, 0)
+
+
+def test_split_smallest_cases() -> None:
+    tr, te = seeded_split(2, 0.5, 0)
+    assert len(tr) == 1 and len(te) == 1 and {int(tr[0]), int(te[0])} == {0, 1}
+    # extreme fractions still leave both sides non-empty
+    assert tuple(map(len, seeded_split(10, 0.01, 0))) == (1, 9)
+    assert tuple(map(len, seeded_split(10, 0.99, 0))) == (9, 1)
+
+
+def test_split_sizes() -> None:
+    assert tuple(map(len, seeded_split(400, 0.7, 0))) == (280, 120)
+    assert tuple(map(len, seeded_split(2000, 0.7, 3))) == (1400, 600)
+    assert tuple(map(len, seeded_split(474, 0.7, 0))) == (332, 142)
+
+
+@given(n=st.integers(2, 500), frac=st.floats(0.01, 0.99), seed=st.integers(0, 2**32 - 1))
+def test_split_properties(n: int, frac: float, seed: int) -> None:
+    tr, te = seeded_split(n, frac, seed)
+    assert tr.dtype.kind == "i" and te.dtype.kind == "i"
+    assert len(tr) >= 1 and len(te) >= 1
+    assert len(tr) == min(n - 1, max(1, round(frac * n)))
+    assert np.all(np.diff(tr) > 0) and np.all(np.diff(te) > 0)
+    assert np.array_equal(np.sort(np.concatenate([tr, te])), np.arange(n))
+    tr2, te2 = seeded_split(n, frac, seed)
+    assert np.array_equal(tr, tr2) and np.array_equal(te, te2)
