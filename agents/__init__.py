@@ -1,6 +1,6 @@
 """Every depth policy (learned, fixed, heuristic, oracle) behind one protocol, and the evaluator."""
 
-from agents import registry
+from agents import choppy, oracle, peers, registry  # noqa: F401 - importing registers the peer families
 from agents.base import DepthPolicy, FixedK, first_stop, greedy_depths, stacked_features
 from agents.dqn import DQNAgent, DQNConfig
 from agents.evaluation import (

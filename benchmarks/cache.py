@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from benchmarks.scorers import Scorer
+from benchmarks.scorers import EmbeddingScorer, Scorer
 
 
 def default_cache_dir() -> Path:
@@ -58,6 +58,37 @@ def atomic_save_npy(path: Path, array: NDArray) -> None:
         raise
 
 
+def _load_matrix(path: Path, shape: tuple[int | None, ...]) -> NDArray[np.float64] | None:
+    """A cached finite numeric matrix of the expected shape (None = any size on that axis),
+    or None when absent, corrupt or foreign (it is then recomputed and overwritten)."""
+    if not path.exists():
+        return None
+    try:
+        m = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile):
+        return None
+    if not (isinstance(m, np.ndarray) and m.dtype.kind in "fiu" and m.ndim == len(shape)):
+        return None
+    if any(want is not None and got != want for got, want in zip(m.shape, shape, strict=True)):
+        return None
+    return m if np.all(np.isfinite(m)) else None
+
+
+def cached_embeddings(scorer: EmbeddingScorer, texts: Sequence[str], cache_dir: Path | None = None) -> NDArray[np.float32]:
+    """L2-normalised embeddings of ``texts`` (one row per text), cached like score matrices."""
+    folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    key = cache_key(scorer.identity(), texts, (), kind="embeddings")
+    path = folder / f"emb-{scorer.name.replace('/', '_')}-{key[:32]}.npy"
+    e = _load_matrix(path, (len(texts), None))
+    if e is not None:
+        return e.astype(np.float32)
+    e = np.asarray(scorer.embed(texts), dtype=np.float32)
+    if e.ndim != 2 or e.shape[0] != len(texts) or not np.all(np.isfinite(e)):
+        raise ValueError(f"scorer {scorer.name} produced malformed or non-finite embeddings")
+    atomic_save_npy(path, e)
+    return e
+
+
 def cached_scores(
     scorer: Scorer,
     queries: Sequence[str],
@@ -72,19 +103,13 @@ def cached_scores(
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     key = cache_key(scorer.identity(), queries, tools)
     path = folder / f"{scorer.name.replace('/', '_')}-{key[:32]}.npy"
-    if path.exists():
-        try:
-            m = np.load(path, allow_pickle=False)
-            if (
-                isinstance(m, np.ndarray)
-                and m.dtype.kind in "fiu"
-                and m.shape == (len(queries), len(tools))
-                and np.all(np.isfinite(m))
-            ):
-                return m.astype(np.float64), True
-        except (ValueError, OSError, EOFError, zipfile.BadZipFile):
-            pass  # corrupt, truncated or foreign entry: recompute and overwrite
-    m = np.asarray(scorer.score(queries, tools), dtype=np.float64)
+    m = _load_matrix(path, (len(queries), len(tools)))
+    if m is not None:
+        return m.astype(np.float64), True
+    if isinstance(scorer, EmbeddingScorer):  # embed each text set once, reuse across conditions
+        m = (cached_embeddings(scorer, queries, folder) @ cached_embeddings(scorer, tools, folder).T).astype(np.float64)
+    else:
+        m = np.asarray(scorer.score(queries, tools), dtype=np.float64)
     if m.shape != (len(queries), len(tools)):
         raise ValueError(f"scorer {scorer.name} returned shape {m.shape}, expected {(len(queries), len(tools))}")
     if not np.all(np.isfinite(m)):

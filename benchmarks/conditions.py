@@ -1,25 +1,57 @@
 """Conditions: a benchmark, a candidate-set rule and a scorer, turned into ranked queries.
 
-A condition is named ``<benchmark>-<scorer>`` (``bfcl-bm25``, ``bfcl-minilm``).
-:func:`build_condition` loads the corpus, builds each query's candidate set, scores
-it (through the on-disk score cache), ranks it (:meth:`RankedQuery.from_scores`:
-ties broken by candidate order) and makes the seeded train/test split.
+A condition is named ``<benchmark>-<scorer>[-<variant>]`` (``bfcl-bm25``,
+``metatool-minilm-top50``, ``toolbench-minilm-full``). :func:`build_condition` loads
+the corpus, samples queries (seeded) where the rule says so, builds each query's
+candidate set, scores it through the on-disk score cache, ranks it
+(:meth:`RankedQuery.from_scores`: ties broken by candidate order, and candidates are
+always in registry order, so the gold tool never wins ties by construction) and
+makes the seeded 70/30 train/test split.
+
+Candidate-set rules (SPEC section 4), per benchmark and variant:
+
+=========  =========  ==========================================  ===========  =======
+benchmark  variant    candidate set (N)                           queries      buckets
+=========  =========  ==========================================  ===========  =======
+bfcl       (none)     all 370 functions                           all 400      default
+metatool   (none)     gold + 24 most similar + 75 random (100)    2,000 sampled default
+metatool   top20      gold + 19 most similar (20)                 1,200 sampled narrow
+metatool   top50      gold + 49 most similar (50)                 1,200 sampled narrow
+metatool   top100     gold + 99 most similar (100)                1,200 sampled default
+toolbench  (none)     gold + 49 most similar (50)                 all 474      default
+toolbench  full       the whole registry (3,406)                  all 474      default
+bfcl/...   sub<N>     a random sub-registry of N tools holding    as the base  default
+                      the query's gold tool (registry sweep)
+run        (none)     a TREC run + qrels (``run=...``, ``qrels=``) the run's   default
+beir       (none)     the whole corpus of a BEIR folder           split qrels  default
+=========  =========  ==========================================  ===========  =======
+
+"Most similar distractors" are the nearest tools to the gold tool by cosine
+similarity of all-MiniLM-L6-v2 embeddings of the tool texts (tool-tool similarity),
+ties broken by registry order. The similarity is fixed per benchmark and does not
+depend on the scorer being evaluated, so every scorer of a condition is compared on
+identical candidate sets. Random fill and sub-registries are drawn with
+``numpy.random.default_rng([candidate_seed, query position])`` (never the global RNG).
+P_rand always uses the candidate-set size N, not the registry size.
 """
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
 
-from benchmarks.cache import cached_scores
-from benchmarks.corpus import ToolCorpus
-from benchmarks.scorers import make_scorer
+from benchmarks.cache import cached_embeddings, cached_scores
+from benchmarks.corpus import DataError, ToolCorpus
+from benchmarks.scorers import EmbeddingScorer, make_scorer
 from envs import RankedQuery
+
+SIMILARITY_MODEL = "minilm"
 
 
 @dataclass
@@ -27,10 +59,10 @@ class Condition:
     """Ranked queries of one condition, with their split and provenance.
 
     Attributes:
-        name: ``<benchmark>-<scorer>`` (plus a suffix for candidate-set variants).
-        queries: ranked queries, in corpus order.
+        name: ``<benchmark>-<scorer>[-<variant>]``.
+        queries: ranked queries, in (sampled) corpus order.
         train_idx, test_idx: positions in ``queries`` of the seeded split.
-        buckets: difficulty bucket scheme ("default" or "narrow").
+        buckets: default difficulty bucket scheme ("default" or "narrow").
         meta: provenance for manifests (input sha256, split seed, N, skips, timings).
     """
 
@@ -40,6 +72,8 @@ class Condition:
     test_idx: NDArray[np.int64]
     buckets: str = "default"
     meta: dict = field(default_factory=dict)
+    ranked_tools: list[NDArray[np.int64]] = field(default_factory=list)
+    """Per query, the registry indices of its candidates in ranked order (empty for user runs)."""
 
     @property
     def train(self) -> list[RankedQuery]:
@@ -48,6 +82,29 @@ class Condition:
     @property
     def test(self) -> list[RankedQuery]:
         return [self.queries[i] for i in self.test_idx]
+
+
+@dataclass(frozen=True)
+class CandidateRule:
+    """How a query's candidate set is built.
+
+    Attributes:
+        n: candidate-set size; None = the whole registry.
+        n_similar: distractors taken from the gold tool's nearest neighbours.
+        n_random: further distractors drawn uniformly from the rest of the registry.
+        n_queries: queries sampled (seeded) from the corpus; None = all.
+        buckets: default bucket scheme.
+    """
+
+    n: int | None = None
+    n_similar: int = 0
+    n_random: int = 0
+    n_queries: int | None = None
+    buckets: str = "default"
+
+    def __post_init__(self) -> None:
+        if self.n is not None and self.n_similar + self.n_random + 1 > self.n:
+            raise ValueError(f"candidate rule: 1 + {self.n_similar} + {self.n_random} exceeds N={self.n}")
 
 
 def seeded_split(n: int, train_frac: float, seed: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
@@ -61,83 +118,253 @@ def seeded_split(n: int, train_frac: float, seed: int) -> tuple[NDArray[np.int64
     return np.sort(perm[:n_train]), np.sort(perm[n_train:])
 
 
-def full_registry_queries(corpus: ToolCorpus, scores: NDArray[np.float64]) -> list[RankedQuery]:
-    """Rank the whole registry for every query (candidate set = all tools)."""
-    index = corpus.tool_index()
-    return [
-        RankedQuery.from_scores(scores[i], [index[g] for g in q.gold], q.qid)[0]
-        for i, q in enumerate(corpus.queries)
-    ]
-
-
-def _load_bfcl(data_dir: Path | None) -> ToolCorpus:
+def _bfcl(data_dir: Path | None, cache_dir: Path | None, opts: Mapping[str, str]) -> ToolCorpus:
     from benchmarks.bfcl import load_bfcl
 
     return load_bfcl()
 
 
-#: benchmark name -> (loader(data_dir) -> corpus, default bucket scheme)
-BENCHMARKS: dict[str, Callable[[Path | None], ToolCorpus]] = {"bfcl": _load_bfcl}
-SCORERS = ("bm25", "minilm")
+def _metatool(data_dir: Path | None, cache_dir: Path | None, opts: Mapping[str, str]) -> ToolCorpus:
+    from benchmarks.metatool import load_metatool
+
+    return load_metatool(data_dir)
+
+
+def _toolbench(data_dir: Path | None, cache_dir: Path | None, opts: Mapping[str, str]) -> ToolCorpus:
+    from benchmarks.toolbench import load_toolbench
+
+    return load_toolbench(data_dir, cache_dir)
+
+
+def _beir(data_dir: Path | None, cache_dir: Path | None, opts: Mapping[str, str]) -> ToolCorpus:
+    from benchmarks.beir import load_beir
+
+    if not opts.get("beir_dir"):
+        raise ValueError("benchmark 'beir' needs a BEIR folder (--beir-dir)")
+    return load_beir(opts["beir_dir"], opts.get("split", "test"))
+
+
+#: benchmark -> (corpus loader, {variant: candidate rule})
+BENCHMARKS: dict[str, tuple[Callable[[Path | None, Path | None, Mapping[str, str]], ToolCorpus], dict[str, CandidateRule]]] = {
+    "bfcl": (_bfcl, {"": CandidateRule()}),
+    "metatool": (
+        _metatool,
+        {
+            "": CandidateRule(100, 24, 75, 2000),
+            "top20": CandidateRule(20, 19, 0, 1200, "narrow"),
+            "top50": CandidateRule(50, 49, 0, 1200, "narrow"),
+            "top100": CandidateRule(100, 99, 0, 1200),
+        },
+    ),
+    "toolbench": (_toolbench, {"": CandidateRule(50, 49, 0), "full": CandidateRule()}),
+    "beir": (_beir, {"": CandidateRule()}),
+}
+_SUB = re.compile(r"^sub(\d+)$")
+
+
+def candidate_rule(benchmark: str, variant: str) -> CandidateRule:
+    """The rule of ``benchmark``/``variant`` (``sub<N>``: random sub-registry of N tools)."""
+    if benchmark not in BENCHMARKS and benchmark != "run":
+        raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {', '.join([*BENCHMARKS, 'run'])}")
+    if benchmark == "run":
+        if variant:
+            raise ValueError("benchmark 'run' has no variants")
+        return CandidateRule()
+    rules = BENCHMARKS[benchmark][1]
+    if variant in rules:
+        return rules[variant]
+    m = _SUB.match(variant)
+    if m and benchmark in ("bfcl", "toolbench", "metatool"):
+        base = rules[""]
+        return CandidateRule(int(m.group(1)), 0, int(m.group(1)) - 1, base.n_queries if benchmark != "metatool" else 1200)
+    raise ValueError(
+        f"benchmark {benchmark!r} has no candidate-set variant {variant!r}; expected one of "
+        f"{', '.join(repr(v) for v in rules)} or sub<N>"
+    )
+
+
+def sample_queries(n_total: int, n_sample: int | None, seed: int) -> NDArray[np.int64]:
+    """Seeded sample of query positions (sorted); all when ``n_sample`` is None or >= n_total."""
+    if n_sample is None or n_sample >= n_total:
+        return np.arange(n_total)
+    return np.sort(np.random.default_rng(seed).choice(n_total, size=n_sample, replace=False))
+
+
+def candidate_sets(
+    sim_row: NDArray[np.int64],
+    gold: NDArray[np.int64],
+    n_tools: int,
+    rule: CandidateRule,
+    similarity: NDArray[np.float64] | None,
+    seed: int,
+) -> NDArray[np.int64]:
+    """Candidate tool indices per query, shape (Q, N), each row in registry order.
+
+    Args:
+        sim_row: for each query, the row of ``similarity`` that belongs to its gold tool.
+        gold: the gold tool index of each query.
+        n_tools: registry size.
+        rule: the candidate rule (``rule.n`` set).
+        similarity: (rows, n_tools) tool-tool similarity, needed when ``rule.n_similar > 0``.
+        seed: seed of the random fill (per query: ``default_rng([seed, i])``).
+    """
+    n = int(rule.n or n_tools)
+    if n > n_tools:
+        raise ValueError(f"candidate-set size N={n} exceeds the registry of {n_tools} tools")
+    out = np.empty((len(gold), n), dtype=np.int64)
+    for i, g in enumerate(gold):
+        chosen = [int(g)]
+        if rule.n_similar:
+            assert similarity is not None
+            order = np.argsort(-similarity[sim_row[i]], kind="stable")
+            chosen += [int(j) for j in order if j != g][: rule.n_similar]
+        rest = np.setdiff1d(np.arange(n_tools), chosen, assume_unique=False)
+        fill = n - len(chosen)
+        if fill:
+            chosen += np.random.default_rng([seed, i]).choice(rest, size=fill, replace=False).tolist()
+        out[i] = np.sort(chosen)
+    return out
+
+
+def tool_similarity(corpus: ToolCorpus, rows: NDArray[np.int64], cache_dir: Path | None) -> NDArray[np.float64]:
+    """Cosine similarity of MiniLM tool embeddings (cached) between tools ``rows`` and every tool, (len(rows), T)."""
+    emb = cached_embeddings(EmbeddingScorer(SIMILARITY_MODEL), list(corpus.tool_texts), cache_dir)
+    return (emb[rows] @ emb.T).astype(np.float64)
 
 
 def build_condition(
     benchmark: str,
     scorer: str,
     *,
+    variant: str = "",
     data_dir: Path | None = None,
     cache_dir: Path | None = None,
-    variant: str = "",
     split_seed: int = 0,
     train_frac: float = 0.7,
+    candidate_seed: int = 0,
+    options: Mapping[str, str] | None = None,
 ) -> Condition:
-    """Build the ranked queries and split of ``<benchmark>-<scorer>``.
+    """Build the ranked queries and split of a condition (see the module docstring).
 
     ``scorer`` is ``bm25``, ``minilm`` or any sentence-transformers model name or local
     path (an unavailable model fails when it is loaded, naming it). BFCL data comes
     from the ``bfcl-eval`` package (or ``SHORTLIST_BFCL_DIR``), not from ``data_dir``.
+    ``options`` carries source paths: ``run``/``qrels``/``n_candidates`` for
+    ``benchmark="run"`` and ``beir_dir``/``split`` for ``benchmark="beir"``.
 
     Raises:
-        ValueError: unknown benchmark name (listing the valid ones) or variant.
+        ValueError: unknown benchmark (listing the valid ones) or variant.
+        DataError: malformed or missing data (naming file and position).
     """
-    if benchmark not in BENCHMARKS:
-        raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {', '.join(BENCHMARKS)}")
-    if variant:
-        raise ValueError(f"benchmark {benchmark!r} has no candidate-set variant {variant!r}")
+    opts = dict(options or {})
+    rule = candidate_rule(benchmark, variant)
+    name = f"{benchmark}-{scorer}" + (f"-{variant}" if variant else "")
+    if benchmark == "run":
+        return _run_condition(opts, split_seed, train_frac)
     t0 = time.perf_counter()
-    corpus = BENCHMARKS[benchmark](data_dir)
+    corpus = BENCHMARKS[benchmark][0](data_dir, cache_dir, opts)
     t_load = time.perf_counter() - t0
+    picked = sample_queries(len(corpus.queries), rule.n_queries, candidate_seed)
+    records = [corpus.queries[i] for i in picked]
+    index = corpus.tool_index()
     sc = make_scorer(scorer)
     t1 = time.perf_counter()
-    scores, hit = cached_scores(sc, [q.text for q in corpus.queries], list(corpus.tool_texts), cache_dir)
+    scores, hit = cached_scores(sc, [q.text for q in records], list(corpus.tool_texts), cache_dir)
     t_score = time.perf_counter() - t1
-    queries = full_registry_queries(corpus, scores)
+    ranked_tools: list[NDArray[np.int64]] = []
+    if rule.n is None:
+        queries = []
+        for i, q in enumerate(records):
+            rq, order = RankedQuery.from_scores(scores[i], [index[g] for g in q.gold], q.qid)
+            queries.append(rq)
+            ranked_tools.append(order)
+    else:
+        if any(len(q.gold) != 1 for q in records):
+            raise DataError(f"{benchmark}: candidate-set rules need exactly one gold tool per query")
+        gold = np.array([index[q.gold[0]] for q in records])
+        rows = np.unique(gold)
+        sim = tool_similarity(corpus, rows, cache_dir) if rule.n_similar else None
+        cands = candidate_sets(np.searchsorted(rows, gold), gold, len(corpus.tool_names), rule, sim, candidate_seed)
+        queries = []
+        for i, q in enumerate(records):
+            pos = int(np.flatnonzero(cands[i] == gold[i])[0])
+            rq, order = RankedQuery.from_scores(scores[i, cands[i]], [pos], q.qid)
+            queries.append(rq)
+            ranked_tools.append(cands[i][order])
     train_idx, test_idx = seeded_split(len(queries), train_frac, split_seed)
-    gold = np.array([q.gold_rank for q in queries])
     return Condition(
-        name=f"{benchmark}-{scorer}",
+        name=name,
         queries=queries,
         train_idx=train_idx,
         test_idx=test_idx,
-        buckets="default",
+        buckets=rule.buckets,
+        ranked_tools=ranked_tools,
         meta={
             "benchmark": benchmark,
             "scorer": scorer,
+            "variant": variant,
+            "candidate_rule": {"n": rule.n, "n_similar": rule.n_similar, "n_random": rule.n_random,
+                               "n_queries": rule.n_queries, "similarity": SIMILARITY_MODEL if rule.n_similar else None},
+            "candidate_seed": candidate_seed,
             "scorer_identity": sc.identity(),
             "inputs_sha256": corpus.inputs_sha256,
             "corpus_fingerprint": corpus.fingerprint(),
             "skipped": corpus.skipped,
             "n_tools": len(corpus.tool_names),
             "n_candidates": sorted({q.n_candidates for q in queries}),
+            "n_queries_available": len(corpus.queries),
             "n_queries": len(queries),
-            "split_seed": split_seed,
-            "train_frac": train_frac,
-            "n_train": len(train_idx),
-            "n_test": len(test_idx),
-            "found_at_1_pct_all": 100.0 * float(np.mean(gold == 1)),
-            "found_at_5_pct_all": 100.0 * float(np.mean((gold >= 1) & (gold <= 5))),
+            "sampled_qids_sha256": _sha_lines([q.qid for q in records]),
+            **_split_meta(queries, train_idx, test_idx, split_seed, train_frac),
             "score_cache_hit": hit,
             "seconds_load": round(t_load, 3),
             "seconds_score": round(t_score, 3),
+        },
+    )
+
+
+def _sha_lines(lines: list[str]) -> str:
+    import hashlib
+
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def _split_meta(queries: list[RankedQuery], train_idx: NDArray[np.int64], test_idx: NDArray[np.int64],
+                split_seed: int, train_frac: float) -> dict:
+    gold = np.array([q.gold_rank for q in queries])
+    return {
+        "split_seed": split_seed,
+        "train_frac": train_frac,
+        "n_train": len(train_idx),
+        "n_test": len(test_idx),
+        "test_qids_sha256": _sha_lines([queries[i].qid for i in test_idx]),
+        "found_at_1_pct_all": 100.0 * float(np.mean(gold == 1)),
+        "found_at_5_pct_all": 100.0 * float(np.mean((gold >= 1) & (gold <= 5))),
+    }
+
+
+def _run_condition(opts: Mapping[str, str], split_seed: int, train_frac: float) -> Condition:
+    from benchmarks.trec import load_run_queries
+
+    if not opts.get("run") or not opts.get("qrels"):
+        raise ValueError("benchmark 'run' needs --run FILE and --qrels FILE")
+    n_cand = int(opts["n_candidates"]) if opts.get("n_candidates") else None
+    loaded = load_run_queries(opts["run"], opts["qrels"], n_cand)
+    queries = list(loaded.queries)
+    if len(queries) < 2:
+        raise ValueError(f"{opts['run']}: need at least 2 judged queries, got {len(queries)}")
+    train_idx, test_idx = seeded_split(len(queries), train_frac, split_seed)
+    return Condition(
+        name=f"run-{Path(opts['run']).stem}",
+        queries=queries,
+        train_idx=train_idx,
+        test_idx=test_idx,
+        meta={
+            "benchmark": "run",
+            "inputs_sha256": dict(loaded.inputs_sha256),
+            "skipped": dict(loaded.skipped),
+            "n_candidates": sorted({q.n_candidates for q in queries}),
+            "n_queries": len(queries),
+            **_split_meta(queries, train_idx, test_idx, split_seed, train_frac),
         },
     )

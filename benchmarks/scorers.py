@@ -112,6 +112,22 @@ def _model_digest(path: str) -> str:
     return h.hexdigest()
 
 
+@functools.lru_cache(maxsize=4)
+def _load_model(path: str, name: str):  # noqa: ANN202
+    """Load a sentence-transformers model once per process (offline)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    try:
+        return SentenceTransformer(path, device="cpu")
+    except Exception as e:  # noqa: BLE001 - many failure types; re-raise naming the model
+        raise ValueError(
+            f"cannot load sentence-transformers model {name!r} (offline: it must be a local path or cached): {e}"
+        ) from e
+
+
 class EmbeddingScorer:
     """Cosine similarity of sentence-transformers embeddings."""
 
@@ -131,19 +147,7 @@ class EmbeddingScorer:
 
     def _load(self):  # noqa: ANN202
         if self._model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            from sentence_transformers import SentenceTransformer
-            from transformers.utils import logging as hf_logging
-
-            hf_logging.disable_progress_bar()
-
-            try:
-                self._model = SentenceTransformer(self.path, device="cpu")
-            except Exception as e:  # noqa: BLE001 - many failure types; re-raise with the name
-                raise ValueError(
-                    f"cannot load sentence-transformers model {self.name!r} (offline; it must be a local path "
-                    f"or cached): {e}"
-                ) from e
+            self._model = _load_model(self.path, self.name)
         return self._model
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:

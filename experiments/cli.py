@@ -52,9 +52,19 @@ class LearnArgs:
 
 @dataclass(frozen=True)
 class TrainArgs:
-    benchmark: str = opt("bfcl", "benchmark: bfcl")
+    benchmark: str = opt("bfcl", "benchmark: bfcl, metatool, toolbench, beir (with --beir-dir) or run (with --run/--qrels)")
     scorer: str = opt("bm25", "scorer: bm25, minilm, or a local sentence-transformers model path")
-    agent: str = opt("dqn", "depth policy: dqn, tabular or fixed")
+    variant: str = opt("", "candidate-set variant: metatool top20/top50/top100, toolbench full, sub<N> (random "
+                       "sub-registry of N tools holding the gold tool); default: the benchmark's main rule")
+    buckets: str = opt("", "difficulty buckets: default (1, 2-5, 6-20, 21+) or narrow (1, 2-3, 4-10, 11+); "
+                       "default: the condition's own")
+    run: str | None = opt(None, "bring your own ranked lists: a TREC run file (qid Q0 docid rank score tag)")
+    qrels: str | None = opt(None, "qrels for --run: TREC (qid 0 docid rel) or BEIR TSV (query-id corpus-id score)")
+    n_candidates: int | None = opt(None, "candidate-set size N for --run (default: each query's run length; give "
+                                   "the corpus size for runs truncated from a larger corpus)")
+    beir_dir: str | None = opt(None, "BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv) for --benchmark beir")
+    beir_split: str = opt("test", "qrels split of --beir-dir")
+    agent: str = opt("dqn", "depth policy: dqn, tabular, fixed, or a registered peer")
     reward: str = opt("bor", "training reward: bor, f1 or constant (ignored for fixed)")
     k: tuple[int, ...] = opt((1, 3, 5, 10, 20, 50), "K values for --agent fixed")
     out: str = opt("runs", "output folder (run directories go to OUT/runs/<run_id>)")
@@ -114,6 +124,13 @@ def make_parser() -> argparse.ArgumentParser:
                        "SB3 zips embed pickles) and evaluates it.")
     for cls in (EvaluateArgs, CommonArgs):
         add_dataclass_args(e, cls)
+    d = sub.add_parser("data", help="list or fetch benchmark data files (pinned URLs, sha256-verified)")
+    dsub = d.add_subparsers(dest="data_command", required=True)
+    dl = dsub.add_parser("list", help="each dataset file: where it is, present, verified")
+    dl.add_argument("--data-dir", default=None, help="data folder (default: $SHORTLIST_DATA_DIR or the per-user cache)")
+    df = dsub.add_parser("fetch", help="download (pinned commit) and verify one dataset's files")
+    df.add_argument("name", help="dataset: metatool or toolbench")
+    df.add_argument("--data-dir", default=None, help="data folder (default: $SHORTLIST_DATA_DIR or the per-user cache)")
     r = sub.add_parser("reproduce", help="run the study: every condition x method x seed, tables, figures, README",
                        description="Resumable: a cell whose run directory exists with the same config hash is skipped.")
     for cls in (ReproduceArgs, LearnArgs, CommonArgs):
@@ -137,6 +154,33 @@ def _learn_kwargs(la: LearnArgs) -> dict[str, Any]:
     }
 
 
+def _source_options(ta: TrainArgs, benchmark: str) -> tuple[tuple[str, str], ...]:
+    """Paths of user-supplied inputs, with their sha256 (so a changed file is never reused)."""
+    from benchmarks.corpus import sha256_file
+
+    def checked(path: str, flag: str) -> str:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"{flag} {path}: no such file")
+        return sha256_file(path)
+
+    if benchmark == "run":
+        if not (ta.run and ta.qrels):
+            raise ValueError("--run and --qrels go together")
+        opts = [("run", str(Path(ta.run).resolve())), ("run_sha256", checked(ta.run, "--run")),
+                ("qrels", str(Path(ta.qrels).resolve())), ("qrels_sha256", checked(ta.qrels, "--qrels"))]
+        if ta.n_candidates is not None:
+            opts.append(("n_candidates", str(ta.n_candidates)))
+        return tuple(opts)
+    if benchmark == "beir":
+        if not ta.beir_dir:
+            raise ValueError("--benchmark beir needs --beir-dir FOLDER")
+        folder = Path(ta.beir_dir)
+        files = [folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels" / f"{ta.beir_split}.tsv"]
+        digests = [(f"sha256:{f.relative_to(folder)}", checked(str(f), "--beir-dir")) for f in files]
+        return (("beir_dir", str(folder.resolve())), ("split", ta.beir_split), *digests)
+    return ()
+
+
 def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int:
     from experiments.config import AGENTS, MethodSpec
     from experiments.runner import collect, run_cells, write_tables
@@ -147,10 +191,14 @@ def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int
         raise ValueError(f"unknown agent {ta.agent!r}; expected one of {', '.join(AGENTS)}")
     if ta.reward not in REWARD_KINDS:
         raise ValueError(f"unknown reward {ta.reward!r}; expected one of {', '.join(REWARD_KINDS)}")
-    name = f"{ta.benchmark}-{ta.scorer}"
-    plan = PLANS.get(name, ConditionPlan(ta.benchmark, ta.scorer))
+    benchmark = "run" if ta.run or ta.qrels else ta.benchmark
+    options = _source_options(ta, benchmark)
+    plan = ConditionPlan(benchmark, ta.scorer if benchmark != "run" else "run", ta.variant)
+    plan = PLANS.get(plan.name, plan)
     methods = [MethodSpec("fixed", "bor", k) for k in ta.k] if ta.agent == "fixed" else [MethodSpec(ta.agent, ta.reward)]
-    cells = cells_for([plan], la.seeds, {plan.name: methods}, **_learn_kwargs(la))
+    if ta.buckets and ta.buckets not in ("default", "narrow"):
+        raise ValueError(f"unknown bucket scheme {ta.buckets!r}; expected default or narrow")
+    cells = cells_for([plan], la.seeds, {plan.name: methods}, buckets=ta.buckets, options=options, **_learn_kwargs(la))
     out = Path(ta.out)
     runs = run_cells(cells, out, data_dir=ca.data_dir, cache_dir=ca.cache_dir, command=command,
                      workers=ca.workers, progress=not ca.no_progress)
@@ -227,8 +275,10 @@ def cmd_evaluate(ea: EvaluateArgs, ca: CommonArgs) -> int:
         raise ValueError(f"--split must be test, train or all, got {ea.split!r}")
     benchmark = ea.benchmark or cfg["benchmark"]
     scorer = ea.scorer or cfg["scorer"]
-    variant = cfg.get("variant", "") if benchmark == cfg["benchmark"] else ""
-    cond = get_condition(benchmark, scorer, variant, int(cfg.get("split_seed", 0)), ca.data_dir, ca.cache_dir)
+    same = benchmark == cfg["benchmark"]
+    variant = cfg.get("variant", "") if same else ""
+    options = tuple(sorted((cfg.get("options") or {}).items())) if same else ()
+    cond = get_condition(benchmark, scorer, variant, int(cfg.get("split_seed", 0)), ca.data_dir, ca.cache_dir, options)
     queries = {"test": cond.test, "train": cond.train, "all": cond.queries}[ea.split]
     rows = evaluate(policy, queries, episode, cond.buckets)
     rows.insert(0, "seed", cfg["seed"])
@@ -245,6 +295,25 @@ def cmd_evaluate(ea: EvaluateArgs, ca: CommonArgs) -> int:
     return 0
 
 
+def cmd_data(ns: argparse.Namespace) -> int:
+    from benchmarks import data
+
+    if ns.data_command == "list":
+        rows = data.status(ns.data_dir)
+        print(f"data dir: {data.resolve_data_dir(ns.data_dir)}")
+        for r in rows:
+            state = "verified" if r.verified else ("PRESENT, sha256 MISMATCH" if r.present else "missing")
+            print(f"{r.dataset:10s} {state:26s} {r.path}")
+        print("BFCL: read from the installed bfcl-eval package (pip install --no-deps bfcl-eval)")
+        return 0
+    if ns.name not in data.DATASETS:
+        raise ValueError(f"unknown dataset {ns.name!r}; expected one of {', '.join(data.DATASETS)}")
+    paths = data.fetch(ns.name, ns.data_dir)
+    for p in paths:
+        print(f"verified {p}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``shortlist`` console script."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -256,6 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if ns.command == "train":
             return cmd_train(build(TrainArgs, ns), build(LearnArgs, ns), build(CommonArgs, ns), command)
+        if ns.command == "data":
+            return cmd_data(ns)
         if ns.command == "evaluate":
             return cmd_evaluate(build(EvaluateArgs, ns), build(CommonArgs, ns))
         if ns.command == "reproduce":

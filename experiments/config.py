@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from dataclasses import asdict, dataclass, field
 
 from agents import registry
@@ -74,9 +75,15 @@ class Cell:
     tabular: TabularConfig = field(default_factory=TabularConfig)
     split_seed: int = 0
     variant: str = ""
+    buckets: str = ""
+    """Bucket scheme override ("default" or "narrow"); empty = the condition's own."""
+    options: tuple[tuple[str, str], ...] = ()
+    """Source options for user data (run/qrels paths, N, BEIR folder), with the inputs' sha256."""
 
     @property
     def condition(self) -> str:
+        if self.benchmark == "run":
+            return f"run-{Path(dict(self.options)['run']).stem}"
         base = f"{self.benchmark}-{self.scorer}"
         return f"{base}-{self.variant}" if self.variant else base
 
@@ -98,6 +105,8 @@ class Cell:
             "k": self.method.k or None,
             "seed": self.seed,
             "split_seed": self.split_seed,
+            "buckets": self.buckets or None,
+            "options": dict(self.options) or None,
             "episode": asdict(self.episode),
         }
         if self.method.agent == "dqn":

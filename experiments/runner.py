@@ -52,7 +52,13 @@ def seed_everything(seed: int) -> None:
 
 @functools.lru_cache(maxsize=16)
 def get_condition(
-    benchmark: str, scorer: str, variant: str, split_seed: int, data_dir: str | None, cache_dir: str | None
+    benchmark: str,
+    scorer: str,
+    variant: str,
+    split_seed: int,
+    data_dir: str | None,
+    cache_dir: str | None,
+    options: tuple[tuple[str, str], ...] = (),
 ) -> Condition:
     """Build (once per process) the ranked queries of a condition."""
     return build_condition(
@@ -62,7 +68,13 @@ def get_condition(
         data_dir=Path(data_dir) if data_dir else None,
         cache_dir=Path(cache_dir) if cache_dir else None,
         split_seed=split_seed,
+        options=dict(options),
     )
+
+
+def cell_condition(cell: Cell, data_dir: str | None, cache_dir: str | None) -> Condition:
+    """The condition a cell trains and evaluates on."""
+    return get_condition(cell.benchmark, cell.scorer, cell.variant, cell.split_seed, data_dir, cache_dir, cell.options)
 
 
 def make_policy(cell: Cell) -> DepthPolicy:
@@ -113,14 +125,14 @@ def run_cell(cell: Cell, out: Path, data_dir: str | None, cache_dir: str | None,
         return final
     t0 = time.perf_counter()
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    cond = get_condition(cell.benchmark, cell.scorer, cell.variant, cell.split_seed, data_dir, cache_dir)
+    cond = cell_condition(cell, data_dir, cache_dir)
     seed_everything(cell.seed)
     policy = make_policy(cell)
     t_fit = time.perf_counter()
     policy.fit(cond.train, cell.episode, cell.seed)
     t_fit = time.perf_counter() - t_fit
     t_eval = time.perf_counter()
-    rows = evaluate(policy, cond.test, cell.episode, cond.buckets)
+    rows = evaluate(policy, cond.test, cell.episode, cell.buckets or cond.buckets)
     t_eval = time.perf_counter() - t_eval
     rows.insert(0, "seed", cell.seed)
     rows.insert(0, "method", cell.method.name)
@@ -203,10 +215,8 @@ def run_cells(
     """
     from tqdm.auto import tqdm
 
-    for key in sorted({(c.benchmark, c.scorer, c.variant, c.split_seed) for c in cells}):
-        get_condition(*key, data_dir, cache_dir)
-    for c in cells:  # impossible depth caps fail before anything is written
-        c.episode.check_queries(get_condition(c.benchmark, c.scorer, c.variant, c.split_seed, data_dir, cache_dir).queries)
+    for c in cells:  # bad inputs and impossible depth caps fail before anything is written
+        c.episode.check_queries(cell_condition(c, data_dir, cache_dir).queries)
     todo = [c for c in cells if not is_done(c, out / "runs" / c.run_id)]
     done = [out / "runs" / c.run_id for c in cells if c not in todo]
     bar = tqdm(total=len(cells), initial=len(done), desc="cells", disable=not progress, file=sys.stderr)

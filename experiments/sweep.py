@@ -35,6 +35,12 @@ PLANS: dict[str, ConditionPlan] = {
     for p in (
         ConditionPlan("bfcl", "bm25", step_cost=0.005, constant_reward=True),
         ConditionPlan("bfcl", "minilm"),
+        ConditionPlan("metatool", "bm25", gamma=1.0),
+        ConditionPlan("metatool", "minilm"),
+        ConditionPlan("metatool", "minilm", "top20"),
+        ConditionPlan("metatool", "minilm", "top50"),
+        ConditionPlan("metatool", "minilm", "top100"),
+        ConditionPlan("toolbench", "minilm"),
     )
 }
 
@@ -64,6 +70,8 @@ def cells_for(
     gamma: float | None = None,
     max_depth: int | None = None,
     split_seed: int = 0,
+    buckets: str = "",
+    options: tuple[tuple[str, str], ...] = (),
 ) -> list[Cell]:
     """Every (condition, method, seed) cell; explicit step_cost/gamma override the plan's."""
     cells = []
@@ -78,6 +86,6 @@ def cells_for(
             for seed in seeds:
                 cells.append(
                     Cell(plan.benchmark, plan.scorer, m, int(seed), episode,
-                         dqn or DQNConfig(), tabular or TabularConfig(), split_seed, plan.variant)
+                         dqn or DQNConfig(), tabular or TabularConfig(), split_seed, plan.variant, buckets, options)
                 )
     return cells

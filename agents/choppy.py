@@ -1,0 +1,169 @@
+"""A supervised cut-off model in the spirit of Choppy (Bahri et al., SIGIR 2020).
+
+A small torch network reads a query's whole ranked list, as the RL agents see it (the
+13 score-only features of :func:`envs.feature_matrix` at every depth 1..cap), and
+outputs a distribution over cut positions:
+
+    h_k     = MLP_enc(x_k)                                   (per position, hidden H)
+    c       = [mean_k h_k, max_k h_k]                        (the whole list's context)
+    logit_k = MLP_head([h_k, c]),   p(cut = k) = softmax_k(logit_k)   over k = 1..cap
+
+Training maximises the expected reward of the cut, as Choppy does,
+
+    L = - mean_q sum_{k <= cap_q} p_q(cut = k) * T_q(k) / scale
+
+with T_q(k) the terminal reward of the family's reward kind (undiscounted, no step
+cost) and ``scale`` the largest |T| (a constant, so the optimum is unchanged); full-batch
+Adam. Inference reads no labels: ``k = argmax_k logit_k`` (first maximum).
+
+Determinism: parameters are initialised under ``torch.manual_seed(seed)`` inside a
+forked RNG (the global torch RNG is left as it was), training is full-batch with one
+CPU thread, so one seed always gives the same model. Saved as JSON (no pickle).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from torch import nn
+
+from agents.peers import objective_matrix, query_caps
+from agents.registry import register
+from envs import EpisodeConfig, RankedQuery, feature_matrix
+from envs.features import N_FEATURES
+
+__all__ = ["ChoppyConfig", "CutoffModel"]
+
+
+@dataclass(frozen=True)
+class ChoppyConfig:
+    """Cut-off model settings."""
+
+    hidden: int = 32
+    """Hidden width H of the position encoder and the head."""
+    epochs: int = 300
+    """Full-batch Adam steps."""
+    lr: float = 1e-2
+    """Adam learning rate."""
+    weight_decay: float = 1e-4
+    """Adam weight decay (L2)."""
+
+
+class _CutNet(nn.Module):
+    def __init__(self, n_features: int, hidden: int) -> None:
+        super().__init__()
+        self.enc = nn.Sequential(nn.Linear(n_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
+        self.head = nn.Sequential(nn.Linear(3 * hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Logits (B, D) for features x (B, D, F); positions where mask is False get -inf."""
+        h = self.enc(x)
+        m = mask.unsqueeze(-1)
+        mean = (h * m).sum(1) / m.sum(1).clamp_min(1)
+        top = h.masked_fill(~m, float("-inf")).max(1).values
+        ctx = torch.cat([mean, top], dim=-1).unsqueeze(1).expand(-1, x.shape[1], -1)
+        logits = self.head(torch.cat([h, ctx], dim=-1)).squeeze(-1)
+        return logits.masked_fill(~mask, float("-inf"))
+
+
+def _inputs(queries: Sequence[RankedQuery], config: EpisodeConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    caps = query_caps(queries, config)
+    d = int(caps.max())
+    x = np.zeros((len(queries), d, N_FEATURES), dtype=np.float32)
+    for i, q in enumerate(queries):  # feature_matrix is per query (it is vectorised over depths)
+        x[i, : caps[i]] = feature_matrix(q, int(caps[i]))
+    mask = np.arange(d)[None, :] < caps[:, None]
+    return torch.from_numpy(x), torch.from_numpy(mask)
+
+
+class CutoffModel:
+    """Choppy-style cut-off distribution model (see the module docstring). Name ``<reward>-choppy``."""
+
+    artifact = "agent.json"
+    stochastic = True
+
+    def __init__(self, reward: str = "bor", settings: ChoppyConfig | None = None) -> None:
+        self.reward = reward
+        self.settings = settings or ChoppyConfig()
+        self.name = f"{reward}-choppy"
+        self.net: _CutNet | None = None
+        self.final_loss = float("nan")
+
+    def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int) -> CutoffModel:
+        config.check_queries(queries)
+        s = self.settings
+        torch.set_num_threads(1)
+        pay, _ = objective_matrix(queries, config, self.reward)
+        x, mask = _inputs(queries, config)
+        scale = float(np.abs(pay).max()) or 1.0
+        target = torch.from_numpy((pay / scale).astype(np.float32))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))
+            net = _CutNet(N_FEATURES, s.hidden)
+            opt = torch.optim.Adam(net.parameters(), lr=s.lr, weight_decay=s.weight_decay)
+            for _ in range(s.epochs):
+                prob = torch.softmax(net(x, mask), dim=1)
+                loss = -(prob * target).sum(1).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        self.net = net.eval()
+        self.final_loss = float(loss.detach()) * scale
+        return self
+
+    def cut_distribution(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.float64]:
+        """p(cut = k) for k = 1..D (D = largest cap), shape (Q, D); zero beyond each cap."""
+        if self.net is None:
+            raise RuntimeError(f"{self.name}: call fit() or load() first")
+        x, mask = _inputs(queries, config)
+        with torch.no_grad():
+            return torch.softmax(self.net(x, mask), dim=1).double().numpy()
+
+    def depths(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.int64]:
+        if len(queries) == 0:
+            return np.zeros(0, dtype=np.int64)
+        if self.net is None:
+            raise RuntimeError(f"{self.name}: call fit() or load() first")
+        torch.set_num_threads(1)
+        x, mask = _inputs(queries, config)
+        with torch.no_grad():
+            logits = self.net(x, mask).numpy()
+        return (np.argmax(logits, axis=1) + 1).astype(np.int64)
+
+    def save(self, path: Path) -> None:
+        """Weights and settings as JSON lists (no pickle)."""
+        if self.net is None:
+            raise RuntimeError(f"{self.name}: nothing to save")
+        payload = {
+            "name": self.name,
+            "params": {
+                "reward": self.reward,
+                "settings": asdict(self.settings),
+                "final_train_objective": -self.final_loss,
+                "state": {k: v.tolist() for k, v in self.net.state_dict().items()},
+            },
+        }
+        Path(path).write_text(json.dumps(payload) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> CutoffModel:
+        """Rebuild a model written by :meth:`save` (JSON; never executes code)."""
+        try:
+            p = json.loads(Path(path).read_text())["params"]
+            out = cls(p["reward"], ChoppyConfig(**p["settings"]))
+            net = _CutNet(N_FEATURES, out.settings.hidden)
+            net.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in p["state"].items()})
+        except (OSError, json.JSONDecodeError, KeyError, TypeError, RuntimeError) as e:
+            raise ValueError(f"{path}: malformed cut-off model file ({e})") from e
+        out.net = net.eval()
+        return out
+
+
+register("choppy", lambda reward: CutoffModel(reward), uses_reward=True,
+         description="Choppy-style cut-off model (torch) trained to maximise expected reward")
