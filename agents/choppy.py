@@ -4,9 +4,9 @@ A small torch network reads a query's whole ranked list, as the RL agents see it
 13 score-only features of :func:`envs.feature_matrix` at every depth 1..cap), and
 outputs a distribution over cut positions:
 
-    h_k     = MLP_enc(x_k)                                   (per position, hidden H)
-    c       = [mean_k h_k, max_k h_k]                        (the whole list's context)
-    logit_k = MLP_head([h_k, c]),   p(cut = k) = softmax_k(logit_k)   over k = 1..cap
+    h_k     = MLP_enc(x_k)                          (per position: 13 -> H -> H, ReLU)
+    c       = [mean_k h_k, max_k h_k]               (the whole list's context)
+    logit_k = w . relu(A h_k + B c + b) + b0,   p(cut = k) = softmax_k(logit_k), k = 1..cap
 
 Training maximises the expected reward of the cut, as Choppy does,
 
@@ -45,11 +45,11 @@ __all__ = ["ChoppyConfig", "CutoffModel"]
 class ChoppyConfig:
     """Cut-off model settings."""
 
-    hidden: int = 32
+    hidden: int = 16
     """Hidden width H of the position encoder and the head."""
-    epochs: int = 300
+    epochs: int = 600
     """Full-batch Adam steps."""
-    lr: float = 1e-2
+    lr: float = 3e-3
     """Adam learning rate."""
     weight_decay: float = 1e-4
     """Adam weight decay (L2)."""
@@ -58,8 +58,14 @@ class ChoppyConfig:
 class _CutNet(nn.Module):
     def __init__(self, n_features: int, hidden: int) -> None:
         super().__init__()
-        self.enc = nn.Sequential(nn.Linear(n_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
-        self.head = nn.Sequential(nn.Linear(3 * hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+        self.enc = nn.Sequential(
+            nn.Linear(n_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU()
+        )
+        # head([h_k, c]) with its first layer split as W_h h_k + W_c c: the same function as a
+        # linear layer on the concatenation, with the context part computed once per query
+        self.head_pos = nn.Linear(hidden, hidden)
+        self.head_ctx = nn.Linear(2 * hidden, hidden, bias=False)
+        self.out = nn.Linear(hidden, 1)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Logits (B, D) for features x (B, D, F); positions where mask is False get -inf."""
@@ -67,8 +73,8 @@ class _CutNet(nn.Module):
         m = mask.unsqueeze(-1)
         mean = (h * m).sum(1) / m.sum(1).clamp_min(1)
         top = h.masked_fill(~m, float("-inf")).max(1).values
-        ctx = torch.cat([mean, top], dim=-1).unsqueeze(1).expand(-1, x.shape[1], -1)
-        logits = self.head(torch.cat([h, ctx], dim=-1)).squeeze(-1)
+        ctx = self.head_ctx(torch.cat([mean, top], dim=-1)).unsqueeze(1)
+        logits = self.out(torch.relu(self.head_pos(h) + ctx)).squeeze(-1)
         return logits.masked_fill(~mask, float("-inf"))
 
 

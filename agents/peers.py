@@ -55,7 +55,7 @@ __all__ = [
     "ThresholdPolicy",
     "TopPPolicy",
     "check_matrix",
-    "cumulative_mass",
+    "log_rest_mass",
     "gap_depths",
     "minmax_scores",
     "objective_matrix",
@@ -155,19 +155,22 @@ def _minmax(s: NDArray[np.float64], n: NDArray[np.int64], valid: NDArray[np.bool
     return np.where(valid, u, 0.0)
 
 
-def cumulative_mass(
+def log_rest_mass(
     scores: ArrayLike, lengths: ArrayLike | None = None, temperature: float = 1.0
 ) -> NDArray[np.float64]:
-    """Cumulative softmax mass ``c_k = sum_{i<=k} softmax(z / T)_i`` over each row's valid part.
+    """Log of the softmax mass NOT yet shown after the top j items, for j = 1..D.
 
-    ``z`` are the row's z-scores (zeros for a constant row), ``T`` the temperature in
-    z units. Padding columns hold 1.0.
+    With ``w_i = softmax(z / T)_i`` over a row's valid part (``z`` its z-scores, zeros for a
+    constant row, ``T`` a temperature in z units), ``rest_j = sum_{i>j} w_i = 1 - c_j`` where
+    ``c_j`` is the cumulative mass. Computed as a reverse cumulative sum of the shifted
+    exponentials, so it stays accurate where ``c_j`` rounds to 1. ``-inf`` at the end of a
+    row and on padding.
     """
     s, n, _, valid = check_matrix(scores, lengths)
-    return _cummass(s, n, valid, temperature)
+    return _log_rest(s, n, valid, temperature)
 
 
-def _cummass(
+def _log_rest(
     s: NDArray[np.float64], n: NDArray[np.int64], valid: NDArray[np.bool_], temperature: float
 ) -> NDArray[np.float64]:
     if not (math.isfinite(temperature) and temperature > 0):
@@ -177,11 +180,13 @@ def _cummass(
     with np.errstate(invalid="ignore"):
         z = np.where(flat[:, None], 0.0, (s - mu[:, None]) / safe[:, None])
     x = np.where(valid, z / temperature, -np.inf)
-    x -= x[:, :1]  # the top score has the largest z: exp stays <= 1
-    w = np.exp(x)
-    c = np.cumsum(w, axis=1)
-    c /= c[np.arange(s.shape[0]), n - 1][:, None]
-    return np.where(valid, c, 1.0)
+    w = np.exp(x - x[:, :1])  # the top item has the largest z: every w <= 1
+    rest = np.cumsum(w[:, ::-1], axis=1)[:, ::-1]  # rest[:, j] = sum_{i >= j} (0-based)
+    total = rest[:, 0]
+    out = np.full(s.shape, -np.inf)
+    with np.errstate(divide="ignore"):
+        out[:, :-1] = np.log(rest[:, 1:]) - np.log(total)[:, None]
+    return np.where(valid, out, -np.inf)
 
 
 # ----------------------------------------------------------------------------- vectorised cores
@@ -250,18 +255,30 @@ def topp_depths(
     lengths: ArrayLike | None = None,
     caps: ArrayLike | None = None,
     *,
-    p: float,
+    p: float | None = None,
+    log_rest: float | None = None,
     temperature: float = 1.0,
 ) -> NDArray[np.int64]:
-    """Top-p mass: the smallest k whose cumulative softmax mass reaches p, capped:
-    ``k = min(cap, 1 + #{j < cap : c_j < p})`` with ``c`` from :func:`cumulative_mass`."""
-    if math.isnan(p):
-        raise ValueError("mass p is NaN")
+    """Top-p mass: the smallest k whose cumulative softmax mass reaches p, capped.
+
+    ``k = min(cap, 1 + #{j < cap : rest_j > 1 - p})`` with ``rest_j = 1 - c_j`` the mass
+    left after j items (:func:`log_rest_mass`), compared in log space. Give either ``p``
+    or ``log_rest = log(1 - p)`` (the latter keeps p's that round to 1 exact).
+    """
+    if (p is None) == (log_rest is None):
+        raise ValueError("give exactly one of p and log_rest")
+    if p is not None:
+        if math.isnan(p):
+            raise ValueError("mass p is NaN")
+        log_rest = math.log1p(-p) if p < 1 else -math.inf
+    assert log_rest is not None
+    if math.isnan(log_rest):
+        raise ValueError("log_rest is NaN")
     s, n, c, valid = check_matrix(scores, lengths, caps)
     if s.shape[0] == 0:
         return np.zeros(0, dtype=np.int64)
-    mass = _cummass(s, n, valid, temperature)
-    count = ((mass < p) & (np.arange(s.shape[1]) < (c - 1)[:, None])).sum(axis=1)
+    rest = _log_rest(s, n, valid, temperature)
+    count = ((rest > log_rest) & (np.arange(s.shape[1]) < (c - 1)[:, None])).sum(axis=1)
     return (count + 1).astype(np.int64)
 
 
@@ -469,20 +486,28 @@ class TopPPolicy(_Saved):
     """Top-p softmax mass: show items until their cumulative softmax mass reaches p.
 
     The softmax is over the query's z-scored scores divided by a temperature T (so BM25
-    and cosine scores are comparable); see :func:`topp_depths`. Fitted on the training
-    split to maximise the mean terminal reward of ``reward``: p exactly
-    (:func:`sweep_keys`, keys = cumulative masses) for each T in ``temperatures``, then
-    the best (T, p) (ties: smaller total depth, then the earlier T). Name ``<reward>-topp``.
+    and cosine scores are comparable); see :func:`topp_depths`. A small T makes it a
+    relative threshold on the z-distance from the top item. Fitted on the training split
+    to maximise the mean terminal reward of ``reward``: for each T in ``temperatures``,
+    ``log(1 - p)`` exactly (:func:`sweep_keys` on keys ``-log rest_j``), then the best
+    (T, p) (ties: smaller total depth, then the earlier T). Name ``<reward>-topp``.
     """
 
-    def __init__(self, reward: str = "bor", temperatures: Sequence[float] = (0.25, 0.5, 1.0, 2.0)) -> None:
+    def __init__(
+        self, reward: str = "bor", temperatures: Sequence[float] = (0.1, 0.25, 0.5, 1.0, 2.0)
+    ) -> None:
         if len(temperatures) == 0:
             raise ValueError("temperatures must not be empty")
         self.reward = reward
         self.temperatures = tuple(float(t) for t in temperatures)
-        self.p = 1.0
+        self.log_rest = -math.inf
         self.temperature = self.temperatures[0]
         self.name = f"{reward}-topp"
+
+    @property
+    def p(self) -> float:
+        """The mass p = 1 - exp(log_rest) (may round to 1.0; the policy uses log_rest)."""
+        return -math.expm1(self.log_rest)
 
     def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int) -> TopPPolicy:
         config.check_queries(queries)
@@ -494,32 +519,34 @@ class TopPPolicy(_Saved):
         ok = np.arange(1, d) < c[:, None]
         best: tuple[float, int, float, float] | None = None
         for temp in self.temperatures:
-            mass = _cummass(s, n, valid, temp)
-            # depth j -> j+1 happens when c_j < p: key = c_j (strict; midpoints make it moot)
-            thetas, totals, extra = sweep_keys(mass[:, : d - 1], gains, ok)
+            # depth j -> j+1 happens when rest_j > 1 - p, i.e. key = -log rest_j < theta = -log(1-p)
+            keys = -_log_rest(s, n, valid, temp)[:, : d - 1]
+            keys = np.where(np.isfinite(keys), keys, np.finfo(np.float64).max)
+            thetas, totals, extra = sweep_keys(keys, gains, ok)
             i = _best_piece(totals, extra)
             cand = (float(totals[i]), -int(extra[i]), temp, float(thetas[i]))
             if best is None or cand[:2] > best[:2]:
                 best = cand
         assert best is not None
-        self.temperature, self.p = best[2], best[3]
+        self.temperature, self.log_rest = best[2], -best[3]
         return self
 
     def depths(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.int64]:
         if len(queries) == 0:
             return np.zeros(0, dtype=np.int64)
         s, n = score_matrix(queries)
-        return topp_depths(s, n, query_caps(queries, config), p=self.p, temperature=self.temperature)
+        caps = query_caps(queries, config)
+        return topp_depths(s, n, caps, log_rest=self.log_rest, temperature=self.temperature)
 
     def params(self) -> dict:
         return {"reward": self.reward, "temperatures": list(self.temperatures), "p": self.p,
-                "temperature": self.temperature}
+                "log_rest": self.log_rest, "temperature": self.temperature}
 
     @classmethod
     def load(cls, path: Path) -> TopPPolicy:
         p = cls.read(path)
         out = cls(p["reward"], p["temperatures"])
-        out.p, out.temperature = float(p["p"]), float(p["temperature"])
+        out.log_rest, out.temperature = float(p["log_rest"]), float(p["temperature"])
         return out
 
 

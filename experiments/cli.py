@@ -31,7 +31,9 @@ def opt(default: Any, help: str, **kw: Any) -> Any:  # noqa: A002
 class CommonArgs:
     data_dir: str | None = opt(None, "benchmark data folder (default: $SHORTLIST_DATA_DIR or the per-user cache)")
     cache_dir: str | None = opt(None, "score cache folder (default: $SHORTLIST_CACHE_DIR or ~/.cache/shortlist-depth/scores)")
-    workers: int = opt(1, "cells run in parallel processes")
+    workers: int = opt(1, "cells run in parallel (local processes, or CPUs of a local Ray instance)")
+    backend: str = opt("local", "where cells run: local (processes on this machine) or ray (Ray tasks)")
+    ray_address: str | None = opt(None, "with --backend ray: address of an existing Ray cluster (ray.init(address=...))")
     no_progress: bool = opt(False, "hide progress bars")
 
 
@@ -201,7 +203,7 @@ def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int
     cells = cells_for([plan], la.seeds, {plan.name: methods}, buckets=ta.buckets, options=options, **_learn_kwargs(la))
     out = Path(ta.out)
     runs = run_cells(cells, out, data_dir=ca.data_dir, cache_dir=ca.cache_dir, command=command,
-                     workers=ca.workers, progress=not ca.no_progress)
+                     workers=ca.workers, progress=not ca.no_progress, backend=ca.backend, ray_address=ca.ray_address)
     per_query, summary, buckets = collect(runs)
     write_tables(out, per_query, summary, buckets)
     cols = ["condition", "method", "seed", "found_pct", "mean_k", "std_k", "bor_bits", "mean_reward"]
@@ -231,15 +233,31 @@ def cmd_reproduce(ra: ReproduceArgs, la: LearnArgs, ca: CommonArgs, command: str
         return 0
     t0 = time.perf_counter()
     runs = run_cells(cells, out, data_dir=ca.data_dir, cache_dir=ca.cache_dir, command=command,
-                     workers=ca.workers, progress=not ca.no_progress)
+                     workers=ca.workers, progress=not ca.no_progress, backend=ca.backend, ray_address=ca.ray_address)
     t_runs = time.perf_counter() - t0
     per_query, summary, buckets = collect(runs)
     write_tables(out, per_query, summary, buckets)
     from experiments.notes import notes_for
+    from experiments.study import answers, explain, study_figures, table2, table2_markdown, write_table2
+    from experiments.sweep import MAIN_CONDITIONS
 
+    present = set(summary["condition"])
+    main_conds = [c for c in MAIN_CONDITIONS if c in present]
+    t2 = table2(summary, per_query, main_conds)
+    write_table2(out, t2)
+    preamble = ["## Beside the paper's main table (SPEC section 6)", "",
+                "Ours: mean over seeds [seeded bootstrap 95% interval]; `table2.csv` holds these numbers.", "",
+                *table2_markdown(t2), "", *answers(per_query, t2, main_conds)]
+    why = explain(t2, summary)
+    if why:
+        preamble += ["### Differences from the paper larger than our interval", "", *[f"- {w}" for w in why], ""]
+    preamble += study_figures(out, per_query, summary)
     write_report(out, per_query, summary, buckets, title="Results: shortlist depth with a chance-corrected reward",
-                 notes=notes_for(per_query, summary), timings={"cells (this invocation)": t_runs,
-                                                                 "total (this invocation)": time.perf_counter() - t0})
+                 notes=notes_for(per_query, summary), preamble=preamble, order=list(PLANS),
+                 timings={"cells (this invocation)": t_runs, "total (this invocation)": time.perf_counter() - t0})
+    from experiments.html import write_index
+
+    write_index(out)
     print(f"wrote {len(runs)} runs, tables, figures and README.md to {out}")
     return 0
 

@@ -110,7 +110,8 @@ def best_fixed(agg: pd.DataFrame, cond: str, by: str) -> pd.Series:
 
 
 def write_report(out: Path, per_query: pd.DataFrame, summary: pd.DataFrame, buckets: pd.DataFrame,
-                 title: str, notes: dict[str, str] | None = None, timings: dict[str, float] | None = None) -> None:
+                 title: str, notes: dict[str, str] | None = None, timings: dict[str, float] | None = None,
+                 preamble: list[str] | None = None, order: list[str] | None = None) -> None:
     """aggregate.csv, scorer_strength.csv, figures/*.png (+csv) and README.md of a results folder."""
     agg = aggregate(summary)
     atomic_write_csv(agg, out / "aggregate.csv")
@@ -121,7 +122,10 @@ def write_report(out: Path, per_query: pd.DataFrame, summary: pd.DataFrame, buck
              "with a seeded bootstrap 95% interval in brackets. \"BoR bits\" is the aggregate "
              "log2(mean found / mean P_rand) and \"mean reward\" the mean per-query BoR reward; they are "
              "different quantities and can rank methods differently.", ""]
-    for cond in sorted(agg["condition"].unique()):
+    lines += preamble or []
+    present = list(agg["condition"].unique())
+    ranked = [c for c in (order or []) if c in present] + sorted(c for c in present if c not in (order or []))
+    for cond in ranked:
         a = agg[agg["condition"] == cond].copy()
         a["_order"] = a["method"].map(lambda m: (m.startswith("fixed-"), int(m.split("-")[1]) if m.startswith("fixed-") else 0, m))
         a = a.sort_values("_order")

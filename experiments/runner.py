@@ -206,13 +206,21 @@ def run_cells(
     command: str,
     workers: int = 1,
     progress: bool = True,
-    on_done: Callable[[Cell, Path], None] | None = None,
+    backend: str = "local",
+    ray_address: str | None = None,
 ) -> list[Path]:
-    """Run every cell (skipping finished ones), serially or in ``workers`` processes.
+    """Run every cell (skipping finished ones): serially, in ``workers`` local processes, or as
+    Ray tasks (``backend="ray"``; ``ray_address`` points at a cluster, default a local instance).
 
     Conditions are built once in the parent first, so a bad input fails before
-    any cell runs and the score cache is warm for the workers.
+    any cell runs and the score cache is warm for the workers. Every backend runs the
+    same :func:`run_cell`, whose atomic directory rename makes results identical
+    whichever process finished a cell.
     """
+    if backend not in ("local", "ray"):
+        raise ValueError(f"unknown backend {backend!r}; expected local or ray")
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
     from tqdm.auto import tqdm
 
     for c in cells:  # bad inputs and impossible depth caps fail before anything is written
@@ -220,7 +228,12 @@ def run_cells(
     todo = [c for c in cells if not is_done(c, out / "runs" / c.run_id)]
     done = [out / "runs" / c.run_id for c in cells if c not in todo]
     bar = tqdm(total=len(cells), initial=len(done), desc="cells", disable=not progress, file=sys.stderr)
-    if workers <= 1 or len(todo) <= 1:
+    if backend == "ray" and todo:
+        for path, cell in _run_ray(todo, out, data_dir, cache_dir, command, workers, ray_address):
+            done.append(path)
+            bar.set_postfix_str(cell.run_id)
+            bar.update()
+    elif workers <= 1 or len(todo) <= 1:
         for c in todo:
             bar.set_postfix_str(c.run_id)
             done.append(run_cell(c, out, data_dir, cache_dir, command))
@@ -235,6 +248,30 @@ def run_cells(
     bar.close()
     order = {c.run_id: i for i, c in enumerate(cells)}
     return sorted(done, key=lambda p: order.get(p.name, len(order)))
+
+
+def _run_ray(cells: Sequence[Cell], out: Path, data_dir: str | None, cache_dir: str | None, command: str,
+             workers: int, address: str | None):  # noqa: ANN202 - generator of (path, cell)
+    """Run cells as Ray tasks (one CPU each), yielding results as they finish."""
+    try:
+        import ray
+    except ImportError as e:
+        raise ValueError("--backend ray needs Ray: pip install 'shortlist-depth[ray]'") from e
+    started = False
+    if not ray.is_initialized():
+        kwargs: dict = {"address": address} if address else {"num_cpus": workers, "include_dashboard": False}
+        ray.init(log_to_driver=False, **kwargs)
+        started = True
+    try:
+        task = ray.remote(num_cpus=1)(_run_cell_worker)
+        pending = {task.remote((c, str(out.resolve()), data_dir, cache_dir, command)): c for c in cells}
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                yield Path(ray.get(ref)), pending.pop(ref)
+    finally:
+        if started:
+            ray.shutdown()
 
 
 def collect(run_dirs: Sequence[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

@@ -22,6 +22,8 @@ class ConditionPlan:
     gamma: float = 0.95
     constant_reward: bool = False
     """Also train the constant-reward ablation (the paper's BFCL+BM25 F1 row)."""
+    sweep_only: bool = False
+    """A registry-size sweep point: BoR-DQN, F1-DQN and fixed K in {1, 5, 10} only."""
 
     @property
     def name(self) -> str:
@@ -45,9 +47,31 @@ PLANS: dict[str, ConditionPlan] = {
 }
 
 
+#: Registry-size sweep: family -> [(N, condition)], random sub-registries that always hold the
+#: query's gold tool (``sub<N>``), plus the MetaTool top-distractor sets and the full registries.
+SWEEPS: dict[str, list[tuple[int, str]]] = {
+    "metatool": [(20, "metatool-minilm-top20"), (50, "metatool-minilm-top50"), (100, "metatool-minilm-top100")],
+    "toolbench": [(20, "toolbench-minilm-sub20"), (50, "toolbench-minilm-sub50"), (100, "toolbench-minilm-sub100"),
+                  (500, "toolbench-minilm-sub500"), (1000, "toolbench-minilm-sub1000"), (3406, "toolbench-minilm-full")],
+    "bfcl": [(20, "bfcl-bm25-sub20"), (50, "bfcl-bm25-sub50"), (100, "bfcl-bm25-sub100"), (200, "bfcl-bm25-sub200"),
+             (370, "bfcl-bm25")],
+}
+for _family, _points in SWEEPS.items():
+    for _n, _name in _points:
+        if _name not in PLANS:
+            _bench, _scorer, _variant = _name.split("-", 2)
+            _base = PLANS.get(f"{_bench}-{_scorer}", ConditionPlan(_bench, _scorer))
+            PLANS[_name] = ConditionPlan(_bench, _scorer, _variant, _base.step_cost, _base.gamma, sweep_only=True)
+#: The paper's main-table conditions (SPEC section 6), in report order.
+MAIN_CONDITIONS = ("bfcl-bm25", "bfcl-minilm", "metatool-bm25", "metatool-minilm", "metatool-minilm-top20",
+                   "metatool-minilm-top50", "metatool-minilm-top100", "toolbench-minilm")
+
+
 def methods_for(plan: ConditionPlan, agents: Sequence[str] = ("dqn", "tabular", "fixed")) -> list[MethodSpec]:
     """BoR-DQN, F1-DQN (+ constant-DQN where the paper used it), BoR-tabular and fixed K."""
     out: list[MethodSpec] = []
+    if plan.sweep_only:
+        return [MethodSpec("dqn", "bor"), MethodSpec("dqn", "f1"), *(MethodSpec("fixed", "bor", k) for k in (1, 5, 10))]
     if "dqn" in agents:
         out += [MethodSpec("dqn", "bor"), MethodSpec("dqn", "f1")]
         if plan.constant_reward:

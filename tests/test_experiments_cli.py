@@ -130,3 +130,21 @@ def test_reproduce_tiny_sweep_writes_report(tmp_path: Path, cache_dir: str) -> N
     plotted = pd.read_csv(out / "figures" / "buckets_bfcl-bm25.csv")
     assert set(plotted["method"]) == {"bor-dqn", "f1-dqn", "constant-dqn", "bor-tabular", "fixed-1", "fixed-5"}
     assert len(list((out / "runs").iterdir())) == 10
+
+
+def test_ray_backend_matches_local(tmp_path: Path, cache_dir: str) -> None:
+    """The same cells as Ray tasks on a local Ray instance give byte-identical tables."""
+    pytest.importorskip("ray", reason="Ray is in the test extras; install shortlist-depth[test]")
+    args = ["train", "--agent", "tabular", "--tabular-episodes", "300", "--seeds", "5", "6"]
+    local, ray_out = tmp_path / "local", tmp_path / "ray"
+    assert run([*args, "--out", str(local)], cache_dir) == 0
+    assert run([*args, "--out", str(ray_out), "--backend", "ray", "--workers", "2"], cache_dir) == 0
+    for t in TABLES:
+        assert (local / t).read_bytes() == (ray_out / t).read_bytes(), t
+
+
+def test_unknown_backend(tmp_path: Path, cache_dir: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["train", "--agent", "fixed", "--k", "1", "--seeds", "1", "--backend", "slurm",
+                "--out", str(tmp_path / "o")], cache_dir) == 2
+    assert "unknown backend 'slurm'" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -1,0 +1,534 @@
+"""Comparison figures across methods, registries and scorers, each with a sibling CSV.
+
+Every function takes frames in the package's long formats (``summary.csv``: one row per
+condition x method x seed; ``per_query.csv``: one row per query x method x seed), writes
+``out_png`` and ``out_png.with_suffix(".csv")`` holding exactly the plotted numbers, and
+returns that table. Spread over seeds is shown as min-max whiskers around the mean over seeds.
+
+Iso-BoR lines. With one relevant item among N candidates the random baseline at depth K is
+``P_rand = K / N``, so a method finding a fraction ``f`` of gold tools at mean depth ``K``
+has ``BoR = log2(f / (K / N))`` (exact for adaptive depths too, since the mean of ``K_q / N``
+is ``mean K / N``). The line of constant BoR ``b`` bits is therefore
+``found % = 100 * 2**b * K / N``; it reaches 100% at ``K = N / 2**b``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.axis import Axis  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+
+from experiments.runner import atomic_write_csv  # noqa: E402
+
+#: Method-name suffixes of learned depth policies (everything else is a heuristic or peer).
+LEARNED_SUFFIXES = ("-dqn", "-tabular")
+_FIXED = re.compile(r"^fixed-(\d+)$")
+#: Most iso-BoR lines drawn when the caller does not choose them.
+MAX_ISO_LINES = 8
+
+
+def is_learned(method: str) -> bool:
+    """True for learned policies (names ending ``-dqn`` or ``-tabular``)."""
+    return method.endswith(LEARNED_SUFFIXES)
+
+
+def fixed_k(method: str) -> int | None:
+    """K of a ``fixed-<K>`` method, else None."""
+    m = _FIXED.match(method)
+    return int(m.group(1)) if m else None
+
+
+def method_kind(method: str) -> str:
+    """``"fixed"``, ``"learned"`` or ``"peer"`` (heuristics, oracles and other baselines)."""
+    if fixed_k(method) is not None:
+        return "fixed"
+    return "learned" if is_learned(method) else "peer"
+
+
+def iso_bor_found_pct(bits: float, k: float | np.ndarray, n: int) -> float | np.ndarray:
+    """Found % on the iso-BoR line of ``bits`` at depth ``k`` for one relevant among ``n``.
+
+    ``found % = 100 * 2**bits * k / n`` (not clipped; values above 100 are unreachable).
+    """
+    return 100.0 * np.power(2.0, bits) * np.asarray(k, dtype=np.float64) / n
+
+
+def candidate_set_size(per_query: pd.DataFrame, condition: str) -> int:
+    """The single candidate-set size N of ``condition`` in a per-query frame.
+
+    Raises:
+        ValueError: if the condition is absent, its queries have different N, or some query has
+            more than one relevant item (the iso-BoR lines assume R = 1).
+    """
+    g = per_query[per_query["condition"] == condition]
+    if g.empty:
+        raise ValueError(f"condition {condition!r} not in the per-query frame")
+    sizes = sorted(set(g["n"].astype(int)))
+    if len(sizes) != 1:
+        raise ValueError(f"condition {condition!r} mixes candidate-set sizes {sizes}")
+    if "r" in g and (g["r"] != 1).any():
+        raise ValueError(
+            f"condition {condition!r} has queries with R != 1; iso-BoR lines need R = 1"
+        )
+    return sizes[0]
+
+
+def seed_spread(
+    summary: pd.DataFrame, cols: Sequence[str], keys: Sequence[str] = ("condition", "method")
+) -> pd.DataFrame:
+    """Per group of ``keys``: ``n_seeds`` and the mean, min and max over seeds of each column."""
+    agg: dict[str, tuple[str, str]] = {"n_seeds": (cols[0], "size")}
+    for c in cols:
+        agg[c] = (c, "mean")
+        agg[f"{c}_min"] = (c, "min")
+        agg[f"{c}_max"] = (c, "max")
+    return summary.groupby(list(keys), sort=True).agg(**agg).reset_index()
+
+
+def _save(fig: Figure, plotted: pd.DataFrame, out_png: Path) -> pd.DataFrame:
+    """Atomically write the PNG and its sibling CSV; close the figure."""
+    out_png = Path(out_png)
+    out_png.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out_png.parent, prefix=f".{out_png.name}.", suffix=".png")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=110, format="png", bbox_inches="tight")
+        os.replace(tmp, out_png)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        plt.close(fig)
+    plotted = plotted.reset_index(drop=True)
+    atomic_write_csv(plotted, out_png.with_suffix(".csv"))
+    return plotted
+
+
+def _whiskers(df: pd.DataFrame, col: str) -> np.ndarray:
+    """Min-max whiskers around the mean; clipped at 0 (the mean of identical values can exceed
+    their max by one ulp)."""
+    mid = df[col].to_numpy(dtype=float)
+    lo = mid - df[f"{col}_min"].to_numpy(dtype=float)
+    hi = df[f"{col}_max"].to_numpy(dtype=float) - mid
+    return np.clip(np.vstack([lo, hi]), 0.0, None)
+
+
+def _plain_log_ticks(axis: Axis) -> None:
+    """Ticks at 1, 2, 5 x 10^k written as plain numbers on a log-scaled axis."""
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _default_bits(points: pd.DataFrame, n: int) -> list[int]:
+    """Integer bit levels spanning the methods' own BoR (found / (K / N)), at most MAX_ISO_LINES."""
+    f = points["found_pct"].to_numpy(dtype=float) / 100.0
+    k = points["mean_k"].to_numpy(dtype=float)
+    ok = (f > 0) & (k > 0)
+    if not ok.any():
+        return [0]
+    b = np.log2(f[ok] * n / k[ok])
+    lo, hi = max(0, math.floor(b.min())), max(0, math.ceil(b.max()))
+    step = max(1, math.ceil((hi - lo + 1) / MAX_ISO_LINES))
+    return list(range(lo, hi + 1, step))
+
+
+def pareto_figure(
+    summary: pd.DataFrame, condition: str, out_png: Path, n: int, bits: Sequence[int] | None = None
+) -> pd.DataFrame:
+    """Found % against mean K (log x) for every method of one condition, with iso-BoR lines.
+
+    Each method is a point at its mean over seeds with min-max whiskers over seeds on both axes;
+    the ``fixed-K`` methods are joined as a curve; learned methods (``-dqn`` / ``-tabular``)
+    are drawn as stars, peers and heuristics as squares. Iso-BoR lines are
+    ``found % = 100 * 2**b * K / N`` (one relevant among N; module docstring), drawn up to
+    100% found.
+
+    Args:
+        summary: Summary rows (``condition, method, seed, found_pct, mean_k, ...``).
+        condition: The condition to plot.
+        out_png: Output PNG; the plotted numbers go to the sibling ``.csv``.
+        n: Candidate-set size N (see :func:`candidate_set_size` to take it from per-query rows).
+        bits: Integer bit levels of the iso-BoR lines; default: those spanning the methods' BoR.
+
+    Returns:
+        The plotted table: one row per method (``kind`` fixed / learned / peer: means and
+        min/max over seeds) and one row per point of each iso-BoR line (``kind`` iso_bor).
+    """
+    s = summary[summary["condition"] == condition]
+    if s.empty:
+        raise ValueError(f"condition {condition!r} not in the summary")
+    pts = seed_spread(s, ["mean_k", "found_pct"])
+    pts["kind"] = pts["method"].map(method_kind)
+    order = sorted(
+        pts["method"],
+        key=lambda m: (("fixed", "learned", "peer").index(method_kind(m)), fixed_k(m) or 0, m),
+    )
+    pts = pts.set_index("method").loc[order].reset_index()
+    pts["bits"] = np.nan
+    levels = list(bits) if bits is not None else _default_bits(pts, n)
+
+    k_lo = float(pts["mean_k_min"].min())
+    k_hi = float(
+        max(pts["mean_k_max"].max(), *(n / 2.0**b for b in levels if n / 2.0**b >= k_lo), k_lo)
+    )
+    x_lo, x_hi = k_lo / 1.5, k_hi * 1.5
+    iso_rows = []
+    for b in levels:
+        k_full = n / 2.0**b  # where the line reaches 100% found
+        right = min(x_hi, k_full)
+        if right <= x_lo:
+            continue
+        ks = np.geomspace(x_lo, right, 60)
+        for k in ks:
+            iso_rows.append(
+                {
+                    "condition": condition,
+                    "method": f"iso-BoR {b} bits",
+                    "kind": "iso_bor",
+                    "bits": float(b),
+                    "mean_k": float(k),
+                    "found_pct": float(iso_bor_found_pct(b, k, n)),
+                }
+            )
+    cols = [
+        "condition",
+        "kind",
+        "method",
+        "bits",
+        "n_seeds",
+        "mean_k",
+        "mean_k_min",
+        "mean_k_max",
+        "found_pct",
+        "found_pct_min",
+        "found_pct_max",
+    ]
+    plotted = pd.concat([pts, pd.DataFrame(iso_rows)], ignore_index=True).reindex(columns=cols)
+    plotted.insert(1, "n", n)
+
+    fig, ax = plt.subplots(figsize=(9.5, 5.5))
+    for b, line in plotted[plotted["kind"] == "iso_bor"].groupby("bits", sort=True):
+        ax.plot(line["mean_k"], line["found_pct"], color="0.6", lw=0.9, ls=":", zorder=1)
+        last = line.iloc[-1]
+        if (
+            last["found_pct"] >= 100.0 - 1e-9
+        ):  # label where the line leaves the top, above the frame
+            ax.text(
+                last["mean_k"],
+                1.0,
+                f"{int(b)}b",
+                transform=ax.get_xaxis_transform(),
+                fontsize=8,
+                color="0.35",
+                ha="center",
+                va="bottom",
+            )
+        else:
+            ax.annotate(
+                f"{int(b)}b",
+                (last["mean_k"], last["found_pct"]),
+                xytext=(2, 0),
+                textcoords="offset points",
+                fontsize=8,
+                color="0.35",
+                va="center",
+                ha="left",
+            )
+    fixed = plotted[plotted["kind"] == "fixed"]
+    if len(fixed):
+        ax.errorbar(
+            fixed["mean_k"],
+            fixed["found_pct"],
+            xerr=_whiskers(fixed, "mean_k"),
+            yerr=_whiskers(fixed, "found_pct"),
+            color="0.2",
+            marker="o",
+            ms=5,
+            lw=1.4,
+            capsize=2,
+            label="fixed K (curve)",
+            zorder=3,
+        )
+        for _, r in fixed.iterrows():
+            ax.annotate(
+                f"K={fixed_k(r['method'])}",
+                (r["mean_k"], r["found_pct"]),
+                xytext=(4, -4),
+                textcoords="offset points",
+                fontsize=8,
+                color="0.2",
+                ha="left",
+                va="top",
+                zorder=5,
+                bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7},
+            )
+    others = plotted[plotted["kind"].isin(["learned", "peer"])]
+    colors = plt.get_cmap("tab10")
+    for i, (_, r) in enumerate(others.iterrows()):
+        one = others.loc[[r.name]]
+        learned = r["kind"] == "learned"
+        ax.errorbar(
+            one["mean_k"],
+            one["found_pct"],
+            xerr=_whiskers(one, "mean_k"),
+            yerr=_whiskers(one, "found_pct"),
+            ls="none",
+            marker="*" if learned else "s",
+            ms=13 if learned else 7,
+            capsize=3,
+            color=colors(i % 10),
+            mec="black",
+            mew=0.6,
+            label=f"{r['method']} ({'learned' if learned else 'peer'})",
+            zorder=4,
+        )
+    ax.set_xscale("log")
+    ax.set_xlim(x_lo, x_hi)
+    _plain_log_ticks(ax.xaxis)
+    ax.set_ylim(0, 101.5)
+    ax.set_xlabel("mean K (shortlist depth, log scale)")
+    ax.set_ylabel("found % (shortlist holds the gold tool)")
+    ax.set_title(
+        f"{condition} (N = {n}): found % vs mean K; dotted: iso-BoR lines "
+        'found = 2^b K / N, labelled b bits ("3b")\npoints: mean over seeds; '
+        "whiskers: min-max over seeds",
+        fontsize=10,
+        pad=16,
+    )
+    ax.grid(alpha=0.3, which="both")
+    handles, labels = ax.get_legend_handles_labels()
+    handles.append(Line2D([], [], color="0.6", ls=":", lw=0.9))
+    labels.append("iso-BoR line (b bits)")
+    ax.legend(
+        handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0
+    )
+    return _save(fig, plotted, out_png)
+
+
+def registry_sweep_figure(
+    summary: pd.DataFrame,
+    sweeps: Mapping[str, Sequence[tuple[int, str]]],
+    out_png: Path,
+    methods: Sequence[str] = ("bor-dqn", "f1-dqn", "fixed-5"),
+) -> pd.DataFrame:
+    """Mean BoR reward, mean K and found % against registry size N, per family and method.
+
+    Three panels against N (log x): (1) mean per-query BoR reward with, dashed, the optimistic
+    ceiling ``log2(N / K)`` at the method's mean K (per seed, then averaged); (2) mean K;
+    (3) found %. One line per benchmark family x method; colour = method, marker = family.
+    Methods or conditions absent from ``summary`` are skipped.
+
+    Args:
+        summary: Summary rows.
+        sweeps: family -> [(N, condition), ...], e.g.
+            ``{"toolbench": [(50, "toolbench-minilm"), (3406, "toolbench-minilm-full")]}``.
+        out_png: Output PNG; the plotted numbers go to the sibling ``.csv``.
+        methods: Methods to draw, in legend order.
+
+    Returns:
+        One row per (family, N, method): means and min/max over seeds of ``mean_reward``,
+        ``mean_k`` and ``found_pct``, and the mean ``ceiling_bits``.
+    """
+    parts = []
+    for family, points in sweeps.items():
+        for n, cond in points:
+            s = summary[(summary["condition"] == cond) & summary["method"].isin(methods)].copy()
+            if s.empty:
+                continue
+            s["ceiling_bits"] = np.log2(n / s["mean_k"].astype(float))
+            g = seed_spread(s, ["mean_reward", "mean_k", "found_pct", "ceiling_bits"])
+            g = g.drop(columns=["ceiling_bits_min", "ceiling_bits_max"])
+            g.insert(0, "family", family)
+            g.insert(1, "n", int(n))
+            parts.append(g)
+    if not parts:
+        raise ValueError("none of the sweep conditions and methods is in the summary")
+    plotted = pd.concat(parts, ignore_index=True)
+    plotted["_m"] = plotted["method"].map(list(methods).index)
+    plotted = (
+        plotted.sort_values(["family", "_m", "n"], kind="stable")
+        .drop(columns="_m")
+        .reset_index(drop=True)
+    )
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
+    colors = plt.get_cmap("tab10")
+    markers = "osD^vP*X"
+    families = list(dict.fromkeys(plotted["family"]))
+    for (family, method), line in plotted.groupby(["family", "method"], sort=False):
+        c = colors(list(methods).index(method) % 10)
+        mk = markers[families.index(family) % len(markers)]
+        label = f"{family}: {method}"
+        for ax, col in zip(axes, ("mean_reward", "mean_k", "found_pct"), strict=True):
+            ax.errorbar(
+                line["n"],
+                line[col],
+                yerr=_whiskers(line, col),
+                color=c,
+                marker=mk,
+                ms=5,
+                capsize=2,
+                lw=1.4,
+                label=label if col == "mean_reward" else None,
+            )
+        axes[0].plot(
+            line["n"], line["ceiling_bits"], color=c, ls="--", lw=1.0, marker=mk, ms=3, mfc="none"
+        )
+    titles = (
+        "mean BoR reward (bits); dashed: ceiling log2(N/K)",
+        "mean K (shortlist depth)",
+        "found % (shortlist holds the gold tool)",
+    )
+    ylabels = ("bits", "mean K (log scale)", "found %")
+    for ax, title, yl in zip(axes, titles, ylabels, strict=True):
+        ax.set_xscale("log")
+        ax.set_xlabel("candidate-set size N (log scale)")
+        ax.set_ylabel(yl)
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3, which="both")
+    ns = sorted(set(plotted["n"]))
+    for ax in axes:
+        ax.set_xticks(ns, [str(v) for v in ns], minor=False)
+        ax.minorticks_off()
+    axes[1].set_yscale("log")
+    _plain_log_ticks(axes[1].yaxis)
+    axes[2].set_ylim(0, 105)
+    handles, labels = axes[0].get_legend_handles_labels()
+    handles.append(Line2D([], [], color="0.3", ls="--", lw=1.0))
+    labels.append("ceiling log2(N / mean K)")
+    fig.legend(
+        handles,
+        labels,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=min(4, len(labels)),
+        fontsize=8,
+        frameon=False,
+    )
+    fig.suptitle(
+        "Registry-size sweep: points are means over seeds, whiskers min-max over seeds", fontsize=11
+    )
+    fig.tight_layout()
+    return _save(fig, plotted, out_png)
+
+
+def scorer_found_at_1(per_query: pd.DataFrame, condition: str) -> float:
+    """found@1 (%) of the scorer alone: share of the condition's distinct queries at gold rank 1."""
+    g = per_query[per_query["condition"] == condition].drop_duplicates("qid")
+    if g.empty:
+        raise ValueError(f"condition {condition!r} not in the per-query frame")
+    return 100.0 * float((g["gold_rank"] == 1).mean())
+
+
+def scorer_figure(
+    summary: pd.DataFrame,
+    conditions: Mapping[str, str],
+    out_png: Path,
+    method: str = "bor-dqn",
+    per_query: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """Paper Figure 2: the learned mean K and found % of ``method`` per scorer.
+
+    Bars are means over seeds with min-max whiskers over seeds. With ``per_query``, each
+    scorer's found@1 (:func:`scorer_found_at_1`) is marked on the found % panel and named in
+    the tick labels.
+
+    Args:
+        summary: Summary rows.
+        conditions: scorer label -> condition, e.g. ``{"BM25": "metatool-bm25"}``.
+        out_png: Output PNG; the plotted numbers go to the sibling ``.csv``.
+        method: The method whose depth is shown.
+        per_query: Optional per-query rows for the scorers' found@1.
+
+    Returns:
+        One row per scorer: means and min/max over seeds of ``mean_k`` and ``found_pct``, and
+        ``scorer_found_at_1`` when ``per_query`` is given.
+    """
+    rows = []
+    for scorer, cond in conditions.items():
+        s = summary[(summary["condition"] == cond) & (summary["method"] == method)]
+        if s.empty:
+            raise ValueError(f"no {method!r} rows for condition {cond!r} in the summary")
+        g = seed_spread(s, ["mean_k", "found_pct"])
+        g.insert(0, "scorer", scorer)
+        if per_query is not None:
+            g["scorer_found_at_1"] = scorer_found_at_1(per_query, cond)
+        rows.append(g)
+    plotted = pd.concat(rows, ignore_index=True)
+
+    fig, axes = plt.subplots(1, 2, figsize=(max(8.0, 2.2 * len(plotted) + 4), 4.4))
+    x = np.arange(len(plotted))
+    colors = [plt.get_cmap("tab10")(i % 10) for i in range(len(plotted))]
+    labels = list(plotted["scorer"])
+    if per_query is not None:
+        labels = [
+            f"{s}\nfound@1 {f:.1f}%"
+            for s, f in zip(plotted["scorer"], plotted["scorer_found_at_1"], strict=True)
+        ]
+    for ax, col, title in zip(
+        axes,
+        ("mean_k", "found_pct"),
+        (f"{method}: learned mean K", f"{method}: found %"),
+        strict=True,
+    ):
+        ax.bar(
+            x,
+            plotted[col],
+            0.6,
+            yerr=_whiskers(plotted, col),
+            capsize=4,
+            color=colors,
+            edgecolor="black",
+            lw=0.6,
+        )
+        for xi, v, top in zip(x, plotted[col], plotted[f"{col}_max"], strict=True):
+            ax.annotate(
+                f"{v:.2f}" if col == "mean_k" else f"{v:.1f}",
+                (xi, top),
+                xytext=(0, 3),
+                textcoords="offset points",
+                ha="center",
+                fontsize=8,
+            )
+        ax.set_xticks(x, labels, fontsize=9)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlim(-0.6, len(plotted) - 0.4)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel("mean K (shortlist depth)")
+    axes[0].set_ylim(0, float(plotted["mean_k_max"].max()) * 1.15)
+    axes[1].set_ylabel("found % (shortlist holds the gold tool)")
+    axes[1].set_ylim(0, 110)
+    if per_query is not None:
+        axes[1].scatter(
+            x, plotted["scorer_found_at_1"], marker="_", s=900, color="black", lw=2, zorder=4
+        )
+        fig.legend(
+            [Line2D([], [], color="black", lw=2)],
+            ["scorer alone: found@1 (share of queries with the gold tool ranked first)"],
+            loc="upper center",
+            bbox_to_anchor=(0.5, 0.0),
+            fontsize=8,
+            frameon=False,
+        )
+    fig.suptitle(
+        f"Scorer strength sets the learned depth ({method}; bars: mean over seeds, "
+        "whiskers: min-max over seeds)",
+        fontsize=11,
+    )
+    fig.tight_layout()
+    return _save(fig, plotted, out_png)

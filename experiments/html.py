@@ -1,0 +1,416 @@
+"""A static ``index.html`` for a results folder: every README, table and figure on one page.
+
+The page needs no server, no network and no JavaScript: open it from disk. It renders the
+folder's ``README.md`` and those of its subfolders (``bfcl/``, ``peers/``, ...; run directories
+under ``runs/`` and hidden folders are skipped) with a small Markdown subset renderer,
+embeds figures by relative path, and links every CSV. All text from the READMEs is escaped;
+raw HTML in Markdown is shown as text, never interpreted.
+
+Markdown subset: ATX headings (``#`` .. ``######``), paragraphs, pipe tables (header row plus
+``|---|`` separator), unordered (``-``, ``*``, ``+``) and ordered (``1.``) lists, fenced code
+blocks, horizontal rules, and inline code, images, links and ``**bold**``. Links and images
+with a scheme other than http, https or mailto are rendered as plain text.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import os
+import posixpath
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote, unquote
+
+from experiments.runner import atomic_write_text
+
+#: Folder names never searched for READMEs, figures or tables (run directories are many and raw).
+SKIP_DIRS = frozenset({"runs", "__pycache__"})
+IMAGE_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg", ".gif", ".webp")
+_SAFE_SCHEMES = ("http", "https", "mailto")
+
+_INLINE = re.compile(
+    r"(?P<code>(?P<ticks>`+)(?P<code_text>.+?)(?P=ticks))"
+    r"|(?P<img>!\[(?P<img_alt>[^\]]*)\]\((?P<img_src>[^)\s]+)(?:\s+\"(?P<img_title>[^\"]*)\")?\))"
+    r"|(?P<link>\[(?P<link_text>[^\]]+)\]\((?P<link_href>[^)\s]+)\))"
+    r"|(?P<strong>\*\*(?P<strong_text>.+?)\*\*)"
+)
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+_LIST_ITEM = re.compile(r"^(\s*)([-*+]|\d+[.)])\s+(.*)$")
+_HR = re.compile(r"^\s*(-{3,}|\*{3,}|_{3,})\s*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*):")
+
+
+def _esc(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def slugify(text: str) -> str:
+    """Lower-case id made of letters, digits and hyphens (``"x"`` if nothing is left)."""
+    s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return s or "x"
+
+
+@dataclass
+class Context:
+    """Where a Markdown file lives, to resolve its relative links against the index page.
+
+    Attributes:
+        root: The results folder (where ``index.html`` goes).
+        here: The folder of the Markdown file being rendered.
+        prefix: Prefix of heading ids, unique per rendered file.
+        embedded: Filled with the root-relative paths of the images rendered.
+    """
+
+    root: Path
+    here: Path
+    prefix: str = ""
+    embedded: set[str] = field(default_factory=set)
+    _ids: set[str] = field(default_factory=set)
+
+    def local(self, url: str) -> str | None:
+        """Root-relative POSIX file path (percent-decoded) of a relative URL, or None for an
+        absolute, anchor-only or scheme URL."""
+        if not url or url.startswith(("#", "/")) or _SCHEME.match(url):
+            return None
+        rel = posixpath.relpath(self.here.as_posix(), self.root.as_posix())
+        path, _, anchor = url.partition("#")
+        joined = posixpath.normpath(posixpath.join(rel, unquote(path))) if path else ""
+        return joined + (f"#{anchor}" if anchor else "")
+
+    def href(self, url: str) -> str | None:
+        """The URL to write into the index page (escaped later), or None when it is unsafe."""
+        m = _SCHEME.match(url)
+        if m:
+            return url if m.group(1).lower() in _SAFE_SCHEMES else None
+        local = self.local(url)
+        if local is None:
+            return url
+        path, sep, anchor = local.partition("#")
+        return quote(path, safe="/") + sep + anchor
+
+    def exists(self, url: str) -> bool:
+        local = self.local(url)
+        return local is not None and (self.root / local.partition("#")[0]).is_file()
+
+    def new_id(self, text: str) -> str:
+        base = f"{self.prefix}{slugify(text)}"
+        out, i = base, 1
+        while out in self._ids:
+            i += 1
+            out = f"{base}-{i}"
+        self._ids.add(out)
+        return out
+
+
+def render_inline(text: str, ctx: Context) -> str:
+    """Escape ``text`` and render inline code, images, links and bold.
+
+    A code span naming an existing file (relative to the Markdown file) becomes a link to it.
+    """
+    out: list[str] = []
+    pos = 0
+    for m in _INLINE.finditer(text):
+        out.append(_esc(text[pos : m.start()]))
+        pos = m.end()
+        if m.group("code"):
+            code = m.group("code_text").strip()
+            inner = f"<code>{_esc(code)}</code>"
+            if " " not in code and ctx.exists(code):
+                inner = f'<a href="{_esc(ctx.href(code) or "")}">{inner}</a>'
+            out.append(inner)
+        elif m.group("img"):
+            out.append(_image(m.group("img_alt"), m.group("img_src"), m.group("img_title"), ctx))
+        elif m.group("link"):
+            href = ctx.href(m.group("link_href"))
+            label = render_inline(m.group("link_text"), ctx)
+            out.append(f'<a href="{_esc(href)}">{label}</a>' if href is not None else label)
+        else:
+            out.append(f"<strong>{render_inline(m.group('strong_text'), ctx)}</strong>")
+    out.append(_esc(text[pos:]))
+    return "".join(out)
+
+
+def _image(alt: str, src: str, title: str | None, ctx: Context) -> str:
+    href = ctx.href(src)
+    if href is None:
+        return _esc(alt)
+    local = ctx.local(src)
+    if local is not None:
+        if not (ctx.root / local).is_file():
+            return f'<span class="missing">[missing figure: {_esc(local)}]</span>'
+        ctx.embedded.add(local)
+    t = f' title="{_esc(title)}"' if title else ""
+    return f'<img src="{_esc(href)}" alt="{_esc(alt)}"{t} loading="lazy">'
+
+
+def _csv_link(image_local: str | None, ctx: Context, caption_text: str) -> str:
+    """A link to the image's sibling CSV when it exists and the caption does not name it."""
+    if image_local is None:
+        return ""
+    csv = posixpath.splitext(image_local)[0] + ".csv"
+    if not (ctx.root / csv).is_file() or posixpath.basename(csv) in caption_text:
+        return ""
+    name = _esc(posixpath.basename(csv))
+    return f' <a class="csv" href="{_esc(quote(csv, safe="/"))}">plotted numbers ({name})</a>'
+
+
+def _split_row(line: str) -> list[str]:
+    """Cells of a pipe-table row; ``|`` inside code spans or escaped as ``\\|`` does not split."""
+    s = line.strip()
+    if s.startswith("|"):
+        s = s[1:]
+    if s.endswith("|") and not s.endswith("\\|"):
+        s = s[:-1]
+    cells, cur, in_code, i = [], [], False, 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s) and s[i + 1] == "|":
+            cur.append("|")
+            i += 2
+            continue
+        if c == "`":
+            in_code = not in_code
+        if c == "|" and not in_code:
+            cells.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(c)
+        i += 1
+    cells.append("".join(cur).strip())
+    return cells
+
+
+def _is_block_start(lines: list[str], i: int) -> bool:
+    line = lines[i]
+    return bool(
+        not line.strip()
+        or _HEADING.match(line)
+        or _FENCE.match(line)
+        or _LIST_ITEM.match(line)
+        or (line.lstrip().startswith("|") and i + 1 < len(lines) and _TABLE_SEP.match(lines[i + 1]))
+    )
+
+
+def render_markdown(text: str, ctx: Context) -> str:
+    """HTML for a Markdown document in the subset described in the module docstring."""
+    lines = text.splitlines()
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip():
+            i += 1
+            continue
+        if fm := _FENCE.match(line):
+            fence = fm.group(1)
+            body: list[str] = []
+            i += 1
+            while i < len(lines) and not lines[i].strip().startswith(fence):
+                body.append(lines[i])
+                i += 1
+            i += 1
+            out.append(f"<pre><code>{_esc(chr(10).join(body))}</code></pre>")
+            continue
+        h = _HEADING.match(line)
+        if h:
+            level, title = len(h.group(1)), h.group(2)
+            out.append(f'<h{level} id="{ctx.new_id(title)}">{render_inline(title, ctx)}</h{level}>')
+            i += 1
+            continue
+        if line.lstrip().startswith("|") and i + 1 < len(lines) and _TABLE_SEP.match(lines[i + 1]):
+            header = _split_row(line)
+            i += 2
+            rows = []
+            while i < len(lines) and lines[i].lstrip().startswith("|"):
+                rows.append(_split_row(lines[i]))
+                i += 1
+            head = "".join(f"<th>{render_inline(c, ctx)}</th>" for c in header)
+            body_rows = []
+            for r in rows:
+                r = (r + [""] * len(header))[: max(len(header), len(r))]
+                body_rows.append(
+                    "<tr>" + "".join(f"<td>{render_inline(c, ctx)}</td>" for c in r) + "</tr>"
+                )
+            out.append(
+                f'<div class="table"><table><thead><tr>{head}</tr></thead>'
+                f"<tbody>{''.join(body_rows)}</tbody></table></div>"
+            )
+            continue
+        if _HR.match(line):
+            out.append("<hr>")
+            i += 1
+            continue
+        if lm := _LIST_ITEM.match(line):
+            ordered = lm.group(2)[0].isdigit()
+            items: list[str] = []
+            while i < len(lines) and lines[i].strip():
+                m = _LIST_ITEM.match(lines[i])
+                if m:
+                    items.append(m.group(3))
+                elif items:
+                    items[-1] += " " + lines[i].strip()
+                i += 1
+            tag = "ol" if ordered else "ul"
+            out.append(
+                f"<{tag}>"
+                + "".join(f"<li>{render_inline(t, ctx)}</li>" for t in items)
+                + f"</{tag}>"
+            )
+            continue
+        para = [line.strip()]
+        i += 1
+        while i < len(lines) and not _is_block_start(lines, i):
+            para.append(lines[i].strip())
+            i += 1
+        out.append(_paragraph(" ".join(para), ctx))
+    return "\n".join(out)
+
+
+def _paragraph(text: str, ctx: Context) -> str:
+    """A paragraph; one that starts with an image becomes a figure captioned by the rest."""
+    m = _INLINE.match(text)
+    if m and m.group("img") and ctx.href(m.group("img_src")) is not None:
+        img = _image(m.group("img_alt"), m.group("img_src"), m.group("img_title"), ctx)
+        rest = text[m.end() :].strip()
+        caption = render_inline(m.group("img_alt"), ctx)
+        if rest:
+            caption += " " + render_inline(rest, ctx)
+        caption += _csv_link(ctx.local(m.group("img_src")), ctx, rest)
+        return f"<figure>{img}<figcaption>{caption}</figcaption></figure>"
+    return f"<p>{render_inline(text, ctx)}</p>"
+
+
+def _walk(root: Path, keep: Callable[[Path], bool]) -> list[Path]:
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+        found += [
+            Path(dirpath) / f
+            for f in sorted(filenames)
+            if not f.startswith(".") and keep(Path(dirpath) / f)
+        ]
+    return found
+
+
+def _csv_header(path: Path) -> list[str]:
+    with path.open(encoding="utf-8", errors="replace", newline="") as f:
+        return next(csv.reader(f), [])
+
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0 auto;
+       max-width: 1200px; padding: 1rem 1.5rem 3rem; line-height: 1.45; color: #1b1b1b; }
+nav ul { columns: 2; }
+section { border-top: 2px solid #ddd; margin-top: 2rem; padding-top: 0.5rem; }
+.source { color: #666; font-size: 0.85rem; }
+.table { overflow-x: auto; margin: 0.8rem 0; }
+table { border-collapse: collapse; font-size: 0.85rem; }
+th, td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; text-align: left; vertical-align: top; }
+thead th { background: #f0f0f0; }
+tbody tr:nth-child(even) { background: #fafafa; }
+code { background: #f3f3f3; padding: 0 0.2em; border-radius: 3px; font-size: 0.9em; }
+pre { background: #f3f3f3; padding: 0.6rem; overflow-x: auto; }
+figure { margin: 1rem 0; }
+figure img { max-width: 100%; height: auto; border: 1px solid #ddd; }
+figcaption { font-size: 0.85rem; color: #333; margin-top: 0.3rem; }
+.missing { color: #a00; }
+"""
+
+
+def build_index(results_dir: Path) -> str:
+    """The HTML text of the index page of ``results_dir`` (see :func:`write_index`)."""
+    root = Path(results_dir)
+    readmes = _walk(root, lambda p: p.name == "README.md")
+    readmes.sort(key=lambda p: (p.parent != root, p.relative_to(root).as_posix()))
+    sections: list[tuple[str, str, str]] = []  # (id, nav label, html)
+    embedded: set[str] = set()
+    title = root.resolve().name
+    for n, readme in enumerate(readmes):
+        rel = readme.relative_to(root).as_posix()
+        text = readme.read_text(encoding="utf-8", errors="replace")
+        ctx = Context(root, readme.parent, prefix=f"s{n}-", embedded=embedded)
+        first_h = next((m.group(2) for m in map(_HEADING.match, text.splitlines()) if m), rel)
+        if n == 0 and readme.parent == root:
+            title = first_h
+        sid = f"s{n}"
+        source = f'<a href="{_esc(quote(rel, safe="/"))}">{_esc(rel)}</a>'
+        body = f'<p class="source">Rendered from {source}</p>\n' + render_markdown(text, ctx)
+        sections.append((sid, f"{rel}: {first_h}", body))
+
+    images = [
+        p.relative_to(root).as_posix()
+        for p in _walk(root, lambda p: p.suffix.lower() in IMAGE_SUFFIXES)
+    ]
+    others = [p for p in images if p not in embedded]
+    if others:
+        ctx = Context(root, root)
+        figs = []
+        for rel in others:
+            stem = posixpath.splitext(posixpath.basename(rel))[0]
+            img = _image(stem, rel, None, ctx)
+            figs.append(
+                f"<figure>{img}<figcaption><code>{_esc(rel)}</code> (not referenced by a README)"
+                f"{_csv_link(rel, ctx, '')}</figcaption></figure>"
+            )
+        sections.append(
+            ("other-figures", "Other figures", "<h2>Other figures</h2>\n" + "\n".join(figs))
+        )
+
+    csvs = _walk(root, lambda p: p.suffix.lower() == ".csv")
+    if csvs:
+        rows = []
+        for p in csvs:
+            rel = p.relative_to(root).as_posix()
+            cols = _csv_header(p)
+            shown = ", ".join(cols[:12]) + (
+                f", ... ({len(cols)} columns)" if len(cols) > 12 else ""
+            )
+            rows.append(
+                f'<tr><td><a href="{_esc(quote(rel, safe="/"))}">{_esc(rel)}</a></td>'
+                f"<td>{p.stat().st_size / 1024:.1f}</td><td>{_esc(shown)}</td></tr>"
+            )
+        sections.append(
+            (
+                "tables",
+                "All tables (CSV)",
+                "<h2>All tables (CSV)</h2>\n"
+                "<p>Every CSV of the folder (run directories excluded); figures' CSVs hold exactly "
+                'the plotted numbers.</p>\n<div class="table"><table><thead><tr><th>file</th>'
+                "<th>size (kB)</th><th>columns</th></tr></thead><tbody>"
+                + "".join(rows)
+                + "</tbody></table></div>",
+            )
+        )
+
+    nav = "".join(f'<li><a href="#{sid}">{_esc(label)}</a></li>' for sid, label, _ in sections)
+    body = "\n".join(f'<section id="{sid}">\n{content}\n</section>' for sid, _, content in sections)
+    if not sections:
+        body = "<p>This folder holds no README, figure or CSV yet.</p>"
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{_esc(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        '<header><p class="source">Static index of the results folder '
+        f"<code>{_esc(root.resolve().name)}</code>, "
+        "generated from its README files; open from disk, no server needed.</p>\n"
+        f"<nav><ul>{nav}</ul></nav></header>\n{body}\n</body>\n</html>\n"
+    )
+
+
+def write_index(results_dir: Path) -> Path:
+    """Write ``results_dir/index.html`` atomically and return its path.
+
+    The page renders the root ``README.md`` first, then those of subfolders, then any figure no
+    README embeds (with its sibling CSV), then a table linking every CSV.
+    """
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"results folder {root} does not exist")
+    out = root / "index.html"
+    atomic_write_text(out, build_index(root))
+    return out
