@@ -47,7 +47,7 @@ class LearnArgs:
     dqn_timesteps: int = opt(30_000, "DQN training environment steps")
     dqn_exploration_fraction: float = opt(0.3, "fraction of DQN training over which epsilon decays 1.0 -> 0.05")
     dqn_learning_starts: int = opt(1_000, "DQN random steps before learning")
-    dqn_train_freq: int = opt(4, "DQN environment steps per gradient update")
+    dqn_train_freq: int = opt(1, "DQN environment steps per gradient update")
     dqn_target_update: int = opt(500, "DQN steps between target-network syncs")
     tabular_episodes: int = opt(20_000, "tabular Q-learning training episodes")
 
@@ -126,6 +126,20 @@ def make_parser() -> argparse.ArgumentParser:
                        "SB3 zips embed pickles) and evaluates it.")
     for cls in (EvaluateArgs, CommonArgs):
         add_dataclass_args(e, cls)
+    tu = sub.add_parser("tune", help="compare DQN settings on an inner validation split of the training queries",
+                        description="Never touches the test split. Writes OUT/<condition>.csv and <condition>_mean.csv.")
+    tu.add_argument("--benchmark", default="bfcl", help="benchmark (default: bfcl)")
+    tu.add_argument("--scorer", default="bm25", help="scorer (default: bm25)")
+    tu.add_argument("--variant", default="", help="candidate-set variant (default: none)")
+    tu.add_argument("--grid", nargs="*", default=[], help="DQNConfig fields and values, e.g. train_freq=1,4 "
+                    "exploration_fraction=0.3,0.5 (default: the package defaults only)")
+    tu.add_argument("--seeds", type=int, nargs="+", default=[42, 123, 456], help="seeds (default: 42 123 456)")
+    tu.add_argument("--reward", default="bor", help="training reward (default: bor)")
+    tu.add_argument("--step-cost", type=float, default=None, help="step cost (default: the condition's paper setting)")
+    tu.add_argument("--gamma", type=float, default=None, help="discount (default: the condition's paper setting)")
+    tu.add_argument("--out", default="results/tuning", help="output folder (default: results/tuning)")
+    tu.add_argument("--data-dir", default=None, help="benchmark data folder")
+    tu.add_argument("--cache-dir", default=None, help="score cache folder")
     d = sub.add_parser("data", help="list or fetch benchmark data files (pinned URLs, sha256-verified)")
     dsub = d.add_subparsers(dest="data_command", required=True)
     dl = dsub.add_parser("list", help="each dataset file: where it is, present, verified")
@@ -313,6 +327,21 @@ def cmd_evaluate(ea: EvaluateArgs, ca: CommonArgs) -> int:
     return 0
 
 
+def cmd_tune(ns: argparse.Namespace) -> int:
+    from envs import EpisodeConfig
+    from experiments.sweep import PLANS, ConditionPlan
+    from experiments.tune import parse_grid, tune
+
+    plan = ConditionPlan(ns.benchmark, ns.scorer, ns.variant)
+    plan = PLANS.get(plan.name, plan)
+    episode = EpisodeConfig(reward=ns.reward, step_cost=plan.step_cost if ns.step_cost is None else ns.step_cost,
+                            gamma=plan.gamma if ns.gamma is None else ns.gamma)
+    tune(ns.benchmark, ns.scorer, ns.variant, parse_grid(ns.grid), ns.seeds, episode, Path(ns.out),
+         ns.data_dir, ns.cache_dir)
+    print(f"wrote {Path(ns.out)}")
+    return 0
+
+
 def cmd_data(ns: argparse.Namespace) -> int:
     from benchmarks import data
 
@@ -343,6 +372,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if ns.command == "train":
             return cmd_train(build(TrainArgs, ns), build(LearnArgs, ns), build(CommonArgs, ns), command)
+        if ns.command == "tune":
+            return cmd_tune(ns)
         if ns.command == "data":
             return cmd_data(ns)
         if ns.command == "evaluate":

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from agents import registry
 from agents.dqn import DQNConfig

@@ -23,7 +23,7 @@ class ConditionPlan:
     constant_reward: bool = False
     """Also train the constant-reward ablation (the paper's BFCL+BM25 F1 row)."""
     sweep_only: bool = False
-    """A registry-size sweep point: BoR-DQN, F1-DQN and fixed K in {1, 5, 10} only."""
+    """A registry-size sweep point: BoR-DQN and fixed K in {1, 5, 10} only."""
 
     @property
     def name(self) -> str:
@@ -71,7 +71,7 @@ def methods_for(plan: ConditionPlan, agents: Sequence[str] = ("dqn", "tabular", 
     """BoR-DQN, F1-DQN (+ constant-DQN where the paper used it), BoR-tabular and fixed K."""
     out: list[MethodSpec] = []
     if plan.sweep_only:
-        return [MethodSpec("dqn", "bor"), MethodSpec("dqn", "f1"), *(MethodSpec("fixed", "bor", k) for k in (1, 5, 10))]
+        return [MethodSpec("dqn", "bor"), *(MethodSpec("fixed", "bor", k) for k in (1, 5, 10))]
     if "dqn" in agents:
         out += [MethodSpec("dqn", "bor"), MethodSpec("dqn", "f1")]
         if plan.constant_reward:

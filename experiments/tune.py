@@ -1,0 +1,72 @@
+"""DQN settings on an inner validation split of the training queries (the test split is never used).
+
+``shortlist tune --benchmark bfcl --scorer bm25 --grid train_freq=1,4 exploration_fraction=0.3,0.5``
+trains BoR-DQN for every combination of the grid values (on top of the package defaults)
+and every seed on 70% of the condition's training queries, evaluates it on the other
+30%, and writes one row per (setting, seed) plus a per-setting mean to ``OUT/<condition>.csv``
+and ``OUT/<condition>_mean.csv``. Choose settings from these, then report test numbers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Sequence
+from dataclasses import fields, replace
+from pathlib import Path
+
+import pandas as pd
+
+from agents import DQNAgent, DQNConfig, evaluate, summarise
+from benchmarks.conditions import seeded_split
+from envs import EpisodeConfig
+from experiments.runner import atomic_write_csv, get_condition, seed_everything
+
+INNER_SPLIT_SEED = 99
+
+
+def parse_grid(items: Sequence[str]) -> dict[str, list]:
+    """``["train_freq=1,4", ...]`` -> {"train_freq": [1, 4], ...}, typed from :class:`DQNConfig`."""
+    types = {f.name: type(getattr(DQNConfig(), f.name)) for f in fields(DQNConfig)}
+    grid: dict[str, list] = {}
+    for item in items:
+        key, sep, values = item.partition("=")
+        if not sep or key not in types or key == "net_arch":
+            raise ValueError(f"bad --grid item {item!r}: expected <DQNConfig field>=v1,v2 with a field among "
+                             f"{', '.join(k for k in types if k != 'net_arch')}")
+        try:
+            grid[key] = [types[key](v) for v in values.split(",") if v]
+        except ValueError as e:
+            raise ValueError(f"bad value in --grid {item!r}: {e}") from e
+    return grid
+
+
+def tune(benchmark: str, scorer: str, variant: str, grid: dict[str, list], seeds: Sequence[int], episode: EpisodeConfig,
+         out: Path, data_dir: str | None, cache_dir: str | None) -> pd.DataFrame:
+    """Train/evaluate every grid point x seed on the inner split; write and return the rows."""
+    cond = get_condition(benchmark, scorer, variant, 0, data_dir, cache_dir)
+    train = cond.train
+    inner_train, inner_val = seeded_split(len(train), 0.7, INNER_SPLIT_SEED)
+    fit_q, val_q = [train[i] for i in inner_train], [train[i] for i in inner_val]
+    keys = list(grid)
+    rows = []
+    for values in itertools.product(*(grid[k] for k in keys)) if keys else [()]:
+        setting = replace(DQNConfig(), **dict(zip(keys, values, strict=True)))
+        label = ", ".join(f"{k}={v}" for k, v in zip(keys, values, strict=True)) or "defaults"
+        for seed in seeds:
+            seed_everything(seed)
+            t0 = time.perf_counter()
+            agent = DQNAgent(episode.reward, setting).fit(fit_q, episode, seed)
+            fit_s = time.perf_counter() - t0
+            s = summarise(evaluate(agent, val_q, episode).assign(condition=cond.name, method=agent.name, seed=seed))
+            rows.append({"setting": label, **dict(zip(keys, values, strict=True)), "seed": seed,
+                         **s.iloc[0][["found_pct", "mean_k", "bor_bits", "mean_reward"]].to_dict(), "fit_seconds": fit_s})
+            print(f"{label:50s} seed {seed}: val mean reward {rows[-1]['mean_reward']:.3f}  found "
+                  f"{rows[-1]['found_pct']:.1f}%  K {rows[-1]['mean_k']:.2f}  ({fit_s:.1f}s)", flush=True)
+    df = pd.DataFrame(rows)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_csv(df.drop(columns=["fit_seconds"]), out / f"{cond.name}.csv")
+    mean = df.groupby("setting", sort=False)[["mean_reward", "found_pct", "mean_k", "bor_bits"]].agg(["mean", "min", "max"])
+    mean.columns = [f"{a}_{b}" for a, b in mean.columns]
+    atomic_write_csv(mean.reset_index(), out / f"{cond.name}_mean.csv")
+    return df
