@@ -126,6 +126,16 @@ def make_parser() -> argparse.ArgumentParser:
                        "SB3 zips embed pickles) and evaluates it.")
     for cls in (EvaluateArgs, CommonArgs):
         add_dataclass_args(e, cls)
+    from experiments.bench import BenchArgs
+    from experiments.compare import CompareArgs
+
+    c = sub.add_parser("compare", help="BoR agents vs practitioner peers, the hindsight oracle and exact optimal stopping",
+                       description="Writes OUT (default results/peers): tables, Pareto plots and a generated README.")
+    for cls in (CompareArgs, LearnArgs, CommonArgs):
+        add_dataclass_args(c, cls)
+    b = sub.add_parser("bench", help="speed and memory benchmark on this machine (writes results/bench.md)")
+    for cls in (BenchArgs, CommonArgs):
+        add_dataclass_args(b, cls)
     tu = sub.add_parser("tune", help="compare DQN settings on an inner validation split of the training queries",
                         description="Never touches the test split. Writes OUT/<condition>.csv and <condition>_mean.csv.")
     tu.add_argument("--benchmark", default="bfcl", help="benchmark (default: bfcl)")
@@ -154,7 +164,7 @@ def make_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _learn_kwargs(la: LearnArgs) -> dict[str, Any]:
+def learn_kwargs(la: LearnArgs) -> dict[str, Any]:
     from agents.dqn import DQNConfig
     from agents.tabular import TabularConfig
 
@@ -214,7 +224,7 @@ def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int
     methods = [MethodSpec("fixed", "bor", k) for k in ta.k] if ta.agent == "fixed" else [MethodSpec(ta.agent, ta.reward)]
     if ta.buckets and ta.buckets not in ("default", "narrow"):
         raise ValueError(f"unknown bucket scheme {ta.buckets!r}; expected default or narrow")
-    cells = cells_for([plan], la.seeds, {plan.name: methods}, buckets=ta.buckets, options=options, **_learn_kwargs(la))
+    cells = cells_for([plan], la.seeds, {plan.name: methods}, buckets=ta.buckets, options=options, **learn_kwargs(la))
     out = Path(ta.out)
     runs = run_cells(cells, out, data_dir=ca.data_dir, cache_dir=ca.cache_dir, command=command,
                      workers=ca.workers, progress=not ca.no_progress, backend=ca.backend, ray_address=ca.ray_address)
@@ -235,7 +245,7 @@ def cmd_reproduce(ra: ReproduceArgs, la: LearnArgs, ca: CommonArgs, command: str
     if unknown:
         raise ValueError(f"unknown condition(s) {unknown}; expected some of {', '.join(PLANS)}")
     plans = [PLANS[c] for c in (ra.only or tuple(PLANS))]
-    cells = cells_for(plans, la.seeds, **_learn_kwargs(la))
+    cells = cells_for(plans, la.seeds, **learn_kwargs(la))
     out = Path(ra.out)
     if ra.dry_run:
         for c in cells:
@@ -372,6 +382,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if ns.command == "train":
             return cmd_train(build(TrainArgs, ns), build(LearnArgs, ns), build(CommonArgs, ns), command)
+        if ns.command == "compare":
+            from experiments.compare import CompareArgs, cmd_compare
+
+            return cmd_compare(build(CompareArgs, ns), build(LearnArgs, ns), build(CommonArgs, ns), command)
+        if ns.command == "bench":
+            from experiments.bench import BenchArgs, cmd_bench
+
+            return cmd_bench(build(BenchArgs, ns), build(CommonArgs, ns), command)
         if ns.command == "tune":
             return cmd_tune(ns)
         if ns.command == "data":

@@ -117,9 +117,8 @@ def _write_csv(df: pd.DataFrame, path: Path) -> None:
     df.to_csv(path, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
 
 
-def run_cell(cell: Cell, out: Path, data_dir: str | None, cache_dir: str | None, command: str, progress: bool = False) -> Path:
-    """Train and evaluate one cell; returns its run directory (skipped when already done)."""
-    runs = out / "runs"
+def run_cell(cell: Cell, runs: Path, data_dir: str | None, cache_dir: str | None, command: str) -> Path:
+    """Train and evaluate one cell into ``runs/<run_id>``; returns that directory (skipped when done)."""
     final = runs / cell.run_id
     if is_done(cell, final):
         return final
@@ -193,8 +192,8 @@ def is_done(cell: Cell, run_dir: Path) -> bool:
 
 
 def _run_cell_worker(args: tuple) -> str:
-    cell, out, data_dir, cache_dir, command = args
-    return str(run_cell(cell, Path(out), data_dir, cache_dir, command))
+    cell, runs, data_dir, cache_dir, command = args
+    return str(run_cell(cell, Path(runs), data_dir, cache_dir, command))
 
 
 def run_cells(
@@ -208,6 +207,7 @@ def run_cells(
     progress: bool = True,
     backend: str = "local",
     ray_address: str | None = None,
+    runs_dir: Path | None = None,
 ) -> list[Path]:
     """Run every cell (skipping finished ones): serially, in ``workers`` local processes, or as
     Ray tasks (``backend="ray"``; ``ray_address`` points at a cluster, default a local instance).
@@ -215,8 +215,10 @@ def run_cells(
     Conditions are built once in the parent first, so a bad input fails before
     any cell runs and the score cache is warm for the workers. Every backend runs the
     same :func:`run_cell`, whose atomic directory rename makes results identical
-    whichever process finished a cell.
+    whichever process finished a cell. Run directories go to ``runs_dir`` (default
+    ``out/runs``); commands that share it reuse each other's finished cells.
     """
+    runs = Path(runs_dir) if runs_dir is not None else out / "runs"
     if backend not in ("local", "ray"):
         raise ValueError(f"unknown backend {backend!r}; expected local or ray")
     if workers < 1:
@@ -225,22 +227,22 @@ def run_cells(
 
     for c in cells:  # bad inputs and impossible depth caps fail before anything is written
         c.episode.check_queries(cell_condition(c, data_dir, cache_dir).queries)
-    todo = [c for c in cells if not is_done(c, out / "runs" / c.run_id)]
-    done = [out / "runs" / c.run_id for c in cells if c not in todo]
+    todo = [c for c in cells if not is_done(c, runs / c.run_id)]
+    done = [runs / c.run_id for c in cells if c not in todo]
     bar = tqdm(total=len(cells), initial=len(done), desc="cells", disable=not progress, file=sys.stderr)
     if backend == "ray" and todo:
-        for path, cell in _run_ray(todo, out, data_dir, cache_dir, command, workers, ray_address):
+        for path, cell in _run_ray(todo, runs, data_dir, cache_dir, command, workers, ray_address):
             done.append(path)
             bar.set_postfix_str(cell.run_id)
             bar.update()
     elif workers <= 1 or len(todo) <= 1:
         for c in todo:
             bar.set_postfix_str(c.run_id)
-            done.append(run_cell(c, out, data_dir, cache_dir, command))
+            done.append(run_cell(c, runs, data_dir, cache_dir, command))
             bar.update()
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = {pool.submit(_run_cell_worker, (c, str(out), data_dir, cache_dir, command)): c for c in todo}
+            futures = {pool.submit(_run_cell_worker, (c, str(runs), data_dir, cache_dir, command)): c for c in todo}
             for fut in as_completed(futures):
                 done.append(Path(fut.result()))
                 bar.set_postfix_str(futures[fut].run_id)
@@ -250,7 +252,7 @@ def run_cells(
     return sorted(done, key=lambda p: order.get(p.name, len(order)))
 
 
-def _run_ray(cells: Sequence[Cell], out: Path, data_dir: str | None, cache_dir: str | None, command: str,
+def _run_ray(cells: Sequence[Cell], runs: Path, data_dir: str | None, cache_dir: str | None, command: str,
              workers: int, address: str | None):  # noqa: ANN202 - generator of (path, cell)
     """Run cells as Ray tasks (one CPU each), yielding results as they finish."""
     try:
@@ -264,7 +266,7 @@ def _run_ray(cells: Sequence[Cell], out: Path, data_dir: str | None, cache_dir: 
         started = True
     try:
         task = ray.remote(num_cpus=1)(_run_cell_worker)
-        pending = {task.remote((c, str(out.resolve()), data_dir, cache_dir, command)): c for c in cells}
+        pending = {task.remote((c, str(runs.resolve()), data_dir, cache_dir, command)): c for c in cells}
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:

@@ -1,0 +1,74 @@
+"""The Choppy-style cut-off model: learns a known optimum, is deterministic per seed,
+round-trips through JSON and never reads labels at inference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from agents import registry
+from agents.choppy import ChoppyConfig, CutoffModel
+from envs import EpisodeConfig, RankedQuery
+
+
+def toy_queries(gold_rank: int, n: int = 20, count: int = 40, seed: int = 0) -> list[RankedQuery]:
+    rng = np.random.default_rng(seed)
+    return [RankedQuery(np.sort(rng.random(n))[::-1].copy(), [gold_rank], f"q{i}") for i in range(count)]
+
+
+@pytest.mark.parametrize("gold_rank", [1, 3])
+def test_learns_the_known_optimum(gold_rank: int) -> None:
+    """Gold always at rank g: the expected reward is maximised by cutting at g on every query."""
+    cfg = EpisodeConfig()
+    model = CutoffModel("bor", ChoppyConfig(epochs=200, lr=1e-2)).fit(toy_queries(gold_rank, seed=1), cfg, 0)
+    np.testing.assert_array_equal(model.depths(toy_queries(gold_rank, seed=2), cfg), gold_rank)
+    dist = model.cut_distribution(toy_queries(gold_rank, seed=2), cfg)
+    assert dist.shape == (40, 20)
+    np.testing.assert_allclose(dist.sum(axis=1), 1.0, rtol=1e-6)
+    assert dist[:, gold_rank - 1].min() > 0.5
+
+
+def test_deterministic_per_seed_and_leaves_global_rng_alone(tmp_path) -> None:
+    qs = toy_queries(3, seed=3)
+    cfg = EpisodeConfig(max_depth=10)
+    torch.manual_seed(1234)
+    before = torch.rand(1)
+    torch.manual_seed(1234)
+    a = CutoffModel("bor", ChoppyConfig(epochs=30)).fit(qs, cfg, 7)
+    after = torch.rand(1)
+    assert torch.equal(before, after)  # fit forks the RNG
+    b = CutoffModel("bor", ChoppyConfig(epochs=30)).fit(qs, cfg, 7)
+    c = CutoffModel("bor", ChoppyConfig(epochs=30)).fit(qs, cfg, 8)
+    for (ka, va), (_, vb) in zip(a.net.state_dict().items(), b.net.state_dict().items(), strict=True):
+        assert torch.equal(va, vb), ka
+    assert not all(torch.equal(x, y) for x, y in zip(a.net.state_dict().values(), c.net.state_dict().values(),
+                                                     strict=True))
+    a.save(tmp_path / "agent.json")
+    back = CutoffModel.load(tmp_path / "agent.json")
+    np.testing.assert_array_equal(back.depths(qs, cfg), a.depths(qs, cfg))
+    np.testing.assert_allclose(back.cut_distribution(qs, cfg), a.cut_distribution(qs, cfg))
+
+
+def test_inference_reads_no_labels() -> None:
+    qs = toy_queries(2, seed=4)
+    cfg = EpisodeConfig()
+    model = CutoffModel("bor", ChoppyConfig(epochs=20)).fit(qs, cfg, 0)
+    relabelled = [RankedQuery(q.scores, [15], q.qid) for q in qs]
+    np.testing.assert_array_equal(model.depths(qs, cfg), model.depths(relabelled, cfg))
+
+
+def test_caps_and_registry_and_errors(tmp_path) -> None:
+    qs = toy_queries(5, seed=5)
+    cfg = EpisodeConfig(max_depth=4)
+    pol = registry.make("choppy", "bor")
+    assert pol.name == "bor-choppy" and pol.stochastic
+    model = CutoffModel("f1", ChoppyConfig(epochs=10)).fit(qs, cfg, 0)
+    assert model.name == "f1-choppy"
+    k = model.depths(qs, cfg)
+    assert k.min() >= 1 and k.max() <= 4
+    with pytest.raises(RuntimeError, match="fit"):
+        CutoffModel().depths(qs, cfg)
+    (tmp_path / "bad.json").write_text('{"params": {"reward": "bor"}}')
+    with pytest.raises(ValueError, match="malformed"):
+        CutoffModel.load(tmp_path / "bad.json")

@@ -1,0 +1,160 @@
+"""``shortlist compare`` end to end on BFCL BM25 with tiny budgets: outputs, seeds per
+method, the Pareto CSV is exactly the plotted numbers, limits, resume, and the argparse
+wiring built from the dataclasses."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from experiments.cli import CommonArgs, LearnArgs, add_dataclass_args, build
+from experiments.compare import (
+    CompareArgs,
+    cmd_compare,
+    compare_cells,
+    compare_methods,
+    is_stochastic,
+    limits_table,
+    method_group,
+    pareto_front,
+    resolve_plans,
+)
+
+TINY = {"seeds": (1, 2), "dqn_timesteps": 400, "dqn_learning_starts": 100, "tabular_episodes": 200,
+        "max_depth": 20}
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("peers")
+    cache = str(tmp_path_factory.mktemp("scores"))
+    rc = cmd_compare(CompareArgs(only=("bfcl-bm25",), out=str(out), runs_dir=str(out / "runs")), LearnArgs(**TINY),
+                     CommonArgs(cache_dir=cache, no_progress=True), "shortlist compare (test)")
+    assert rc == 0
+    return out, cache
+
+
+def test_writes_every_output(result: tuple[Path, str]) -> None:
+    out, _ = result
+    for f in ("README.md", "manifest.json", "aggregate.csv", "buckets_aggregate.csv", "limits.csv", "dp.csv",
+              "goals.csv", "paired.csv", "per_query.csv", "summary.csv", "buckets.csv", "figures/pareto_bfcl-bm25.png",
+              "figures/pareto_bfcl-bm25.csv", "figures/buckets_bfcl-bm25.png", "figures/buckets_bfcl-bm25.csv"):
+        assert (out / f).is_file(), f
+    for run in (out / "runs").iterdir():
+        for f in ("config.json", "command.txt", "manifest.json", "per_query.csv"):
+            assert (run / f).is_file(), (run, f)
+    readme = (out / "README.md").read_text()
+    agg = pd.read_csv(out / "aggregate.csv")
+    for m in agg["method"]:
+        assert f"| {m} |" in readme, m
+    for text in ("## Summary", "## bfcl-bm25", "Goal check", "Gap to the limits", "Pareto front", "## Wall time"):
+        assert text in readme
+    assert json.loads((out / "manifest.json").read_text())["conditions"] == ["bfcl-bm25"]
+
+
+def test_seeds_per_method(result: tuple[Path, str]) -> None:
+    out, _ = result
+    summary = pd.read_csv(out / "summary.csv")
+    seeds = summary.groupby("method")["seed"].apply(lambda s: sorted(s.tolist()))
+    expected = {m.name for m in compare_methods()}
+    assert set(seeds.index) == expected
+    for m, s in seeds.items():
+        from experiments.config import MethodSpec
+
+        assert s == ([1, 2] if is_stochastic(MethodSpec.parse(m)) else [1]), m
+    assert {"bor-dqn", "bor-tabular", "f1-dqn", "bor-choppy", "random"} == {
+        m for m in seeds.index if len(seeds[m]) == 2}
+
+
+def test_pareto_csv_is_the_plotted_numbers(result: tuple[Path, str]) -> None:
+    out, _ = result
+    plotted = pd.read_csv(out / "figures" / "pareto_bfcl-bm25.csv")
+    agg = pd.read_csv(out / "aggregate.csv").set_index("method")
+    assert set(plotted["method"]) == set(agg.index)
+    for _, r in plotted.iterrows():
+        assert r["found_pct"] == pytest.approx(agg.loc[r["method"], "found_pct"])
+        assert r["mean_k"] == pytest.approx(agg.loc[r["method"], "mean_k"])
+        assert r["group"] == method_group(r["method"])
+    real = plotted[plotted["method"] != "oracle"]
+    np.testing.assert_array_equal(real["pareto"].to_numpy(), pareto_front(real["found_pct"], real["mean_k"]))
+    assert not plotted.loc[plotted["method"] == "oracle", "pareto"].item()
+
+
+def test_oracle_and_limits(result: tuple[Path, str]) -> None:
+    out, _ = result
+    pq = pd.read_csv(out / "per_query.csv", dtype={"qid": str})
+    oracle = pq[pq["method"] == "oracle"].set_index("qid")["reward"]
+    for (_, _), g in pq.groupby(["method", "seed"]):
+        r = g.set_index("qid")["reward"]
+        assert np.all(oracle.loc[r.index].to_numpy() >= r.to_numpy() - 1e-9)
+    limits = pd.read_csv(out / "limits.csv").set_index("method")
+    assert limits.loc["bor-dp", "frac_dp"] == pytest.approx(1.0)
+    assert limits.loc["oracle", "frac_oracle"] == pytest.approx(1.0)
+    assert (limits["frac_oracle"] <= 1.0 + 1e-12).all()
+    goals = pd.read_csv(out / "goals.csv")
+    assert len(goals) == 6 and set(goals["agent"]) == {"bor-dqn", "bor-tabular"}
+    dp = pd.read_csv(out / "dp.csv")
+    assert set(dp["method"]) == {"bor-dp", "bor-dp-mdp"}
+    assert (dp["solve_seconds"] < 1.0).all()
+
+
+def test_paired_differences_match_per_query_means(result: tuple[Path, str]) -> None:
+    out, _ = result
+    pq = pd.read_csv(out / "per_query.csv", dtype={"qid": str})
+    paired = pd.read_csv(out / "paired.csv")
+    assert set(paired["agent"]) == {"bor-dqn", "bor-tabular"}
+    for _, r in paired.iterrows():
+        a = pq[pq["method"] == r["agent"]].groupby("qid")["reward"].mean()
+        b = pq[pq["method"] == r["peer"]].groupby("qid")["reward"].mean()
+        assert r["diff"] == pytest.approx(float((a - b.loc[a.index]).mean()))
+        assert r["diff_lo"] <= r["diff"] <= r["diff_hi"]
+        assert r["n_queries"] == 120
+
+
+def test_rerun_resumes_every_cell(result: tuple[Path, str]) -> None:
+    out, cache = result
+    stamps = {p.name: (p / "manifest.json").stat().st_mtime_ns for p in (out / "runs").iterdir()}
+    assert cmd_compare(CompareArgs(only=("bfcl-bm25",), out=str(out), runs_dir=str(out / "runs")), LearnArgs(**TINY),
+                       CommonArgs(cache_dir=cache, no_progress=True), "again") == 0
+    assert stamps == {p.name: (p / "manifest.json").stat().st_mtime_ns for p in (out / "runs").iterdir()}
+
+
+def test_argparse_wiring_and_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """The flags proposed for ``shortlist compare``: CompareArgs + LearnArgs + CommonArgs."""
+    parser = argparse.ArgumentParser()
+    for cls in (CompareArgs, LearnArgs, CommonArgs):
+        add_dataclass_args(parser, cls)
+    ns = parser.parse_args(["--only", "bfcl-bm25", "bfcl-minilm", "--seeds", "1", "2", "3", "--dry-run"])
+    ca, la, co = build(CompareArgs, ns), build(LearnArgs, ns), build(CommonArgs, ns)
+    assert ca.out == "results/peers"
+    assert cmd_compare(ca, la, co, "dry") == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    # per condition: 5 stochastic methods x 3 seeds + 18 deterministic methods x 1 seed
+    assert lines[-1] == f"{2 * (5 * 3 + 18)} cells"
+    assert "bfcl-minilm__bor-dp__s1" in lines and "bfcl-minilm__bor-dp__s2" not in lines
+    assert "bfcl-bm25__bor-choppy__s3" in lines
+
+
+def test_unknown_condition_and_no_seeds() -> None:
+    with pytest.raises(ValueError, match="unknown condition"):
+        resolve_plans(["bfcl-nope"])
+    with pytest.raises(ValueError, match="seed"):
+        compare_cells(resolve_plans(["bfcl-bm25"]), [], {})
+
+
+def test_pareto_front_and_limits_by_hand() -> None:
+    found = np.array([80.0, 90.0, 85.0, 90.0, 70.0])
+    k = np.array([1.0, 2.0, 3.0, 2.0, 1.0])
+    # (85, 3) is dominated by (90, 2); (70, 1) by (80, 1); the two (90, 2) tie and both stay
+    np.testing.assert_array_equal(pareto_front(found, k), [True, True, False, True, False])
+    summary = pd.DataFrame({"condition": "c", "method": ["bor-dp", "oracle", "bor-dqn", "bor-dqn"],
+                            "seed": [1, 1, 1, 2], "mean_reward": [6.0, 8.0, 5.4, 6.0]})
+    lim = limits_table(summary).set_index("method")
+    assert lim.loc["bor-dqn", "frac_dp"] == pytest.approx(0.95)
+    assert lim.loc["bor-dqn", "frac_oracle"] == pytest.approx(5.7 / 8.0)
+    assert lim.loc["bor-dqn", "frac_dp_lo"] == pytest.approx(0.9)
