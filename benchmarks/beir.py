@@ -31,49 +31,17 @@ non-zero ones appear in ``ToolCorpus.skipped``): see the ``SKIP_*`` constants.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from benchmarks.corpus import DataError, QueryRecord, ToolCorpus, sha256_file
+from benchmarks.corpus import DataError, QueryRecord, ToolCorpus, iter_jsonl, sha256_file
 from benchmarks.trec import iter_qrels
 
 SKIP_UNKNOWN_QUERY = "qrels rows with query id not in queries.jsonl"
 SKIP_UNKNOWN_DOC = "qrels rows with doc id not in corpus.jsonl"
 SKIP_NOT_IN_QRELS = "queries without qrels in split"
 SKIP_NO_RELEVANT = "queries with no relevant doc in split"
-
-
-def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line number, object)`` for each non-blank line of a JSON-lines file.
-
-    Raises:
-        DataError: ``file:line`` for non-UTF-8 bytes, malformed JSON or a non-object;
-            ``file`` for a file without any entry.
-    """
-    n = 0
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise DataError(f"{path}:{lineno}: not UTF-8 ({e.reason} at byte {e.start})") from e
-            if lineno == 1:
-                line = line.removeprefix("\ufeff")
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}:{lineno}: malformed JSON ({e.msg})") from e
-            if not isinstance(row, dict):
-                raise DataError(f"{path}:{lineno}: expected a JSON object")
-            n += 1
-            yield lineno, row
-    if n == 0:
-        raise DataError(f"{path}: no entries")
 
 
 def _get_id(row: dict[str, Any], where: str) -> str:
@@ -135,7 +103,7 @@ def load_beir(
 
     doc_line: dict[str, int] = {}
     texts: list[str] = []
-    for lineno, row in _iter_jsonl(corpus_p):
+    for lineno, row in iter_jsonl(corpus_p):
         where = f"{corpus_p}:{lineno}"
         did = _get_id(row, where)
         if did in doc_line:
@@ -147,7 +115,7 @@ def load_beir(
 
     qtext: dict[str, str] = {}
     q_line: dict[str, int] = {}
-    for lineno, row in _iter_jsonl(queries_p):
+    for lineno, row in iter_jsonl(queries_p):
         where = f"{queries_p}:{lineno}"
         qid = _get_id(row, where)
         if qid in q_line:

@@ -22,11 +22,10 @@ registry is a :class:`DataError` naming the file and line).
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import os
 from pathlib import Path
 
-from benchmarks.corpus import DataError, QueryRecord, ToolCorpus, sha256_file
+from benchmarks.corpus import DataError, QueryRecord, ToolCorpus, iter_jsonl, sha256_file
 
 QUESTIONS = "bfcl_eval/data/BFCL_v4_simple_python.json"
 ANSWERS = "bfcl_eval/data/possible_answer/BFCL_v4_simple_python.json"
@@ -59,25 +58,12 @@ def locate_files() -> tuple[Path, Path]:
 
 def _read_jsonl(path: Path) -> list[dict]:
     rows = []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise DataError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from e
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path}:{lineno}: malformed JSON ({e.msg})") from e
-        if not isinstance(row, dict) or "id" not in row:
+    for lineno, row in iter_jsonl(path):
+        if "id" not in row:
             raise DataError(f"{path}:{lineno}: expected an object with an 'id'")
         row["_line"] = lineno
         rows.append(row)
-    if not rows:
-        raise DataError(f"{path}: no entries")
     return rows
-
 
 def tool_text(fn: dict) -> str:
     """The exact text scorers see for one BFCL function definition (see module docstring)."""

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class DataError(ValueError):
@@ -89,3 +92,43 @@ def sha256_file(path: str) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def iter_text_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
+    """Yield ``(line number, stripped text)`` of the non-blank lines of a UTF-8 file (a BOM is dropped).
+
+    Raises:
+        DataError: ``file:line`` for bytes that are not valid UTF-8.
+    """
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataError(f"{path}:{lineno}: not UTF-8 ({e.reason} at byte {e.start})") from e
+            if lineno == 1:
+                line = line.removeprefix("\ufeff")
+            line = line.strip()
+            if line:
+                yield lineno, line
+
+
+def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line number, object)`` for each non-blank line of a JSON-lines file.
+
+    Raises:
+        DataError: ``file:line`` for non-UTF-8 bytes, malformed JSON or a non-object;
+            ``file`` for a file without any entry.
+    """
+    n = 0
+    for lineno, line in iter_text_lines(path):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}:{lineno}: malformed JSON ({e.msg})") from e
+        if not isinstance(row, dict):
+            raise DataError(f"{path}:{lineno}: expected a JSON object")
+        n += 1
+        yield lineno, row
+    if n == 0:
+        raise DataError(f"{path}: no entries")

@@ -37,7 +37,7 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
-from benchmarks.corpus import DataError, sha256_file
+from benchmarks.corpus import DataError, iter_text_lines, sha256_file
 from envs.ranked import RankedQuery
 
 BEIR_QRELS_HEADER = ("query-id", "corpus-id", "score")
@@ -49,25 +49,6 @@ SKIP_QRELS_NOT_IN_RUN = "qrels queries not in run"
 
 Run = dict[str, list[tuple[str, float]]]
 Qrels = dict[str, dict[str, int]]
-
-
-def _iter_lines(path: str | PathLike[str]) -> Iterator[tuple[int, str]]:
-    """Yield ``(line number, stripped text)`` of the non-blank lines of a UTF-8 file.
-
-    Raises:
-        DataError: ``file:line`` for bytes that are not valid UTF-8.
-    """
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise DataError(f"{path}:{lineno}: not UTF-8 ({e.reason} at byte {e.start})") from e
-            if lineno == 1:
-                line = line.removeprefix("\ufeff")
-            line = line.strip()
-            if line:
-                yield lineno, line
 
 
 def _parse_int(field: str, what: str, where: str) -> int:
@@ -102,7 +83,7 @@ def read_run(path: str | PathLike[str]) -> Run:
     """
     run: Run = {}
     seen: dict[tuple[str, str], int] = {}
-    for lineno, line in _iter_lines(path):
+    for lineno, line in iter_text_lines(path):
         where = f"{path}:{lineno}"
         cols = line.split()
         if len(cols) != 6:
@@ -140,7 +121,7 @@ def iter_qrels(path: str | PathLike[str]) -> Iterator[tuple[int, str, str, int]]
     """
     beir: bool | None = None
     n = 0
-    for lineno, line in _iter_lines(path):
+    for lineno, line in iter_text_lines(path):
         where = f"{path}:{lineno}"
         if beir is None:
             header = tuple(c.strip().lower() for c in line.split("\t"))

@@ -90,9 +90,19 @@ def answers(per_query: pd.DataFrame, t2: pd.DataFrame, conditions: list[str]) ->
     bor = t2[t2["method"] == "bor-dqn"]
     matched = bor[(bor["found_pct_hi"] >= bor["paper_found_pct"]) & (bor["mean_k"] <= bor["paper_mean_k"] + 1e-9)]
     missed = bor[~bor.index.isin(matched.index) & bor["paper_found_pct"].notna()]
+    def why_not(r: pd.Series) -> str:
+        reasons = []
+        if r["found_pct_hi"] < r["paper_found_pct"]:
+            reasons.append(f"found {r['found_pct']:.1f}% [{r['found_pct_lo']:.1f}, {r['found_pct_hi']:.1f}] < "
+                           f"{r['paper_found_pct']}%")
+        if r["mean_k"] > r["paper_mean_k"]:
+            reasons.append(f"mean K {r['mean_k']:.2f} > {r['paper_mean_k']}")
+        return f"{r['condition']} ({'; '.join(reasons)})"
+
     lines.append("**Does our BoR agent match or beat the paper's found % at equal or lower mean K?** "
                  + (f"Yes on {', '.join(matched['condition'])}" if len(matched) else "On no condition")
-                 + (f"; not on {', '.join(missed['condition'])} (see the explanations below)." if len(missed) else "."))
+                 + (f"; not on {', '.join(why_not(r) for _, r in missed.iterrows())}." if len(missed) else ".")
+                 + " (Matching means our interval reaches the paper's found % at a mean K no larger than the paper's.)")
     lines.append("")
     ad = adaptation(per_query, conditions)
     order = [b for b in ("easy", "medium", "hard", "very hard") if b in ad.columns]
