@@ -14,13 +14,14 @@ seed-to-seed spread in depth than SB3's 4, at ~2.5x the training time).
 
 Inference is batched: the Q-network is applied to every (query, depth)
 observation at once and each query stops at its first depth where
-Q(STOP) >= Q(CONTINUE) (ties pick STOP). Agents are saved with SB3's zip format,
-which embeds pickled objects, so :meth:`DQNAgent.load` is only ever called on
-run directories this package wrote itself (never on downloaded or user files).
+Q(STOP) >= Q(CONTINUE) (ties pick STOP). Agents are saved in SB3's zip format;
+:meth:`DQNAgent.load` never unpickles it: it reads only the network weights with
+``torch.load(weights_only=True)`` into a freshly built Q-network.
 """
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -126,10 +127,24 @@ class DQNAgent:
 
     @classmethod
     def load(cls, path: Path, reward: str, settings: DQNConfig | None = None) -> DQNAgent:
+        """Rebuild the Q-network and load only its weights (``policy.pth`` inside SB3's zip) with
+        ``torch.load(weights_only=True)``, which cannot execute code: a crafted zip is refused,
+        never unpickled."""
         from stable_baselines3 import DQN
 
         agent = cls(reward, settings)
-        agent.model = DQN.load(str(path), device="cpu")
+        try:
+            with zipfile.ZipFile(path) as z, z.open("policy.pth") as f:
+                state = torch.load(f, map_location="cpu", weights_only=True)
+        except (zipfile.BadZipFile, KeyError, RuntimeError, EOFError, OSError) as e:
+            raise ValueError(f"{path}: not a saved DQN agent ({e})") from e
+        dummy = ShortlistEnv([RankedQuery(np.array([1.0, 0.0]), np.array([1]), "dummy")])
+        agent.model = DQN("MlpPolicy", dummy, policy_kwargs={"net_arch": list(agent.settings.net_arch)},
+                          device="cpu", learning_starts=0, buffer_size=1)
+        try:
+            agent.model.policy.load_state_dict(state)
+        except (RuntimeError, TypeError) as e:
+            raise ValueError(f"{path}: weights do not fit a {list(agent.settings.net_arch)} Q-network ({e})") from e
         return agent
 
     def describe(self) -> dict:

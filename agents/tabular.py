@@ -167,14 +167,18 @@ class TabularQ:
     @classmethod
     def load(cls, path: Path) -> TabularQ:
         """Read a Q-table written by :meth:`save` (JSON; never executes code)."""
-        payload = json.loads(path.read_text())
-        agent = cls(payload["reward"], TabularConfig(**payload["settings"]))
         try:
+            payload = json.loads(Path(path).read_text(encoding="utf-8"))
+            if not isinstance(payload, dict) or not isinstance(payload.get("settings"), dict):
+                raise TypeError("expected an object with 'reward', 'settings', 'q', 'q_coarse', 'tried'")
+            if payload.get("reward") not in ("bor", "f1", "constant"):
+                raise ValueError(f"unknown reward {payload.get('reward')!r}")
+            agent = cls(payload["reward"], TabularConfig(**payload["settings"]))
             q = np.asarray(payload["q"], dtype=np.float64)
             qc = np.asarray(payload["q_coarse"], dtype=np.float64)
             tried = np.asarray(payload["tried"], dtype=bool)
         except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"{path}: malformed Q-table file ({e})") from e
+            raise ValueError(f"{path}: malformed Q-table file ({e!r})") from e
         if q.shape != (N_STATES, 2) or qc.shape != (N_DEPTH_BINS, 2) or tried.shape != (N_STATES,):
             raise ValueError(f"{path}: Q-table must be {N_STATES}x2 (+ {N_DEPTH_BINS}x2 coarse, {N_STATES} flags)")
         if not (np.all(np.isfinite(q)) and np.all(np.isfinite(qc))):

@@ -61,6 +61,8 @@ def _read_jsonl(path: Path) -> list[dict]:
     for lineno, row in iter_jsonl(path):
         if "id" not in row:
             raise DataError(f"{path}:{lineno}: expected an object with an 'id'")
+        if isinstance(row["id"], bool) or not isinstance(row["id"], str | int):
+            raise DataError(f"{path}:{lineno}: 'id' must be a string or an integer")
         row["_line"] = lineno
         rows.append(row)
     return rows
@@ -98,8 +100,12 @@ def load_bfcl(questions: Path | None = None, answers: Path | None = None) -> Too
             raise DataError(f"{where}: duplicate query id {row['id']!r}")
         qids.add(row["id"])
         fns = row.get("function")
-        if not isinstance(fns, list) or not fns or not all(isinstance(f, dict) and f.get("name") for f in fns):
+        if not isinstance(fns, list) or not fns or not all(isinstance(f, dict) and isinstance(f.get("name"), str) and f["name"] for f in fns):
             raise DataError(f"{where}: 'function' must be a non-empty list of named functions")
+        for fn in fns:
+            params = fn.get("parameters") or {}
+            if not isinstance(params, dict) or not isinstance(params.get("properties") or {}, dict):
+                raise DataError(f"{where}: 'parameters' of function {fn['name']!r} must be an object with 'properties'")
         for fn in fns:
             if fn["name"] not in seen:
                 seen.add(fn["name"])

@@ -52,6 +52,9 @@ def atomic_save_npy(path: Path, array: NDArray) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             np.save(f, array, allow_pickle=False)
+        umask = os.umask(0o022)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -64,13 +67,14 @@ def _load_matrix(path: Path, shape: tuple[int | None, ...]) -> NDArray[np.float6
     if not path.exists():
         return None
     try:
-        m = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile):
+        m = np.load(path, allow_pickle=False, mmap_mode="r")
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, MemoryError, OverflowError):
         return None
     if not (isinstance(m, np.ndarray) and m.dtype.kind in "fiu" and m.ndim == len(shape)):
         return None
     if any(want is not None and got != want for got, want in zip(m.shape, shape, strict=True)):
         return None
+    m = np.array(m)
     return m if np.all(np.isfinite(m)) else None
 
 

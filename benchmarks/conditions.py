@@ -174,6 +174,8 @@ def candidate_rule(benchmark: str, variant: str) -> CandidateRule:
     if variant in rules:
         return rules[variant]
     m = _SUB.match(variant)
+    if m and int(m.group(1)) < 1:
+        raise ValueError(f"variant {variant!r}: sub<N> needs N >= 1")
     if m and benchmark in ("bfcl", "toolbench", "metatool"):
         base = rules[""]
         return CandidateRule(int(m.group(1)), 0, int(m.group(1)) - 1, base.n_queries if benchmark != "metatool" else 1200)

@@ -83,10 +83,10 @@ def read_plugin_des(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
     except UnicodeDecodeError as e:
         raise DataError(f"{p}: not UTF-8 ({e.reason} at byte {e.start})") from e
     try:
-        pairs = json.loads(text, object_pairs_hook=lambda kv: kv)
+        pairs = json.loads(text, object_pairs_hook=tuple)
     except json.JSONDecodeError as e:
         raise DataError(f"{p}:{e.lineno}: malformed JSON ({e.msg})") from e
-    if not isinstance(pairs, list) or not pairs:
+    if not isinstance(pairs, tuple) or not pairs:
         raise DataError(f"{p}: expected a non-empty JSON object {{tool_name: description}}")
     out: list[tuple[str, str]] = []
     seen: set[str] = set()

@@ -64,6 +64,9 @@ GAP_WINDOW = 50
 def feature_matrix(query: RankedQuery, max_depth: int | None = None) -> NDArray[np.float32]:
     """Observations for depths k = 1..D (D = ``max_depth`` or the list length), shape (D, 13)."""
     s = query.scores
+    with np.errstate(over="ignore", invalid="ignore"):
+        if not (np.isfinite(s.mean()) and np.isfinite(s.std()) and np.isfinite(s[0] - s[-1])):
+            s = s / float(np.abs(s).max())  # z-scores and min-max are scale-invariant
     L = s.size
     D = L if max_depth is None else min(int(max_depth), L)
     if D < 1:

@@ -164,6 +164,33 @@ def make_parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_learn_args(la: LearnArgs) -> None:
+    import math
+    bad = []
+    if any(s < 0 or s >= 2**32 for s in la.seeds):
+        bad.append(f"--seeds must lie in [0, 2**32), got {list(la.seeds)}")
+    if len(set(la.seeds)) != len(la.seeds):
+        bad.append(f"--seeds holds duplicates: {list(la.seeds)}")
+    if not 0 <= la.split_seed < 2**32:
+        bad.append(f"--split-seed must lie in [0, 2**32), got {la.split_seed}")
+    if la.dqn_timesteps < 1:
+        bad.append(f"--dqn-timesteps must be >= 1, got {la.dqn_timesteps}")
+    if la.dqn_learning_starts < 0:
+        bad.append(f"--dqn-learning-starts must be >= 0, got {la.dqn_learning_starts}")
+    elif la.dqn_learning_starts >= la.dqn_timesteps:
+        bad.append(f"--dqn-learning-starts ({la.dqn_learning_starts}) must be below --dqn-timesteps ({la.dqn_timesteps}): the network would never train")
+    if not (math.isfinite(la.dqn_exploration_fraction) and 0 < la.dqn_exploration_fraction <= 1):
+        bad.append(f"--dqn-exploration-fraction must lie in (0, 1], got {la.dqn_exploration_fraction}")
+    if la.dqn_train_freq < 1:
+        bad.append(f"--dqn-train-freq must be >= 1, got {la.dqn_train_freq}")
+    if la.dqn_target_update < 1:
+        bad.append(f"--dqn-target-update must be >= 1, got {la.dqn_target_update}")
+    if la.tabular_episodes < 1:
+        bad.append(f"--tabular-episodes must be >= 1, got {la.tabular_episodes}")
+    if bad:
+        raise ValueError(bad[0])
+
+
 def learn_kwargs(la: LearnArgs) -> dict[str, Any]:
     from agents.dqn import DQNConfig
     from agents.tabular import TabularConfig
@@ -215,6 +242,14 @@ def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int
 
     if ta.agent not in AGENTS:
         raise ValueError(f"unknown agent {ta.agent!r}; expected one of {', '.join(AGENTS)}")
+    check_learn_args(la)
+    if len(set(ta.k)) != len(ta.k):
+        raise ValueError(f"--k holds duplicates: {list(ta.k)}")
+    if ta.n_candidates is not None and not 1 <= ta.n_candidates <= 2**53:
+        raise ValueError(f"--n-candidates must lie in [1, 2**53], got {ta.n_candidates}")
+    for flag, p in (("--out", ta.out), ("--cache-dir", ca.cache_dir)):
+        if p and Path(p).exists() and not Path(p).is_dir():
+            raise ValueError(f"{flag} {p}: exists and is not a folder")
     if ta.reward not in REWARD_KINDS:
         raise ValueError(f"unknown reward {ta.reward!r}; expected one of {', '.join(REWARD_KINDS)}")
     benchmark = "run" if ta.run or ta.qrels else ta.benchmark
@@ -236,7 +271,31 @@ def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int
     return 0
 
 
+def write_sweep_manifest(out: Path, command: str, runs: Sequence[Path], timings: dict[str, float]) -> None:
+    """``OUT/manifest.json``: command, git state, versions, machine, run ids and this invocation's timings
+    (timestamps and timings live only in manifests, never in tables or READMEs)."""
+    import json
+    import os
+    import platform
+    from datetime import UTC, datetime
+
+    from experiments.runner import atomic_write_text, git_state, package_versions
+
+    manifest = {
+        "command": command,
+        **git_state(),
+        "versions": package_versions(),
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+        "runs": [p.name for p in runs],
+        "finished_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+        "timings_seconds": {k: round(v, 3) for k, v in timings.items()},
+    }
+    atomic_write_text(out / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+
 def cmd_reproduce(ra: ReproduceArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int:
+    check_learn_args(la)
+    ra = ReproduceArgs(**{**ra.__dict__, "only": tuple(dict.fromkeys(ra.only))})
     from experiments.report import write_report
     from experiments.runner import collect, run_cells, write_tables
     from experiments.sweep import PLANS, cells_for
@@ -277,8 +336,8 @@ def cmd_reproduce(ra: ReproduceArgs, la: LearnArgs, ca: CommonArgs, command: str
         preamble += ["### Differences from the paper larger than our interval", "", *[f"- {w}" for w in why], ""]
     preamble += study_figures(out, per_query, summary)
     write_report(out, per_query, summary, buckets, title="Results: shortlist depth with a chance-corrected reward",
-                 notes=notes_for(per_query, summary), preamble=preamble, order=list(PLANS),
-                 timings={"cells (this invocation)": t_runs, "total (this invocation)": time.perf_counter() - t0})
+                 notes=notes_for(per_query, summary), preamble=preamble, order=list(PLANS))
+    write_sweep_manifest(out, command, runs, {"cells": t_runs, "total": time.perf_counter() - t0})
     from experiments.html import write_index
 
     write_index(out)
@@ -298,13 +357,27 @@ def cmd_evaluate(ea: EvaluateArgs, ca: CommonArgs) -> int:
     if not ea.run_dir or not cfg_path.is_file():
         raise FileNotFoundError(f"{run}: not a run directory (no config.json)")
     try:
-        cfg = json.loads(cfg_path.read_text())
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+        if not isinstance(cfg, dict):
+            raise TypeError("not a JSON object")
+        missing = [k for k in ("agent", "train_reward", "episode", "benchmark", "scorer", "seed", "method") if k not in cfg]
+        if missing:
+            raise KeyError(f"missing {missing}")
         episode = EpisodeConfig(**cfg["episode"])
         agent_kind, reward = cfg["agent"], cfg["train_reward"]
-    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        def _int(key: str, default: object = None) -> int:
+            v = cfg.get(key, default)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise TypeError(f"{key!r} must be an integer, got {v!r}")
+            return v
+        k = _int("k") if agent_kind == "fixed" else 0
+        split_seed = _int("split_seed", 0)
+        from benchmarks.conditions import candidate_rule
+        candidate_rule(cfg["benchmark"], cfg.get("variant", "") or "")
+    except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"{cfg_path}: malformed run config ({e})") from e
     if agent_kind == "fixed":
-        policy = FixedK(int(cfg["k"]))
+        policy = FixedK(k)
     elif agent_kind == "tabular":
         policy = TabularQ.load(run / "agent.json")
     elif agent_kind == "dqn":
@@ -320,7 +393,7 @@ def cmd_evaluate(ea: EvaluateArgs, ca: CommonArgs) -> int:
     same = benchmark == cfg["benchmark"]
     variant = cfg.get("variant", "") if same else ""
     options = tuple(sorted((cfg.get("options") or {}).items())) if same else ()
-    cond = get_condition(benchmark, scorer, variant, int(cfg.get("split_seed", 0)), ca.data_dir, ca.cache_dir, options)
+    cond = get_condition(benchmark, scorer, variant, split_seed, ca.data_dir, ca.cache_dir, options)
     queries = {"test": cond.test, "train": cond.train, "all": cond.queries}[ea.split]
     rows = evaluate(policy, queries, episode, cond.buckets)
     rows.insert(0, "seed", cfg["seed"])
@@ -398,7 +471,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_evaluate(build(EvaluateArgs, ns), build(CommonArgs, ns))
         if ns.command == "reproduce":
             return cmd_reproduce(build(ReproduceArgs, ns), build(LearnArgs, ns), build(CommonArgs, ns), command)
-    except (ValueError, DataError, FileNotFoundError, IndexError) as e:
+    except (ValueError, DataError, OSError, IndexError) as e:
         print(f"shortlist: error: {e}", file=sys.stderr)
         return 2
     parser.error(f"unknown command {ns.command}")

@@ -15,9 +15,7 @@ is ``mean K / N``). The line of constant BoR ``b`` bits is therefore
 from __future__ import annotations
 
 import math
-import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -32,6 +30,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
+from experiments.report import save_png
 from experiments.runner import atomic_write_csv  # noqa: E402
 
 #: Method-name suffixes of learned depth policies (everything else is a heuristic or peer).
@@ -101,18 +100,7 @@ def seed_spread(
 
 def _save(fig: Figure, plotted: pd.DataFrame, out_png: Path) -> pd.DataFrame:
     """Atomically write the PNG and its sibling CSV; close the figure."""
-    out_png = Path(out_png)
-    out_png.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out_png.parent, prefix=f".{out_png.name}.", suffix=".png")
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=110, format="png", bbox_inches="tight")
-        os.replace(tmp, out_png)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    finally:
-        plt.close(fig)
+    save_png(fig, Path(out_png))
     plotted = plotted.reset_index(drop=True)
     atomic_write_csv(plotted, out_png.with_suffix(".csv"))
     return plotted

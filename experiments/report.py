@@ -20,6 +20,25 @@ from experiments.runner import atomic_write_csv, atomic_write_text  # noqa: E402
 METRICS = ("found_pct", "mean_k", "bor_bits", "mean_reward")
 
 
+def save_png(fig: plt.Figure, out_png: Path) -> None:
+    """Write a figure atomically (temporary file + rename, readable permissions) and close it."""
+    import os
+    import tempfile
+
+    out_png.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out_png.parent, prefix=f".{out_png.name}.{os.getpid()}.", suffix=".png")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=110, format="png", bbox_inches="tight")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out_png)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        plt.close(fig)
+
+
 def aggregate(summary: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     """Per (condition, method): mean and seeded bootstrap 95% interval over seeds of each metric."""
     rows = []
@@ -81,9 +100,7 @@ def bucket_figure(buckets: pd.DataFrame, condition: str, methods: list[str], out
     axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle(f"{condition}: difficulty buckets by the scorer's rank of the gold tool (bars: mean over seeds; whiskers: min-max)")
     fig.tight_layout()
-    out_png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_png, dpi=110)
-    plt.close(fig)
+    save_png(fig, out_png)
     out = plotted.copy()
     out["bucket"] = out["bucket"].astype(str)
     out["method"] = out["method"].astype(str)
@@ -110,7 +127,7 @@ def best_fixed(agg: pd.DataFrame, cond: str, by: str) -> pd.Series:
 
 
 def write_report(out: Path, per_query: pd.DataFrame, summary: pd.DataFrame, buckets: pd.DataFrame,
-                 title: str, notes: dict[str, str] | None = None, timings: dict[str, float] | None = None,
+                 title: str, notes: dict[str, str] | None = None,
                  preamble: list[str] | None = None, order: list[str] | None = None) -> None:
     """aggregate.csv, scorer_strength.csv, figures/*.png (+csv) and README.md of a results folder."""
     agg = aggregate(summary)
@@ -190,7 +207,4 @@ def write_report(out: Path, per_query: pd.DataFrame, summary: pd.DataFrame, buck
         lines.append("")
     if notes and "_all" in notes:
         lines += [notes["_all"], ""]
-    if timings:
-        lines += ["## Wall time", "", "| step | seconds |", "|---|---|"]
-        lines += [f"| {k} | {v:.1f} |" for k, v in timings.items()] + [""]
     atomic_write_text(out / "README.md", "\n".join(lines))

@@ -33,6 +33,37 @@ from agents.base import DepthPolicy
 from benchmarks.conditions import Condition, build_condition
 from experiments.config import Cell
 
+
+def _umask() -> int:
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+_UMASK = _umask()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temporaries(folder: Path) -> None:
+    """Remove ``.<name>.<pid>.*`` temporaries whose writer process is gone (killed runs)."""
+    if not folder.is_dir():
+        return
+    for p in folder.iterdir():
+        parts = p.name.split(".")
+        pid = next((int(x) for x in parts[2:] if x.isdigit()), None) if p.name.startswith(".") else None
+        if p.name.startswith(".") and (pid is None or (pid != os.getpid() and not _pid_alive(pid))):
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+
+
 RUN_FILES = ("config.json", "command.txt", "manifest.json", "per_query.csv", "summary.csv", "buckets.csv")
 FLOAT_FORMAT = "%.10g"
 REPO = Path(__file__).resolve().parents[1]
@@ -50,7 +81,6 @@ def seed_everything(seed: int) -> None:
     torch.set_num_threads(1)
 
 
-@functools.lru_cache(maxsize=16)
 def get_condition(
     benchmark: str,
     scorer: str,
@@ -59,6 +89,24 @@ def get_condition(
     data_dir: str | None,
     cache_dir: str | None,
     options: tuple[tuple[str, str], ...] = (),
+) -> Condition:
+    env = tuple(os.environ.get(k) for k in ("SHORTLIST_BFCL_DIR", "SHORTLIST_DATA_DIR", "SHORTLIST_CACHE_DIR"))
+    return _get_condition(benchmark, scorer, variant, split_seed, data_dir, cache_dir, options, env)
+
+
+get_condition.cache_clear = lambda: _get_condition.cache_clear()  # type: ignore[attr-defined]
+
+
+@functools.lru_cache(maxsize=16)
+def _get_condition(
+    benchmark: str,
+    scorer: str,
+    variant: str,
+    split_seed: int,
+    data_dir: str | None,
+    cache_dir: str | None,
+    options: tuple[tuple[str, str], ...] = (),
+    env: tuple = (),
 ) -> Condition:
     """Build (once per process) the ranked queries of a condition."""
     return build_condition(
@@ -139,7 +187,8 @@ def run_cell(cell: Cell, runs: Path, data_dir: str | None, cache_dir: str | None
     summary = summarise(rows)
     buckets = bucket_table(rows)
     runs.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=runs, prefix=f".{cell.run_id}."))
+    tmp = Path(tempfile.mkdtemp(dir=runs, prefix=f".{cell.run_id}.{os.getpid()}."))
+    os.chmod(tmp, 0o777 & ~_UMASK)
     try:
         config = {"config_hash": cell.config_hash(), **cell.resolved()}
         (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
@@ -166,9 +215,16 @@ def run_cell(cell: Cell, runs: Path, data_dir: str | None, cache_dir: str | None
             "eval_seconds": round(t_eval, 3),
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
+        try:
+            os.replace(tmp, final)
+        except OSError:
+            if is_done(cell, final):  # another process finished the same cell: keep its result
+                shutil.rmtree(tmp, ignore_errors=True)
+                return final
+            aside = runs / f".{cell.run_id}.{os.getpid()}.old"
+            os.replace(final, aside)
+            os.replace(tmp, final)
+            shutil.rmtree(aside, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -225,6 +281,9 @@ def run_cells(
         raise ValueError(f"workers must be >= 1, got {workers}")
     from tqdm.auto import tqdm
 
+    cells = list({c.run_id: c for c in cells}.values())
+    remove_stale_temporaries(out / "runs")
+    remove_stale_temporaries(out)
     for c in cells:  # bad inputs and impossible depth caps fail before anything is written
         c.episode.check_queries(cell_condition(c, data_dir, cache_dir).queries)
     todo = [c for c in cells if not is_done(c, runs / c.run_id)]
@@ -293,10 +352,11 @@ def write_tables(out: Path, per_query: pd.DataFrame, summary: pd.DataFrame, buck
 
 
 def atomic_write_csv(df: pd.DataFrame, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.")
     os.close(fd)
     try:
         _write_csv(df, Path(tmp))
+        os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -305,7 +365,12 @@ def atomic_write_csv(df: pd.DataFrame, path: Path) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o666 & ~_UMASK)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
