@@ -58,9 +58,7 @@ class ChoppyConfig:
 class _CutNet(nn.Module):
     def __init__(self, n_features: int, hidden: int) -> None:
         super().__init__()
-        self.enc = nn.Sequential(
-            nn.Linear(n_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU()
-        )
+        self.enc = nn.Sequential(nn.Linear(n_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
         # head([h_k, c]) with its first layer split as W_h h_k + W_c c: the same function as a
         # linear layer on the concatenation, with the context part computed once per query
         self.head_pos = nn.Linear(hidden, hidden)
@@ -171,5 +169,9 @@ class CutoffModel:
         return out
 
 
-register("choppy", lambda reward: CutoffModel(reward), uses_reward=True,
-         description="Choppy-style cut-off model (torch) trained to maximise expected reward")
+register(
+    "choppy",
+    lambda reward: CutoffModel(reward),
+    uses_reward=True,
+    description="Choppy-style cut-off model (torch) trained to maximise expected reward",
+)

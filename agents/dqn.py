@@ -139,8 +139,14 @@ class DQNAgent:
         except (zipfile.BadZipFile, KeyError, RuntimeError, EOFError, OSError) as e:
             raise ValueError(f"{path}: not a saved DQN agent ({e})") from e
         dummy = ShortlistEnv([RankedQuery(np.array([1.0, 0.0]), np.array([1]), "dummy")])
-        agent.model = DQN("MlpPolicy", dummy, policy_kwargs={"net_arch": list(agent.settings.net_arch)},
-                          device="cpu", learning_starts=0, buffer_size=1)
+        agent.model = DQN(
+            "MlpPolicy",
+            dummy,
+            policy_kwargs={"net_arch": list(agent.settings.net_arch)},
+            device="cpu",
+            learning_starts=0,
+            buffer_size=1,
+        )
         try:
             agent.model.policy.load_state_dict(state)
         except (RuntimeError, TypeError) as e:

@@ -38,9 +38,7 @@ def bucket_labels(gold_ranks: NDArray[np.int64], scheme: str = "default") -> NDA
     return out.astype(str)
 
 
-def score_depths(
-    queries: Sequence[RankedQuery], depths: NDArray[np.int64], buckets: str = "default"
-) -> pd.DataFrame:
+def score_depths(queries: Sequence[RankedQuery], depths: NDArray[np.int64], buckets: str = "default") -> pd.DataFrame:
     """Per-query rows for given depths (vectorised)."""
     k = np.asarray(depths, dtype=np.int64)
     if k.shape != (len(queries),):
@@ -133,7 +131,9 @@ def bucket_table(per_query: pd.DataFrame, keys: Sequence[str] = KEYS) -> pd.Data
     return df
 
 
-def bootstrap_ci(values: Sequence[float], seed: int = 0, n_boot: int = 10_000, level: float = 0.95) -> tuple[float, float, float]:
+def bootstrap_ci(
+    values: Sequence[float], seed: int = 0, n_boot: int = 10_000, level: float = 0.95
+) -> tuple[float, float, float]:
     """Mean and a seeded percentile-bootstrap interval over seeds (rliable-style).
 
     With a single value the interval collapses to the value.

@@ -225,8 +225,12 @@ def solve_stopping(
 
 
 def _policy_value(
-    cont: NDArray[np.bool_], s_val: NDArray[np.float64], a: NDArray[np.float64],
-    p: NDArray[np.float64], gamma: float, cost: float,
+    cont: NDArray[np.bool_],
+    s_val: NDArray[np.float64],
+    a: NDArray[np.float64],
+    p: NDArray[np.float64],
+    gamma: float,
+    cost: float,
 ) -> NDArray[np.float64]:
     """V of a fixed policy: V = S on STOP states; (I - gamma P_CC) V_C = -c + gamma (a + P_CS S)."""
     v = s_val.copy()
@@ -368,9 +372,21 @@ class OptimalStopping:
         return out
 
 
-register("oracle", lambda reward: HindsightOracle(), uses_reward=False,
-         description="hindsight oracle: stop at the gold rank (reads labels; the ceiling)")
-register("dp", lambda reward: OptimalStopping(reward, "reward"), uses_reward=True,
-         description="exact optimal stopping on the tabular state, maximising mean training reward")
-register("dp-mdp", lambda reward: OptimalStopping(reward, "return"), uses_reward=True,
-         description="exact optimal stopping on the tabular state for the RL episode return (gamma, step cost)")
+register(
+    "oracle",
+    lambda reward: HindsightOracle(),
+    uses_reward=False,
+    description="hindsight oracle: stop at the gold rank (reads labels; the ceiling)",
+)
+register(
+    "dp",
+    lambda reward: OptimalStopping(reward, "reward"),
+    uses_reward=True,
+    description="exact optimal stopping on the tabular state, maximising mean training reward",
+)
+register(
+    "dp-mdp",
+    lambda reward: OptimalStopping(reward, "return"),
+    uses_reward=True,
+    description="exact optimal stopping on the tabular state for the RL episode return (gamma, step cost)",
+)

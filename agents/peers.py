@@ -101,9 +101,7 @@ def check_matrix(
     bad = valid & ~np.isfinite(s)
     if bad.any():
         row, col = np.argwhere(bad)[0]
-        raise ValueError(
-            f"score matrix row {row}, rank {col + 1} is {s[row, col]} (NaN/inf scores are not allowed)"
-        )
+        raise ValueError(f"score matrix row {row}, rank {col + 1} is {s[row, col]} (NaN/inf scores are not allowed)")
     if d > 1:
         with np.errstate(invalid="ignore"):
             up = (s[:, 1:] > s[:, :-1]) & valid[:, 1:]
@@ -155,9 +153,7 @@ def _minmax(s: NDArray[np.float64], n: NDArray[np.int64], valid: NDArray[np.bool
     return np.where(valid, u, 0.0)
 
 
-def log_rest_mass(
-    scores: ArrayLike, lengths: ArrayLike | None = None, temperature: float = 1.0
-) -> NDArray[np.float64]:
+def log_rest_mass(scores: ArrayLike, lengths: ArrayLike | None = None, temperature: float = 1.0) -> NDArray[np.float64]:
     """Log of the softmax mass NOT yet shown after the top j items, for j = 1..D.
 
     With ``w_i = softmax(z / T)_i`` over a row's valid part (``z`` its z-scores, zeros for a
@@ -493,9 +489,7 @@ class TopPPolicy(_Saved):
     (T, p) (ties: smaller total depth, then the earlier T). Name ``<reward>-topp``.
     """
 
-    def __init__(
-        self, reward: str = "bor", temperatures: Sequence[float] = (0.1, 0.25, 0.5, 1.0, 2.0)
-    ) -> None:
+    def __init__(self, reward: str = "bor", temperatures: Sequence[float] = (0.1, 0.25, 0.5, 1.0, 2.0)) -> None:
         if len(temperatures) == 0:
             raise ValueError("temperatures must not be empty")
         self.reward = reward
@@ -539,8 +533,13 @@ class TopPPolicy(_Saved):
         return topp_depths(s, n, caps, log_rest=self.log_rest, temperature=self.temperature)
 
     def params(self) -> dict:
-        return {"reward": self.reward, "temperatures": list(self.temperatures), "p": self.p,
-                "log_rest": self.log_rest, "temperature": self.temperature}
+        return {
+            "reward": self.reward,
+            "temperatures": list(self.temperatures),
+            "p": self.p,
+            "log_rest": self.log_rest,
+            "temperature": self.temperature,
+        }
 
     @classmethod
     def load(cls, path: Path) -> TopPPolicy:
@@ -631,15 +630,36 @@ for _name, (_tail, _buf) in GAP_VARIANTS.items():
         uses_reward=False,
         description=f"largest score gap (Adaptive-k), tail {int(_tail * 100)}% ignored, buffer +{_buf}",
     )
-register("threshold", lambda reward: ThresholdPolicy(reward), uses_reward=True,
-         description="min-max score threshold t fitted on train to maximise mean reward")
-register("threshold-cov90", lambda reward: ThresholdPolicy(reward, 0.9), uses_reward=False,
-         description="min-max score threshold: the largest t with 90% training coverage")
-register("topp", lambda reward: TopPPolicy(reward), uses_reward=True,
-         description="top-p softmax mass of z-scores (p, T fitted on train to maximise mean reward)")
-register("greedyk", lambda reward: GreedyK(reward, "reward"), uses_reward=True,
-         description="best fixed K on train by mean reward")
-register("greedyk-bits", lambda reward: GreedyK(reward, "bits"), uses_reward=False,
-         description="best fixed K on train by BoR bits")
-register("random", lambda reward: RandomDepth(), uses_reward=False,
-         description="depth uniform in 1..cap (sanity floor)")
+register(
+    "threshold",
+    lambda reward: ThresholdPolicy(reward),
+    uses_reward=True,
+    description="min-max score threshold t fitted on train to maximise mean reward",
+)
+register(
+    "threshold-cov90",
+    lambda reward: ThresholdPolicy(reward, 0.9),
+    uses_reward=False,
+    description="min-max score threshold: the largest t with 90% training coverage",
+)
+register(
+    "topp",
+    lambda reward: TopPPolicy(reward),
+    uses_reward=True,
+    description="top-p softmax mass of z-scores (p, T fitted on train to maximise mean reward)",
+)
+register(
+    "greedyk",
+    lambda reward: GreedyK(reward, "reward"),
+    uses_reward=True,
+    description="best fixed K on train by mean reward",
+)
+register(
+    "greedyk-bits",
+    lambda reward: GreedyK(reward, "bits"),
+    uses_reward=False,
+    description="best fixed K on train by BoR bits",
+)
+register(
+    "random", lambda reward: RandomDepth(), uses_reward=False, description="depth uniform in 1..cap (sanity floor)"
+)

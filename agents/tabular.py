@@ -95,10 +95,12 @@ class TabularQ:
             cap = config.cap(q)
             ks = np.arange(1, cap + 1)
             states.append(discretise(feature_matrix(q, cap), ks).tolist())
-            terms.append(np.asarray(
-                terminal_reward(config.reward, q.found_at(ks), ks, q.n_candidates, max(q.n_relevant, 1)),
-                dtype=np.float64,
-            ).tolist())
+            terms.append(
+                np.asarray(
+                    terminal_reward(config.reward, q.found_at(ks), ks, q.n_candidates, max(q.n_relevant, 1)),
+                    dtype=np.float64,
+                ).tolist()
+            )
         Q = np.zeros((N_STATES, 2))
         visits = np.zeros((N_STATES, 2))
         Qc = np.zeros((N_DEPTH_BINS, 2))

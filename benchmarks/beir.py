@@ -75,9 +75,7 @@ def doc_text(title: str, text: str) -> str:
     return f"{title}. {text}" if title else text
 
 
-def load_beir(
-    folder: str | PathLike[str], split: str = "test", *, strict: bool = False
-) -> ToolCorpus:
+def load_beir(folder: str | PathLike[str], split: str = "test", *, strict: bool = False) -> ToolCorpus:
     """Load a BEIR-layout dataset folder as a :class:`ToolCorpus` (see module docstring).
 
     Args:
@@ -107,9 +105,7 @@ def load_beir(
         where = f"{corpus_p}:{lineno}"
         did = _get_id(row, where)
         if did in doc_line:
-            raise DataError(
-                f"{where}: duplicate document id {did!r} (first at line {doc_line[did]})"
-            )
+            raise DataError(f"{where}: duplicate document id {did!r} (first at line {doc_line[did]})")
         doc_line[did] = lineno
         texts.append(doc_text(_get_str(row, "title", where), _get_str(row, "text", where)))
 
@@ -136,8 +132,7 @@ def load_beir(
         first = first_line.setdefault((qid, did), lineno)
         if first != lineno:
             raise DataError(
-                f"{where}: duplicate judgment of document {did!r} for query {qid!r} "
-                f"(first at line {first})"
+                f"{where}: duplicate judgment of document {did!r} for query {qid!r} (first at line {first})"
             )
         if qid not in qtext:
             if strict:

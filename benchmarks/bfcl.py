@@ -67,6 +67,7 @@ def _read_jsonl(path: Path) -> list[dict]:
         rows.append(row)
     return rows
 
+
 def tool_text(fn: dict) -> str:
     """The exact text scorers see for one BFCL function definition (see module docstring)."""
     name = str(fn["name"])
@@ -100,7 +101,11 @@ def load_bfcl(questions: Path | None = None, answers: Path | None = None) -> Too
             raise DataError(f"{where}: duplicate query id {row['id']!r}")
         qids.add(row["id"])
         fns = row.get("function")
-        if not isinstance(fns, list) or not fns or not all(isinstance(f, dict) and isinstance(f.get("name"), str) and f["name"] for f in fns):
+        if (
+            not isinstance(fns, list)
+            or not fns
+            or not all(isinstance(f, dict) and isinstance(f.get("name"), str) and f["name"] for f in fns)
+        ):
             raise DataError(f"{where}: 'function' must be a non-empty list of named functions")
         for fn in fns:
             params = fn.get("parameters") or {}

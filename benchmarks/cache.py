@@ -78,7 +78,9 @@ def _load_matrix(path: Path, shape: tuple[int | None, ...]) -> NDArray[np.float6
     return m if np.all(np.isfinite(m)) else None
 
 
-def cached_embeddings(scorer: EmbeddingScorer, texts: Sequence[str], cache_dir: Path | None = None) -> NDArray[np.float32]:
+def cached_embeddings(
+    scorer: EmbeddingScorer, texts: Sequence[str], cache_dir: Path | None = None
+) -> NDArray[np.float32]:
     """L2-normalised embeddings of ``texts`` (one row per text), cached like score matrices."""
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     key = cache_key(scorer.identity(), texts, (), kind="embeddings")

@@ -145,7 +145,9 @@ def _beir(data_dir: Path | None, cache_dir: Path | None, opts: Mapping[str, str]
 
 
 #: benchmark -> (corpus loader, {variant: candidate rule})
-BENCHMARKS: dict[str, tuple[Callable[[Path | None, Path | None, Mapping[str, str]], ToolCorpus], dict[str, CandidateRule]]] = {
+BENCHMARKS: dict[
+    str, tuple[Callable[[Path | None, Path | None, Mapping[str, str]], ToolCorpus], dict[str, CandidateRule]]
+] = {
     "bfcl": (_bfcl, {"": CandidateRule()}),
     "metatool": (
         _metatool,
@@ -178,7 +180,9 @@ def candidate_rule(benchmark: str, variant: str) -> CandidateRule:
         raise ValueError(f"variant {variant!r}: sub<N> needs N >= 1")
     if m and benchmark in ("bfcl", "toolbench", "metatool"):
         base = rules[""]
-        return CandidateRule(int(m.group(1)), 0, int(m.group(1)) - 1, base.n_queries if benchmark != "metatool" else 1200)
+        return CandidateRule(
+            int(m.group(1)), 0, int(m.group(1)) - 1, base.n_queries if benchmark != "metatool" else 1200
+        )
     raise ValueError(
         f"benchmark {benchmark!r} has no candidate-set variant {variant!r}; expected one of "
         f"{', '.join(repr(v) for v in rules)} or sub<N>"
@@ -305,8 +309,13 @@ def build_condition(
             "benchmark": benchmark,
             "scorer": scorer,
             "variant": variant,
-            "candidate_rule": {"n": rule.n, "n_similar": rule.n_similar, "n_random": rule.n_random,
-                               "n_queries": rule.n_queries, "similarity": SIMILARITY_MODEL if rule.n_similar else None},
+            "candidate_rule": {
+                "n": rule.n,
+                "n_similar": rule.n_similar,
+                "n_random": rule.n_random,
+                "n_queries": rule.n_queries,
+                "similarity": SIMILARITY_MODEL if rule.n_similar else None,
+            },
             "candidate_seed": candidate_seed,
             "scorer_identity": sc.identity(),
             "inputs_sha256": corpus.inputs_sha256,
@@ -331,8 +340,13 @@ def _sha_lines(lines: list[str]) -> str:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
-def _split_meta(queries: list[RankedQuery], train_idx: NDArray[np.int64], test_idx: NDArray[np.int64],
-                split_seed: int, train_frac: float) -> dict:
+def _split_meta(
+    queries: list[RankedQuery],
+    train_idx: NDArray[np.int64],
+    test_idx: NDArray[np.int64],
+    split_seed: int,
+    train_frac: float,
+) -> dict:
     gold = np.array([q.gold_rank for q in queries])
     return {
         "split_seed": split_seed,

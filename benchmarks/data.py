@@ -306,9 +306,7 @@ def _download(url: str, dest: Path, expected: str, timeout: float) -> None:
         dest.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     except OSError as e:
-        raise DataError(
-            f"{dest}: cannot write into the data directory to download {url} ({e})"
-        ) from e
+        raise DataError(f"{dest}: cannot write into the data directory to download {url} ({e})") from e
     tmp = Path(tmp_name)
     try:
         h = hashlib.sha256()
@@ -322,8 +320,7 @@ def _download(url: str, dest: Path, expected: str, timeout: float) -> None:
                     received += len(chunk)
         if announced is not None and announced.isdigit() and received != int(announced):
             raise DataError(
-                f"{url}: download cut short ({received} of {announced} bytes); not kept "
-                f"(nothing written to {dest})"
+                f"{url}: download cut short ({received} of {announced} bytes); not kept (nothing written to {dest})"
             )
         actual = h.hexdigest()
         if actual != expected:
@@ -452,9 +449,7 @@ def status(data_dir: PathLike | None = None) -> list[FileStatus]:
     return rows
 
 
-def fetch(
-    dataset: str, data_dir: PathLike | None = None, base_url: str | None = None
-) -> list[Path]:
+def fetch(dataset: str, data_dir: PathLike | None = None, base_url: str | None = None) -> list[Path]:
     """Download (or verify) every file of ``dataset`` (for ``shortlist data fetch NAME``).
 
     Files already present are verified, missing downloadable files are downloaded.

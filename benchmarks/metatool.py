@@ -133,18 +133,13 @@ def read_queries(path: str | os.PathLike[str]) -> list[tuple[int, int, str, str]
             try:
                 header = next(reader, None)
                 if header != HEADER:
-                    raise DataError(
-                        f"{p}:1: expected the header {','.join(HEADER)}, found {header!r}"
-                    )
+                    raise DataError(f"{p}:1: expected the header {','.join(HEADER)}, found {header!r}")
                 prev_end = reader.line_num
                 for rowno, row in enumerate(reader, start=1):
                     line = prev_end + 1
                     prev_end = reader.line_num
                     if len(row) != len(HEADER):
-                        raise DataError(
-                            f"{p}:{line}: expected {len(HEADER)} columns (Query,Tool), "
-                            f"found {len(row)}"
-                        )
+                        raise DataError(f"{p}:{line}: expected {len(HEADER)} columns (Query,Tool), found {len(row)}")
                     query, tool = row[0].strip(), row[1].strip()
                     if not query:
                         raise DataError(f"{p}:{line}: empty Query field")
@@ -160,9 +155,7 @@ def read_queries(path: str | os.PathLike[str]) -> list[tuple[int, int, str, str]
     return rows
 
 
-def load_metatool_files(
-    plugin_des: str | os.PathLike[str], queries_csv: str | os.PathLike[str]
-) -> ToolCorpus:
+def load_metatool_files(plugin_des: str | os.PathLike[str], queries_csv: str | os.PathLike[str]) -> ToolCorpus:
     """Build the MetaTool corpus from explicit files (no pinned-digest check).
 
     Args:

@@ -65,9 +65,15 @@ class BM25Scorer:
 
         version = getattr(rank_bm25, "__version__", None) or _dist_version("rank-bm25")
         probe = "getUserID calc_area The quick brown fox's HTTPServer v2.0 find area celsius"
-        tok = hashlib.sha256(repr((TOKENISER_VERSION, sorted(STOPWORDS), _CAMEL.pattern, _TOKEN.pattern,
-                                   tokenise(probe))).encode()).hexdigest()
-        return {"scorer": "bm25", "impl": f"rank-bm25=={version}", "tokeniser": TOKENISER_VERSION, "tokeniser_sha256": tok}
+        tok = hashlib.sha256(
+            repr((TOKENISER_VERSION, sorted(STOPWORDS), _CAMEL.pattern, _TOKEN.pattern, tokenise(probe))).encode()
+        ).hexdigest()
+        return {
+            "scorer": "bm25",
+            "impl": f"rank-bm25=={version}",
+            "tokeniser": TOKENISER_VERSION,
+            "tokeniser_sha256": tok,
+        }
 
     def score(self, queries: Sequence[str], tools: Sequence[str]) -> NDArray[np.float64]:
         from rank_bm25 import BM25Okapi
@@ -101,7 +107,13 @@ def resolve_model(name: str) -> str:
 
 def _model_digest(path: str) -> str:
     p = Path(path)
-    sig = tuple(sorted((str(f.relative_to(p)), f.stat().st_size, f.stat().st_mtime_ns) for f in p.rglob("*") if f.is_file())) if p.is_dir() else ()
+    sig = (
+        tuple(
+            sorted((str(f.relative_to(p)), f.stat().st_size, f.stat().st_mtime_ns) for f in p.rglob("*") if f.is_file())
+        )
+        if p.is_dir()
+        else ()
+    )
     return _model_digest_cached(path, sig)
 
 

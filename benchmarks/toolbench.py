@@ -98,8 +98,7 @@ MAX_MEMBER_BYTES = 32 << 20
 SKIP_EMPTY_DESC = "registry tools with an empty description (text starts with the name)"
 SKIP_NOT_IN_ARCHIVE = "registry tools with no archive file of that name (text = name + description)"
 SKIP_AMBIGUOUS = (
-    "registry tools with several archive files, none or several matching the description "
-    "(text = name + description)"
+    "registry tools with several archive files, none or several matching the description (text = name + description)"
 )
 SKIP_GOLD_NO_APIS = "distinct gold tools without archive API text"
 SKIP_NO_TOOL = "queries whose relevant APIs name no tool"
@@ -176,9 +175,7 @@ def read_registry(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
     except json.JSONDecodeError as e:
         raise DataError(f"{p}:{e.lineno}: malformed JSON ({e.msg})") from e
     if not isinstance(top, list) or not top:
-        raise DataError(
-            f"{p}: expected a non-empty JSON object {{tool_name: {{tool_description: ...}}}}"
-        )
+        raise DataError(f"{p}: expected a non-empty JSON object {{tool_name: {{tool_description: ...}}}}")
     out: list[tuple[str, str]] = []
     seen: set[str] = set()
     for item in top:
@@ -219,18 +216,12 @@ def _check_member(archive: Path, m: tarfile.TarInfo) -> bool:
     """Validate one member; True when it is a regular file to read."""
     name = m.name
     parts = PurePosixPath(name).parts
-    if (
-        name.startswith(("/", "\\"))
-        or PurePosixPath(name).is_absolute()
-        or re.match(r"^[A-Za-z]:", name)
-    ):
+    if name.startswith(("/", "\\")) or PurePosixPath(name).is_absolute() or re.match(r"^[A-Za-z]:", name):
         raise DataError(f"{archive}: member {name!r} has an absolute path")
     if ".." in parts or ".." in name.split("\\"):
         raise DataError(f"{archive}: member {name!r} has a '..' component")
     if m.issym() or m.islnk():
-        raise DataError(
-            f"{archive}: member {name!r} is a link (to {m.linkname!r}); links are not allowed"
-        )
+        raise DataError(f"{archive}: member {name!r} is a link (to {m.linkname!r}); links are not allowed")
     if m.isdir():
         return False
     if not m.isreg():
@@ -325,9 +316,7 @@ def _load_cache(path: Path, archive_sha256: str) -> list[ArchiveTool] | None:
             pairs = tuple((str(a), str(b)) for a, b in apis)
             if not all(isinstance(x, str) for x in (member, name, desc)):
                 return None
-            out.append(
-                ArchiveTool(member=member, tool_name=name, tool_description=desc, apis=pairs)
-            )
+            out.append(ArchiveTool(member=member, tool_name=name, tool_description=desc, apis=pairs))
         return out or None
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
@@ -337,9 +326,7 @@ def _save_cache(path: Path, archive_sha256: str, tools: Sequence[ArchiveTool]) -
     doc = {
         "format": CACHE_FORMAT,
         "archive_sha256": archive_sha256,
-        "tools": [
-            [t.member, t.tool_name, t.tool_description, [list(a) for a in t.apis]] for t in tools
-        ],
+        "tools": [[t.member, t.tool_name, t.tool_description, [list(a) for a in t.apis]] for t in tools],
     }
     tmp: str | None = None
     try:
@@ -351,9 +338,7 @@ def _save_cache(path: Path, archive_sha256: str, tools: Sequence[ArchiveTool]) -
         os.replace(tmp, path)
         tmp = None
     except OSError as e:
-        warnings.warn(
-            f"could not write the ToolBench archive index cache {path}: {e}", stacklevel=3
-        )
+        warnings.warn(f"could not write the ToolBench archive index cache {path}: {e}", stacklevel=3)
     finally:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
@@ -466,9 +451,7 @@ def read_queries(path: str | os.PathLike[str]) -> list[tuple[str, int | str, str
         if not isinstance(rel, list) or not all(
             isinstance(r, list) and len(r) == 2 and all(isinstance(x, str) for x in r) for r in rel
         ):
-            raise DataError(
-                f"{where()}: 'relevant APIs' must be a list of [tool_name, api_name] pairs"
-            )
+            raise DataError(f"{where()}: 'relevant APIs' must be a list of [tool_name, api_name] pairs")
         tools = tuple(dict.fromkeys(r[0] for r in rel))
         out.append((f"{p.stem}-{query_id}", query_id, query.strip(), tools))
     return out

@@ -87,9 +87,7 @@ def read_run(path: str | PathLike[str]) -> Run:
         where = f"{path}:{lineno}"
         cols = line.split()
         if len(cols) != 6:
-            raise DataError(
-                f"{where}: expected 6 columns 'qid Q0 docid rank score tag', got {len(cols)}"
-            )
+            raise DataError(f"{where}: expected 6 columns 'qid Q0 docid rank score tag', got {len(cols)}")
         qid, _, docid, rank, score_s, _ = cols
         _parse_int(rank, "rank", where)
         try:
@@ -100,9 +98,7 @@ def read_run(path: str | PathLike[str]) -> Run:
             raise DataError(f"{where}: score is {score_s!r} (NaN/inf scores are not allowed)")
         first = seen.setdefault((qid, docid), lineno)
         if first != lineno:
-            raise DataError(
-                f"{where}: duplicate document {docid!r} for query {qid!r} (first at line {first})"
-            )
+            raise DataError(f"{where}: duplicate document {docid!r} for query {qid!r} (first at line {first})")
         run.setdefault(qid, []).append((docid, score))
     if not run:
         raise DataError(f"{path}: empty run file (no entries)")
@@ -145,10 +141,7 @@ def iter_qrels(path: str | PathLike[str]) -> Iterator[tuple[int, str, str, int]]
                     if len(cols) == 3 and n == 0
                     else ""
                 )
-                raise DataError(
-                    f"{where}: expected 4 columns 'qid iter docid rel' (TREC qrels), "
-                    f"got {len(cols)}{hint}"
-                )
+                raise DataError(f"{where}: expected 4 columns 'qid iter docid rel' (TREC qrels), got {len(cols)}{hint}")
             qid, _, docid, rel_s = cols
         if not qid or not docid:
             raise DataError(f"{where}: empty query or document id")
@@ -178,8 +171,7 @@ def read_qrels(path: str | PathLike[str]) -> Qrels:
         first = first_line.setdefault((qid, docid), lineno)
         if first != lineno:
             raise DataError(
-                f"{path}:{lineno}: duplicate judgment of document {docid!r} "
-                f"for query {qid!r} (first at line {first})"
+                f"{path}:{lineno}: duplicate judgment of document {docid!r} for query {qid!r} (first at line {first})"
             )
         qrels.setdefault(qid, {})[docid] = rel
     return qrels
@@ -278,18 +270,12 @@ def ranked_queries_from_run(
         else:
             n = int(n_candidates)
             if n < len(ranked):
-                raise DataError(
-                    f"query {qid!r}: n_candidates={n} is smaller than its {len(ranked)} ranked "
-                    "documents"
-                )
+                raise DataError(f"query {qid!r}: n_candidates={n} is smaller than its {len(ranked)} ranked documents")
             if n_rel > n:
                 raise DataError(
-                    f"query {qid!r}: n_candidates={n} is smaller than its {n_rel} relevant "
-                    "documents in qrels"
+                    f"query {qid!r}: n_candidates={n} is smaller than its {n_rel} relevant documents in qrels"
                 )
-        rel_ranks = np.array(
-            [i for i, d in enumerate(ids, start=1) if judged.get(d, 0) > 0], dtype=np.int64
-        )
+        rel_ranks = np.array([i for i, d in enumerate(ids, start=1) if judged.get(d, 0) > 0], dtype=np.int64)
         out.append(RankedQuery(scores, rel_ranks, qid, n_candidates=n, n_relevant=n_rel))
     skip(SKIP_QRELS_NOT_IN_RUN, sum(1 for q in qrels if q not in run))
     return out, skipped
@@ -333,9 +319,7 @@ def load_run_queries(
     """
     run = read_run(run_path)
     qrels = read_qrels(qrels_path)
-    queries, skipped = ranked_queries_from_run(
-        run, qrels, n_candidates=n_candidates, on_missing_qrels=on_missing_qrels
-    )
+    queries, skipped = ranked_queries_from_run(run, qrels, n_candidates=n_candidates, on_missing_qrels=on_missing_qrels)
     shas = {str(Path(run_path)): sha256_file(str(run_path))}
     shas[str(Path(qrels_path))] = sha256_file(str(qrels_path))
     return LoadedRun(queries, skipped, shas)

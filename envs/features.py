@@ -103,4 +103,3 @@ def feature_matrix(query: RankedQuery, max_depth: int | None = None) -> NDArray[
     out[:, 11] = np.clip(gap_next / gmax, 0, 1)
     out[:, 12] = np.clip(passed / gmax, 0, 1)
     return out.astype(np.float32)
-

@@ -40,7 +40,9 @@ class RankedQuery:
             raise ValueError(f"query {self.qid!r}: scores must be a non-empty 1-D array")
         if not np.all(np.isfinite(s)):
             pos = int(np.flatnonzero(~np.isfinite(s))[0]) + 1
-            raise ValueError(f"query {self.qid!r}: score at rank {pos} is {s[pos - 1]} (NaN/inf scores are not allowed)")
+            raise ValueError(
+                f"query {self.qid!r}: score at rank {pos} is {s[pos - 1]} (NaN/inf scores are not allowed)"
+            )
         if np.any(np.diff(s) > 0):
             pos = int(np.flatnonzero(np.diff(s) > 0)[0]) + 2
             raise ValueError(f"query {self.qid!r}: scores must be sorted descending (rank {pos} > rank {pos - 1})")

@@ -30,10 +30,14 @@ def opt(default: Any, help: str, **kw: Any) -> Any:  # noqa: A002
 @dataclass(frozen=True)
 class CommonArgs:
     data_dir: str | None = opt(None, "benchmark data folder (default: $SHORTLIST_DATA_DIR or the per-user cache)")
-    cache_dir: str | None = opt(None, "score cache folder (default: $SHORTLIST_CACHE_DIR or ~/.cache/shortlist-depth/scores)")
+    cache_dir: str | None = opt(
+        None, "score cache folder (default: $SHORTLIST_CACHE_DIR or ~/.cache/shortlist-depth/scores)"
+    )
     workers: int = opt(1, "cells run in parallel (local processes, or CPUs of a local Ray instance)")
     backend: str = opt("local", "where cells run: local (processes on this machine) or ray (Ray tasks)")
-    ray_address: str | None = opt(None, "with --backend ray: address of an existing Ray cluster (ray.init(address=...))")
+    ray_address: str | None = opt(
+        None, "with --backend ray: address of an existing Ray cluster (ray.init(address=...))"
+    )
     no_progress: bool = opt(False, "hide progress bars")
 
 
@@ -54,17 +58,29 @@ class LearnArgs:
 
 @dataclass(frozen=True)
 class TrainArgs:
-    benchmark: str = opt("bfcl", "benchmark: bfcl, metatool, toolbench, beir (with --beir-dir) or run (with --run/--qrels)")
+    benchmark: str = opt(
+        "bfcl", "benchmark: bfcl, metatool, toolbench, beir (with --beir-dir) or run (with --run/--qrels)"
+    )
     scorer: str = opt("bm25", "scorer: bm25, minilm, or a local sentence-transformers model path")
-    variant: str = opt("", "candidate-set variant: metatool top20/top50/top100, toolbench full, sub<N> (random "
-                       "sub-registry of N tools holding the gold tool); default: the benchmark's main rule")
-    buckets: str = opt("", "difficulty buckets: default (1, 2-5, 6-20, 21+) or narrow (1, 2-3, 4-10, 11+); "
-                       "default: the condition's own")
+    variant: str = opt(
+        "",
+        "candidate-set variant: metatool top20/top50/top100, toolbench full, sub<N> (random "
+        "sub-registry of N tools holding the gold tool); default: the benchmark's main rule",
+    )
+    buckets: str = opt(
+        "",
+        "difficulty buckets: default (1, 2-5, 6-20, 21+) or narrow (1, 2-3, 4-10, 11+); default: the condition's own",
+    )
     run: str | None = opt(None, "bring your own ranked lists: a TREC run file (qid Q0 docid rank score tag)")
     qrels: str | None = opt(None, "qrels for --run: TREC (qid 0 docid rel) or BEIR TSV (query-id corpus-id score)")
-    n_candidates: int | None = opt(None, "candidate-set size N for --run (default: each query's run length; give "
-                                   "the corpus size for runs truncated from a larger corpus)")
-    beir_dir: str | None = opt(None, "BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv) for --benchmark beir")
+    n_candidates: int | None = opt(
+        None,
+        "candidate-set size N for --run (default: each query's run length; give "
+        "the corpus size for runs truncated from a larger corpus)",
+    )
+    beir_dir: str | None = opt(
+        None, "BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv) for --benchmark beir"
+    )
     beir_split: str = opt("test", "qrels split of --beir-dir")
     agent: str = opt("dqn", "depth policy: dqn, tabular, fixed, or a registered peer")
     reward: str = opt("bor", "training reward: bor, f1 or constant (ignored for fixed)")
@@ -78,7 +94,9 @@ class EvaluateArgs:
     benchmark: str | None = opt(None, "evaluate on this benchmark instead of the run's own")
     scorer: str | None = opt(None, "evaluate with this scorer instead of the run's own (query-shift tests)")
     split: str = opt("test", "which split to evaluate on: test, train or all")
-    out: str = opt("", "output folder for per_query.csv, summary.csv, buckets.csv (default: RUN_DIR/eval-<condition>-<split>)")
+    out: str = opt(
+        "", "output folder for per_query.csv, summary.csv, buckets.csv (default: RUN_DIR/eval-<condition>-<split>)"
+    )
 
 
 @dataclass(frozen=True)
@@ -116,33 +134,50 @@ def make_parser() -> argparse.ArgumentParser:
         "with the Bits-over-Random reward.",
     )
     sub = p.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("train", help="train depth policies on one condition, one run per seed, and evaluate them",
-                       description="Train on the train split, evaluate on the test split. Writes OUT/runs/<run_id>/ "
-                       "per seed and OUT/{per_query,summary,buckets}.csv for the runs of this command.")
+    t = sub.add_parser(
+        "train",
+        help="train depth policies on one condition, one run per seed, and evaluate them",
+        description="Train on the train split, evaluate on the test split. Writes OUT/runs/<run_id>/ "
+        "per seed and OUT/{per_query,summary,buckets}.csv for the runs of this command.",
+    )
     for cls in (TrainArgs, LearnArgs, CommonArgs):
         add_dataclass_args(t, cls)
-    e = sub.add_parser("evaluate", help="evaluate a trained run's policy (optionally on another condition)",
-                       description="Loads the agent saved in a run directory (only directories this package wrote: "
-                       "SB3 zips embed pickles) and evaluates it.")
+    e = sub.add_parser(
+        "evaluate",
+        help="evaluate a trained run's policy (optionally on another condition)",
+        description="Loads the agent saved in a run directory (only directories this package wrote: "
+        "SB3 zips embed pickles) and evaluates it.",
+    )
     for cls in (EvaluateArgs, CommonArgs):
         add_dataclass_args(e, cls)
     from experiments.bench import BenchArgs
     from experiments.compare import CompareArgs
 
-    c = sub.add_parser("compare", help="BoR agents vs practitioner peers, the hindsight oracle and exact optimal stopping",
-                       description="Writes OUT (default results/peers): tables, Pareto plots and a generated README.")
+    c = sub.add_parser(
+        "compare",
+        help="BoR agents vs practitioner peers, the hindsight oracle and exact optimal stopping",
+        description="Writes OUT (default results/peers): tables, Pareto plots and a generated README.",
+    )
     for cls in (CompareArgs, LearnArgs, CommonArgs):
         add_dataclass_args(c, cls)
     b = sub.add_parser("bench", help="speed and memory benchmark on this machine (writes results/bench.md)")
     for cls in (BenchArgs, CommonArgs):
         add_dataclass_args(b, cls)
-    tu = sub.add_parser("tune", help="compare DQN settings on an inner validation split of the training queries",
-                        description="Never touches the test split. Writes OUT/<condition>.csv and <condition>_mean.csv.")
+    tu = sub.add_parser(
+        "tune",
+        help="compare DQN settings on an inner validation split of the training queries",
+        description="Never touches the test split. Writes OUT/<condition>.csv and <condition>_mean.csv.",
+    )
     tu.add_argument("--benchmark", default="bfcl", help="benchmark (default: bfcl)")
     tu.add_argument("--scorer", default="bm25", help="scorer (default: bm25)")
     tu.add_argument("--variant", default="", help="candidate-set variant (default: none)")
-    tu.add_argument("--grid", nargs="*", default=[], help="DQNConfig fields and values, e.g. train_freq=1,4 "
-                    "exploration_fraction=0.3,0.5 (default: the package defaults only)")
+    tu.add_argument(
+        "--grid",
+        nargs="*",
+        default=[],
+        help="DQNConfig fields and values, e.g. train_freq=1,4 "
+        "exploration_fraction=0.3,0.5 (default: the package defaults only)",
+    )
     tu.add_argument("--seeds", type=int, nargs="+", default=[42, 123, 456], help="seeds (default: 42 123 456)")
     tu.add_argument("--reward", default="bor", help="training reward (default: bor)")
     tu.add_argument("--step-cost", type=float, default=None, help="step cost (default: the condition's paper setting)")
@@ -157,8 +192,11 @@ def make_parser() -> argparse.ArgumentParser:
     df = dsub.add_parser("fetch", help="download (pinned commit) and verify one dataset's files")
     df.add_argument("name", help="dataset: metatool or toolbench")
     df.add_argument("--data-dir", default=None, help="data folder (default: $SHORTLIST_DATA_DIR or the per-user cache)")
-    r = sub.add_parser("reproduce", help="run the study: every condition x method x seed, tables, figures, README",
-                       description="Resumable: a cell whose run directory exists with the same config hash is skipped.")
+    r = sub.add_parser(
+        "reproduce",
+        help="run the study: every condition x method x seed, tables, figures, README",
+        description="Resumable: a cell whose run directory exists with the same config hash is skipped.",
+    )
     for cls in (ReproduceArgs, LearnArgs, CommonArgs):
         add_dataclass_args(r, cls)
     return p
@@ -166,6 +204,7 @@ def make_parser() -> argparse.ArgumentParser:
 
 def check_learn_args(la: LearnArgs) -> None:
     import math
+
     bad = []
     if any(s < 0 or s >= 2**32 for s in la.seeds):
         bad.append(f"--seeds must lie in [0, 2**32), got {list(la.seeds)}")
@@ -178,7 +217,10 @@ def check_learn_args(la: LearnArgs) -> None:
     if la.dqn_learning_starts < 0:
         bad.append(f"--dqn-learning-starts must be >= 0, got {la.dqn_learning_starts}")
     elif la.dqn_learning_starts >= la.dqn_timesteps:
-        bad.append(f"--dqn-learning-starts ({la.dqn_learning_starts}) must be below --dqn-timesteps ({la.dqn_timesteps}): the network would never train")
+        bad.append(
+            f"--dqn-learning-starts ({la.dqn_learning_starts}) must be below --dqn-timesteps "
+            f"({la.dqn_timesteps}): the network would never train"
+        )
     if not (math.isfinite(la.dqn_exploration_fraction) and 0 < la.dqn_exploration_fraction <= 1):
         bad.append(f"--dqn-exploration-fraction must lie in (0, 1], got {la.dqn_exploration_fraction}")
     if la.dqn_train_freq < 1:
@@ -196,9 +238,13 @@ def learn_kwargs(la: LearnArgs) -> dict[str, Any]:
     from agents.tabular import TabularConfig
 
     return {
-        "dqn": DQNConfig(total_timesteps=la.dqn_timesteps, exploration_fraction=la.dqn_exploration_fraction,
-                         learning_starts=la.dqn_learning_starts, train_freq=la.dqn_train_freq,
-                         target_update_interval=la.dqn_target_update),
+        "dqn": DQNConfig(
+            total_timesteps=la.dqn_timesteps,
+            exploration_fraction=la.dqn_exploration_fraction,
+            learning_starts=la.dqn_learning_starts,
+            train_freq=la.dqn_train_freq,
+            target_update_interval=la.dqn_target_update,
+        ),
         "tabular": TabularConfig(episodes=la.tabular_episodes),
         "step_cost": la.step_cost,
         "gamma": la.gamma,
@@ -219,8 +265,12 @@ def _source_options(ta: TrainArgs, benchmark: str) -> tuple[tuple[str, str], ...
     if benchmark == "run":
         if not (ta.run and ta.qrels):
             raise ValueError("--run and --qrels go together")
-        opts = [("run", str(Path(ta.run).resolve())), ("run_sha256", checked(ta.run, "--run")),
-                ("qrels", str(Path(ta.qrels).resolve())), ("qrels_sha256", checked(ta.qrels, "--qrels"))]
+        opts = [
+            ("run", str(Path(ta.run).resolve())),
+            ("run_sha256", checked(ta.run, "--run")),
+            ("qrels", str(Path(ta.qrels).resolve())),
+            ("qrels_sha256", checked(ta.qrels, "--qrels")),
+        ]
         if ta.n_candidates is not None:
             opts.append(("n_candidates", str(ta.n_candidates)))
         return tuple(opts)
@@ -256,13 +306,24 @@ def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int
     options = _source_options(ta, benchmark)
     plan = ConditionPlan(benchmark, ta.scorer if benchmark != "run" else "run", ta.variant)
     plan = PLANS.get(plan.name, plan)
-    methods = [MethodSpec("fixed", "bor", k) for k in ta.k] if ta.agent == "fixed" else [MethodSpec(ta.agent, ta.reward)]
+    methods = (
+        [MethodSpec("fixed", "bor", k) for k in ta.k] if ta.agent == "fixed" else [MethodSpec(ta.agent, ta.reward)]
+    )
     if ta.buckets and ta.buckets not in ("default", "narrow"):
         raise ValueError(f"unknown bucket scheme {ta.buckets!r}; expected default or narrow")
     cells = cells_for([plan], la.seeds, {plan.name: methods}, buckets=ta.buckets, options=options, **learn_kwargs(la))
     out = Path(ta.out)
-    runs = run_cells(cells, out, data_dir=ca.data_dir, cache_dir=ca.cache_dir, command=command,
-                     workers=ca.workers, progress=not ca.no_progress, backend=ca.backend, ray_address=ca.ray_address)
+    runs = run_cells(
+        cells,
+        out,
+        data_dir=ca.data_dir,
+        cache_dir=ca.cache_dir,
+        command=command,
+        workers=ca.workers,
+        progress=not ca.no_progress,
+        backend=ca.backend,
+        ray_address=ca.ray_address,
+    )
     per_query, summary, buckets = collect(runs)
     write_tables(out, per_query, summary, buckets)
     cols = ["condition", "method", "seed", "found_pct", "mean_k", "std_k", "bor_bits", "mean_reward"]
@@ -310,13 +371,24 @@ def cmd_reproduce(ra: ReproduceArgs, la: LearnArgs, ca: CommonArgs, command: str
         for c in cells:
             m = c.method
             agent = f"--agent fixed --k {m.k}" if m.agent == "fixed" else f"--agent {m.agent} --reward {m.reward}"
-            print(f"{c.run_id}\tshortlist train --benchmark {c.benchmark} --scorer {c.scorer} {agent} "
-                  f"--seeds {c.seed} --step-cost {c.episode.step_cost} --gamma {c.episode.gamma} --out {out}")
+            print(
+                f"{c.run_id}\tshortlist train --benchmark {c.benchmark} --scorer {c.scorer} {agent} "
+                f"--seeds {c.seed} --step-cost {c.episode.step_cost} --gamma {c.episode.gamma} --out {out}"
+            )
         print(f"{len(cells)} cells")
         return 0
     t0 = time.perf_counter()
-    runs = run_cells(cells, out, data_dir=ca.data_dir, cache_dir=ca.cache_dir, command=command,
-                     workers=ca.workers, progress=not ca.no_progress, backend=ca.backend, ray_address=ca.ray_address)
+    runs = run_cells(
+        cells,
+        out,
+        data_dir=ca.data_dir,
+        cache_dir=ca.cache_dir,
+        command=command,
+        workers=ca.workers,
+        progress=not ca.no_progress,
+        backend=ca.backend,
+        ray_address=ca.ray_address,
+    )
     t_runs = time.perf_counter() - t0
     per_query, summary, buckets = collect(runs)
     write_tables(out, per_query, summary, buckets)
@@ -328,15 +400,29 @@ def cmd_reproduce(ra: ReproduceArgs, la: LearnArgs, ca: CommonArgs, command: str
     main_conds = [c for c in MAIN_CONDITIONS if c in present]
     t2 = table2(summary, per_query, main_conds)
     write_table2(out, t2)
-    preamble = ["## Beside the paper's main table (SPEC section 6)", "",
-                "Ours: mean over seeds [seeded bootstrap 95% interval]; `table2.csv` holds these numbers.", "",
-                *table2_markdown(t2), "", *answers(per_query, t2, main_conds)]
+    preamble = [
+        "## Beside the paper's main table (SPEC section 6)",
+        "",
+        "Ours: mean over seeds [seeded bootstrap 95% interval]; `table2.csv` holds these numbers.",
+        "",
+        *table2_markdown(t2),
+        "",
+        *answers(per_query, t2, main_conds),
+    ]
     why = explain(t2, summary)
     if why:
         preamble += ["### Differences from the paper larger than our interval", "", *[f"- {w}" for w in why], ""]
     preamble += study_figures(out, per_query, summary)
-    write_report(out, per_query, summary, buckets, title="Results: shortlist depth with a chance-corrected reward",
-                 notes=notes_for(per_query, summary), preamble=preamble, order=list(PLANS))
+    write_report(
+        out,
+        per_query,
+        summary,
+        buckets,
+        title="Results: shortlist depth with a chance-corrected reward",
+        notes=notes_for(per_query, summary),
+        preamble=preamble,
+        order=list(PLANS),
+    )
     write_sweep_manifest(out, command, runs, {"cells": t_runs, "total": time.perf_counter() - t0})
     from experiments.html import write_index
 
@@ -360,19 +446,24 @@ def cmd_evaluate(ea: EvaluateArgs, ca: CommonArgs) -> int:
         cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
         if not isinstance(cfg, dict):
             raise TypeError("not a JSON object")
-        missing = [k for k in ("agent", "train_reward", "episode", "benchmark", "scorer", "seed", "method") if k not in cfg]
+        missing = [
+            k for k in ("agent", "train_reward", "episode", "benchmark", "scorer", "seed", "method") if k not in cfg
+        ]
         if missing:
             raise KeyError(f"missing {missing}")
         episode = EpisodeConfig(**cfg["episode"])
         agent_kind, reward = cfg["agent"], cfg["train_reward"]
+
         def _int(key: str, default: object = None) -> int:
             v = cfg.get(key, default)
             if isinstance(v, bool) or not isinstance(v, int):
                 raise TypeError(f"{key!r} must be an integer, got {v!r}")
             return v
+
         k = _int("k") if agent_kind == "fixed" else 0
         split_seed = _int("split_seed", 0)
         from benchmarks.conditions import candidate_rule
+
         candidate_rule(cfg["benchmark"], cfg.get("variant", "") or "")
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"{cfg_path}: malformed run config ({e})") from e
@@ -417,10 +508,22 @@ def cmd_tune(ns: argparse.Namespace) -> int:
 
     plan = ConditionPlan(ns.benchmark, ns.scorer, ns.variant)
     plan = PLANS.get(plan.name, plan)
-    episode = EpisodeConfig(reward=ns.reward, step_cost=plan.step_cost if ns.step_cost is None else ns.step_cost,
-                            gamma=plan.gamma if ns.gamma is None else ns.gamma)
-    tune(ns.benchmark, ns.scorer, ns.variant, parse_grid(ns.grid), ns.seeds, episode, Path(ns.out),
-         ns.data_dir, ns.cache_dir)
+    episode = EpisodeConfig(
+        reward=ns.reward,
+        step_cost=plan.step_cost if ns.step_cost is None else ns.step_cost,
+        gamma=plan.gamma if ns.gamma is None else ns.gamma,
+    )
+    tune(
+        ns.benchmark,
+        ns.scorer,
+        ns.variant,
+        parse_grid(ns.grid),
+        ns.seeds,
+        episode,
+        Path(ns.out),
+        ns.data_dir,
+        ns.cache_dir,
+    )
     print(f"wrote {Path(ns.out)}")
     return 0
 

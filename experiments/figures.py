@@ -80,9 +80,7 @@ def candidate_set_size(per_query: pd.DataFrame, condition: str) -> int:
     if len(sizes) != 1:
         raise ValueError(f"condition {condition!r} mixes candidate-set sizes {sizes}")
     if "r" in g and (g["r"] != 1).any():
-        raise ValueError(
-            f"condition {condition!r} has queries with R != 1; iso-BoR lines need R = 1"
-        )
+        raise ValueError(f"condition {condition!r} has queries with R != 1; iso-BoR lines need R = 1")
     return sizes[0]
 
 
@@ -171,9 +169,7 @@ def pareto_figure(
     levels = list(bits) if bits is not None else _default_bits(pts, n)
 
     k_lo = float(pts["mean_k_min"].min())
-    k_hi = float(
-        max(pts["mean_k_max"].max(), *(n / 2.0**b for b in levels if n / 2.0**b >= k_lo), k_lo)
-    )
+    k_hi = float(max(pts["mean_k_max"].max(), *(n / 2.0**b for b in levels if n / 2.0**b >= k_lo), k_lo))
     x_lo, x_hi = k_lo / 1.5, k_hi * 1.5
     iso_rows = []
     for b in levels:
@@ -213,9 +209,7 @@ def pareto_figure(
     for b, line in plotted[plotted["kind"] == "iso_bor"].groupby("bits", sort=True):
         ax.plot(line["mean_k"], line["found_pct"], color="0.6", lw=0.9, ls=":", zorder=1)
         last = line.iloc[-1]
-        if (
-            last["found_pct"] >= 100.0 - 1e-9
-        ):  # label where the line leaves the top, above the frame
+        if last["found_pct"] >= 100.0 - 1e-9:  # label where the line leaves the top, above the frame
             ax.text(
                 last["mean_k"],
                 1.0,
@@ -302,9 +296,7 @@ def pareto_figure(
     handles, labels = ax.get_legend_handles_labels()
     handles.append(Line2D([], [], color="0.6", ls=":", lw=0.9))
     labels.append("iso-BoR line (b bits)")
-    ax.legend(
-        handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0
-    )
+    ax.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return _save(fig, plotted, out_png)
 
 
@@ -348,11 +340,7 @@ def registry_sweep_figure(
         raise ValueError("none of the sweep conditions and methods is in the summary")
     plotted = pd.concat(parts, ignore_index=True)
     plotted["_m"] = plotted["method"].map(list(methods).index)
-    plotted = (
-        plotted.sort_values(["family", "_m", "n"], kind="stable")
-        .drop(columns="_m")
-        .reset_index(drop=True)
-    )
+    plotted = plotted.sort_values(["family", "_m", "n"], kind="stable").drop(columns="_m").reset_index(drop=True)
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
     colors = plt.get_cmap("tab10")
@@ -374,9 +362,7 @@ def registry_sweep_figure(
                 lw=1.4,
                 label=label if col == "mean_reward" else None,
             )
-        axes[0].plot(
-            line["n"], line["ceiling_bits"], color=c, ls="--", lw=1.0, marker=mk, ms=3, mfc="none"
-        )
+        axes[0].plot(line["n"], line["ceiling_bits"], color=c, ls="--", lw=1.0, marker=mk, ms=3, mfc="none")
     titles = (
         "mean BoR reward (bits); dashed: ceiling log2(N/K)",
         "mean K (shortlist depth)",
@@ -408,9 +394,7 @@ def registry_sweep_figure(
         fontsize=8,
         frameon=False,
     )
-    fig.suptitle(
-        "Registry-size sweep: points are means over seeds, whiskers min-max over seeds", fontsize=11
-    )
+    fig.suptitle("Registry-size sweep: points are means over seeds, whiskers min-max over seeds", fontsize=11)
     fig.tight_layout()
     return _save(fig, plotted, out_png)
 
@@ -465,8 +449,7 @@ def scorer_figure(
     labels = list(plotted["scorer"])
     if per_query is not None:
         labels = [
-            f"{s}\nfound@1 {f:.1f}%"
-            for s, f in zip(plotted["scorer"], plotted["scorer_found_at_1"], strict=True)
+            f"{s}\nfound@1 {f:.1f}%" for s, f in zip(plotted["scorer"], plotted["scorer_found_at_1"], strict=True)
         ]
     for ax, col, title in zip(
         axes,
@@ -502,9 +485,7 @@ def scorer_figure(
     axes[1].set_ylabel("found % (shortlist holds the gold tool)")
     axes[1].set_ylim(0, 110)
     if per_query is not None:
-        axes[1].scatter(
-            x, plotted["scorer_found_at_1"], marker="_", s=900, color="black", lw=2, zorder=4
-        )
+        axes[1].scatter(x, plotted["scorer_found_at_1"], marker="_", s=900, color="black", lw=2, zorder=4)
         fig.legend(
             [Line2D([], [], color="black", lw=2)],
             ["scorer alone: found@1 (share of queries with the gold tool ranked first)"],
@@ -514,8 +495,7 @@ def scorer_figure(
             frameon=False,
         )
     fig.suptitle(
-        f"Scorer strength sets the learned depth ({method}; bars: mean over seeds, "
-        "whiskers: min-max over seeds)",
+        f"Scorer strength sets the learned depth ({method}; bars: mean over seeds, whiskers: min-max over seeds)",
         fontsize=11,
     )
     fig.tight_layout()

@@ -233,9 +233,7 @@ def render_markdown(text: str, ctx: Context) -> str:
             body_rows = []
             for r in rows:
                 r = (r + [""] * len(header))[: max(len(header), len(r))]
-                body_rows.append(
-                    "<tr>" + "".join(f"<td>{render_inline(c, ctx)}</td>" for c in r) + "</tr>"
-                )
+                body_rows.append("<tr>" + "".join(f"<td>{render_inline(c, ctx)}</td>" for c in r) + "</tr>")
             out.append(
                 f'<div class="table"><table><thead><tr>{head}</tr></thead>'
                 f"<tbody>{''.join(body_rows)}</tbody></table></div>"
@@ -256,11 +254,7 @@ def render_markdown(text: str, ctx: Context) -> str:
                     items[-1] += " " + lines[i].strip()
                 i += 1
             tag = "ol" if ordered else "ul"
-            out.append(
-                f"<{tag}>"
-                + "".join(f"<li>{render_inline(t, ctx)}</li>" for t in items)
-                + f"</{tag}>"
-            )
+            out.append(f"<{tag}>" + "".join(f"<li>{render_inline(t, ctx)}</li>" for t in items) + f"</{tag}>")
             continue
         para = [line.strip()]
         i += 1
@@ -289,11 +283,7 @@ def _walk(root: Path, keep: Callable[[Path], bool]) -> list[Path]:
     found = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
-        found += [
-            Path(dirpath) / f
-            for f in sorted(filenames)
-            if not f.startswith(".") and keep(Path(dirpath) / f)
-        ]
+        found += [Path(dirpath) / f for f in sorted(filenames) if not f.startswith(".") and keep(Path(dirpath) / f)]
     return found
 
 
@@ -342,10 +332,7 @@ def build_index(results_dir: Path) -> str:
         body = f'<p class="source">Rendered from {source}</p>\n' + render_markdown(text, ctx)
         sections.append((sid, f"{rel}: {first_h}", body))
 
-    images = [
-        p.relative_to(root).as_posix()
-        for p in _walk(root, lambda p: p.suffix.lower() in IMAGE_SUFFIXES)
-    ]
+    images = [p.relative_to(root).as_posix() for p in _walk(root, lambda p: p.suffix.lower() in IMAGE_SUFFIXES)]
     others = [p for p in images if p not in embedded]
     if others:
         ctx = Context(root, root)
@@ -357,9 +344,7 @@ def build_index(results_dir: Path) -> str:
                 f"<figure>{img}<figcaption><code>{_esc(rel)}</code> (not referenced by a README)"
                 f"{_csv_link(rel, ctx, '')}</figcaption></figure>"
             )
-        sections.append(
-            ("other-figures", "Other figures", "<h2>Other figures</h2>\n" + "\n".join(figs))
-        )
+        sections.append(("other-figures", "Other figures", "<h2>Other figures</h2>\n" + "\n".join(figs)))
 
     csvs = _walk(root, lambda p: p.suffix.lower() == ".csv")
     if csvs:
@@ -367,9 +352,7 @@ def build_index(results_dir: Path) -> str:
         for p in csvs:
             rel = p.relative_to(root).as_posix()
             cols = _csv_header(p)
-            shown = ", ".join(cols[:12]) + (
-                f", ... ({len(cols)} columns)" if len(cols) > 12 else ""
-            )
+            shown = ", ".join(cols[:12]) + (f", ... ({len(cols)} columns)" if len(cols) > 12 else "")
             rows.append(
                 f'<tr><td><a href="{_esc(quote(rel, safe="/"))}">{_esc(rel)}</a></td>'
                 f"<td>{p.stat().st_size / 1024:.1f}</td><td>{_esc(shown)}</td></tr>"
@@ -381,9 +364,7 @@ def build_index(results_dir: Path) -> str:
                 "<h2>All tables (CSV)</h2>\n"
                 "<p>Every CSV of the folder (run directories excluded); figures' CSVs hold exactly "
                 'the plotted numbers.</p>\n<div class="table"><table><thead><tr><th>file</th>'
-                "<th>size (kB)</th><th>columns</th></tr></thead><tbody>"
-                + "".join(rows)
-                + "</tbody></table></div>",
+                "<th>size (kB)</th><th>columns</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>",
             )
         )
 

@@ -61,6 +61,10 @@ PAPER: dict[str, dict[str, dict[str, float]]] = {
         "found_at_1": 45.3,  # the paper's fixed K=1
         "fixed_5": 64.7,
         "buckets": {  # BoR agent per bucket: (mean K, found %)
-            "easy": (2.5, 100.0), "medium": (4.8, 74.4), "hard": (5.7, 16.7), "very hard": (6.9, 0.2)},
+            "easy": (2.5, 100.0),
+            "medium": (4.8, 74.4),
+            "hard": (5.7, 16.7),
+            "very hard": (6.9, 0.2),
+        },
     },
 }

@@ -140,9 +140,17 @@ def make_policy(cell: Cell) -> DepthPolicy:
 def git_state() -> dict[str, object]:
     """Commit sha and dirty flag of the package checkout (None outside git)."""
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
         dirty = bool(
-            subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+            subprocess.run(
+                ["git", "status", "--porcelain", "--untracked-files=no"],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
         )
         return {"git_sha": sha, "git_dirty": dirty}
     except (OSError, subprocess.CalledProcessError):
@@ -153,7 +161,16 @@ def package_versions() -> dict[str, str]:
     import importlib.metadata as md
 
     out = {"python": platform.python_version()}
-    for name in ("numpy", "scipy", "pandas", "torch", "gymnasium", "stable-baselines3", "rank-bm25", "sentence-transformers"):
+    for name in (
+        "numpy",
+        "scipy",
+        "pandas",
+        "torch",
+        "gymnasium",
+        "stable-baselines3",
+        "rank-bm25",
+        "sentence-transformers",
+    ):
         try:
             out[name] = md.version(name)
         except md.PackageNotFoundError:
@@ -311,8 +328,15 @@ def run_cells(
     return sorted(done, key=lambda p: order.get(p.name, len(order)))
 
 
-def _run_ray(cells: Sequence[Cell], runs: Path, data_dir: str | None, cache_dir: str | None, command: str,
-             workers: int, address: str | None):  # noqa: ANN202 - generator of (path, cell)
+def _run_ray(
+    cells: Sequence[Cell],
+    runs: Path,
+    data_dir: str | None,
+    cache_dir: str | None,
+    command: str,
+    workers: int,
+    address: str | None,
+):  # noqa: ANN202 - generator of (path, cell)
     """Run cells as Ray tasks (one CPU each), yielding results as they finish."""
     try:
         import ray

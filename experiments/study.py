@@ -33,11 +33,19 @@ def table2(summary: pd.DataFrame, per_query: pd.DataFrame, conditions: list[str]
                 continue
             p = paper.get(key, {})
             row = {
-                "condition": cond, "method": method, "n_seeds": int(o["n_seeds"]),
-                "found_pct": o["found_pct"], "found_pct_lo": o["found_pct_lo"], "found_pct_hi": o["found_pct_hi"],
-                "mean_k": o["mean_k"], "mean_k_lo": o["mean_k_lo"], "mean_k_hi": o["mean_k_hi"],
-                "bor_bits": o["bor_bits"], "mean_reward": o["mean_reward"],
-                "paper_found_pct": p.get("found_pct", math.nan), "paper_mean_k": p.get("mean_k", math.nan),
+                "condition": cond,
+                "method": method,
+                "n_seeds": int(o["n_seeds"]),
+                "found_pct": o["found_pct"],
+                "found_pct_lo": o["found_pct_lo"],
+                "found_pct_hi": o["found_pct_hi"],
+                "mean_k": o["mean_k"],
+                "mean_k_lo": o["mean_k_lo"],
+                "mean_k_hi": o["mean_k_hi"],
+                "bor_bits": o["bor_bits"],
+                "mean_reward": o["mean_reward"],
+                "paper_found_pct": p.get("found_pct", math.nan),
+                "paper_mean_k": p.get("mean_k", math.nan),
                 "found_at_1": strength.loc[cond, "found@1"] if cond in strength.index else math.nan,
                 "paper_found_at_1": paper.get("found_at_1", math.nan),
             }
@@ -61,18 +69,24 @@ def explain(t2: pd.DataFrame, summary: pd.DataFrame) -> list[str]:
             continue
         fixed = agg[(agg["condition"] == r["condition"]) & agg["method"].str.startswith("fixed-")]
         best = fixed.loc[fixed["mean_reward"].idxmax()] if len(fixed) else None
-        s = (f"{r['condition']} {r['method']}: {r['found_pct']:.1f}% found at K {r['mean_k']:.2f} vs the paper's "
-             f"{r['paper_found_pct']}% at K {r['paper_mean_k']} ({r['found_diff']:+.1f} points, outside our interval "
-             f"[{r['found_pct_lo']:.1f}, {r['found_pct_hi']:.1f}]).")
+        s = (
+            f"{r['condition']} {r['method']}: {r['found_pct']:.1f}% found at K {r['mean_k']:.2f} vs the paper's "
+            f"{r['paper_found_pct']}% at K {r['paper_mean_k']} ({r['found_diff']:+.1f} points, outside our interval "
+            f"[{r['found_pct_lo']:.1f}, {r['found_pct_hi']:.1f}])."
+        )
         if not math.isnan(r["paper_found_at_1"]):
             stronger = r["found_at_1"] > r["paper_found_at_1"]
-            s += (f" Our scorer's found@1 is {r['found_at_1']:.1f}% against the paper's {r['paper_found_at_1']}%: "
-                  f"a {'stronger' if stronger else 'weaker'} scorer shifts the difficulty distribution "
-                  f"{'towards easy queries' if stronger else 'towards hard queries'}.")
+            s += (
+                f" Our scorer's found@1 is {r['found_at_1']:.1f}% against the paper's {r['paper_found_at_1']}%: "
+                f"a {'stronger' if stronger else 'weaker'} scorer shifts the difficulty distribution "
+                f"{'towards easy queries' if stronger else 'towards hard queries'}."
+            )
         if best is not None:
-            s += (f" On our lists the fixed K with the highest mean BoR reward is {best['method']} "
-                  f"({best['mean_reward']:.2f} bits at {best['found_pct']:.1f}% found), the depth the reward favours;"
-                  f" our {r['method']} earns {r['mean_reward']:.2f}.")
+            s += (
+                f" On our lists the fixed K with the highest mean BoR reward is {best['method']} "
+                f"({best['mean_reward']:.2f} bits at {best['found_pct']:.1f}% found), the depth the reward favours;"
+                f" our {r['method']} earns {r['mean_reward']:.2f}."
+            )
         out.append(s)
     return out
 
@@ -90,19 +104,24 @@ def answers(per_query: pd.DataFrame, t2: pd.DataFrame, conditions: list[str]) ->
     bor = t2[t2["method"] == "bor-dqn"]
     matched = bor[(bor["found_pct_hi"] >= bor["paper_found_pct"]) & (bor["mean_k"] <= bor["paper_mean_k"] + 1e-9)]
     missed = bor[~bor.index.isin(matched.index) & bor["paper_found_pct"].notna()]
+
     def why_not(r: pd.Series) -> str:
         reasons = []
         if r["found_pct_hi"] < r["paper_found_pct"]:
-            reasons.append(f"found {r['found_pct']:.1f}% [{r['found_pct_lo']:.1f}, {r['found_pct_hi']:.1f}] < "
-                           f"{r['paper_found_pct']}%")
+            reasons.append(
+                f"found {r['found_pct']:.1f}% [{r['found_pct_lo']:.1f}, {r['found_pct_hi']:.1f}] < "
+                f"{r['paper_found_pct']}%"
+            )
         if r["mean_k"] > r["paper_mean_k"]:
             reasons.append(f"mean K {r['mean_k']:.2f} > {r['paper_mean_k']}")
         return f"{r['condition']} ({'; '.join(reasons)})"
 
-    lines.append("**Does our BoR agent match or beat the paper's found % at equal or lower mean K?** "
-                 + (f"Yes on {', '.join(matched['condition'])}" if len(matched) else "On no condition")
-                 + (f"; not on {', '.join(why_not(r) for _, r in missed.iterrows())}." if len(missed) else ".")
-                 + " (Matching means our interval reaches the paper's found % at a mean K no larger than the paper's.)")
+    lines.append(
+        "**Does our BoR agent match or beat the paper's found % at equal or lower mean K?** "
+        + (f"Yes on {', '.join(matched['condition'])}" if len(matched) else "On no condition")
+        + (f"; not on {', '.join(why_not(r) for _, r in missed.iterrows())}." if len(missed) else ".")
+        + " (Matching means our interval reaches the paper's found % at a mean K no larger than the paper's.)"
+    )
     lines.append("")
     ad = adaptation(per_query, conditions)
     order = [b for b in ("easy", "medium", "hard", "very hard") if b in ad.columns]
@@ -111,10 +130,18 @@ def answers(per_query: pd.DataFrame, t2: pd.DataFrame, conditions: list[str]) ->
         if (cond, "bor-dqn") not in ad.index or "hard" not in ad.columns or np.isnan(ad.loc[(cond, "bor-dqn"), "hard"]):
             continue
         k = ad.loc[(cond, "bor-dqn")]
-        (grow if k["hard"] > k["easy"] else flat).append(f"{cond} ({' -> '.join(f'{k[b]:.2f}' for b in order if not np.isnan(k[b]))})")
-    lines.append("**Does the BoR agent's mean K increase from easy to hard queries?** "
-                 + (f"Yes on {len(grow)} of {len(grow) + len(flat)} conditions with a hard bucket: {'; '.join(grow)}." if grow else "")
-                 + (f" Not on: {'; '.join(flat)}." if flat else ""))
+        (grow if k["hard"] > k["easy"] else flat).append(
+            f"{cond} ({' -> '.join(f'{k[b]:.2f}' for b in order if not np.isnan(k[b]))})"
+        )
+    lines.append(
+        "**Does the BoR agent's mean K increase from easy to hard queries?** "
+        + (
+            f"Yes on {len(grow)} of {len(grow) + len(flat)} conditions with a hard bucket: {'; '.join(grow)}."
+            if grow
+            else ""
+        )
+        + (f" Not on: {'; '.join(flat)}." if flat else "")
+    )
     lines.append("")
     shallow = []
     for cond in conditions:
@@ -125,9 +152,11 @@ def answers(per_query: pd.DataFrame, t2: pd.DataFrame, conditions: list[str]) ->
                 shallow.append((cond, float(np.nanmax([f[x] for x in hard])), float(np.nanmax([b[x] for x in hard]))))
     if shallow:
         n_shallower = sum(1 for _, f, b in shallow if f < b)
-        lines.append("**Does the F1 agent stay shallow across buckets, as the paper claims?** "
-                     f"On {n_shallower} of {len(shallow)} conditions the F1 agent's deepest hard-bucket mean K is below the "
-                     "BoR agent's: " + "; ".join(f"{c}: F1 {f:.2f} vs BoR {b:.2f}" for c, f, b in shallow) + ".")
+        lines.append(
+            "**Does the F1 agent stay shallow across buckets, as the paper claims?** "
+            f"On {n_shallower} of {len(shallow)} conditions the F1 agent's deepest hard-bucket mean K is below the "
+            "BoR agent's: " + "; ".join(f"{c}: F1 {f:.2f} vs BoR {b:.2f}" for c, f, b in shallow) + "."
+        )
     lines.append("")
     return lines
 
@@ -137,16 +166,22 @@ def write_table2(out: Path, t2: pd.DataFrame) -> None:
 
 
 def table2_markdown(t2: pd.DataFrame) -> list[str]:
-    lines = ["| condition | method | found % (ours) | mean K (ours) | found % (paper) | mean K (paper) | diff | "
-             "found@1 ours / paper | BoR bits | mean reward |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| condition | method | found % (ours) | mean K (ours) | found % (paper) | mean K (paper) | diff | "
+        "found@1 ours / paper | BoR bits | mean reward |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for _, r in t2.iterrows():
+
         def f(x: float, nd: int = 1) -> str:
             return "-" if isinstance(x, float) and math.isnan(x) else f"{x:.{nd}f}"
+
         lines.append(
             f"| {r['condition']} | {r['method']} | {f(r['found_pct'])} [{f(r['found_pct_lo'])}, {f(r['found_pct_hi'])}] | "
             f"{f(r['mean_k'], 2)} [{f(r['mean_k_lo'], 2)}, {f(r['mean_k_hi'], 2)}] | {f(r['paper_found_pct'])} | "
             f"{f(r['paper_mean_k'])} | {f(r['found_diff'])} | {f(r['found_at_1'])} / {f(r['paper_found_at_1'])} | "
-            f"{f(r['bor_bits'], 2)} | {f(r['mean_reward'], 2)} |")
+            f"{f(r['bor_bits'], 2)} | {f(r['mean_reward'], 2)} |"
+        )
     return lines
 
 
@@ -165,25 +200,38 @@ def study_figures(out: Path, per_query: pd.DataFrame, summary: pd.DataFrame) -> 
     sweeps = {fam: pts for fam, pts in sweeps.items() if len(pts) >= 2}
     if sweeps:
         registry_sweep_figure(summary, sweeps, figs / "registry_sweep.png")
-        lines += ["Registry-size sweep: mean BoR reward (with the ceiling log2(N/K) at the learned K), learned mean K "
-                  "and found % against the candidate-set size N (random sub-registries holding the gold tool; MetaTool: "
-                  "gold + N-1 most similar tools).", "",
-                  "![registry sweep](figures/registry_sweep.png) (numbers: `figures/registry_sweep.csv`)", ""]
-    for label, pair in (("MetaTool (N=100)", {"BM25": "metatool-bm25", "MiniLM": "metatool-minilm"}),
-                        ("BFCL (N=370)", {"BM25": "bfcl-bm25", "MiniLM": "bfcl-minilm"})):
+        lines += [
+            "Registry-size sweep: mean BoR reward (with the ceiling log2(N/K) at the learned K), learned mean K "
+            "and found % against the candidate-set size N (random sub-registries holding the gold tool; MetaTool: "
+            "gold + N-1 most similar tools).",
+            "",
+            "![registry sweep](figures/registry_sweep.png) (numbers: `figures/registry_sweep.csv`)",
+            "",
+        ]
+    for label, pair in (
+        ("MetaTool (N=100)", {"BM25": "metatool-bm25", "MiniLM": "metatool-minilm"}),
+        ("BFCL (N=370)", {"BM25": "bfcl-bm25", "MiniLM": "bfcl-minilm"}),
+    ):
         pair = {k: v for k, v in pair.items() if v in present}
         if len(pair) == 2:
             name = "scorers_" + label.split()[0].lower()
             scorer_figure(summary, pair, figs / f"{name}.png", per_query=per_query)
-            lines += [f"Scorer comparison on {label} (paper Figure 2): the BoR agent's learned mean K and found % per "
-                      "scorer, with each scorer's found@1.", "",
-                      f"![{name}](figures/{name}.png) (numbers: `figures/{name}.csv`)", ""]
+            lines += [
+                f"Scorer comparison on {label} (paper Figure 2): the BoR agent's learned mean K and found % per "
+                "scorer, with each scorer's found@1.",
+                "",
+                f"![{name}](figures/{name}.png) (numbers: `figures/{name}.csv`)",
+                "",
+            ]
     for cond in sorted(present):
         try:
             n = candidate_set_size(per_query, cond)
         except ValueError:
             continue  # varying N or several relevant items: iso-BoR lines are not single lines
         pareto_figure(summary, cond, figs / f"pareto_{cond}.png", n=n)
-        lines += [f"![pareto {cond}](figures/pareto_{cond}.png) Pareto view of {cond}: found % against mean K for every "
-                  f"method, fixed K joined as a curve, dotted iso-BoR lines (numbers: `figures/pareto_{cond}.csv`).", ""]
+        lines += [
+            f"![pareto {cond}](figures/pareto_{cond}.png) Pareto view of {cond}: found % against mean K for every "
+            f"method, fixed K joined as a curve, dotted iso-BoR lines (numbers: `figures/pareto_{cond}.csv`).",
+            "",
+        ]
     return lines

@@ -51,10 +51,21 @@ PLANS: dict[str, ConditionPlan] = {
 #: query's gold tool (``sub<N>``), plus the MetaTool top-distractor sets and the full registries.
 SWEEPS: dict[str, list[tuple[int, str]]] = {
     "metatool": [(20, "metatool-minilm-top20"), (50, "metatool-minilm-top50"), (100, "metatool-minilm-top100")],
-    "toolbench": [(20, "toolbench-minilm-sub20"), (50, "toolbench-minilm-sub50"), (100, "toolbench-minilm-sub100"),
-                  (500, "toolbench-minilm-sub500"), (1000, "toolbench-minilm-sub1000"), (3406, "toolbench-minilm-full")],
-    "bfcl": [(20, "bfcl-bm25-sub20"), (50, "bfcl-bm25-sub50"), (100, "bfcl-bm25-sub100"), (200, "bfcl-bm25-sub200"),
-             (370, "bfcl-bm25")],
+    "toolbench": [
+        (20, "toolbench-minilm-sub20"),
+        (50, "toolbench-minilm-sub50"),
+        (100, "toolbench-minilm-sub100"),
+        (500, "toolbench-minilm-sub500"),
+        (1000, "toolbench-minilm-sub1000"),
+        (3406, "toolbench-minilm-full"),
+    ],
+    "bfcl": [
+        (20, "bfcl-bm25-sub20"),
+        (50, "bfcl-bm25-sub50"),
+        (100, "bfcl-bm25-sub100"),
+        (200, "bfcl-bm25-sub200"),
+        (370, "bfcl-bm25"),
+    ],
 }
 for _family, _points in SWEEPS.items():
     for _n, _name in _points:
@@ -63,8 +74,16 @@ for _family, _points in SWEEPS.items():
             _base = PLANS.get(f"{_bench}-{_scorer}", ConditionPlan(_bench, _scorer))
             PLANS[_name] = ConditionPlan(_bench, _scorer, _variant, _base.step_cost, _base.gamma, sweep_only=True)
 #: The paper's main-table conditions (SPEC section 6), in report order.
-MAIN_CONDITIONS = ("bfcl-bm25", "bfcl-minilm", "metatool-bm25", "metatool-minilm", "metatool-minilm-top20",
-                   "metatool-minilm-top50", "metatool-minilm-top100", "toolbench-minilm")
+MAIN_CONDITIONS = (
+    "bfcl-bm25",
+    "bfcl-minilm",
+    "metatool-bm25",
+    "metatool-minilm",
+    "metatool-minilm-top20",
+    "metatool-minilm-top50",
+    "metatool-minilm-top100",
+    "toolbench-minilm",
+)
 
 
 def methods_for(plan: ConditionPlan, agents: Sequence[str] = ("dqn", "tabular", "fixed")) -> list[MethodSpec]:
@@ -109,7 +128,18 @@ def cells_for(
             episode = replace(episode_base, reward=m.reward if m.agent != "fixed" else "bor")
             for seed in seeds:
                 cells.append(
-                    Cell(plan.benchmark, plan.scorer, m, int(seed), episode,
-                         dqn or DQNConfig(), tabular or TabularConfig(), split_seed, plan.variant, buckets, options)
+                    Cell(
+                        plan.benchmark,
+                        plan.scorer,
+                        m,
+                        int(seed),
+                        episode,
+                        dqn or DQNConfig(),
+                        tabular or TabularConfig(),
+                        split_seed,
+                        plan.variant,
+                        buckets,
+                        options,
+                    )
                 )
     return cells

@@ -32,8 +32,10 @@ def parse_grid(items: Sequence[str]) -> dict[str, list]:
     for item in items:
         key, sep, values = item.partition("=")
         if not sep or key not in types or key == "net_arch":
-            raise ValueError(f"bad --grid item {item!r}: expected <DQNConfig field>=v1,v2 with a field among "
-                             f"{', '.join(k for k in types if k != 'net_arch')}")
+            raise ValueError(
+                f"bad --grid item {item!r}: expected <DQNConfig field>=v1,v2 with a field among "
+                f"{', '.join(k for k in types if k != 'net_arch')}"
+            )
         try:
             grid[key] = [types[key](v) for v in values.split(",") if v]
         except ValueError as e:
@@ -41,8 +43,17 @@ def parse_grid(items: Sequence[str]) -> dict[str, list]:
     return grid
 
 
-def tune(benchmark: str, scorer: str, variant: str, grid: dict[str, list], seeds: Sequence[int], episode: EpisodeConfig,
-         out: Path, data_dir: str | None, cache_dir: str | None) -> pd.DataFrame:
+def tune(
+    benchmark: str,
+    scorer: str,
+    variant: str,
+    grid: dict[str, list],
+    seeds: Sequence[int],
+    episode: EpisodeConfig,
+    out: Path,
+    data_dir: str | None,
+    cache_dir: str | None,
+) -> pd.DataFrame:
     """Train/evaluate every grid point x seed on the inner split; write and return the rows."""
     cond = get_condition(benchmark, scorer, variant, 0, data_dir, cache_dir)
     train = cond.train
@@ -59,14 +70,26 @@ def tune(benchmark: str, scorer: str, variant: str, grid: dict[str, list], seeds
             agent = DQNAgent(episode.reward, setting).fit(fit_q, episode, seed)
             fit_s = time.perf_counter() - t0
             s = summarise(evaluate(agent, val_q, episode).assign(condition=cond.name, method=agent.name, seed=seed))
-            rows.append({"setting": label, **dict(zip(keys, values, strict=True)), "seed": seed,
-                         **s.iloc[0][["found_pct", "mean_k", "bor_bits", "mean_reward"]].to_dict(), "fit_seconds": fit_s})
-            print(f"{label:50s} seed {seed}: val mean reward {rows[-1]['mean_reward']:.3f}  found "
-                  f"{rows[-1]['found_pct']:.1f}%  K {rows[-1]['mean_k']:.2f}  ({fit_s:.1f}s)", flush=True)
+            rows.append(
+                {
+                    "setting": label,
+                    **dict(zip(keys, values, strict=True)),
+                    "seed": seed,
+                    **s.iloc[0][["found_pct", "mean_k", "bor_bits", "mean_reward"]].to_dict(),
+                    "fit_seconds": fit_s,
+                }
+            )
+            print(
+                f"{label:50s} seed {seed}: val mean reward {rows[-1]['mean_reward']:.3f}  found "
+                f"{rows[-1]['found_pct']:.1f}%  K {rows[-1]['mean_k']:.2f}  ({fit_s:.1f}s)",
+                flush=True,
+            )
     df = pd.DataFrame(rows)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_csv(df.drop(columns=["fit_seconds"]), out / f"{cond.name}.csv")
-    mean = df.groupby("setting", sort=False)[["mean_reward", "found_pct", "mean_k", "bor_bits"]].agg(["mean", "min", "max"])
+    mean = df.groupby("setting", sort=False)[["mean_reward", "found_pct", "mean_k", "bor_bits"]].agg(
+        ["mean", "min", "max"]
+    )
     mean.columns = [f"{a}_{b}" for a, b in mean.columns]
     atomic_write_csv(mean.reset_index(), out / f"{cond.name}_mean.csv")
     return df

@@ -40,17 +40,11 @@ _DIRECT_TERMS = 64
 
 # stirlerr(n) = lgamma(n+1) - (n+1/2) log n + n - log sqrt(2 pi), tabulated for n = 0.5, 1, ..., 15
 _SFERR_HALVES = np.array(
-    [0.0]
-    + [
-        math.lgamma(h / 2 + 1) - (h / 2 + 0.5) * math.log(h / 2) + h / 2 - _LN_SQRT_2PI
-        for h in range(1, 31)
-    ]
+    [0.0] + [math.lgamma(h / 2 + 1) - (h / 2 + 0.5) * math.log(h / 2) + h / 2 - _LN_SQRT_2PI for h in range(1, 31)]
 )
 
 
-def validate_counts(
-    k: ArrayLike, n: ArrayLike, r: ArrayLike, m: ArrayLike = 1
-) -> tuple[NDArray[np.float64], ...]:
+def validate_counts(k: ArrayLike, n: ArrayLike, r: ArrayLike, m: ArrayLike = 1) -> tuple[NDArray[np.float64], ...]:
     """Broadcast and check (k, n, r, m) as non-negative whole counts.
 
     Raises:
@@ -60,9 +54,7 @@ def validate_counts(
     out = []
     for name, value in (("k", k), ("n", n), ("r", r), ("m", m)):
         a = np.asarray(value)
-        if a.dtype == bool or not (
-            np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)
-        ):
+        if a.dtype == bool or not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)):
             raise ValueError(f"{name} must be numeric counts, got dtype {a.dtype}")
         a = a.astype(np.float64)
         if not np.all(np.isfinite(a)):
@@ -101,9 +93,10 @@ def _stirlerr(n: NDArray[np.float64]) -> NDArray[np.float64]:
         vals[whole] = _SFERR_HALVES[halves[whole].astype(np.int64)]
         other = ns[~whole]
         vals[~whole] = (
-            np.array([math.lgamma(v + 1.0) for v in other]) - (other + 0.5) * np.log(other)
-            + other - _LN_SQRT_2PI
-        ) if other.size else other
+            (np.array([math.lgamma(v + 1.0) for v in other]) - (other + 0.5) * np.log(other) + other - _LN_SQRT_2PI)
+            if other.size
+            else other
+        )
         out[small] = vals
     big = ~small
     if np.any(big):
@@ -149,9 +142,7 @@ def log_p_none(k: NDArray[np.float64], n: NDArray[np.float64], r: NDArray[np.flo
     Inputs must already be validated (see :func:`validate_counts`). Returns -inf
     where k > n - r (a relevant item is certain) and 0 where k = 0 or r = 0.
     """
-    k, n, r = np.broadcast_arrays(
-        np.asarray(k, np.float64), np.asarray(n, np.float64), np.asarray(r, np.float64)
-    )
+    k, n, r = np.broadcast_arrays(np.asarray(k, np.float64), np.asarray(n, np.float64), np.asarray(r, np.float64))
     out = np.zeros(k.shape, dtype=np.float64)
     certain = k > n - r
     out[certain] = -np.inf
@@ -180,9 +171,14 @@ def log_p_none(k: NDArray[np.float64], n: NDArray[np.float64], r: NDArray[np.flo
         first = np.where(p < 0.1, -_bd0(R, R * q) - R * p, R * np.log(q))
         out[saddle] = (
             first
-            + _stirlerr(N - R) - _stirlerr(N - R - K) - _stirlerr(N) + _stirlerr(N - K)
-            - _bd0(K, (N - R) * p) - _bd0(N - R - K, (N - R) * q)
-            - 0.5 * np.log1p(-K / (N - R)) + 0.5 * np.log1p(-K / N)
+            + _stirlerr(N - R)
+            - _stirlerr(N - R - K)
+            - _stirlerr(N)
+            + _stirlerr(N - K)
+            - _bd0(K, (N - R) * p)
+            - _bd0(N - R - K, (N - R) * q)
+            - 0.5 * np.log1p(-K / (N - R))
+            + 0.5 * np.log1p(-K / N)
         )
     return out
 
@@ -210,7 +206,9 @@ def _log_dbinom_raw(x: float, n: float, p: float, q: float) -> float:
     arr = np.array([n, x, n - x])
     st = _stirlerr(arr)
     lc = (
-        st[0] - st[1] - st[2]
+        st[0]
+        - st[1]
+        - st[2]
         - float(_bd0(np.array(x), np.array(n * p)))
         - float(_bd0(np.array(n - x), np.array(n * q)))
     )
@@ -227,8 +225,4 @@ def log_hypergeom_pmf(x: float, n: float, r: float, k: float) -> float:
         return 0.0 if x == 0 else -math.inf
     p = k / n
     q = (n - k) / n
-    return (
-        _log_dbinom_raw(x, r, p, q)
-        + _log_dbinom_raw(k - x, b, p, q)
-        - _log_dbinom_raw(k, n, p, q)
-    )
+    return _log_dbinom_raw(x, r, p, q) + _log_dbinom_raw(k - x, b, p, q) - _log_dbinom_raw(k, n, p, q)

@@ -42,8 +42,9 @@ def test_deterministic_per_seed_and_leaves_global_rng_alone(tmp_path) -> None:
     c = CutoffModel("bor", ChoppyConfig(epochs=30)).fit(qs, cfg, 8)
     for (ka, va), (_, vb) in zip(a.net.state_dict().items(), b.net.state_dict().items(), strict=True):
         assert torch.equal(va, vb), ka
-    assert not all(torch.equal(x, y) for x, y in zip(a.net.state_dict().values(), c.net.state_dict().values(),
-                                                     strict=True))
+    assert not all(
+        torch.equal(x, y) for x, y in zip(a.net.state_dict().values(), c.net.state_dict().values(), strict=True)
+    )
     a.save(tmp_path / "agent.json")
     back = CutoffModel.load(tmp_path / "agent.json")
     np.testing.assert_array_equal(back.depths(qs, cfg), a.depths(qs, cfg))

@@ -49,8 +49,11 @@ def test_oracle_reward_is_a_ceiling_on_a_condition(bfcl) -> None:
     cfg = EpisodeConfig(step_cost=0.005, max_depth=50)
     oracle = evaluate(HindsightOracle(), bfcl.test, cfg)["reward"].to_numpy()
     policies = [registry.make(f, "bor") for f in sorted(registry.FAMILIES) if f not in ("choppy", "oracle")]
-    policies += [CutoffModel("bor", ChoppyConfig(epochs=30)), TabularQ("bor", TabularConfig(episodes=500)),
-                 *(FixedK(k) for k in (1, 3, 10, 50))]
+    policies += [
+        CutoffModel("bor", ChoppyConfig(epochs=30)),
+        TabularQ("bor", TabularConfig(episodes=500)),
+        *(FixedK(k) for k in (1, 3, 10, 50)),
+    ]
     for pol in policies:
         pol.fit(bfcl.train, cfg, 0)
         reward = evaluate(pol, bfcl.test, cfg)["reward"].to_numpy()
@@ -80,9 +83,15 @@ def random_model(
             cols["stop"].append(pay[k])
             cols["next_state"].append(states[k + 1] if k + 2 < cap else -1)
             cols["next_stop"].append(pay[k + 1])
-    return StoppingModel(np.array(cols["state"], dtype=np.int64), np.array(cols["stop"]),
-                         np.array(cols["next_state"], dtype=np.int64), np.array(cols["next_stop"]),
-                         np.arange(n_stages * per_stage) // per_stage, np.array(start), np.array(start_stop))
+    return StoppingModel(
+        np.array(cols["state"], dtype=np.int64),
+        np.array(cols["stop"]),
+        np.array(cols["next_state"], dtype=np.int64),
+        np.array(cols["next_stop"]),
+        np.arange(n_stages * per_stage) // per_stage,
+        np.array(start),
+        np.array(start_stop),
+    )
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -110,8 +119,15 @@ def test_dp_equals_brute_force_over_every_stationary_policy(seed: int, gamma: fl
 
 def test_stage_must_not_decrease() -> None:
     with pytest.raises(ValueError, match="stage"):
-        StoppingModel(np.array([1]), np.array([0.0]), np.array([0]), np.array([0.0]), np.array([0, 1]),
-                      np.array([1]), np.array([0.0]))
+        StoppingModel(
+            np.array([1]),
+            np.array([0.0]),
+            np.array([0]),
+            np.array([0.0]),
+            np.array([0, 1]),
+            np.array([1]),
+            np.array([0.0]),
+        )
 
 
 def _same_list_queries(golds: list[int], n: int = 12) -> list[RankedQuery]:
@@ -119,8 +135,9 @@ def _same_list_queries(golds: list[int], n: int = 12) -> list[RankedQuery]:
     return [RankedQuery(s.copy(), [g] if g else [], f"q{i}") for i, g in enumerate(golds)]
 
 
-@pytest.mark.parametrize("objective, cfg", [("reward", EpisodeConfig()),
-                                            ("return", EpisodeConfig(step_cost=0.2, gamma=0.9))])
+@pytest.mark.parametrize(
+    "objective, cfg", [("reward", EpisodeConfig()), ("return", EpisodeConfig(step_cost=0.2, gamma=0.9))]
+)
 def test_dp_is_best_fixed_k_when_the_state_carries_no_information(objective: str, cfg: EpisodeConfig) -> None:
     """Every query has the same score list, so a stationary policy is a fixed depth: brute force over K."""
     qs = _same_list_queries([1, 2, 2, 3, 5, 8, 11, 0, 2, 4])

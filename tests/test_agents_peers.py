@@ -200,8 +200,7 @@ def test_threshold_fit_is_the_exact_training_optimum() -> None:
     s, _ = score_matrix(qs)
     u = minmax_scores(s)
     pay, _ = objective_matrix(qs, cfg, "bor")
-    best = max(float(pay[np.arange(60), threshold_depths(s, t=t) - 1].mean())
-               for t in np.append(np.unique(u), 2.0))
+    best = max(float(pay[np.arange(60), threshold_depths(s, t=t) - 1].mean()) for t in np.append(np.unique(u), 2.0))
     assert got == pytest.approx(best, rel=1e-12)
 
 
@@ -229,8 +228,10 @@ def test_topp_fit_is_the_exact_optimum_for_its_temperature() -> None:
     pay, _ = objective_matrix(qs, cfg, "bor")
     rest = log_rest_mass(s)[:, :-1]
     cands = np.unique(rest[np.isfinite(rest)])
-    brute = max(float(pay[np.arange(60), topp_depths(s, log_rest=v, temperature=1.0) - 1].mean())
-                for v in np.concatenate([cands, cands - 1e-9, [-np.inf, 1.0]]))
+    brute = max(
+        float(pay[np.arange(60), topp_depths(s, log_rest=v, temperature=1.0) - 1].mean())
+        for v in np.concatenate([cands, cands - 1e-9, [-np.inf, 1.0]])
+    )
     assert got == pytest.approx(brute, rel=1e-12)
     full = TopPPolicy("bor").fit(qs, cfg, 0)
     assert _mean_reward(full, qs, cfg) >= got - 1e-12
@@ -240,8 +241,9 @@ def test_greedyk_by_reward_and_by_bits() -> None:
     qs = random_queries(40, 25, seed=4)
     cfg = EpisodeConfig()
     g = GreedyK("bor").fit(qs, cfg, 0)
-    means = [float(np.mean([(-np.log2(p_random(k, 25, 1)) if q.gold_rank <= k else 0.0) for q in qs]))
-             for k in range(1, 26)]
+    means = [
+        float(np.mean([(-np.log2(p_random(k, 25, 1)) if q.gold_rank <= k else 0.0) for q in qs])) for k in range(1, 26)
+    ]
     assert g.k == int(np.argmax(means)) + 1
     gb = GreedyK("bor", "bits").fit(qs, cfg, 0)
     assert gb.name == "greedyk-bits"
@@ -265,8 +267,13 @@ def test_random_depth_is_seeded_and_in_range() -> None:
 def test_fitted_peers_round_trip_json(tmp_path) -> None:
     qs = random_queries(40, 20, seed=6)
     cfg = EpisodeConfig()
-    for pol in (ThresholdPolicy("bor"), ThresholdPolicy("bor", 0.9), TopPPolicy("bor"), GreedyK("bor"),
-                GreedyK("bor", "bits")):
+    for pol in (
+        ThresholdPolicy("bor"),
+        ThresholdPolicy("bor", 0.9),
+        TopPPolicy("bor"),
+        GreedyK("bor"),
+        GreedyK("bor", "bits"),
+    ):
         pol.fit(qs, cfg, 0)
         path = tmp_path / f"{pol.name}.json"
         pol.save(path)
@@ -279,8 +286,22 @@ def test_fitted_peers_round_trip_json(tmp_path) -> None:
 
 # ----------------------------------------------------------------------------- bad input, every peer
 
-PEER_FAMILIES = ("gap", "gap-tail10", "gap-buffer5", "gap-tail10-buffer5", "threshold", "threshold-cov90",
-                 "topp", "greedyk", "greedyk-bits", "choppy", "random", "oracle", "dp", "dp-mdp")
+PEER_FAMILIES = (
+    "gap",
+    "gap-tail10",
+    "gap-buffer5",
+    "gap-tail10-buffer5",
+    "threshold",
+    "threshold-cov90",
+    "topp",
+    "greedyk",
+    "greedyk-bits",
+    "choppy",
+    "random",
+    "oracle",
+    "dp",
+    "dp-mdp",
+)
 
 
 def odd_queries() -> list[RankedQuery]:
@@ -316,8 +337,11 @@ def test_every_peer_handles_odd_lists(family: str) -> None:
 
 @pytest.mark.parametrize("family", PEER_FAMILIES)
 def test_every_peer_handles_gold_beyond_max_depth(family: str) -> None:
-    qs = [rq([6.0, 5.0, 4.0, 3.0, 2.0, 1.0, 0.0], 6, "deep"), rq([6.0, 2.0, 1.9, 1.8, 1.0, 0.5, 0.0], 1, "easy"),
-          rq([3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0], 7, "flat-deep")]
+    qs = [
+        rq([6.0, 5.0, 4.0, 3.0, 2.0, 1.0, 0.0], 6, "deep"),
+        rq([6.0, 2.0, 1.9, 1.8, 1.0, 0.5, 0.0], 1, "easy"),
+        rq([3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0], 7, "flat-deep"),
+    ]
     cfg = EpisodeConfig(max_depth=3)
     pol = registry.make(family, "bor")
     if family == "choppy":

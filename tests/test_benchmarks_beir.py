@@ -62,12 +62,8 @@ def write_beir(
     folder = root / "scifacts-mini"
     (folder / "qrels").mkdir(parents=True, exist_ok=True)
     (folder / "corpus.jsonl").write_text(_jsonl(DOCS if docs is None else docs), encoding="utf-8")
-    (folder / "queries.jsonl").write_text(
-        _jsonl(QUERIES if queries is None else queries), encoding="utf-8"
-    )
-    (folder / "qrels" / f"{split}.tsv").write_text(
-        _qrels_tsv(QRELS if qrels is None else qrels), encoding="utf-8"
-    )
+    (folder / "queries.jsonl").write_text(_jsonl(QUERIES if queries is None else queries), encoding="utf-8")
+    (folder / "qrels" / f"{split}.tsv").write_text(_qrels_tsv(QRELS if qrels is None else qrels), encoding="utf-8")
     return folder
 
 
@@ -96,15 +92,9 @@ def test_load_fixture(beir_dir: Path) -> None:
     assert c.queries[2].gold == ("d2",)
     assert c.skipped == {}
     assert c.inputs_sha256 == {
-        "scifacts-mini/corpus.jsonl": hashlib.sha256(
-            (beir_dir / "corpus.jsonl").read_bytes()
-        ).hexdigest(),
-        "scifacts-mini/queries.jsonl": hashlib.sha256(
-            (beir_dir / "queries.jsonl").read_bytes()
-        ).hexdigest(),
-        "scifacts-mini/qrels/test.tsv": hashlib.sha256(
-            (beir_dir / "qrels" / "test.tsv").read_bytes()
-        ).hexdigest(),
+        "scifacts-mini/corpus.jsonl": hashlib.sha256((beir_dir / "corpus.jsonl").read_bytes()).hexdigest(),
+        "scifacts-mini/queries.jsonl": hashlib.sha256((beir_dir / "queries.jsonl").read_bytes()).hexdigest(),
+        "scifacts-mini/qrels/test.tsv": hashlib.sha256((beir_dir / "qrels" / "test.tsv").read_bytes()).hexdigest(),
     }
 
 
@@ -149,9 +139,7 @@ def test_queries_restricted_and_skips_counted(tmp_path: Path) -> None:
     ("row", "line", "needle"),
     [(("ghost", "d1", 1), 8, "query id 'ghost'"), (("q3", "d404", 1), 8, "document id 'd404'")],
 )
-def test_unknown_qrels_ids_strict(
-    tmp_path: Path, row: tuple[str, str, int], line: int, needle: str
-) -> None:
+def test_unknown_qrels_ids_strict(tmp_path: Path, row: tuple[str, str, int], line: int, needle: str) -> None:
     folder = write_beir(tmp_path, qrels=QRELS + [row])
     with pytest.raises(DataError) as e:
         load_beir(folder, strict=True)
@@ -184,9 +172,7 @@ def test_unknown_qrels_ids_strict(
         ("qrels/test.tsv", _qrels_tsv(QRELS + [("q1", "d3", 0)]), 8, "duplicate judgment"),
     ],
 )
-def test_malformed_names_file_and_line(
-    tmp_path: Path, fname: str, body: str, line: int, needle: str
-) -> None:
+def test_malformed_names_file_and_line(tmp_path: Path, fname: str, body: str, line: int, needle: str) -> None:
     folder = write_beir(tmp_path)
     (folder / fname).write_text(body, encoding="utf-8")
     with pytest.raises(DataError) as e:

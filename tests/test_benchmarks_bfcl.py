@@ -171,9 +171,7 @@ def test_first_definition_wins_and_user_turns_concatenated(tmp_path: Path) -> No
 
 
 def test_malformed_json_line_names_file_and_line(tmp_path: Path) -> None:
-    q, a = _write(
-        tmp_path, [GOOD_Q[0], GOOD_Q[1], '{"id": "q2", "question": [[{', GOOD_Q[2]], GOOD_A
-    )
+    q, a = _write(tmp_path, [GOOD_Q[0], GOOD_Q[1], '{"id": "q2", "question": [[{', GOOD_Q[2]], GOOD_A)
     with pytest.raises(DataError) as exc:
         load_bfcl(q, a)
     assert f"{q}:3" in str(exc.value)
@@ -221,9 +219,7 @@ def test_gold_mismatching_entrys_function_is_rejected(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("content", ["", "   \n\t "])
 def test_empty_query_names_id(tmp_path: Path, content: str) -> None:
-    q, a = _write(
-        tmp_path, [GOOD_Q[0], _q("q_empty", content, "beta")], [GOOD_A[0], _a("q_empty", "beta")]
-    )
+    q, a = _write(tmp_path, [GOOD_Q[0], _q("q_empty", content, "beta")], [GOOD_A[0], _a("q_empty", "beta")])
     with pytest.raises(DataError, match="q_empty") as exc:
         load_bfcl(q, a)
     assert f"{q}:2" in str(exc.value)
@@ -264,9 +260,7 @@ def test_question_without_ground_truth(tmp_path: Path) -> None:
     assert str(a) in str(exc.value)
 
 
-@pytest.mark.parametrize(
-    "ground_truth", [None, 3, [], [{}], ["alpha"], [{"alpha": {}, "beta": {}}]]
-)
+@pytest.mark.parametrize("ground_truth", [None, 3, [], [{}], ["alpha"], [{"alpha": {}, "beta": {}}]])
 def test_malformed_ground_truth(tmp_path: Path, ground_truth: object) -> None:
     q, a = _write(tmp_path, GOOD_Q[:1], [{"id": "q0", "ground_truth": ground_truth}])
     with pytest.raises(DataError, match="ground_truth") as exc:
@@ -290,9 +284,7 @@ def test_duplicate_answer_id(tmp_path: Path) -> None:
 def test_non_utf8_bytes(tmp_path: Path, which: str) -> None:
     q, a = _write(tmp_path, GOOD_Q, GOOD_A)
     target = q if which == "questions" else a
-    target.write_bytes(
-        target.read_bytes().replace(b"query", b"qu\xff\xfery", 1).replace(b"alpha", b"\xe9", 1)
-    )
+    target.write_bytes(target.read_bytes().replace(b"query", b"qu\xff\xfery", 1).replace(b"alpha", b"\xe9", 1))
     with pytest.raises(DataError, match="UTF-8") as exc:
         load_bfcl(q, a)
     assert str(target) in str(exc.value)
@@ -317,9 +309,7 @@ def test_env_override_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 
 @pytest.mark.parametrize("drop", ["questions", "answers"])
-def test_env_override_missing_file_names_path(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, drop: str
-) -> None:
+def test_env_override_missing_file_names_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, drop: str) -> None:
     q, a = _write(tmp_path, GOOD_Q, GOOD_A)
     missing = q if drop == "questions" else a
     missing.unlink()

@@ -41,14 +41,10 @@ def test_bfcl_bm25_shape(bfcl_bm25: Condition) -> None:
     assert c.meta["scorer_identity"] == BM25Scorer().identity()
 
 
-def test_bfcl_bm25_queries_follow_corpus_order_and_gold(
-    bfcl_bm25: Condition, cache_dir: Path
-) -> None:
+def test_bfcl_bm25_queries_follow_corpus_order_and_gold(bfcl_bm25: Condition, cache_dir: Path) -> None:
     corpus = load_bfcl()
     assert [q.qid for q in bfcl_bm25.queries] == [r.qid for r in corpus.queries]
-    scores, hit = cached_scores(
-        BM25Scorer(), [r.text for r in corpus.queries], list(corpus.tool_texts), cache_dir
-    )
+    scores, hit = cached_scores(BM25Scorer(), [r.text for r in corpus.queries], list(corpus.tool_texts), cache_dir)
     assert hit is True  # build_condition filled this entry
     index = corpus.tool_index()
     for i, (rq, rec) in enumerate(zip(bfcl_bm25.queries, corpus.queries, strict=True)):

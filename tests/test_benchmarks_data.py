@@ -56,12 +56,8 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path, list[str]]]:
     root.mkdir()
     log: list[str] = []
     handler = type("H", (_Handler,), {"requests": log})
-    httpd = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(handler, directory=str(root))
-    )
-    thread = threading.Thread(
-        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    )
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}", root, log
@@ -71,12 +67,8 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path, list[str]]]:
         thread.join(timeout=5)
 
 
-def _fake(
-    monkeypatch: pytest.MonkeyPatch, repo_path: str, sha: str = GOOD_SHA, packaged: bool = False
-) -> DataFile:
-    entry = DataFile(
-        "fake", f"fake/sub/{Path(repo_path).name}", "o/r", "c" * 40, repo_path, sha, packaged
-    )
+def _fake(monkeypatch: pytest.MonkeyPatch, repo_path: str, sha: str = GOOD_SHA, packaged: bool = False) -> DataFile:
+    entry = DataFile("fake", f"fake/sub/{Path(repo_path).name}", "o/r", "c" * 40, repo_path, sha, packaged)
     monkeypatch.setitem(data.DATASETS, "fake", {entry.relpath: entry})
     return entry
 
@@ -180,9 +172,7 @@ def test_present_file_verified_once(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     assert _all_files(tmp_path) == before  # nothing written
 
 
-def test_present_file_with_wrong_digest_refused(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_present_file_with_wrong_digest_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     entry = _fake(monkeypatch, "files/good.txt")
     dest = tmp_path / entry.relpath
     dest.parent.mkdir(parents=True)
@@ -282,20 +272,14 @@ def test_download_unreachable_server(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     assert _all_files(dd) == []
 
 
-def test_fetch_dataset(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, server: tuple[str, Path, list[str]]
-) -> None:
+def test_fetch_dataset(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, server: tuple[str, Path, list[str]]) -> None:
     base, served, _ = server
     (served / "files").mkdir()
     (served / "files" / "a.txt").write_bytes(GOOD)
     (served / "files" / "b.txt").write_bytes(b"bee")
     a = DataFile("fake", "fake/a.txt", "o/r", "c" * 40, "files/a.txt", GOOD_SHA)
-    b = DataFile(
-        "fake", "fake/b.txt", "o/r", "c" * 40, "files/b.txt", hashlib.sha256(b"bee").hexdigest()
-    )
-    p = DataFile(
-        "fake", "fake/packed.tar.xz", "o/r", "c" * 40, "dir/<x>.json", "0" * 64, packaged=True
-    )
+    b = DataFile("fake", "fake/b.txt", "o/r", "c" * 40, "files/b.txt", hashlib.sha256(b"bee").hexdigest())
+    p = DataFile("fake", "fake/packed.tar.xz", "o/r", "c" * 40, "dir/<x>.json", "0" * 64, packaged=True)
     monkeypatch.setitem(data.DATASETS, "fake", {e.relpath: e for e in (a, b, p)})
     dd = tmp_path / "data"
     with pytest.raises(DataError, match="packed.tar.xz"):

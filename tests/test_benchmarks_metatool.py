@@ -43,9 +43,7 @@ CSV = (
 )
 
 
-def _write_fixture(
-    root: Path, tools: dict[str, str] | None = None, csv_text: str = CSV
-) -> tuple[Path, Path]:
+def _write_fixture(root: Path, tools: dict[str, str] | None = None, csv_text: str = CSV) -> tuple[Path, Path]:
     pd = root / PLUGIN_DES
     qc = root / QUERIES
     pd.parent.mkdir(parents=True, exist_ok=True)
@@ -58,9 +56,7 @@ def _write_fixture(
 def _pin_to(monkeypatch: pytest.MonkeyPatch, dataset: str, relpath: str, path: Path) -> None:
     """Make the pinned digest of ``relpath`` that of ``path`` (fixture files)."""
     entry = data.DATASETS[dataset][relpath]
-    monkeypatch.setitem(
-        data.DATASETS[dataset], relpath, dataclasses.replace(entry, sha256=data.file_sha256(path))
-    )
+    monkeypatch.setitem(data.DATASETS[dataset], relpath, dataclasses.replace(entry, sha256=data.file_sha256(path)))
 
 
 def test_fixture_corpus(tmp_path: Path) -> None:

@@ -77,9 +77,7 @@ TOOLS = [
 ]
 
 
-def _bm25_oracle(
-    queries: Sequence[str], tools: Sequence[str], k1=1.5, b=0.75, eps=0.25
-) -> np.ndarray:
+def _bm25_oracle(queries: Sequence[str], tools: Sequence[str], k1=1.5, b=0.75, eps=0.25) -> np.ndarray:
     """BM25Okapi by hand (rank-bm25's ATIRE idf with an epsilon floor for negative idf)."""
     docs = [tokenise(t) or ["<empty>"] for t in tools]
     n = len(docs)
@@ -93,9 +91,7 @@ def _bm25_oracle(
         for w in tokenise(q):
             for j, d in enumerate(docs):
                 f = d.count(w)
-                out[i, j] += (
-                    idf.get(w, 0.0) * f * (k1 + 1) / (f + k1 * (1 - b + b * len(d) / avgdl))
-                )
+                out[i, j] += idf.get(w, 0.0) * f * (k1 + 1) / (f + k1 * (1 - b + b * len(d) / avgdl))
     return out
 
 
@@ -119,9 +115,7 @@ def test_bm25_shape_and_exact_match_first() -> None:
 
 def test_bm25_matches_hand_oracle() -> None:
     queries = ["triangle area base", "email to recipient", "weather weather city", "the of"]
-    np.testing.assert_allclose(
-        BM25Scorer().score(queries, TOOLS), _bm25_oracle(queries, TOOLS), rtol=1e-12
-    )
+    np.testing.assert_allclose(BM25Scorer().score(queries, TOOLS), _bm25_oracle(queries, TOOLS), rtol=1e-12)
 
 
 def test_bm25_empty_tool_text_does_not_crash() -> None:
@@ -262,9 +256,7 @@ def test_cache_hit_does_not_call_scorer(tmp_path: Path) -> None:
         (Q, T, "v2"),  # scorer identity changed
     ],
 )
-def test_cache_misses_on_any_change(
-    tmp_path: Path, queries: list, tools: list, version: str
-) -> None:
+def test_cache_misses_on_any_change(tmp_path: Path, queries: list, tools: list, version: str) -> None:
     assert cached_scores(CountingScorer(), Q, T, tmp_path)[1] is False
     sc = CountingScorer(version=version)
     m, hit = cached_scores(sc, queries, tools, tmp_path)
@@ -274,9 +266,7 @@ def test_cache_misses_on_any_change(
     assert len(_entries(tmp_path)) == 2
 
 
-def test_cache_misses_when_tokeniser_version_changes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_cache_misses_when_tokeniser_version_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert cached_scores(BM25Scorer(), ["area"], TOOLS, tmp_path)[1] is False
     assert cached_scores(BM25Scorer(), ["area"], TOOLS, tmp_path)[1] is True
     monkeypatch.setattr(scorers, "TOKENISER_VERSION", "v2-test")
@@ -412,9 +402,7 @@ def test_atomic_save_leaves_no_temp_on_failure(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_cache_dir_none_uses_default_under_env(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_cache_dir_none_uses_default_under_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("SHORTLIST_CACHE_DIR", str(tmp_path / "envcache"))
     folder = default_cache_dir()
     assert folder.is_relative_to(tmp_path / "envcache")
@@ -436,9 +424,7 @@ def test_two_processes_fill_the_same_entry(tmp_path: Path) -> None:
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(2)
     results = ctx.Queue()
-    procs = [
-        ctx.Process(target=_fill_entry, args=(str(tmp_path), barrier, results)) for _ in range(2)
-    ]
+    procs = [ctx.Process(target=_fill_entry, args=(str(tmp_path), barrier, results)) for _ in range(2)]
     for p in procs:
         p.start()
     got = [results.get(timeout=120) for _ in procs]

@@ -80,9 +80,7 @@ def _good_members() -> list[tuple[str, bytes]]:
     ]
 
 
-def _write_archive(
-    path: Path, members: list[tuple[str, bytes]], extra: Sequence[tarfile.TarInfo] = ()
-) -> Path:
+def _write_archive(path: Path, members: list[tuple[str, bytes]], extra: Sequence[tarfile.TarInfo] = ()) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(path, "w:xz") as tf:
         for d in (PREFIX, f"{PREFIX}/Cat1", f"{PREFIX}/Cat2"):
@@ -298,9 +296,7 @@ def test_bad_member_content(tmp_path: Path) -> None:
     arch = _write_archive(tmp_path / "a.tar.xz", [(f"{PREFIX}/Cat1/bad.json", b'{"tool_name": ')])
     with pytest.raises(DataError, match=r"Cat1/bad\.json:1: malformed JSON"):
         read_archive(arch)
-    arch = _write_archive(
-        tmp_path / "b.tar.xz", [(f"{PREFIX}/Cat1/bad.json", b'{"tool_name": "x", "api_list": {}}')]
-    )
+    arch = _write_archive(tmp_path / "b.tar.xz", [(f"{PREFIX}/Cat1/bad.json", b'{"tool_name": "x", "api_list": {}}')])
     with pytest.raises(DataError, match="'api_list' must be a list"):
         read_archive(arch)
     dup = _good_members()[0]
@@ -318,14 +314,10 @@ def test_bad_member_content(tmp_path: Path) -> None:
 def test_registry_errors(tmp_path: Path) -> None:
     reg, qfiles, arch = _write_fixture(tmp_path / "data")
     cache = tmp_path / "cache"
-    reg.write_text(
-        '{\n "A": {"tool_description": "x"},\n "A": {"tool_description": "y"}\n}', encoding="utf-8"
-    )
+    reg.write_text('{\n "A": {"tool_description": "x"},\n "A": {"tool_description": "y"}\n}', encoding="utf-8")
     with pytest.raises(DataError, match="'A' appears twice"):
         load_toolbench_files(reg, qfiles, arch, cache)
-    reg.write_text(
-        '{\n "A": {"tool_description": "x"},\n "B": {"tool_description": 5}\n}', encoding="utf-8"
-    )
+    reg.write_text('{\n "A": {"tool_description": "x"},\n "B": {"tool_description": 5}\n}', encoding="utf-8")
     with pytest.raises(DataError, match=r"tool_details\.json:3: tool_description of 'B'"):
         load_toolbench_files(reg, qfiles, arch, cache)
     reg.write_text('{\n "A": [1, 2]\n}', encoding="utf-8")
@@ -344,16 +336,10 @@ def test_query_errors_name_file_and_line(tmp_path: Path) -> None:
         {"query": "bad", "query_id": 11, "relevant APIs": [["Beta"]]},
     ]
     qfiles[2].write_text(json.dumps(bad, indent=1), encoding="utf-8")
-    line = next(
-        i for i, s in enumerate(qfiles[2].read_text().splitlines(), 1) if '"query_id": 11' in s
-    )
-    with pytest.raises(
-        DataError, match=rf"G1_tool\.json:{line} \(entry 1, query_id 11\): 'relevant APIs'"
-    ):
+    line = next(i for i, s in enumerate(qfiles[2].read_text().splitlines(), 1) if '"query_id": 11' in s)
+    with pytest.raises(DataError, match=rf"G1_tool\.json:{line} \(entry 1, query_id 11\): 'relevant APIs'"):
         load_toolbench_files(reg, qfiles, arch, cache)
-    qfiles[2].write_text(
-        json.dumps([{"query": "  ", "query_id": 1, "relevant APIs": []}]), encoding="utf-8"
-    )
+    qfiles[2].write_text(json.dumps([{"query": "  ", "query_id": 1, "relevant APIs": []}]), encoding="utf-8")
     with pytest.raises(DataError, match="empty query text"):
         load_toolbench_files(reg, qfiles, arch, cache)
     dup = [

@@ -46,11 +46,7 @@ def test_read_run_good(tmp_path: Path) -> None:
     p = _write(
         tmp_path,
         "run.txt",
-        "q1 Q0 d1 1 12.5 bm25\n"
-        "q1 Q0 d2 2 -3e-1 bm25\n"
-        "\n"
-        "q2\tQ0\td9\t1\t7\tbm25\r\n"
-        "q1 0 d3 3 -4 bm25\n",
+        "q1 Q0 d1 1 12.5 bm25\nq1 Q0 d2 2 -3e-1 bm25\n\nq2\tQ0\td9\t1\t7\tbm25\r\nq1 0 d3 3 -4 bm25\n",
     )
     run = read_run(p)
     assert list(run) == ["q1", "q2"]
@@ -115,9 +111,7 @@ def test_read_qrels_trec(tmp_path: Path) -> None:
 
 
 def test_read_qrels_beir(tmp_path: Path) -> None:
-    p = _write(
-        tmp_path, "test.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t0\nq2\td3\t2\n"
-    )
+    p = _write(tmp_path, "test.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t0\nq2\td3\t2\n")
     assert read_qrels(p) == {"q1": {"d1": 1, "d2": 0}, "q2": {"d3": 2}}
 
 
@@ -320,9 +314,7 @@ def test_success_and_recall_match_ir_measures(shuffle_seed: int | None) -> None:
     ir_run = [ScoredDoc(q, d, s) for q, ds in run.items() for d, s in ds]
     ks = (1, 2, 3, 5)
     measures = [m for k in ks for m in (Success @ k, R @ k)]
-    per_query = {
-        (m.query_id, m.measure): m.value for m in ir_measures.iter_calc(measures, ir_qrels, ir_run)
-    }
+    per_query = {(m.query_id, m.measure): m.value for m in ir_measures.iter_calc(measures, ir_qrels, ir_run)}
     agg = ir_measures.calc_aggregate(measures, ir_qrels, ir_run)
     for k in ks:
         for q in ours:

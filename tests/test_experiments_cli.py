@@ -25,8 +25,28 @@ def run(args: list[str], cache_dir: str) -> int:
 
 def test_train_fixed_writes_run_dirs_and_tables(tmp_path: Path, cache_dir: str) -> None:
     out = tmp_path / "o"
-    assert run(["train", "--benchmark", "bfcl", "--scorer", "bm25", "--agent", "fixed", "--k", "1", "5",
-                "--seeds", "42", "--out", str(out)], cache_dir) == 0
+    assert (
+        run(
+            [
+                "train",
+                "--benchmark",
+                "bfcl",
+                "--scorer",
+                "bm25",
+                "--agent",
+                "fixed",
+                "--k",
+                "1",
+                "5",
+                "--seeds",
+                "42",
+                "--out",
+                str(out),
+            ],
+            cache_dir,
+        )
+        == 0
+    )
     runs = sorted(p.name for p in (out / "runs").iterdir())
     assert runs == ["bfcl-bm25__fixed-1__s42", "bfcl-bm25__fixed-5__s42"]
     run_dir = out / "runs" / runs[0]
@@ -50,8 +70,20 @@ def test_train_fixed_writes_run_dirs_and_tables(tmp_path: Path, cache_dir: str) 
 
 
 def test_same_command_twice_is_byte_identical_and_resumes(tmp_path: Path, cache_dir: str) -> None:
-    args = ["train", "--benchmark", "bfcl", "--scorer", "bm25", "--agent", "tabular", "--tabular-episodes", "300",
-            "--seeds", "1", "2"]
+    args = [
+        "train",
+        "--benchmark",
+        "bfcl",
+        "--scorer",
+        "bm25",
+        "--agent",
+        "tabular",
+        "--tabular-episodes",
+        "300",
+        "--seeds",
+        "1",
+        "2",
+    ]
     a, b = tmp_path / "a", tmp_path / "b"
     assert run([*args, "--out", str(a)], cache_dir) == 0
     assert run([*args, "--out", str(b), "--workers", "2"], cache_dir) == 0
@@ -68,7 +100,10 @@ def test_same_command_twice_is_byte_identical_and_resumes(tmp_path: Path, cache_
 
 def test_evaluate_reloads_a_trained_agent(tmp_path: Path, cache_dir: str) -> None:
     out = tmp_path / "o"
-    assert run(["train", "--agent", "tabular", "--tabular-episodes", "300", "--seeds", "3", "--out", str(out)], cache_dir) == 0
+    assert (
+        run(["train", "--agent", "tabular", "--tabular-episodes", "300", "--seeds", "3", "--out", str(out)], cache_dir)
+        == 0
+    )
     run_dir = out / "runs" / "bfcl-bm25__bor-tabular__s3"
     ev = tmp_path / "ev"
     assert run(["evaluate", "--run-dir", str(run_dir), "--out", str(ev)], cache_dir) == 0
@@ -88,8 +123,9 @@ def test_evaluate_reloads_a_trained_agent(tmp_path: Path, cache_dir: str) -> Non
         (["--gamma", "1.5"], "gamma"),
     ],
 )
-def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, cache_dir: str, capsys: pytest.CaptureFixture[str],
-                                               extra: list[str], message: str) -> None:
+def test_bad_input_exits_2_and_writes_nothing(
+    tmp_path: Path, cache_dir: str, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
     out = tmp_path / "o"
     code = run(["train", "--agent", "fixed", "--k", "1", "--seeds", "1", *extra, "--out", str(out)], cache_dir)
     err = capsys.readouterr().err
@@ -119,11 +155,30 @@ def test_reproduce_unknown_condition(capsys: pytest.CaptureFixture[str], cache_d
 
 def test_reproduce_tiny_sweep_writes_report(tmp_path: Path, cache_dir: str) -> None:
     out = tmp_path / "r"
-    args = ["reproduce", "--only", "bfcl-bm25", "--seeds", "1", "--dqn-timesteps", "400", "--dqn-learning-starts", "100",
-            "--tabular-episodes", "200", "--out", str(out)]
+    args = [
+        "reproduce",
+        "--only",
+        "bfcl-bm25",
+        "--seeds",
+        "1",
+        "--dqn-timesteps",
+        "400",
+        "--dqn-learning-starts",
+        "100",
+        "--tabular-episodes",
+        "200",
+        "--out",
+        str(out),
+    ]
     assert run(args, cache_dir) == 0
-    for f in ("README.md", "aggregate.csv", "scorer_strength.csv", *TABLES, "figures/buckets_bfcl-bm25.png",
-              "figures/buckets_bfcl-bm25.csv"):
+    for f in (
+        "README.md",
+        "aggregate.csv",
+        "scorer_strength.csv",
+        *TABLES,
+        "figures/buckets_bfcl-bm25.png",
+        "figures/buckets_bfcl-bm25.csv",
+    ):
         assert (out / f).is_file(), f
     readme = (out / "README.md").read_text()
     assert "## bfcl-bm25" in readme and "Beside the paper" in readme
@@ -144,7 +199,24 @@ def test_ray_backend_matches_local(tmp_path: Path, cache_dir: str) -> None:
 
 
 def test_unknown_backend(tmp_path: Path, cache_dir: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(["train", "--agent", "fixed", "--k", "1", "--seeds", "1", "--backend", "slurm",
-                "--out", str(tmp_path / "o")], cache_dir) == 2
+    assert (
+        run(
+            [
+                "train",
+                "--agent",
+                "fixed",
+                "--k",
+                "1",
+                "--seeds",
+                "1",
+                "--backend",
+                "slurm",
+                "--out",
+                str(tmp_path / "o"),
+            ],
+            cache_dir,
+        )
+        == 2
+    )
     assert "unknown backend 'slurm'" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()

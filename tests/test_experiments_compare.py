@@ -25,25 +25,42 @@ from experiments.compare import (
     resolve_plans,
 )
 
-TINY = {"seeds": (1, 2), "dqn_timesteps": 400, "dqn_learning_starts": 100, "tabular_episodes": 200,
-        "max_depth": 20}
+TINY = {"seeds": (1, 2), "dqn_timesteps": 400, "dqn_learning_starts": 100, "tabular_episodes": 200, "max_depth": 20}
 
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("peers")
     cache = str(tmp_path_factory.mktemp("scores"))
-    rc = cmd_compare(CompareArgs(only=("bfcl-bm25",), out=str(out), runs_dir=str(out / "runs")), LearnArgs(**TINY),
-                     CommonArgs(cache_dir=cache, no_progress=True), "shortlist compare (test)")
+    rc = cmd_compare(
+        CompareArgs(only=("bfcl-bm25",), out=str(out), runs_dir=str(out / "runs")),
+        LearnArgs(**TINY),
+        CommonArgs(cache_dir=cache, no_progress=True),
+        "shortlist compare (test)",
+    )
     assert rc == 0
     return out, cache
 
 
 def test_writes_every_output(result: tuple[Path, str]) -> None:
     out, _ = result
-    for f in ("README.md", "manifest.json", "aggregate.csv", "buckets_aggregate.csv", "limits.csv", "dp.csv",
-              "goals.csv", "paired.csv", "per_query.csv", "summary.csv", "buckets.csv", "figures/pareto_bfcl-bm25.png",
-              "figures/pareto_bfcl-bm25.csv", "figures/buckets_bfcl-bm25.png", "figures/buckets_bfcl-bm25.csv"):
+    for f in (
+        "README.md",
+        "manifest.json",
+        "aggregate.csv",
+        "buckets_aggregate.csv",
+        "limits.csv",
+        "dp.csv",
+        "goals.csv",
+        "paired.csv",
+        "per_query.csv",
+        "summary.csv",
+        "buckets.csv",
+        "figures/pareto_bfcl-bm25.png",
+        "figures/pareto_bfcl-bm25.csv",
+        "figures/buckets_bfcl-bm25.png",
+        "figures/buckets_bfcl-bm25.csv",
+    ):
         assert (out / f).is_file(), f
     for run in (out / "runs").iterdir():
         for f in ("config.json", "command.txt", "manifest.json", "per_query.csv"):
@@ -68,7 +85,8 @@ def test_seeds_per_method(result: tuple[Path, str]) -> None:
 
         assert s == ([1, 2] if is_stochastic(MethodSpec.parse(m)) else [1]), m
     assert {"bor-dqn", "bor-tabular", "f1-dqn", "bor-choppy", "random"} == {
-        m for m in seeds.index if len(seeds[m]) == 2}
+        m for m in seeds.index if len(seeds[m]) == 2
+    }
 
 
 def test_pareto_csv_is_the_plotted_numbers(result: tuple[Path, str]) -> None:
@@ -119,8 +137,15 @@ def test_paired_differences_match_per_query_means(result: tuple[Path, str]) -> N
 def test_rerun_resumes_every_cell(result: tuple[Path, str]) -> None:
     out, cache = result
     stamps = {p.name: (p / "manifest.json").stat().st_mtime_ns for p in (out / "runs").iterdir()}
-    assert cmd_compare(CompareArgs(only=("bfcl-bm25",), out=str(out), runs_dir=str(out / "runs")), LearnArgs(**TINY),
-                       CommonArgs(cache_dir=cache, no_progress=True), "again") == 0
+    assert (
+        cmd_compare(
+            CompareArgs(only=("bfcl-bm25",), out=str(out), runs_dir=str(out / "runs")),
+            LearnArgs(**TINY),
+            CommonArgs(cache_dir=cache, no_progress=True),
+            "again",
+        )
+        == 0
+    )
     assert stamps == {p.name: (p / "manifest.json").stat().st_mtime_ns for p in (out / "runs").iterdir()}
 
 
@@ -152,8 +177,14 @@ def test_pareto_front_and_limits_by_hand() -> None:
     k = np.array([1.0, 2.0, 3.0, 2.0, 1.0])
     # (85, 3) is dominated by (90, 2); (70, 1) by (80, 1); the two (90, 2) tie and both stay
     np.testing.assert_array_equal(pareto_front(found, k), [True, True, False, True, False])
-    summary = pd.DataFrame({"condition": "c", "method": ["bor-dp", "oracle", "bor-dqn", "bor-dqn"],
-                            "seed": [1, 1, 1, 2], "mean_reward": [6.0, 8.0, 5.4, 6.0]})
+    summary = pd.DataFrame(
+        {
+            "condition": "c",
+            "method": ["bor-dp", "oracle", "bor-dqn", "bor-dqn"],
+            "seed": [1, 1, 1, 2],
+            "mean_reward": [6.0, 8.0, 5.4, 6.0],
+        }
+    )
     lim = limits_table(summary).set_index("method")
     assert lim.loc["bor-dqn", "frac_dp"] == pytest.approx(0.95)
     assert lim.loc["bor-dqn", "frac_oracle"] == pytest.approx(5.7 / 8.0)

@@ -67,12 +67,8 @@ def summary() -> pd.DataFrame:
     rows = []
     for k, f in ((1, 50.0), (3, 70.0), (10, 85.0), (50, 98.0)):
         rows += summary_rows(COND, f"fixed-{k}", [1, 2, 3], [f] * 3, [float(k)] * 3)
-    rows += summary_rows(
-        COND, "bor-dqn", [1, 2, 3], [72.0, 75.0, 78.0], [2.0, 2.5, 4.0], [5.1, 5.3, 5.0]
-    )
-    rows += summary_rows(
-        COND, "f1-dqn", [1, 2, 3], [60.0, 62.0, 58.0], [1.2, 1.4, 1.3], [4.0, 4.2, 4.1]
-    )
+    rows += summary_rows(COND, "bor-dqn", [1, 2, 3], [72.0, 75.0, 78.0], [2.0, 2.5, 4.0], [5.1, 5.3, 5.0])
+    rows += summary_rows(COND, "f1-dqn", [1, 2, 3], [60.0, 62.0, 58.0], [1.2, 1.4, 1.3], [4.0, 4.2, 4.1])
     rows += summary_rows(COND, "bor-tabular", [1, 2], [70.0, 71.0], [3.0, 3.2])
     rows += summary_rows(COND, "gap", [1], [66.0], [1.8])
     rows += summary_rows("other", "bor-dqn", [1], [10.0], [1.0])
@@ -116,9 +112,13 @@ def test_iso_bor_line_is_two_to_the_b_times_k_over_n() -> None:
 
 
 def test_method_kind() -> None:
-    assert [
-        method_kind(m) for m in ("fixed-5", "bor-dqn", "f1-tabular", "gap", "bor-threshold")
-    ] == ["fixed", "learned", "learned", "peer", "peer"]
+    assert [method_kind(m) for m in ("fixed-5", "bor-dqn", "f1-tabular", "gap", "bor-threshold")] == [
+        "fixed",
+        "learned",
+        "learned",
+        "peer",
+        "peer",
+    ]
 
 
 def test_candidate_set_size(per_query: pd.DataFrame) -> None:
@@ -135,9 +135,7 @@ def test_candidate_set_size(per_query: pd.DataFrame) -> None:
         candidate_set_size(multi, COND)
 
 
-def test_pareto_figure_writes_png_and_exact_plotted_numbers(
-    summary: pd.DataFrame, tmp_path: Path
-) -> None:
+def test_pareto_figure_writes_png_and_exact_plotted_numbers(summary: pd.DataFrame, tmp_path: Path) -> None:
     out = tmp_path / "figs" / "pareto.png"
     plotted = pareto_figure(summary, COND, out, n=N)
     assert_png(out)
@@ -184,9 +182,7 @@ def test_pareto_figure_writes_png_and_exact_plotted_numbers(
         assert line["found_pct"].iloc[-1] == pytest.approx(100.0)
 
 
-def test_pareto_figure_explicit_bits_and_unknown_condition(
-    summary: pd.DataFrame, tmp_path: Path
-) -> None:
+def test_pareto_figure_explicit_bits_and_unknown_condition(summary: pd.DataFrame, tmp_path: Path) -> None:
     plotted = pareto_figure(summary, COND, tmp_path / "p.png", n=N, bits=[2, 4])
     assert sorted(set(plotted.loc[plotted["kind"] == "iso_bor", "bits"])) == [2.0, 4.0]
     with pytest.raises(ValueError, match="not in the summary"):
@@ -203,9 +199,7 @@ def test_registry_sweep_figure(tmp_path: Path) -> None:
             sweeps[fam].append((n, cond))
             for m in ("bor-dqn", "f1-dqn", "fixed-5", "fixed-1"):
                 k = [5.0] * 3 if m == "fixed-5" else list(rng.uniform(1, 6, 3))
-                rows += summary_rows(
-                    cond, m, [1, 2, 3], list(rng.uniform(40, 90, 3)), k, list(rng.uniform(1, 6, 3))
-                )
+                rows += summary_rows(cond, m, [1, 2, 3], list(rng.uniform(40, 90, 3)), k, list(rng.uniform(1, 6, 3)))
     sweeps["fam-b"].append((3000, "fam-b-3000"))  # not run yet: skipped
     summary = pd.DataFrame(rows)
     out = tmp_path / "sweep.png"
@@ -231,16 +225,10 @@ def test_registry_sweep_figure(tmp_path: Path) -> None:
 
 
 def test_scorer_figure(summary: pd.DataFrame, per_query: pd.DataFrame, tmp_path: Path) -> None:
-    other = pd.DataFrame(
-        summary_rows("syn-bm25", "bor-dqn", [1, 2, 3], [90.0, 95.0, 93.0], [40.0, 80.0, 60.0])
-    )
+    other = pd.DataFrame(summary_rows("syn-bm25", "bor-dqn", [1, 2, 3], [90.0, 95.0, 93.0], [40.0, 80.0, 60.0]))
     s = pd.concat([summary, other], ignore_index=True)
-    pq = pd.concat(
-        [per_query, per_query.assign(condition="syn-bm25", gold_rank=2)], ignore_index=True
-    )
-    assert scorer_found_at_1(pq, COND) == pytest.approx(
-        60.0
-    )  # 6 of 10 distinct queries, not of 20 rows
+    pq = pd.concat([per_query, per_query.assign(condition="syn-bm25", gold_rank=2)], ignore_index=True)
+    assert scorer_found_at_1(pq, COND) == pytest.approx(60.0)  # 6 of 10 distinct queries, not of 20 rows
     assert scorer_found_at_1(pq, "syn-bm25") == 0.0
 
     out = tmp_path / "scorer.png"
@@ -325,20 +313,14 @@ def test_write_index_escapes_renders_tables_and_images(results: Path) -> None:
     assert "figures/pareto_syn.png" in imgs
     assert "peers/figures/peer%20pareto.png" in imgs
     assert "figures/unreferenced.png" in imgs  # listed under "Other figures"
-    assert (
-        text.count('src="figures/unreferenced.png"') == 1 and "(not referenced by a README)" in text
-    )
+    assert text.count('src="figures/unreferenced.png"') == 1 and "(not referenced by a README)" in text
     assert len(imgs) == 3  # each figure once; the missing one is not an <img>
     for src in imgs:
         assert src is not None and (results / unquote(src)).is_file(), src
-    hrefs = [
-        a["href"] for t, a in tags if t == "a" and a.get("href") and not a["href"].startswith("#")
-    ]
+    hrefs = [a["href"] for t, a in tags if t == "a" and a.get("href") and not a["href"].startswith("#")]
     for h in hrefs:
         assert h is not None and (results / unquote(h)).is_file(), h
-    assert (
-        "figures/pareto_syn.csv" in hrefs and "summary.csv" in hrefs and "peers/README.md" in hrefs
-    )
+    assert "figures/pareto_syn.csv" in hrefs and "summary.csv" in hrefs and "peers/README.md" in hrefs
     assert "peers/figures/peer%20pareto.csv" in hrefs  # sibling CSV linked in the caption
 
 
@@ -355,11 +337,7 @@ def test_render_markdown_subset() -> None:
 
 
 CHROMIUM = next(
-    (
-        shutil.which(b)
-        for b in ("chromium", "chromium-browser", "google-chrome", "chrome")
-        if shutil.which(b)
-    ),
+    (shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome", "chrome") if shutil.which(b)),
     None,
 )
 

@@ -56,8 +56,28 @@ def test_candidate_sets_rules() -> None:
 def test_byo_trec_run_trains_and_keeps_true_r(tmp_path: Path, cache_dir: str) -> None:
     run, qrels = write_run(tmp_path)
     out = tmp_path / "o"
-    code = main(["train", "--run", str(run), "--qrels", str(qrels), "--n-candidates", "1000", "--agent", "tabular",
-                 "--tabular-episodes", "300", "--seeds", "1", "--out", str(out), "--cache-dir", cache_dir, "--no-progress"])
+    code = main(
+        [
+            "train",
+            "--run",
+            str(run),
+            "--qrels",
+            str(qrels),
+            "--n-candidates",
+            "1000",
+            "--agent",
+            "tabular",
+            "--tabular-episodes",
+            "300",
+            "--seeds",
+            "1",
+            "--out",
+            str(out),
+            "--cache-dir",
+            cache_dir,
+            "--no-progress",
+        ]
+    )
     assert code == 0
     pq = pd.read_csv(out / "per_query.csv")
     assert set(pq["condition"]) == {"run-run"}
@@ -72,7 +92,19 @@ def test_byo_trec_run_trains_and_keeps_true_r(tmp_path: Path, cache_dir: str) ->
 
 def test_byo_errors(tmp_path: Path, cache_dir: str, capsys: pytest.CaptureFixture[str]) -> None:
     run, qrels = write_run(tmp_path)
-    base = ["train", "--agent", "fixed", "--k", "1", "--seeds", "1", "--cache-dir", cache_dir, "--out", str(tmp_path / "o")]
+    base = [
+        "train",
+        "--agent",
+        "fixed",
+        "--k",
+        "1",
+        "--seeds",
+        "1",
+        "--cache-dir",
+        cache_dir,
+        "--out",
+        str(tmp_path / "o"),
+    ]
     assert main([*base, "--run", str(run)]) == 2
     assert "--run and --qrels go together" in capsys.readouterr().err
     assert main([*base, "--run", str(tmp_path / "missing.trec"), "--qrels", str(qrels)]) == 2
@@ -91,14 +123,42 @@ def test_byo_beir_folder(tmp_path: Path, cache_dir: str) -> None:
     folder = tmp_path / "tiny"
     (folder / "qrels").mkdir(parents=True)
     docs = [f"document {i} about topic {i % 4} with words {'alpha beta gamma delta'.split()[i % 4]}" for i in range(12)]
-    (folder / "corpus.jsonl").write_text("\n".join(json.dumps({"_id": f"d{i}", "title": "", "text": t}) for i, t in enumerate(docs)))
+    (folder / "corpus.jsonl").write_text(
+        "\n".join(json.dumps({"_id": f"d{i}", "title": "", "text": t}) for i, t in enumerate(docs))
+    )
     queries = [f"topic {i % 4} {'alpha beta gamma delta'.split()[i % 4]}" for i in range(8)]
-    (folder / "queries.jsonl").write_text("\n".join(json.dumps({"_id": f"q{i}", "text": t}) for i, t in enumerate(queries)))
+    (folder / "queries.jsonl").write_text(
+        "\n".join(json.dumps({"_id": f"q{i}", "text": t}) for i, t in enumerate(queries))
+    )
     rows = ["query-id\tcorpus-id\tscore"] + [f"q{i}\td{j}\t1" for i in range(8) for j in range(12) if j % 4 == i % 4]
     (folder / "qrels" / "test.tsv").write_text("\n".join(rows) + "\n")
     out = tmp_path / "o"
-    assert main(["train", "--benchmark", "beir", "--beir-dir", str(folder), "--scorer", "bm25", "--agent", "fixed",
-                 "--k", "1", "3", "--seeds", "1", "--out", str(out), "--cache-dir", cache_dir, "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--benchmark",
+                "beir",
+                "--beir-dir",
+                str(folder),
+                "--scorer",
+                "bm25",
+                "--agent",
+                "fixed",
+                "--k",
+                "1",
+                "3",
+                "--seeds",
+                "1",
+                "--out",
+                str(out),
+                "--cache-dir",
+                cache_dir,
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     pq = pd.read_csv(out / "per_query.csv")
     assert set(pq["r"]) == {3} and set(pq["n"]) == {12}
 
@@ -113,7 +173,9 @@ def test_byo_beir_folder(tmp_path: Path, cache_dir: str) -> None:
         ("toolbench", "minilm", "", 50, 474, "default"),
     ],
 )
-def test_shared_benchmark_conditions(benchmark: str, scorer: str, variant: str, n: int, n_queries: int, buckets: str) -> None:
+def test_shared_benchmark_conditions(
+    benchmark: str, scorer: str, variant: str, n: int, n_queries: int, buckets: str
+) -> None:
     c = build_condition(benchmark, scorer, variant=variant)
     assert len(c.queries) == n_queries
     assert {q.n_candidates for q in c.queries} == {n}

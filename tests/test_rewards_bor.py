@@ -128,9 +128,7 @@ def _mp_tail(k: int, n: int, r: int, m: int) -> mpmath.mpf:
     return total
 
 
-def _log_uniform_cases(
-    rng: np.random.Generator, n_max: float, count: int
-) -> list[tuple[int, int, int]]:
+def _log_uniform_cases(rng: np.random.Generator, n_max: float, count: int) -> list[tuple[int, int, int]]:
     cases = []
     while len(cases) < count:
         n = int(np.exp(rng.uniform(0.0, math.log(n_max))))
@@ -323,9 +321,7 @@ def test_p_random_vectorised_equals_elementwise(
     m = np.array([m for _, m in rows])
     vec = p_random(k, n, r, m)
     assert isinstance(vec, np.ndarray) and vec.shape == k.shape and vec.dtype == np.float64
-    one = np.array(
-        [p_random(int(a), int(b), int(c), int(d)) for a, b, c, d in zip(k, n, r, m, strict=True)]
-    )
+    one = np.array([p_random(int(a), int(b), int(c), int(d)) for a, b, c, d in zip(k, n, r, m, strict=True)])
     np.testing.assert_array_equal(vec, one)
 
 
@@ -404,9 +400,7 @@ def test_bor_aggregate_ratio_of_means_with_per_query_depths() -> None:
     assert bor_aggregate(found, k, n) == pytest.approx(want, rel=1e-12)
     # NOT the mean reward (mean of per-query -log2 P_rand over found queries)
     assert bor_aggregate([1, 1], [1, 50], 100) == pytest.approx(math.log2(1 / 0.255), rel=1e-12)
-    assert float(np.mean(bor_reward([1, 1], [1, 50], 100))) == pytest.approx(
-        (math.log2(100) + 1.0) / 2, rel=1e-12
-    )
+    assert float(np.mean(bor_reward([1, 1], [1, 50], 100))) == pytest.approx((math.log2(100) + 1.0) / 2, rel=1e-12)
     # with R > 1: P_rand(2; 20, 2) = 1 - C(18,2)/C(20,2) = 37/190
     assert bor_aggregate([1, 1], [2, 1], [20, 10], [2, 1]) == pytest.approx(
         math.log2(1.0 / ((37 / 190 + 0.1) / 2)), rel=1e-12
