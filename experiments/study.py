@@ -81,6 +81,13 @@ def explain(t2: pd.DataFrame, summary: pd.DataFrame) -> list[str]:
                 f"a {'stronger' if stronger else 'weaker'} scorer shifts the difficulty distribution "
                 f"{'towards easy queries' if stronger else 'towards hard queries'}."
             )
+        if len(fixed) and not math.isnan(r["paper_mean_k"]):
+            ks = fixed["method"].str.removeprefix("fixed-").astype(int).to_numpy()
+            near = fixed.iloc[int(np.argmin(np.abs(np.log(ks) - math.log(max(r["paper_mean_k"], 1.0)))))]
+            s += (
+                f" For reference, at about the paper's depth (K {r['paper_mean_k']}) {near['method']} finds "
+                f"{near['found_pct']:.1f}% on our lists."
+            )
         if best is not None:
             s += (
                 f" On our lists the fixed K with the highest mean BoR reward is {best['method']} "
