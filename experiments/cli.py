@@ -233,6 +233,24 @@ def check_learn_args(la: LearnArgs) -> None:
         raise ValueError(bad[0])
 
 
+def run_with(cells: Sequence[Any], out: Path, ca: CommonArgs, command: str, runs_dir: Path | None = None) -> list[Path]:
+    """Run cells with the common options (workers, backend, caches, progress) of any command."""
+    from experiments.runner import run_cells
+
+    return run_cells(
+        cells,
+        out,
+        data_dir=ca.data_dir,
+        cache_dir=ca.cache_dir,
+        command=command,
+        workers=ca.workers,
+        progress=not ca.no_progress,
+        backend=ca.backend,
+        ray_address=ca.ray_address,
+        runs_dir=runs_dir,
+    )
+
+
 def learn_kwargs(la: LearnArgs) -> dict[str, Any]:
     from agents.dqn import DQNConfig
     from agents.tabular import TabularConfig
@@ -286,7 +304,7 @@ def _source_options(ta: TrainArgs, benchmark: str) -> tuple[tuple[str, str], ...
 
 def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int:
     from experiments.config import AGENTS, MethodSpec
-    from experiments.runner import collect, run_cells, write_tables
+    from experiments.runner import collect, write_tables
     from experiments.sweep import PLANS, ConditionPlan, cells_for
     from rewards import REWARD_KINDS
 
@@ -313,17 +331,7 @@ def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int
         raise ValueError(f"unknown bucket scheme {ta.buckets!r}; expected default or narrow")
     cells = cells_for([plan], la.seeds, {plan.name: methods}, buckets=ta.buckets, options=options, **learn_kwargs(la))
     out = Path(ta.out)
-    runs = run_cells(
-        cells,
-        out,
-        data_dir=ca.data_dir,
-        cache_dir=ca.cache_dir,
-        command=command,
-        workers=ca.workers,
-        progress=not ca.no_progress,
-        backend=ca.backend,
-        ray_address=ca.ray_address,
-    )
+    runs = run_with(cells, out, ca, command)
     per_query, summary, buckets = collect(runs)
     write_tables(out, per_query, summary, buckets)
     cols = ["condition", "method", "seed", "found_pct", "mean_k", "std_k", "bor_bits", "mean_reward"]
@@ -358,7 +366,7 @@ def cmd_reproduce(ra: ReproduceArgs, la: LearnArgs, ca: CommonArgs, command: str
     check_learn_args(la)
     ra = ReproduceArgs(**{**ra.__dict__, "only": tuple(dict.fromkeys(ra.only))})
     from experiments.report import write_report
-    from experiments.runner import collect, run_cells, write_tables
+    from experiments.runner import collect, write_tables
     from experiments.sweep import PLANS, cells_for
 
     unknown = [c for c in ra.only if c not in PLANS]
@@ -378,17 +386,7 @@ def cmd_reproduce(ra: ReproduceArgs, la: LearnArgs, ca: CommonArgs, command: str
         print(f"{len(cells)} cells")
         return 0
     t0 = time.perf_counter()
-    runs = run_cells(
-        cells,
-        out,
-        data_dir=ca.data_dir,
-        cache_dir=ca.cache_dir,
-        command=command,
-        workers=ca.workers,
-        progress=not ca.no_progress,
-        backend=ca.backend,
-        ray_address=ca.ray_address,
-    )
+    runs = run_with(cells, out, ca, command)
     t_runs = time.perf_counter() - t0
     per_query, summary, buckets = collect(runs)
     write_tables(out, per_query, summary, buckets)

@@ -155,8 +155,8 @@ def _condition_order(conds: Sequence[str]) -> list[str]:
 
 def cmd_compare(ca: CompareArgs, la: LearnArgs, co: CommonArgs, command: str) -> int:
     """Run (or resume) every comparison cell, then write tables, figures and the README."""
-    from experiments.cli import learn_kwargs
-    from experiments.runner import collect, run_cells, write_tables
+    from experiments.cli import learn_kwargs, run_with
+    from experiments.runner import collect, write_tables
 
     t0 = time.perf_counter()
     plans = resolve_plans(ca.only)
@@ -167,18 +167,7 @@ def cmd_compare(ca: CompareArgs, la: LearnArgs, co: CommonArgs, command: str) ->
             print(c.run_id)
         print(f"{len(cells)} cells")
         return 0
-    backend = {k: getattr(co, k) for k in ("backend", "ray_address") if hasattr(co, k)}
-    runs = run_cells(
-        cells,
-        out,
-        data_dir=co.data_dir,
-        cache_dir=co.cache_dir,
-        command=command,
-        workers=co.workers,
-        progress=not co.no_progress,
-        runs_dir=Path(ca.runs_dir),
-        **backend,
-    )
+    runs = run_with(cells, out, co, command, runs_dir=Path(ca.runs_dir))
     t_runs = time.perf_counter() - t0
     per_query, summary, buckets = collect(runs)
     write_tables(out, per_query, summary, buckets)
