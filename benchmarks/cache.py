@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +22,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from benchmarks.atomic import atomic_path
 from benchmarks.scorers import EmbeddingScorer, Scorer
 
 
@@ -46,19 +45,9 @@ def cache_key(identity: dict[str, str], queries: Sequence[str], tools: Sequence[
 
 
 def atomic_save_npy(path: Path, array: NDArray) -> None:
-    """Write ``array`` to ``path`` via a temporary file and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, array, allow_pickle=False)
-        umask = os.umask(0o022)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``array`` to ``path`` atomically (:func:`benchmarks.atomic.atomic_path`), no pickles."""
+    with atomic_path(path, ".npy") as tmp, open(tmp, "wb") as f:
+        np.save(f, array, allow_pickle=False)
 
 
 def _load_matrix(path: Path, shape: tuple[int | None, ...]) -> NDArray[np.float64] | None:

@@ -48,7 +48,6 @@ from __future__ import annotations
 import hashlib
 import http.client
 import os
-import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Iterable
@@ -56,6 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from benchmarks.atomic import atomic_path
 from benchmarks.corpus import DataError, sha256_file
 
 ENV_DATA_DIR = "SHORTLIST_DATA_DIR"
@@ -301,43 +301,39 @@ def _verify_present(entry: DataFile, path: Path) -> None:
 
 
 def _download(url: str, dest: Path, expected: str, timeout: float) -> None:
-    """Stream ``url`` to a temporary file next to ``dest``, check sha256, then rename."""
+    """Stream ``url`` to a temporary file next to ``dest``, check sha256, then rename (never a partial file)."""
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     except OSError as e:
         raise DataError(f"{dest}: cannot write into the data directory to download {url} ({e})") from e
-    tmp = Path(tmp_name)
     try:
-        h = hashlib.sha256()
-        with os.fdopen(fd, "wb") as out:
-            with urllib.request.urlopen(url, timeout=timeout) as resp:
+        with atomic_path(dest, ".part") as tmp:  # renamed onto dest only if the block succeeds
+            h = hashlib.sha256()
+            with open(tmp, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
                 announced = resp.headers.get("Content-Length")
                 received = 0
                 for chunk in iter(lambda: resp.read(_CHUNK), b""):
                     h.update(chunk)
                     out.write(chunk)
                     received += len(chunk)
-        if announced is not None and announced.isdigit() and received != int(announced):
-            raise DataError(
-                f"{url}: download cut short ({received} of {announced} bytes); not kept (nothing written to {dest})"
-            )
-        actual = h.hexdigest()
-        if actual != expected:
-            raise DataError(
-                f"{url}: downloaded content has sha256 {actual}, expected {expected}; "
-                f"not kept (nothing written to {dest})"
-            )
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; data files are plain readable files
-        os.replace(tmp, dest)
+            if announced is not None and announced.isdigit() and received != int(announced):
+                raise DataError(
+                    f"{url}: download cut short ({received} of {announced} bytes); not kept (nothing written to {dest})"
+                )
+            actual = h.hexdigest()
+            if actual != expected:
+                raise DataError(
+                    f"{url}: downloaded content has sha256 {actual}, expected {expected}; "
+                    f"not kept (nothing written to {dest})"
+                )
     except urllib.error.HTTPError as e:
         raise DataError(f"{url}: download failed with HTTP status {e.code} ({e.reason})") from e
     except urllib.error.URLError as e:
         raise DataError(f"{url}: download failed ({e.reason})") from e
+    except PermissionError as e:
+        raise DataError(f"{dest}: cannot write into the data directory to download {url} ({e})") from e
     except (OSError, http.client.HTTPException) as e:
         raise DataError(f"{url}: download to {dest} failed ({e!r})") from e
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def ensure(

@@ -77,12 +77,12 @@ import lzma
 import os
 import re
 import tarfile
-import tempfile
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from benchmarks.atomic import atomic_path
 from benchmarks.corpus import DataError, QueryRecord, ToolCorpus
 from benchmarks.data import ensure_file, file_sha256, resolve_cache_dir
 
@@ -328,20 +328,11 @@ def _save_cache(path: Path, archive_sha256: str, tools: Sequence[ArchiveTool]) -
         "archive_sha256": archive_sha256,
         "tools": [[t.member, t.tool_name, t.tool_description, [list(a) for a in t.apis]] for t in tools],
     }
-    tmp: str | None = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
             json.dump(doc, f, ensure_ascii=False)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600
-        os.replace(tmp, path)
-        tmp = None
     except OSError as e:
         warnings.warn(f"could not write the ToolBench archive index cache {path}: {e}", stacklevel=3)
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
 
 
 def archive_index(

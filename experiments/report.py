@@ -14,6 +14,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from agents.evaluation import BUCKET_ORDER, bootstrap_ci  # noqa: E402
+from benchmarks.atomic import atomic_path  # noqa: E402
 from experiments.paper import PAPER  # noqa: E402
 from experiments.runner import atomic_write_csv, atomic_write_text  # noqa: E402
 
@@ -21,20 +22,10 @@ METRICS = ("found_pct", "mean_k", "bor_bits", "mean_reward")
 
 
 def save_png(fig: plt.Figure, out_png: Path) -> None:
-    """Write a figure atomically (temporary file + rename, readable permissions) and close it."""
-    import os
-    import tempfile
-
-    out_png.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out_png.parent, prefix=f".{out_png.name}.{os.getpid()}.", suffix=".png")
-    os.close(fd)
+    """Write a figure atomically (:func:`benchmarks.atomic.atomic_path`) and close it."""
     try:
-        fig.savefig(tmp, dpi=110, format="png", bbox_inches="tight")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out_png)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        with atomic_path(out_png, ".png") as tmp:
+            fig.savefig(tmp, dpi=110, format="png", bbox_inches="tight")
     finally:
         plt.close(fig)
 

@@ -30,17 +30,9 @@ import pandas as pd
 
 from agents import DQNAgent, FixedK, TabularQ, bucket_table, evaluate, registry, summarise
 from agents.base import DepthPolicy
+from benchmarks.atomic import DIR_MODE, atomic_path, temp_prefix
 from benchmarks.conditions import Condition, build_condition
 from experiments.config import Cell
-
-
-def _umask() -> int:
-    old = os.umask(0o022)
-    os.umask(old)
-    return old
-
-
-_UMASK = _umask()
 
 
 def _pid_alive(pid: int) -> bool:
@@ -204,8 +196,8 @@ def run_cell(cell: Cell, runs: Path, data_dir: str | None, cache_dir: str | None
     summary = summarise(rows)
     buckets = bucket_table(rows)
     runs.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=runs, prefix=f".{cell.run_id}.{os.getpid()}."))
-    os.chmod(tmp, 0o777 & ~_UMASK)
+    tmp = Path(tempfile.mkdtemp(dir=runs, prefix=temp_prefix(final)))
+    os.chmod(tmp, DIR_MODE)
     try:
         config = {"config_hash": cell.config_hash(), **cell.resolved()}
         (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
@@ -376,25 +368,12 @@ def write_tables(out: Path, per_query: pd.DataFrame, summary: pd.DataFrame, buck
 
 
 def atomic_write_csv(df: pd.DataFrame, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.")
-    os.close(fd)
-    try:
-        _write_csv(df, Path(tmp))
-        os.chmod(tmp, 0o666 & ~_UMASK)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write a table atomically (:func:`benchmarks.atomic.atomic_path`)."""
+    with atomic_path(path) as tmp:
+        _write_csv(df, tmp)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o666 & ~_UMASK)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write UTF-8 text atomically (:func:`benchmarks.atomic.atomic_path`)."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
