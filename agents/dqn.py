@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import zipfile
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from agents.base import first_stop, stacked_features
+from agents.base import greedy_depths
 from envs import EpisodeConfig, RankedQuery, ShortlistEnv
 
 
@@ -113,11 +113,11 @@ class DQNAgent:
         return out.numpy()
 
     def depths(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.int64]:
-        if len(queries) == 0:
-            return np.zeros(0, dtype=np.int64)
-        feats, offsets = stacked_features(queries, config)
-        q = np.concatenate([self.q_values(feats[i : i + 65536]) for i in range(0, len(feats), 65536)])
-        return first_stop(q[:, 0] >= q[:, 1], offsets)
+        def stop(feats: NDArray[np.float32]) -> NDArray[np.bool_]:
+            q = np.concatenate([self.q_values(feats[i : i + 65536]) for i in range(0, len(feats), 65536)])
+            return q[:, 0] >= q[:, 1]
+
+        return greedy_depths(queries, config, stop)
 
     def save(self, path: Path) -> None:
         """SB3 zip (see the module docstring on why it is only loaded from our own run dirs)."""
@@ -152,9 +152,3 @@ class DQNAgent:
         except (RuntimeError, TypeError) as e:
             raise ValueError(f"{path}: weights do not fit a {list(agent.settings.net_arch)} Q-network ({e})") from e
         return agent
-
-    def describe(self) -> dict:
-        """Settings as a plain dict (for manifests)."""
-        d = asdict(self.settings)
-        d["net_arch"] = list(self.settings.net_arch)
-        return d

@@ -216,7 +216,6 @@ def run_cell(cell: Cell, runs: Path, data_dir: str | None, cache_dir: str | None
             "versions": package_versions(),
             "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
             "condition": {k: v for k, v in cond.meta.items() if not k.startswith("seconds") and k != "score_cache_hit"},
-            "test_qids_sha256": _sha_lines([q.qid for q in cond.test]),
             "started_utc": started,
             "finished_utc": datetime.now(UTC).isoformat(timespec="seconds"),
             "wall_seconds": round(time.perf_counter() - t0, 3),
@@ -238,12 +237,6 @@ def run_cell(cell: Cell, runs: Path, data_dir: str | None, cache_dir: str | None
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return final
-
-
-def _sha_lines(lines: Sequence[str]) -> str:
-    import hashlib
-
-    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
 def is_done(cell: Cell, run_dir: Path) -> bool:
