@@ -3,7 +3,10 @@
 Files (pinned in :mod:`benchmarks.data`, obtained through :func:`benchmarks.data.ensure_file`):
 
 - ``metatool/dataset/plugin_des.json``: ``{tool_name: description}``, 199 tools;
-- ``metatool/dataset/data/all_clean_data.csv``: header ``Query,Tool``, 20,614 rows.
+- ``metatool/dataset/data/all_clean_data.csv``: header ``Query,Tool``, 20,614 rows;
+- ``metatool/dataset/data/multi_tool_query_golden.json``: 497 multi-tool queries
+  ``[{"query": str, "tool": [str, ...]}, ...]`` (:func:`load_metatool_multi`, at the end
+  of this module).
 
 Registry: the tools of ``plugin_des.json`` in file order (a key repeated in the JSON
 object is a :class:`DataError`). The registry key is the exact tool name. Tool text
@@ -218,3 +221,169 @@ def load_metatool(data_dir: str | os.PathLike[str] | None = None) -> ToolCorpus:
     plugin_des = ensure_file(DATASET, PLUGIN_DES, data_dir)
     queries_csv = ensure_file(DATASET, QUERIES, data_dir)
     return load_metatool_files(plugin_des, queries_csv)
+
+
+# --- multi-tool queries (R_q >= 2) -----------------------------------------------------------
+
+MULTI_QUERIES = "metatool/dataset/data/multi_tool_query_golden.json"
+SKIP_MULTI_SINGLE = "multi-tool entries with fewer than 2 gold tools"
+SKIP_MULTI_DUP = "multi-tool entries repeating an earlier query text (first occurrence kept)"
+
+
+def _array_entries(text: str, where: str) -> list[tuple[int, object]]:
+    """(1-based line, value) of each element of a top-level JSON array, in order.
+
+    Raises:
+        DataError: malformed JSON or a top level that is not an array (naming the line).
+    """
+    dec = json.JSONDecoder()
+
+    def fail(pos: int, msg: str) -> DataError:
+        return DataError(f"{where}:{text.count(chr(10), 0, pos) + 1}: {msg}")
+
+    pos = len(text) - len(text.lstrip("\ufeff \t\r\n"))
+    if not text.startswith("[", pos):
+        raise fail(pos, "expected a JSON array of {query, tool} objects")
+    pos += 1
+    out: list[tuple[int, object]] = []
+    while True:
+        while pos < len(text) and text[pos] in " \t\r\n":
+            pos += 1
+        if pos < len(text) and text[pos] == "]" and not out:
+            pos += 1
+            break
+        try:
+            value, end = dec.raw_decode(text, pos)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{where}:{e.lineno}: malformed JSON ({e.msg})") from e
+        out.append((text.count("\n", 0, pos) + 1, value))
+        pos = end
+        while pos < len(text) and text[pos] in " \t\r\n":
+            pos += 1
+        if pos < len(text) and text[pos] == ",":
+            pos += 1
+            continue
+        if pos < len(text) and text[pos] == "]":
+            pos += 1
+            break
+        raise fail(pos, "malformed JSON (expected ',' or ']' after an array element)")
+    if text[pos:].strip():
+        raise fail(pos, "malformed JSON (extra data after the array)")
+    return out
+
+
+def read_multi_queries(
+    path: str | os.PathLike[str], known_tools: set[str]
+) -> list[tuple[int, int, str, tuple[str, ...]]]:
+    """Entries of ``multi_tool_query_golden.json`` as (entry number, line, query, gold tools).
+
+    The file is a JSON array of objects ``{"query": str, "tool": [str, ...]}`` (other keys
+    are ignored). The query and each tool name are stripped; the gold tools keep file order.
+
+    Args:
+        path: the JSON file.
+        known_tools: registry names (``plugin_des.json``); every gold tool must be one.
+
+    Returns:
+        One tuple per entry; entry numbers count from 1 in file order.
+
+    Raises:
+        DataError: ``file:line: entry <i>: ...`` for a non-object entry, a missing or empty
+            query, a tool field that is not a non-empty list of non-empty strings, a tool
+            named twice in one entry, or a tool missing from the registry; ``file:line``
+            for malformed JSON; ``file`` for an empty array or non-UTF-8 bytes.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{p}: not UTF-8 ({e.reason} at byte {e.start})") from e
+    rows: list[tuple[int, int, str, tuple[str, ...]]] = []
+    for no, (line, entry) in enumerate(_array_entries(text, str(p)), start=1):
+        where = f"{p}:{line}: entry {no}"
+        if not isinstance(entry, dict):
+            raise DataError(f"{where}: expected an object {{query, tool}}, got {type(entry).__name__}")
+        query = entry.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise DataError(f"{where}: 'query' must be a non-empty string")
+        tools = entry.get("tool")
+        if not isinstance(tools, list) or not tools:
+            raise DataError(f"{where}: 'tool' must be a non-empty list of tool names")
+        names: list[str] = []
+        for t in tools:
+            if not isinstance(t, str) or not t.strip():
+                raise DataError(f"{where}: 'tool' holds {t!r}, expected a non-empty tool name")
+            t = t.strip()
+            if t in names:
+                raise DataError(f"{where}: tool {t!r} is listed twice")
+            if t not in known_tools:
+                raise DataError(f"{where}: tool {t!r} is not in plugin_des.json")
+            names.append(t)
+        rows.append((no, line, query.strip(), tuple(names)))
+    if not rows:
+        raise DataError(f"{p}: no entries")
+    return rows
+
+
+def load_metatool_multi_files(plugin_des: str | os.PathLike[str], multi_json: str | os.PathLike[str]) -> ToolCorpus:
+    """Build the MetaTool multi-tool corpus from explicit files (no pinned-digest check).
+
+    Registry and tool texts are those of :func:`load_metatool_files`. Queries are the
+    entries of ``multi_tool_query_golden.json`` (:func:`read_multi_queries`) with
+    ``qid = "metatool-multi-<entry number>"`` and ``gold`` = the entry's tool list.
+    Counted skips: entries with fewer than 2 gold tools (:data:`SKIP_MULTI_SINGLE`) and
+    repeated query texts (:data:`SKIP_MULTI_DUP`). Measured on the pinned file: 497
+    entries, all with exactly 2 distinct gold tools among 15 registry tools, no skip.
+
+    Args:
+        plugin_des: ``plugin_des.json``.
+        multi_json: ``multi_tool_query_golden.json``.
+
+    Returns:
+        The corpus named ``metatool-multi``.
+
+    Raises:
+        DataError: malformed input or unknown tools (file, line and entry named).
+    """
+    tools = read_plugin_des(plugin_des)
+    names = tuple(n for n, _ in tools)
+    texts = tuple(tool_text(n, d) for n, d in tools)
+    skipped = {SKIP_MULTI_SINGLE: 0, SKIP_MULTI_DUP: 0}
+    seen: set[str] = set()
+    queries: list[QueryRecord] = []
+    for no, _line, query, gold in read_multi_queries(multi_json, set(names)):
+        if len(gold) < 2:
+            skipped[SKIP_MULTI_SINGLE] += 1
+            continue
+        if query in seen:
+            skipped[SKIP_MULTI_DUP] += 1
+            continue
+        seen.add(query)
+        queries.append(QueryRecord(qid=f"metatool-multi-{no}", text=query, gold=gold))
+    if not queries:
+        raise DataError(f"{multi_json}: no entry with at least 2 gold tools")
+    return ToolCorpus(
+        name="metatool-multi",
+        tool_names=names,
+        tool_texts=texts,
+        queries=tuple(queries),
+        inputs_sha256={PLUGIN_DES: file_sha256(plugin_des), MULTI_QUERIES: file_sha256(multi_json)},
+        skipped=skipped,
+    )
+
+
+def load_metatool_multi(data_dir: str | os.PathLike[str] | None = None) -> ToolCorpus:
+    """Load the MetaTool multi-tool queries from verified pinned files (see :func:`load_metatool_multi_files`).
+
+    Args:
+        data_dir: data directory (explicit > ``SHORTLIST_DATA_DIR`` > per-user cache).
+
+    Returns:
+        The corpus named ``metatool-multi``.
+
+    Raises:
+        DataError: missing or corrupted files, malformed content.
+    """
+    plugin_des = ensure_file(DATASET, PLUGIN_DES, data_dir)
+    multi_json = ensure_file(DATASET, MULTI_QUERIES, data_dir)
+    return load_metatool_multi_files(plugin_des, multi_json)
