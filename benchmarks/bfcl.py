@@ -1,11 +1,29 @@
 """BFCL v4 ``simple_python``: 400 queries, 370 unique functions, one gold function each.
 
-The data ships inside the ``bfcl-eval`` PyPI package (install it with ``--no-deps``:
-only its data files are read, the package is never imported). Files are located
-through :mod:`importlib.metadata`:
+The data ships inside the ``bfcl-eval`` wheel (pinned in
+:data:`benchmarks.data.WHEELS`: version 2026.3.23 and the wheel's sha256). Two members
+are read, straight from the zip; the package is never installed by this module nor
+imported:
 
 - ``bfcl_eval/data/BFCL_v4_simple_python.json`` (JSON lines: id, question, function)
 - ``bfcl_eval/data/possible_answer/BFCL_v4_simple_python.json`` (id, ground_truth)
+
+Where the two files come from (:func:`locate_files`; first that applies):
+
+1. ``SHORTLIST_BFCL_DIR``: a folder holding ``BFCL_v4_simple_python.json`` and
+   ``possible_answer/BFCL_v4_simple_python.json``, used as is (a missing file is an
+   error, never a reason to look elsewhere);
+2. the pinned wheel already present, ``<data dir>/bfcl/<wheel>`` then
+   ``<cache dir>/bfcl/<wheel>`` (verified: zip archive with the pinned sha256; a bad
+   copy is an error);
+3. an installed ``bfcl-eval`` distribution, found through :mod:`importlib.metadata`
+   (not imported), when both of its files have the pinned content
+   (:data:`MEMBER_SHA256`; any version with the same data qualifies);
+4. the pinned wheel, downloaded with pip into ``<cache dir>/bfcl/`` (see
+   :func:`benchmarks.data.ensure_wheel`), unless downloads are disabled.
+
+Routes 2-4 give byte-identical files, hence the same corpus. Error messages name the
+file and line; for a wheel the file is ``<wheel path>!<member>``.
 
 Registry: every distinct function name, in order of first appearance; a function
 that appears in several entries keeps its first definition. Tool text (what the
@@ -21,44 +39,137 @@ registry is a :class:`DataError` naming the file and line).
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from benchmarks.corpus import DataError, QueryRecord, ToolCorpus, iter_jsonl, sha256_file
+from benchmarks import data
+from benchmarks.corpus import DataError, QueryRecord, ToolCorpus, iter_jsonl
 
 QUESTIONS = "bfcl_eval/data/BFCL_v4_simple_python.json"
 ANSWERS = "bfcl_eval/data/possible_answer/BFCL_v4_simple_python.json"
+ENV_BFCL_DIR = "SHORTLIST_BFCL_DIR"
+PROJECT = "bfcl-eval"
+
+#: sha256 of the two members in the pinned wheel (also recorded as ``inputs_sha256``
+#: by every BFCL result so far).
+MEMBER_SHA256 = {
+    QUESTIONS: "82dd63ba502eb2520c6b5d1d9a5c4b590e03ff261565175561f6228a367d1991",
+    ANSWERS: "90cd5bc653690ee8e459b5b3f3fc9458606f7f3fcbf795bb51b7dc581f8c86dc",
+}
+
+Route = Literal["dir", "wheel", "installed"]
 
 
-def locate_files() -> tuple[Path, Path]:
-    """Paths of the question and answer files inside the installed ``bfcl-eval`` distribution.
+@dataclass(frozen=True)
+class BfclSource:
+    """Where the BFCL question and answer files are read from (see the module docstring).
 
-    ``SHORTLIST_BFCL_DIR`` (a folder holding ``BFCL_v4_simple_python.json`` and
-    ``possible_answer/BFCL_v4_simple_python.json``) overrides the package lookup.
+    Attributes:
+        route: ``"dir"`` (``SHORTLIST_BFCL_DIR`` or explicit paths), ``"wheel"`` or ``"installed"``.
+        questions: the questions file; for the wheel route the member name.
+        answers: the answers file; for the wheel route the member name.
+        wheel: the verified wheel (wheel route only).
     """
-    override = os.environ.get("SHORTLIST_BFCL_DIR")
-    if override:
-        base = Path(override)
-        q, a = base / "BFCL_v4_simple_python.json", base / "possible_answer" / "BFCL_v4_simple_python.json"
-    else:
+
+    route: Route
+    questions: Path | str
+    answers: Path | str
+    wheel: Path | None = None
+
+    def label(self, which: Literal["questions", "answers"]) -> str:
+        """Name used in error messages: the file path, or ``<wheel>!<member>``."""
+        item = self.questions if which == "questions" else self.answers
+        return f"{self.wheel}!{item}" if self.wheel is not None else str(item)
+
+    def read(self, which: Literal["questions", "answers"]) -> bytes:
+        """The bytes of the questions or answers file.
+
+        Raises:
+            DataError: the file (or wheel member) is missing or unreadable, naming it.
+        """
+        item = self.questions if which == "questions" else self.answers
+        if self.wheel is not None:
+            return data.read_wheel_member(self.wheel, str(item))
         try:
-            dist = importlib.metadata.distribution("bfcl-eval")
-        except importlib.metadata.PackageNotFoundError as e:
-            raise DataError(
-                "BFCL data not found: install it with `pip install --no-deps bfcl-eval` "
-                "(only its data files are used) or set SHORTLIST_BFCL_DIR"
-            ) from e
-        q, a = Path(str(dist.locate_file(QUESTIONS))), Path(str(dist.locate_file(ANSWERS)))
+            return Path(item).read_bytes()
+        except OSError as e:
+            raise DataError(f"BFCL data file missing or unreadable: {item} ({e.strerror})") from e
+
+
+def _from_dir(base: Path) -> BfclSource:
+    q, a = base / "BFCL_v4_simple_python.json", base / "possible_answer" / "BFCL_v4_simple_python.json"
     for p in (q, a):
         if not p.is_file():
-            raise DataError(f"BFCL data file missing: {p}")
-    return q, a
+            raise DataError(f"BFCL data file missing: {p} ({ENV_BFCL_DIR}={base})")
+    return BfclSource("dir", q, a)
 
 
-def _read_jsonl(path: Path) -> list[dict]:
+def _installed() -> tuple[BfclSource | None, str]:
+    """The installed distribution when its files have the pinned content, else ``(None, reason)``."""
+    try:
+        dist = importlib.metadata.distribution(PROJECT)
+    except importlib.metadata.PackageNotFoundError:
+        return None, f"{PROJECT} is not installed"
+    q, a = Path(str(dist.locate_file(QUESTIONS))), Path(str(dist.locate_file(ANSWERS)))
+    for member, path in ((QUESTIONS, q), (ANSWERS, a)):
+        if not path.is_file():
+            return None, f"the installed {PROJECT} {dist.version} has no {path}"
+        if data.file_sha256(path) != MEMBER_SHA256[member]:
+            return None, (
+                f"the installed {PROJECT} {dist.version} has other data ({path}); "
+                f"set {ENV_BFCL_DIR}={path.parent if member == QUESTIONS else path.parent.parent} to use it anyway"
+            )
+    return BfclSource("installed", q, a), ""
+
+
+def locate_files(
+    data_dir: data.PathLike | None = None,
+    cache_dir: data.PathLike | None = None,
+    *,
+    download: bool = True,
+    downloader: data.Downloader | None = None,
+) -> BfclSource:
+    """Find the BFCL question and answer files (order: see the module docstring).
+
+    Args:
+        data_dir: data directory searched for the wheel (default: ``SHORTLIST_DATA_DIR`` / per-user).
+        cache_dir: cache directory searched for the wheel, and where a download goes.
+        download: allow downloading the pinned wheel with pip (last route).
+        downloader: replaces :func:`benchmarks.data.pip_download` (tests).
+
+    Returns:
+        The source of the two files.
+
+    Raises:
+        DataError: ``SHORTLIST_BFCL_DIR`` lacks a file, a present wheel is bad, or no
+            route applies (the message says why each failed).
+    """
+    override = os.environ.get(ENV_BFCL_DIR)
+    if override:
+        return _from_dir(Path(override))
+    wheel = data.WHEELS["bfcl"]
+    if data.find_wheel(wheel, data_dir, cache_dir) is not None:
+        return BfclSource("wheel", QUESTIONS, ANSWERS, data.ensure_wheel(wheel, data_dir, cache_dir, download=False))
+    source, why_not = _installed()
+    if source is not None:
+        return source
+    if not download:
+        raise DataError(
+            f"BFCL data not found: no {wheel.filename} in {data.resolve_data_dir(data_dir) / 'bfcl'} or "
+            f"{data.resolve_cache_dir(cache_dir) / 'bfcl'}, {why_not}, and downloads are disabled; "
+            f"run `shortlist data fetch bfcl` or set {ENV_BFCL_DIR}"
+        )
+    path = data.ensure_wheel(wheel, data_dir, cache_dir, downloader=downloader)
+    return BfclSource("wheel", QUESTIONS, ANSWERS, path)
+
+
+def _read_jsonl(path: str, content: bytes) -> list[dict]:
     rows = []
-    for lineno, row in iter_jsonl(path):
+    for lineno, row in iter_jsonl(path, content):
         if "id" not in row:
             raise DataError(f"{path}:{lineno}: expected an object with an 'id'")
         if isinstance(row["id"], bool) or not isinstance(row["id"], str | int):
@@ -78,17 +189,48 @@ def tool_text(fn: dict) -> str:
     return f"{pretty}. {desc} Parameters: {params}".strip()
 
 
-def load_bfcl(questions: Path | None = None, answers: Path | None = None) -> ToolCorpus:
-    """Load BFCL v4 simple_python as a :class:`ToolCorpus` (see module docstring)."""
+def load_bfcl(
+    questions: Path | None = None,
+    answers: Path | None = None,
+    *,
+    data_dir: data.PathLike | None = None,
+    cache_dir: data.PathLike | None = None,
+    download: bool = True,
+    source: BfclSource | None = None,
+) -> ToolCorpus:
+    """Load BFCL v4 simple_python as a :class:`ToolCorpus` (see module docstring).
+
+    Args:
+        questions: the questions file (with ``answers``); default: :func:`locate_files`.
+        answers: the answers file (with ``questions``).
+        data_dir: data directory searched for the pinned wheel.
+        cache_dir: cache directory searched for the wheel, and where a download goes.
+        download: allow downloading the pinned wheel with pip.
+        source: read from this source instead (overrides everything above).
+
+    Returns:
+        The corpus; ``inputs_sha256`` maps the two package paths (:data:`QUESTIONS`,
+        :data:`ANSWERS`) to the sha256 of the bytes read, whatever the route.
+
+    Raises:
+        DataError: missing data or malformed content, naming the file (``<wheel>!<member>``
+            for the wheel) and line.
+        ValueError: only one of ``questions`` and ``answers`` is given.
+    """
     if (questions is None) != (answers is None):
         raise ValueError("load_bfcl: give both the questions and the answers file, or neither")
-    if questions is None or answers is None:
-        questions, answers = locate_files()
-    qrows = _read_jsonl(questions)
+    if source is None:
+        if questions is not None and answers is not None:
+            source = BfclSource("dir", Path(questions), Path(answers))
+        else:
+            source = locate_files(data_dir, cache_dir, download=download)
+    q_bytes, a_bytes = source.read("questions"), source.read("answers")
+    questions_label, answers_label = source.label("questions"), source.label("answers")
+    qrows = _read_jsonl(questions_label, q_bytes)
     arows: dict[str, dict] = {}
-    for r in _read_jsonl(answers):
+    for r in _read_jsonl(answers_label, a_bytes):
         if r["id"] in arows:
-            raise DataError(f"{answers}:{r['_line']}: duplicate query id {r['id']!r}")
+            raise DataError(f"{answers_label}:{r['_line']}: duplicate query id {r['id']!r}")
         arows[r["id"]] = r
     qids: set[str] = set()
     names: list[str] = []
@@ -96,7 +238,7 @@ def load_bfcl(questions: Path | None = None, answers: Path | None = None) -> Too
     seen: set[str] = set()
     queries: list[QueryRecord] = []
     for row in qrows:
-        where = f"{questions}:{row['_line']}"
+        where = f"{questions_label}:{row['_line']}"
         if row["id"] in qids:
             raise DataError(f"{where}: duplicate query id {row['id']!r}")
         qids.add(row["id"])
@@ -125,25 +267,29 @@ def load_bfcl(questions: Path | None = None, answers: Path | None = None) -> Too
             raise DataError(f"{where}: query {row['id']!r} has empty text")
         ans = arows.get(row["id"])
         if ans is None:
-            raise DataError(f"{answers}: no ground truth for query {row['id']!r}")
+            raise DataError(f"{answers_label}: no ground truth for query {row['id']!r}")
         truth = ans.get("ground_truth")
         if not isinstance(truth, list) or not truth or not all(isinstance(g, dict) and len(g) == 1 for g in truth):
-            raise DataError(f"{answers}:{ans['_line']}: malformed 'ground_truth' (expected a list of {{name: args}})")
+            raise DataError(
+                f"{answers_label}:{ans['_line']}: malformed 'ground_truth' (expected a list of {{name: args}})"
+            )
         gold = tuple(dict.fromkeys(str(next(iter(g))) for g in truth))
         own = {str(fn["name"]) for fn in fns}
         if not set(gold) <= own:
             raise DataError(
-                f"{answers}:{ans['_line']}: ground truth {sorted(set(gold) - own)} of query {row['id']!r} "
+                f"{answers_label}:{ans['_line']}: ground truth {sorted(set(gold) - own)} of query {row['id']!r} "
                 f"is not among the entry's own functions {sorted(own)}"
             )
         queries.append(QueryRecord(qid=str(row["id"]), text=text, gold=gold))
     missing = [(q.qid, g) for q in queries for g in q.gold if g not in seen]
     if missing:
-        raise DataError(f"{answers}: gold function {missing[0][1]!r} of query {missing[0][0]!r} is not in the registry")
+        raise DataError(
+            f"{answers_label}: gold function {missing[0][1]!r} of query {missing[0][0]!r} is not in the registry"
+        )
     return ToolCorpus(
         name="bfcl",
         tool_names=tuple(names),
         tool_texts=tuple(texts),
         queries=tuple(queries),
-        inputs_sha256={QUESTIONS: sha256_file(str(questions)), ANSWERS: sha256_file(str(answers))},
+        inputs_sha256={QUESTIONS: hashlib.sha256(q_bytes).hexdigest(), ANSWERS: hashlib.sha256(a_bytes).hexdigest()},
     )

@@ -15,6 +15,13 @@ Formats (one record per line, blank lines ignored, UTF-8; a leading BOM is toler
   Relevance is an integer (``"2.0"`` is accepted as 2); ``rel > 0`` counts as relevant,
   ``rel <= 0`` is a judged non-relevant document.
 
+Streaming (:func:`iter_run_queries`, :func:`truncate_run`): a run is read one query at a
+time, assuming each query's lines are contiguous (the usual layout; ``sort -k1,1 -s``
+groups a run that is not), so memory is bounded by the largest query. Runs are written
+(:func:`write_trec_run`) atomically as ``qid Q0 docid rank score tag`` with ranks 1..K in
+list order and scores in Python's round-trip ``repr``, which ``trec_eval`` and
+``ir_measures`` read.
+
 Every parsing error is a :class:`~benchmarks.corpus.DataError` naming ``file:line``:
 wrong column count, non-numeric or NaN/inf score, non-integer rank or relevance,
 duplicate ``(qid, docid)`` pair (in a run or in qrels), empty file, non-UTF-8 bytes.
@@ -30,13 +37,15 @@ tied scores can differ from theirs; on tie-free runs they agree.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import Literal, NamedTuple
 
 import numpy as np
+from numpy.typing import NDArray
 
+from benchmarks.atomic import atomic_path
 from benchmarks.corpus import DataError, iter_text_lines, sha256_file
 from envs.ranked import RankedQuery
 
@@ -66,6 +75,22 @@ def _parse_int(field: str, what: str, where: str) -> int:
     return int(x)
 
 
+def _parse_run_line(line: str, where: str) -> tuple[str, str, float]:
+    """``(qid, docid, score)`` of one run line, or a :class:`DataError` naming ``where``."""
+    cols = line.split()
+    if len(cols) != 6:
+        raise DataError(f"{where}: expected 6 columns 'qid Q0 docid rank score tag', got {len(cols)}")
+    qid, _, docid, rank, score_s, _ = cols
+    _parse_int(rank, "rank", where)
+    try:
+        score = float(score_s)
+    except ValueError as e:
+        raise DataError(f"{where}: score {score_s!r} is not a number") from e
+    if not math.isfinite(score):
+        raise DataError(f"{where}: score is {score_s!r} (NaN/inf scores are not allowed)")
+    return qid, docid, score
+
+
 def read_run(path: str | PathLike[str]) -> Run:
     """Read a TREC run file.
 
@@ -85,17 +110,7 @@ def read_run(path: str | PathLike[str]) -> Run:
     seen: dict[tuple[str, str], int] = {}
     for lineno, line in iter_text_lines(path):
         where = f"{path}:{lineno}"
-        cols = line.split()
-        if len(cols) != 6:
-            raise DataError(f"{where}: expected 6 columns 'qid Q0 docid rank score tag', got {len(cols)}")
-        qid, _, docid, rank, score_s, _ = cols
-        _parse_int(rank, "rank", where)
-        try:
-            score = float(score_s)
-        except ValueError as e:
-            raise DataError(f"{where}: score {score_s!r} is not a number") from e
-        if not math.isfinite(score):
-            raise DataError(f"{where}: score is {score_s!r} (NaN/inf scores are not allowed)")
+        qid, docid, score = _parse_run_line(line, where)
         first = seen.setdefault((qid, docid), lineno)
         if first != lineno:
             raise DataError(f"{where}: duplicate document {docid!r} for query {qid!r} (first at line {first})")
@@ -103,6 +118,51 @@ def read_run(path: str | PathLike[str]) -> Run:
     if not run:
         raise DataError(f"{path}: empty run file (no entries)")
     return run
+
+
+def iter_run_queries(path: str | PathLike[str]) -> Iterator[tuple[str, list[tuple[str, float]]]]:
+    """Stream a TREC run one query at a time, each list ranked by :func:`rank_docs`.
+
+    Lines of one query must be contiguous (the usual TREC layout); memory is bounded
+    by the largest query (plus the set of finished qids). Parsing and its errors are
+    those of :func:`read_run`.
+
+    Args:
+        path: run file (``qid Q0 docid rank score tag`` per line).
+
+    Yields:
+        ``(qid, [(docid, score), ...])`` in file order of the queries; each list sorted
+        by score descending, ties by docid ascending.
+
+    Raises:
+        DataError: naming ``file:line``, for everything :func:`read_run` rejects, and
+            for a qid that reappears after another query (the run is not grouped by
+            query); naming the file for a run without entries.
+    """
+    done: set[str] = set()
+    qid: str | None = None
+    docs: list[tuple[str, float]] = []
+    first_line: dict[str, int] = {}
+    for lineno, line in iter_text_lines(path):
+        where = f"{path}:{lineno}"
+        q, docid, score = _parse_run_line(line, where)
+        if q != qid:
+            if q in done:
+                raise DataError(
+                    f"{where}: query {q!r} reappears after other queries; the run must be grouped by query "
+                    f"(e.g. `sort -k1,1 -s {path} > grouped.run`)"
+                )
+            if qid is not None:
+                yield qid, rank_docs(docs)
+                done.add(qid)
+            qid, docs, first_line = q, [], {}
+        first = first_line.setdefault(docid, lineno)
+        if first != lineno:
+            raise DataError(f"{where}: duplicate document {docid!r} for query {q!r} (first at line {first})")
+        docs.append((docid, score))
+    if qid is None:
+        raise DataError(f"{path}: empty run file (no entries)")
+    yield qid, rank_docs(docs)
 
 
 def iter_qrels(path: str | PathLike[str]) -> Iterator[tuple[int, str, str, int]]:
@@ -323,3 +383,184 @@ def load_run_queries(
     shas = {str(Path(run_path)): sha256_file(str(run_path))}
     shas[str(Path(qrels_path))] = sha256_file(str(qrels_path))
     return LoadedRun(queries, skipped, shas)
+
+
+# ---------------------------------------------------------------- writing and truncating runs
+
+
+class WrittenRun(NamedTuple):
+    """What :func:`write_trec_run` / :func:`truncate_run` wrote.
+
+    Attributes:
+        n_queries: queries with at least one line.
+        n_docs: lines written.
+    """
+
+    n_queries: int
+    n_docs: int
+
+
+def _check_token(value: str, what: str) -> None:
+    if not isinstance(value, str) or not value or any(c.isspace() for c in value):
+        raise ValueError(f"{what} must be a non-empty string without whitespace, got {value!r}")
+
+
+def write_trec_run(
+    rows: Iterable[tuple[str, Sequence[tuple[str, float]]]],
+    path: str | PathLike[str],
+    tag: str,
+) -> WrittenRun:
+    """Write a TREC run atomically: one ``qid Q0 docid rank score tag`` line per document.
+
+    Each row is a query's shortlist in rank order; its documents get ranks 1..K in that
+    order and their scores (Python ``repr`` of the float: exact round trip). A row with
+    no documents writes no line. The file appears under ``path`` only when every row was
+    written (temporary file + rename, :func:`benchmarks.atomic.atomic_path`); on any error
+    ``path`` is left as it was. ``rows`` may be a generator: it is consumed once.
+
+    Note that ``trec_eval`` re-sorts each query by score (ties by docid descending),
+    so with tied scores its order can differ from the rank column (see the module
+    docstring); ``ir_measures.read_trec_run`` keeps the scores as written.
+
+    Args:
+        rows: ``(qid, [(docid, score), ...])`` per query; each qid at most once.
+        path: output file.
+        tag: run tag (last column), non-empty without whitespace.
+
+    Returns:
+        The number of queries and lines written.
+
+    Raises:
+        ValueError: a qid, docid or tag that is empty or holds whitespace, a NaN/inf
+            score, a repeated qid, or a document repeated within a query (naming it).
+    """
+    _check_token(tag, "tag")
+    seen: set[str] = set()
+    n_queries = n_docs = 0
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as out:
+        for qid, docs in rows:
+            _check_token(qid, "qid")
+            if qid in seen:
+                raise ValueError(f"query {qid!r} appears twice in the rows to write")
+            seen.add(qid)
+            docids: set[str] = set()
+            for rank, (docid, score) in enumerate(docs, start=1):
+                _check_token(docid, f"docid of query {qid!r}")
+                if docid in docids:
+                    raise ValueError(f"query {qid!r}: document {docid!r} appears twice")
+                docids.add(docid)
+                x = float(score)
+                if not math.isfinite(x):
+                    raise ValueError(f"query {qid!r}, document {docid!r}: score {score!r} is not finite")
+                out.write(f"{qid} Q0 {docid} {rank} {x!r} {tag}\n")
+            n_docs += len(docids)
+            n_queries += bool(docids)
+    return WrittenRun(n_queries, n_docs)
+
+
+#: ``depth_fn(qid, ranked scores) -> K`` (a Python or NumPy integer).
+DepthFn = Callable[[str, NDArray[np.float64]], int | np.integer]
+
+
+def _depth(k: object, qid: str, n: int) -> int:
+    if isinstance(k, bool) or not isinstance(k, int | np.integer):
+        raise ValueError(f"query {qid!r}: depth must be an integer, got {k!r}")
+    if k < 0:
+        raise ValueError(f"query {qid!r}: depth must be >= 0, got {k}")
+    return min(int(k), n)
+
+
+def truncate_run(
+    in_path: str | PathLike[str],
+    out_path: str | PathLike[str],
+    depth_fn: DepthFn,
+    tag: str,
+) -> WrittenRun:
+    """Stream a run and keep each query's top K documents, K = ``depth_fn(qid, scores)``.
+
+    Queries are read with :func:`iter_run_queries` (grouped by query; ranked by score
+    descending, ties by docid ascending) and written with :func:`write_trec_run`, so
+    memory is bounded by the largest query. ``scores`` is the ranked score list,
+    a float64 array of shape (L,). K larger than L keeps all L documents; K = 0 writes
+    no line for that query.
+
+    Args:
+        in_path: input run file.
+        out_path: output run file (written atomically; may equal ``in_path``).
+        depth_fn: ``(qid, scores) -> K``, an integer >= 0.
+        tag: run tag of the output.
+
+    Returns:
+        The number of queries and lines written.
+
+    Raises:
+        DataError: malformed or ungrouped input (see :func:`iter_run_queries`).
+        ValueError: a depth that is not an integer >= 0, or a bad tag.
+    """
+    _check_token(tag, "tag")
+
+    def rows() -> Iterator[tuple[str, list[tuple[str, float]]]]:
+        for qid, ranked in iter_run_queries(in_path):
+            scores = np.fromiter((s for _, s in ranked), dtype=np.float64, count=len(ranked))
+            yield qid, ranked[: _depth(depth_fn(qid, scores), qid, len(ranked))]
+
+    return write_trec_run(rows(), out_path, tag)
+
+
+# ---------------------------------------------------------------- input digests
+
+
+class InputChange(NamedTuple):
+    """One input whose sha256 differs from the recorded one (see :func:`changed_inputs`).
+
+    Attributes:
+        path: the file as recorded.
+        recorded: sha256 recorded in the run config.
+        actual: its sha256 now, or None when the file is missing.
+    """
+
+    path: str
+    recorded: str
+    actual: str | None
+
+
+def changed_inputs(recorded: Mapping[str, str], root: str | PathLike[str] | None = None) -> list[InputChange]:
+    """Inputs whose current sha256 (:func:`benchmarks.corpus.sha256_file`) differs from the recorded one.
+
+    Args:
+        recorded: ``{path: sha256}`` as recorded (e.g. :attr:`LoadedRun.inputs_sha256`).
+        root: folder that relative paths are resolved against (default: the working directory).
+
+    Returns:
+        The changed or missing files, in the order of ``recorded`` (empty when all match).
+    """
+    out: list[InputChange] = []
+    for name, sha in recorded.items():
+        p = Path(name)
+        if root is not None and not p.is_absolute():
+            p = Path(root) / p
+        actual = sha256_file(str(p)) if p.is_file() else None
+        if actual != sha:
+            out.append(InputChange(name, sha, actual))
+    return out
+
+
+def check_inputs(recorded: Mapping[str, str], root: str | PathLike[str] | None = None) -> None:
+    """Raise unless every recorded input still has its recorded sha256.
+
+    Args:
+        recorded: ``{path: sha256}`` as recorded in a run config.
+        root: folder that relative paths are resolved against.
+
+    Raises:
+        DataError: one line naming every changed file with both digests (or "missing").
+    """
+    changes = changed_inputs(recorded, root)
+    if changes:
+        parts = [
+            f"{c.path}: sha256 {c.actual} differs from {c.recorded} recorded in the run config"
+            if c.actual is not None
+            else f"{c.path}: missing (recorded sha256 {c.recorded})"
+            for c in changes
+        ]
+        raise DataError("inputs changed since the run: " + "; ".join(parts))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import random
+import tracemalloc
 from pathlib import Path
 
 import ir_measures
@@ -17,11 +18,18 @@ from benchmarks.trec import (
     SKIP_NO_QRELS,
     SKIP_NO_RELEVANT,
     SKIP_QRELS_NOT_IN_RUN,
+    InputChange,
+    WrittenRun,
+    changed_inputs,
+    check_inputs,
+    iter_run_queries,
     load_run_queries,
     rank_docs,
     ranked_queries_from_run,
     read_qrels,
     read_run,
+    truncate_run,
+    write_trec_run,
 )
 from envs.ranked import RankedQuery
 
@@ -330,3 +338,257 @@ def test_success_and_recall_match_ir_measures(shuffle_seed: int | None) -> None:
     assert by_id["q1"].relevant_ranks.tolist() == [2, 4] and by_id["q1"].n_relevant == 3
     assert by_id["q3"].gold_rank == 5 and by_id["q4"].gold_rank == 0
     assert by_id["q5"].relevant_ranks.tolist() == [1, 3]
+
+
+# ---------------------------------------------------------------- streaming read
+
+
+def test_iter_run_queries_groups_and_ranks(tmp_path: Path) -> None:
+    p = _write(
+        tmp_path,
+        "run.txt",
+        "\ufeffq2 Q0 b 1 1.0 t\nq2 Q0 a 2 1.0 t\n\nq2 Q0 c 3 3.5 t\nq1\tQ0\tx 1 -2 t\r\nq1 Q0 y 2 0.5 t\n",
+    )
+    got = list(iter_run_queries(p))
+    assert got == [("q2", [("c", 3.5), ("a", 1.0), ("b", 1.0)]), ("q1", [("y", 0.5), ("x", -2.0)])]
+    # same lists as the in-memory reader followed by rank_docs
+    assert got == [(q, rank_docs(d)) for q, d in read_run(p).items()]
+
+
+def test_iter_run_queries_is_lazy(tmp_path: Path) -> None:
+    p = _write(tmp_path, "run.txt", "q1 Q0 a 1 1 t\nq2 Q0 a 1 1 t\nq2 Q0 a 2 0 t\n")
+    it = iter_run_queries(p)
+    assert next(it) == ("q1", [("a", 1.0)])  # the error further down is not reached yet
+    with pytest.raises(DataError, match=f"{p}:3: duplicate document 'a' for query 'q2' \\(first at line 2\\)"):
+        next(it)
+
+
+def test_iter_run_queries_ungrouped(tmp_path: Path) -> None:
+    p = _write(tmp_path, "run.txt", "q1 Q0 a 1 1 t\nq2 Q0 a 1 1 t\nq1 Q0 b 2 0.5 t\n")
+    with pytest.raises(DataError) as e:
+        list(iter_run_queries(p))
+    msg = str(e.value)
+    assert msg.startswith(f"{p}:3: query 'q1' reappears after other queries")
+    assert "grouped by query" in msg and "sort -k1,1 -s" in msg
+    read_run(p)  # the in-memory reader accepts any order
+
+
+@pytest.mark.parametrize(
+    ("body", "line", "needle"),
+    [
+        ("q1 Q0 d1 1 1.0 t\nq1 Q0 d2 2 0.5\n", 2, "expected 6 columns"),
+        ("q1 Q0 d1 1 1.0 t\nq1 Q0 d2 2 high t\n", 2, "not a number"),
+        ("q1 Q0 d1 1 nan t\n", 1, "NaN/inf"),
+        ("q1 Q0 d1 one 1.0 t\n", 1, "rank must be an integer"),
+        ("q1 Q0 d1 1 1.0 t\n\nq1 Q0 d1 2 0.5 t\n", 3, "duplicate document"),
+    ],
+)
+def test_iter_run_queries_malformed_same_messages(tmp_path: Path, body: str, line: int, needle: str) -> None:
+    p = _write(tmp_path, "bad.run", body)
+    with pytest.raises(DataError) as streamed:
+        list(iter_run_queries(p))
+    with pytest.raises(DataError) as in_memory:
+        read_run(p)
+    assert str(streamed.value) == str(in_memory.value)
+    assert f"{p}:{line}:" in str(streamed.value) and needle in str(streamed.value)
+
+
+@pytest.mark.parametrize("body", [b"", b"\n \n", b"q1 Q0 d\xff 1 1 t\n"])
+def test_iter_run_queries_empty_or_not_utf8(tmp_path: Path, body: bytes) -> None:
+    p = _write(tmp_path, "bad.run", body)
+    with pytest.raises(DataError) as e:
+        list(iter_run_queries(p))
+    assert str(p) in str(e.value) and ("empty" in str(e.value) or "not UTF-8" in str(e.value))
+
+
+# ---------------------------------------------------------------- writing
+
+
+def test_write_trec_run_is_read_by_ir_measures(tmp_path: Path) -> None:
+    rows: list[tuple[str, list[tuple[str, float]]]] = [
+        ("q1", [("d9", 3.25), ("d2", 1e-12), ("d7", -0.5)]),
+        ("q2", [("x", np.float64(0.1))]),
+        ("q_empty", []),
+        ("q3", [("a", 2.0), ("b", 1.0)]),
+    ]
+    out = tmp_path / "out.run"
+    assert write_trec_run(iter(rows), out, "bor-dqn") == WrittenRun(3, 6)
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert lines[:4] == [
+        "q1 Q0 d9 1 3.25 bor-dqn",
+        "q1 Q0 d2 2 1e-12 bor-dqn",
+        "q1 Q0 d7 3 -0.5 bor-dqn",
+        "q2 Q0 x 1 0.1 bor-dqn",
+    ]
+    assert all(len(line.split()) == 6 for line in lines)  # what trec_eval requires
+    theirs = [(d.query_id, d.doc_id, d.score) for d in ir_measures.read_trec_run(str(out))]
+    ours = [(q, d, float(s)) for q, docs in rows for d, s in docs]
+    assert theirs == ours
+    # and our own readers round-trip it exactly
+    assert list(iter_run_queries(out)) == [(q, [(d, float(s)) for d, s in docs]) for q, docs in rows if docs]
+    qrels = _write(tmp_path, "qrels.txt", "q1 0 d2 1\nq3 0 b 1\n")
+    measures = [Success @ 1, Success @ 2]
+    agg = ir_measures.calc_aggregate(
+        measures, ir_measures.read_trec_qrels(str(qrels)), ir_measures.read_trec_run(str(out))
+    )
+    assert agg[Success @ 1] == 0.0 and agg[Success @ 2] == 1.0
+
+
+def test_write_trec_run_scores_round_trip_exactly(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    scores = rng.normal(size=50) * 10.0 ** rng.integers(-30, 30, size=50)
+    out = tmp_path / "out.run"
+    write_trec_run([("q", [(f"d{i}", s) for i, s in enumerate(scores)])], out, "t")
+    assert [s for _, s in read_run(out)["q"]] == scores.tolist()
+
+
+@pytest.mark.parametrize(
+    ("rows", "tag", "needle"),
+    [
+        ([("q 1", [("d", 1.0)])], "t", "qid"),
+        ([("", [("d", 1.0)])], "t", "qid"),
+        ([("q", [("d\t2", 1.0)])], "t", "docid"),
+        ([("q", [("d", 1.0)])], "my tag", "tag"),
+        ([("q", [("d", 1.0)])], "", "tag"),
+        ([("q", [("d", float("nan"))])], "t", "not finite"),
+        ([("q", [("d", 1.0), ("d", 0.5)])], "t", "appears twice"),
+        ([("q", [("d", 1.0)]), ("r", [("d", 1.0)]), ("q", [("e", 1.0)])], "t", "'q' appears twice"),
+    ],
+)
+def test_write_trec_run_rejects_and_leaves_target(tmp_path: Path, rows: list, tag: str, needle: str) -> None:
+    out = _write(tmp_path, "out.run", "previous content\n")
+    with pytest.raises(ValueError, match=needle):
+        write_trec_run(rows, out, tag)
+    assert out.read_text() == "previous content\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.run"]  # no temporary left
+
+
+def test_write_trec_run_accepted_by_trec_eval_format(tmp_path: Path) -> None:
+    """The columns trec_eval parses: qid, iter, docno, rank (int), sim (float), tag."""
+    out = tmp_path / "out.run"
+    write_trec_run([("301", [("FBIS3-10082", 12.0), ("FBIS3-10169", 11.5)])], out, "STANDARD")
+    for i, line in enumerate(out.read_text().splitlines(), start=1):
+        qid, it, docno, rank, sim, tag = line.split()
+        assert (qid, it, tag, int(rank)) == ("301", "Q0", "STANDARD", i)
+        float(sim)
+
+
+# ---------------------------------------------------------------- truncation
+
+
+def _generated_run(path: Path, n_queries: int, n_docs: int, seed: int = 0) -> dict[str, list[tuple[str, float]]]:
+    """A run in shuffled line order within each query (grouped by query), with some tied scores."""
+    rng = random.Random(seed)
+    run: dict[str, list[tuple[str, float]]] = {}
+    with open(path, "w", encoding="utf-8") as f:
+        for q in range(n_queries):
+            docs = [(f"doc{q}_{i}", float(rng.randint(0, n_docs // 2))) for i in range(n_docs)]
+            rng.shuffle(docs)
+            run[f"q{q}"] = docs
+            for r, (d, s) in enumerate(docs, start=1):
+                f.write(f"q{q} Q0 {d} {r} {s!r} gen\n")
+    return run
+
+
+def test_truncate_run_output(tmp_path: Path) -> None:
+    src = tmp_path / "in.run"
+    run = _generated_run(src, 30, 40)
+    seen: list[tuple[str, int]] = []
+
+    def depth(qid: str, scores: np.ndarray) -> int:
+        assert scores.dtype == np.float64 and np.all(np.diff(scores) <= 0)  # ranked, descending
+        seen.append((qid, len(scores)))
+        return int(qid[1:]) % 7  # 0..6; 0 writes nothing
+
+    out = tmp_path / "out.run"
+    stats = truncate_run(src, out, depth, "trunc")
+    expected = {q: rank_docs(d)[: int(q[1:]) % 7] for q, d in run.items()}
+    expected = {q: d for q, d in expected.items() if d}
+    assert stats == WrittenRun(len(expected), sum(len(d) for d in expected.values()))
+    assert seen == [(q, 40) for q in run]
+    assert read_run(out) == expected
+    lines = out.read_text().splitlines()
+    assert all(line.endswith(" trunc") for line in lines)
+    ranks: dict[str, list[int]] = {}
+    for line in lines:
+        q, _, _, r, _, _ = line.split()
+        ranks.setdefault(q, []).append(int(r))
+    assert all(r == list(range(1, len(r) + 1)) for r in ranks.values())
+
+
+def test_truncate_run_depth_larger_than_list_and_in_place(tmp_path: Path) -> None:
+    src = _write(tmp_path, "in.run", "q1 Q0 b 1 1 t\nq1 Q0 a 2 1 t\nq2 Q0 z 1 5 t\n")
+    assert truncate_run(src, src, lambda q, s: np.int64(10), "all") == WrittenRun(2, 3)
+    assert src.read_text().splitlines() == ["q1 Q0 a 1 1.0 all", "q1 Q0 b 2 1.0 all", "q2 Q0 z 1 5.0 all"]
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "3", None])
+def test_truncate_run_bad_depth(tmp_path: Path, bad: object) -> None:
+    src = _write(tmp_path, "in.run", "q1 Q0 a 1 1 t\n")
+    out = tmp_path / "out.run"
+    with pytest.raises(ValueError, match="'q1': depth"):
+        truncate_run(src, out, lambda q, s: bad, "t")  # type: ignore[arg-type,return-value]
+    assert not out.exists()
+
+
+def test_truncate_run_error_midway_leaves_no_output(tmp_path: Path) -> None:
+    src = _write(tmp_path, "in.run", "q1 Q0 a 1 1 t\nq2 Q0 a 1 1 t\nq1 Q0 b 1 1 t\n")
+    out = _write(tmp_path, "out.run", "old\n")
+    with pytest.raises(DataError, match="in.run:3: query 'q1' reappears"):
+        truncate_run(src, out, lambda q, s: 1, "t")
+    assert out.read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.run", "out.run"]
+
+
+def test_truncate_run_memory_is_bounded(tmp_path: Path) -> None:
+    """Peak traced memory stays far below the input size: one query is held at a time."""
+    src = tmp_path / "big.run"
+    n_queries, n_docs, pad = 1000, 50, "x" * 200  # long docids: a large file in few lines
+    with open(src, "w", encoding="utf-8") as f:
+        for q in range(n_queries):
+            f.writelines(f"query{q} Q0 {pad}{q}_{i} {i + 1} {1000.0 - i * 0.5!r} big\n" for i in range(n_docs))
+    size = src.stat().st_size
+    assert size > 10_000_000
+    out = tmp_path / "top5.run"
+    tracemalloc.start()
+    try:
+        stats = truncate_run(src, out, lambda q, s: 5, "top5")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert stats == WrittenRun(n_queries, 5 * n_queries)
+    assert peak < size / 20, (peak, size)  # holding the whole run would take more than its file size
+    with open(out, encoding="utf-8") as f:
+        first = [next(f).split() for _ in range(6)]
+    assert first[0] == ["query0", "Q0", f"{pad}0_0", "1", "1000.0", "top5"]
+    assert first[4][:4] == ["query0", "Q0", f"{pad}0_4", "5"]
+    assert first[5][:4] == ["query1", "Q0", f"{pad}1_0", "1"]
+    with open(out, encoding="utf-8") as f:
+        assert sum(1 for _ in f) == 5 * n_queries
+
+
+# ---------------------------------------------------------------- input digests
+
+
+def test_changed_inputs_and_check(tmp_path: Path) -> None:
+    run_p = _write(tmp_path, "run.txt", "q1 Q0 a 1 2.0 t\n")
+    qrels_p = _write(tmp_path, "qrels.txt", "q1 0 a 1\n")
+    recorded = load_run_queries(run_p, qrels_p).inputs_sha256
+    assert changed_inputs(recorded) == []
+    check_inputs(recorded)
+    relative = {"run.txt": recorded[str(run_p)]}
+    assert changed_inputs(relative, root=tmp_path) == []
+    old = recorded[str(run_p)]
+    run_p.write_text("q1 Q0 a 1 3.0 t\n", encoding="utf-8")
+    new = hashlib.sha256(run_p.read_bytes()).hexdigest()
+    qrels_p.unlink()
+    assert changed_inputs(recorded) == [
+        InputChange(str(run_p), old, new),
+        InputChange(str(qrels_p), recorded[str(qrels_p)], None),
+    ]
+    with pytest.raises(DataError) as e:
+        check_inputs(recorded)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert f"{run_p}: sha256 {new} differs from {old} recorded in the run config" in msg
+    assert f"{qrels_p}: missing" in msg

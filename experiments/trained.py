@@ -1,0 +1,154 @@
+"""Use a trained depth policy on any retriever's ranked lists.
+
+>>> from experiments import load_policy
+>>> policy = load_policy("results/bfcl/runs/bfcl-bm25__bor-dqn__s42")   # doctest: +SKIP
+>>> policy.depth([12.1, 9.3, 9.2, 4.0, 3.9])                            # doctest: +SKIP
+1
+
+:func:`load_policy` reads a run directory written by ``shortlist train`` / ``reproduce``
+(its ``config.json`` and the policy file it saved) and returns a :class:`TrainedPolicy`:
+the policy of any registered kind with the episode settings it was trained with. It
+decides depths from scores alone (the observation features of :mod:`envs.features`), so it
+applies to any scorer's lists: scores sorted descending, one list per query, and
+optionally the candidate-set size N when a list was truncated from a larger pool.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from agents.base import DepthPolicy, FixedConfig
+from envs import EpisodeConfig, RankedQuery
+from experiments.config import MethodSpec
+
+CONFIG_KEYS = ("agent", "train_reward", "episode", "benchmark", "scorer", "seed", "method")
+
+
+def read_run_config(run_dir: str | Path) -> dict[str, Any]:
+    """The checked ``config.json`` of a run directory; a one-line error naming the file otherwise."""
+    run = Path(run_dir)
+    cfg_path = run / "config.json"
+    if not str(run_dir) or not cfg_path.is_file():
+        raise FileNotFoundError(f"{run}: not a run directory (no config.json)")
+    try:
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+        if not isinstance(cfg, dict):
+            raise TypeError("not a JSON object")
+        missing = [k for k in CONFIG_KEYS if k not in cfg]
+        if missing:
+            raise KeyError(f"missing {missing}")
+        for key in ("seed", "split_seed"):
+            v = cfg.get(key, 0)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise TypeError(f"{key!r} must be an integer, got {v!r}")
+        if not isinstance(cfg["method"], str):
+            raise TypeError(f"'method' must be a string, got {cfg['method']!r}")
+        MethodSpec.parse(cfg["method"])
+        if not isinstance(cfg["episode"], dict):
+            raise TypeError("'episode' must be an object")
+        EpisodeConfig(**cfg["episode"])
+        from benchmarks.conditions import candidate_rule
+
+        candidate_rule(cfg["benchmark"], cfg.get("variant", "") or "")
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{cfg_path}: malformed run config ({e})") from e
+    return cfg
+
+
+def _settings(cfg: dict[str, Any], spec: MethodSpec, run: Path) -> Any:
+    kind = spec.kind
+    if kind.config is FixedConfig:
+        return FixedConfig(spec.k)
+    raw = cfg.get(kind.name)
+    if kind.config is None or not isinstance(raw, dict):
+        return None
+    try:
+        return kind.config(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{run / 'config.json'}: malformed {kind.name} settings ({e})") from e
+
+
+def load_run_policy(run_dir: str | Path, cfg: dict[str, Any] | None = None) -> DepthPolicy:
+    """The fitted policy saved in a run directory, of any registered kind.
+
+    Fixed K, which learns nothing, is rebuilt from the config when an older run directory
+    holds no policy file; every other kind needs the file it saved.
+    """
+    run = Path(run_dir)
+    cfg = cfg if cfg is not None else read_run_config(run)
+    spec = MethodSpec.parse(cfg["method"])
+    settings = _settings(cfg, spec, run)
+    policy = spec.kind.make(spec.reward, settings)
+    artifact = run / policy.artifact
+    if artifact.is_file():
+        return spec.kind.load(artifact, spec.reward, settings)
+    if spec.kind.config is FixedConfig:
+        return policy
+    raise FileNotFoundError(f"{artifact}: missing")
+
+
+@dataclass(frozen=True)
+class TrainedPolicy:
+    """A fitted depth policy with the episode settings it was trained with.
+
+    Attributes:
+        policy: the fitted policy (any registered kind).
+        episode: its episode settings (reward, step cost, discount, depth cap).
+        method: its method name, e.g. ``bor-dqn``.
+        run_dir: where it was loaded from.
+        config: the run's resolved config.
+    """
+
+    policy: DepthPolicy
+    episode: EpisodeConfig
+    method: str
+    run_dir: Path
+    config: dict[str, Any]
+
+    def queries(
+        self, score_lists: Sequence[ArrayLike], n_candidates: int | Sequence[int] | None = None
+    ) -> list[RankedQuery]:
+        """Unlabelled ranked queries from score lists (each sorted descending)."""
+        ns = (
+            [n_candidates] * len(score_lists) if n_candidates is None or isinstance(n_candidates, int) else n_candidates
+        )
+        if len(ns) != len(score_lists):
+            raise ValueError(f"{len(ns)} n_candidates for {len(score_lists)} score lists")
+        return [
+            RankedQuery(np.asarray(s, dtype=np.float64), np.zeros(0, dtype=np.int64), f"list-{i}", int(n or 0))
+            for i, (s, n) in enumerate(zip(score_lists, ns, strict=True))
+        ]
+
+    def depths(
+        self, score_lists: Sequence[ArrayLike], n_candidates: int | Sequence[int] | None = None
+    ) -> NDArray[np.int64]:
+        """The depth K chosen for each score list (1 <= K <= min(len, depth cap)).
+
+        Args:
+            score_lists: one array of scores per query, sorted descending (ties allowed).
+            n_candidates: candidate-set size N per list (or one for all) when the lists were
+                truncated from a larger pool; default each list's length.
+        """
+        if MethodSpec.parse(self.method).kind.reads_labels:
+            raise ValueError(f"{self.method} reads the labels: it cannot choose depths from scores alone")
+        if len(score_lists) == 0:
+            return np.zeros(0, dtype=np.int64)
+        return np.asarray(self.policy.depths(self.queries(score_lists, n_candidates), self.episode), dtype=np.int64)
+
+    def depth(self, scores: ArrayLike, n_candidates: int | None = None) -> int:
+        """The depth K chosen for one score list (sorted descending)."""
+        return int(self.depths([scores], n_candidates)[0])
+
+
+def load_policy(run_dir: str | Path) -> TrainedPolicy:
+    """The trained policy of a run directory (any registered kind), ready for :meth:`TrainedPolicy.depth`."""
+    run = Path(run_dir)
+    cfg = read_run_config(run)
+    return TrainedPolicy(load_run_policy(run, cfg), EpisodeConfig(**cfg["episode"]), cfg["method"], run, cfg)
