@@ -1,7 +1,8 @@
 """Every depth policy (learned, fixed, heuristic, oracle) behind one protocol, and the evaluator."""
 
-from agents import choppy, oracle, peers, registry  # noqa: F401 - importing registers the peer families
-from agents.base import DepthPolicy, FixedK, first_stop, greedy_depths, stacked_features
+# importing a policy module registers its kinds in agents.registry; this order is the registry's order
+from agents import bayes, choppy, oracle, peers, registry  # noqa: E402, F401, I001
+from agents.base import DepthPolicy, FixedConfig, FixedK, first_stop, greedy_depths, stacked_features
 from agents.dqn import DQNAgent, DQNConfig
 from agents.evaluation import (
     BUCKET_SCHEMES,
@@ -18,6 +19,7 @@ __all__ = [
     "DQNAgent",
     "DQNConfig",
     "DepthPolicy",
+    "FixedConfig",
     "FixedK",
     "TabularConfig",
     "TabularQ",

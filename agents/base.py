@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -17,24 +20,106 @@ class DepthPolicy(Protocol):
 
     ``fit`` sees training queries (with labels) and the episode configuration;
     ``depths`` returns one depth per query in 1..cap(query) and must never read
-    labels (``relevant_ranks``) except in an explicitly named oracle.
+    labels (``relevant_ranks``) except in an explicitly named oracle. ``save`` writes
+    what a fitted policy needs into the file ``artifact`` of a run directory and the
+    classmethod ``load(path, reward, settings)`` rebuilds it (JSON or weights only: never
+    unpickling).
     """
 
     name: str
+    artifact: str
+    stochastic: bool
 
     def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int) -> DepthPolicy: ...
 
     def depths(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.int64]: ...
 
+    def save(self, path: Path) -> None: ...
+
+    @classmethod
+    def load(cls, path: Path, reward: str = "bor", settings: Any = None) -> DepthPolicy: ...
+
+
+_PROGRESS: dict[str, Any] = {"enabled": False, "position": 1}
+
+
+def set_training_progress(enabled: bool, position: int = 1) -> None:
+    """Whether learners show a per-run progress bar while they train, and on which terminal line
+    (1 = just under the runner's cells bar; each parallel worker gets its own line)."""
+    _PROGRESS.update(enabled=bool(enabled), position=int(position))
+
+
+def training_bar(total: int, desc: str) -> Any:
+    """A tqdm bar for one training run (steps, rate, ETA), or a disabled one (see :func:`set_training_progress`)."""
+    import sys
+
+    from tqdm.auto import tqdm
+
+    return tqdm(
+        total=total,
+        desc=desc,
+        disable=not _PROGRESS["enabled"],
+        position=_PROGRESS["position"],
+        leave=False,
+        file=sys.stderr,
+        unit="step",
+        mininterval=0.5,
+    )
+
+
+def save_json(path: Path, name: str, params: dict) -> None:
+    """``{"name": ..., "params": ...}`` as JSON: the saved form of every JSON-backed policy."""
+    Path(path).write_text(json.dumps({"name": name, "params": params}, sort_keys=True) + "\n")
+
+
+def read_json(path: Path, what: str) -> dict:
+    """The ``params`` of a file written by :func:`save_json`; ValueError naming the file otherwise."""
+    try:
+        payload = json.loads(Path(path).read_text())
+        params = payload["params"]
+        if not isinstance(params, dict):
+            raise TypeError("params is not an object")
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"{path}: missing") from e
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: malformed {what} file ({e})") from e
+    return params
+
+
+@dataclass(frozen=True)
+class FixedConfig:
+    """Settings of the fixed-K baseline."""
+
+    k: int = 1
+    """The depth shown for every query (clipped to each query's cap)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise ValueError(f"fixed K must be an integer >= 1, got {self.k!r}")
+
 
 class FixedK:
     """Always show the top K (clipped to each query's depth cap)."""
+
+    artifact = "agent.json"
+    stochastic = False
 
     def __init__(self, k: int) -> None:
         if int(k) < 1:
             raise ValueError(f"fixed K must be >= 1, got {k}")
         self.k = int(k)
         self.name = f"fixed-{self.k}"
+
+    def save(self, path: Path) -> None:
+        save_json(path, self.name, {"k": self.k})
+
+    @classmethod
+    def load(cls, path: Path, reward: str = "bor", settings: Any = None) -> FixedK:
+        p = read_json(path, "fixed-K policy")
+        try:
+            return cls(int(p["k"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{path}: malformed fixed-K policy file ({e})") from e
 
     def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int) -> FixedK:
         return self

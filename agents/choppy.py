@@ -27,6 +27,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -156,7 +157,7 @@ class CutoffModel:
         Path(path).write_text(json.dumps(payload) + "\n")
 
     @classmethod
-    def load(cls, path: Path) -> CutoffModel:
+    def load(cls, path: Path, reward: str = "bor", settings: Any = None) -> CutoffModel:
         """Rebuild a model written by :meth:`save` (JSON; never executes code)."""
         try:
             p = json.loads(Path(path).read_text())["params"]
@@ -171,7 +172,10 @@ class CutoffModel:
 
 register(
     "choppy",
-    lambda reward: CutoffModel(reward),
+    lambda reward, settings: CutoffModel(reward, settings),
+    group="peer",
+    stochastic=True,
     uses_reward=True,
     description="Choppy-style cut-off model (torch) trained to maximise expected reward",
+    config=ChoppyConfig,
 )

@@ -25,12 +25,14 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from agents.base import greedy_depths
+from agents.base import greedy_depths, training_bar
+from agents.registry import register
 from envs import EpisodeConfig, RankedQuery, ShortlistEnv
 
 
@@ -64,17 +66,33 @@ class DQNConfig:
     """Hidden layer sizes of the Q-network MLP."""
 
 
+class _BarCallback:
+    """SB3 callback that advances a progress bar by one per environment step (no effect on training)."""
+
+    def __new__(cls, bar: Any) -> Any:
+        from stable_baselines3.common.callbacks import BaseCallback
+
+        class _Cb(BaseCallback):
+            def _on_step(self) -> bool:
+                bar.update(1)
+                return True
+
+        return _Cb()
+
+
 class DQNAgent:
     """SB3 DQN trained on :class:`envs.ShortlistEnv` (see module docstring)."""
+
+    artifact = "agent.zip"
+    stochastic = True
 
     def __init__(self, reward: str = "bor", settings: DQNConfig | None = None) -> None:
         self.reward = reward
         self.settings = settings or DQNConfig()
-        self.artifact = "agent.zip"
         self.name = f"{reward}-dqn"
-        self.model = None
+        self.model: Any = None
 
-    def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int, progress: bool = False) -> DQNAgent:
+    def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int) -> DQNAgent:
         from stable_baselines3 import DQN
 
         s = self.settings
@@ -101,7 +119,8 @@ class DQNAgent:
             device="cpu",
             verbose=0,
         )
-        self.model.learn(total_timesteps=s.total_timesteps, progress_bar=progress)
+        with training_bar(s.total_timesteps, f"{self.name} s{seed}") as bar:
+            self.model.learn(total_timesteps=s.total_timesteps, callback=_BarCallback(bar))
         return self
 
     def q_values(self, feats: NDArray[np.float32]) -> NDArray[np.float32]:
@@ -126,7 +145,7 @@ class DQNAgent:
         self.model.save(str(path))
 
     @classmethod
-    def load(cls, path: Path, reward: str, settings: DQNConfig | None = None) -> DQNAgent:
+    def load(cls, path: Path, reward: str = "bor", settings: Any = None) -> DQNAgent:
         """Rebuild the Q-network and load only its weights (``policy.pth`` inside SB3's zip) with
         ``torch.load(weights_only=True)``, which cannot execute code: a crafted zip is refused,
         never unpickled."""
@@ -152,3 +171,14 @@ class DQNAgent:
         except (RuntimeError, TypeError) as e:
             raise ValueError(f"{path}: weights do not fit a {list(agent.settings.net_arch)} Q-network ({e})") from e
         return agent
+
+
+register(
+    "dqn",
+    lambda reward, settings: DQNAgent(reward, settings),
+    group="agent",
+    stochastic=True,
+    uses_reward=True,
+    description="SB3 DQN on the score-only state (paper network, optimiser and replay; see agents/dqn.py)",
+    config=DQNConfig,
+)

@@ -4,6 +4,8 @@ Per-query rows (one per query x method x seed): ``qid, gold_rank, bucket, k, fou
 p_random, reward, n, r`` where ``reward`` is the per-query BoR reward
 ``found * -log2 P_rand(k; N, R)`` whatever reward the policy was trained with,
 so methods are compared on one scale ("mean reward" = its mean; it is NOT BoR).
+For queries with several relevant items, :func:`score_depths_multi` adds completeness
+columns (all R relevant in the top K) and :func:`summary_row_multi` their aggregates.
 """
 
 from __future__ import annotations
@@ -17,7 +19,18 @@ from numpy.typing import NDArray
 
 from agents.base import DepthPolicy
 from envs import EpisodeConfig, RankedQuery
-from rewards import COLLAPSE_LAMBDA, bor_aggregate, bor_ceiling, bor_reward, p_random
+from rewards import (
+    COLLAPSE_LAMBDA,
+    bor_aggregate,
+    bor_aggregate_all,
+    bor_ceiling,
+    bor_ceiling_all,
+    bor_reward,
+    bor_reward_all,
+    hits_at_k,
+    p_random,
+    p_random_all,
+)
 
 #: Difficulty buckets by the scorer's rank of the gold tool (SPEC section 5): (low, high, label).
 BUCKET_SCHEMES: dict[str, tuple[tuple[int, float, str], ...]] = {
@@ -38,8 +51,18 @@ def bucket_labels(gold_ranks: NDArray[np.int64], scheme: str = "default") -> NDA
     return out.astype(str)
 
 
-def score_depths(queries: Sequence[RankedQuery], depths: NDArray[np.int64], buckets: str = "default") -> pd.DataFrame:
-    """Per-query rows for given depths (vectorised)."""
+def score_depths(
+    queries: Sequence[RankedQuery],
+    depths: NDArray[np.int64],
+    buckets: str = "default",
+    step_cost: float | None = None,
+) -> pd.DataFrame:
+    """Per-query rows for given depths (vectorised).
+
+    ``reward`` is the per-query BoR reward without step costs, ``found * -log2 P_rand(K)``;
+    with ``step_cost`` c, ``reward_net`` = reward - c (K - 1) charges the K - 1 CONTINUE steps
+    (undiscounted), the per-query reward an agent trained with that step cost pays for.
+    """
     k = np.asarray(depths, dtype=np.int64)
     if k.shape != (len(queries),):
         raise ValueError(f"expected {len(queries)} depths, got shape {k.shape}")
@@ -53,7 +76,7 @@ def score_depths(queries: Sequence[RankedQuery], depths: NDArray[np.int64], buck
     found = ((gold > 0) & (k >= gold)).astype(np.int64)
     pr = np.asarray(p_random(k, n, r), dtype=np.float64)
     reward = np.asarray(bor_reward(found, k, n, np.maximum(r, 1)), dtype=np.float64)
-    return pd.DataFrame(
+    rows = pd.DataFrame(
         {
             "qid": [q.qid for q in queries],
             "gold_rank": gold,
@@ -66,18 +89,27 @@ def score_depths(queries: Sequence[RankedQuery], depths: NDArray[np.int64], buck
             "r": r,
         }
     )
+    if step_cost is not None:
+        rows["reward_net"] = reward - float(step_cost) * (k - 1)
+    return rows
 
 
 def evaluate(
     policy: DepthPolicy, queries: Sequence[RankedQuery], config: EpisodeConfig, buckets: str = "default"
 ) -> pd.DataFrame:
-    """Per-query rows of ``policy`` on ``queries`` (the one evaluator for all policies)."""
+    """Per-query rows of ``policy`` on ``queries`` (the one evaluator for all policies).
+
+    When some query has several relevant items (R >= 2) the rows carry the completeness
+    columns of :func:`score_depths_multi`; otherwise exactly those of :func:`score_depths`.
+    """
     config.check_queries(queries)
     depths = np.asarray(policy.depths(queries, config), dtype=np.int64)
     caps = np.array([config.cap(q) for q in queries])
     if np.any(depths > caps):
         raise ValueError(f"{policy.name} returned a depth beyond the depth cap")
-    return score_depths(queries, depths, buckets)
+    if any(q.n_relevant > 1 for q in queries):
+        return score_depths_multi(queries, depths, buckets, config.step_cost)
+    return score_depths(queries, depths, buckets, config.step_cost)
 
 
 def summary_row(rows: pd.DataFrame) -> dict[str, float]:
@@ -93,6 +125,7 @@ def summary_row(rows: pd.DataFrame) -> dict[str, float]:
         "bor_bits": bor_aggregate(found, k, n, r),
         "bor_ceiling": bor_ceiling(k, n, r),
         "mean_reward": float(rows["reward"].mean()),
+        **({"mean_reward_net": float(rows["reward_net"].mean())} if "reward_net" in rows else {}),
         "mean_p_random": float(rows["p_random"].mean()),
         "collapse_pct": 100.0 * float(np.mean(lam >= COLLAPSE_LAMBDA)),
     }
@@ -102,9 +135,15 @@ KEYS = ["condition", "method", "seed"]
 
 
 def summarise(per_query: pd.DataFrame, keys: Sequence[str] = KEYS) -> pd.DataFrame:
-    """One summary row per group of ``keys`` (columns of :func:`summary_row`)."""
+    """One summary row per group of ``keys``: :func:`summary_row`, or :func:`summary_row_multi`
+    for groups whose rows carry the completeness columns (several relevant items)."""
+
+    def row(g: pd.DataFrame) -> dict[str, float]:
+        multi = "complete" in g.columns and bool(g["complete"].notna().all())
+        return summary_row_multi(g) if multi else summary_row(g)
+
     out = [
-        {**dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True)), **summary_row(g)}
+        {**dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True)), **row(g)}
         for key, g in per_query.groupby(list(keys), sort=True)
     ]
     return pd.DataFrame(out)
@@ -148,3 +187,83 @@ def bootstrap_ci(
     means = v[rng.integers(v.size, size=(n_boot, v.size))].mean(axis=1)
     a = (1 - level) / 2
     return float(v.mean()), float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
+
+
+#: Columns :func:`score_depths_multi` adds to those of :func:`score_depths`.
+MULTI_COLUMNS = ("hits", "recall", "last_rank", "complete", "p_random_all", "reward_all")
+
+
+def score_depths_multi(
+    queries: Sequence[RankedQuery], depths: NDArray[np.int64], buckets: str = "default", step_cost: float | None = None
+) -> pd.DataFrame:
+    """Per-query rows of :func:`score_depths` plus completeness columns (several relevant items).
+
+    The first nine columns are exactly those of :func:`score_depths` (same values; "found"
+    is "at least one relevant in the top K" and ``p_random``/``reward`` its chance term and
+    reward with the true R). Added columns (:data:`MULTI_COLUMNS`), per query with R
+    relevant items of which the ranked list holds ``relevant_ranks``:
+
+    - ``hits``: relevant items in the top K; ``recall`` = hits / R (0 when R = 0);
+    - ``last_rank``: rank of the last relevant item, 0 when some relevant item is absent
+      from the list (R > len(relevant_ranks), e.g. a truncated run) or R = 0;
+    - ``complete``: 1 when all R relevant items are in the top K (``K >= last_rank > 0``);
+      a query with R = 0 is vacuously complete (and ``p_random_all`` = 1, reward 0);
+    - ``p_random_all``: ``C(N-R, K-R) / C(N, K)`` (0 when K < R), chance of completeness;
+    - ``reward_all``: ``complete * -log2 p_random_all`` (0 when not complete).
+
+    For R = 1, ``complete == found`` and ``p_random_all == p_random``. :func:`score_depths`
+    itself is unchanged, so single-gold outputs stay byte-identical.
+    """
+    base = score_depths(queries, depths, buckets, step_cost)
+    k = base["k"].to_numpy()
+    n = base["n"].to_numpy()
+    r = base["r"].to_numpy()
+    hits = np.array([hits_at_k(q.relevant_ranks, int(kq)) for q, kq in zip(queries, k, strict=True)], dtype=np.int64)
+    last = np.array(
+        [
+            int(q.relevant_ranks[-1]) if q.n_relevant > 0 and q.relevant_ranks.size == q.n_relevant else 0
+            for q in queries
+        ],
+        dtype=np.int64,
+    )
+    complete = ((r == 0) | ((last > 0) & (k >= last))).astype(np.int64)
+    pa = np.asarray(p_random_all(k, n, r), dtype=np.float64)
+    return base.assign(
+        hits=hits,
+        recall=np.where(r > 0, hits / np.maximum(r, 1), 0.0),
+        last_rank=last,
+        complete=complete,
+        p_random_all=pa,
+        reward_all=np.asarray(bor_reward_all(complete, k, n, r), dtype=np.float64),
+    )
+
+
+def summary_row_multi(rows: pd.DataFrame) -> dict[str, float]:
+    """:func:`summary_row` plus completeness aggregates of rows from :func:`score_depths_multi`.
+
+    Added keys: ``complete_pct`` (Completeness@K, % of queries with all R relevant in the
+    top K), ``mean_recall``, ``bor_bits_all`` = ``log2(mean complete / mean P_all)``
+    (NaN when every query has K < R, -inf when none is complete), ``bor_ceiling_all``
+    (NaN when every K < R), ``mean_reward_all``, ``mean_p_random_all`` and ``mean_r``.
+    """
+    k, n, r = rows["k"].to_numpy(), rows["n"].to_numpy(), rows["r"].to_numpy()
+    complete = rows["complete"].to_numpy()
+    return {
+        **summary_row(rows),
+        "mean_r": float(r.mean()),
+        "complete_pct": 100.0 * float(complete.mean()),
+        "mean_recall": float(rows["recall"].mean()),
+        "bor_bits_all": bor_aggregate_all(complete, k, n, r),
+        "bor_ceiling_all": bor_ceiling_all(k, n, r),
+        "mean_reward_all": float(rows["reward_all"].mean()),
+        "mean_p_random_all": float(rows["p_random_all"].mean()),
+    }
+
+
+def summarise_multi(per_query: pd.DataFrame, keys: Sequence[str] = KEYS) -> pd.DataFrame:
+    """One :func:`summary_row_multi` row per group of ``keys``."""
+    out = [
+        {**dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True)), **summary_row_multi(g)}
+        for key, g in per_query.groupby(list(keys), sort=True)
+    ]
+    return pd.DataFrame(out)

@@ -57,11 +57,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from agents.base import first_stop, row_depths, stacked_features
+from agents.base import first_stop, read_json, row_depths, save_json, stacked_features
 from agents.registry import register
 from agents.tabular import N_DEPTH_BINS, N_STATES, discretise
 from envs import EpisodeConfig, RankedQuery
@@ -82,6 +83,7 @@ PER_DEPTH = N_STATES // N_DEPTH_BINS
 class HindsightOracle:
     """Stop at the gold rank when it is within the cap, else at depth 1 (reads labels)."""
 
+    artifact = "agent.json"
     stochastic = False
 
     def __init__(self) -> None:
@@ -94,6 +96,14 @@ class HindsightOracle:
         gold = np.array([q.gold_rank for q in queries], dtype=np.int64)
         caps = np.array([config.cap(q) for q in queries], dtype=np.int64)
         return np.where((gold >= 1) & (gold <= caps), gold, 1).astype(np.int64)
+
+    def save(self, path: Path) -> None:
+        save_json(path, self.name, {})
+
+    @classmethod
+    def load(cls, path: Path, reward: str = "bor", settings: Any = None) -> HindsightOracle:
+        read_json(path, "oracle")
+        return cls()
 
 
 class StoppingModel:
@@ -354,7 +364,7 @@ class OptimalStopping:
         Path(path).write_text(json.dumps(payload) + "\n")
 
     @classmethod
-    def load(cls, path: Path) -> OptimalStopping:
+    def load(cls, path: Path, reward: str = "bor", settings: Any = None) -> OptimalStopping:
         """Read a policy written by :meth:`save` (JSON; never executes code)."""
         try:
             p = json.loads(Path(path).read_text())["params"]
@@ -374,19 +384,26 @@ class OptimalStopping:
 
 register(
     "oracle",
-    lambda reward: HindsightOracle(),
+    lambda reward, settings: HindsightOracle(),
+    group="limit",
+    stochastic=False,
     uses_reward=False,
     description="hindsight oracle: stop at the gold rank (reads labels; the ceiling)",
+    reads_labels=True,
 )
 register(
     "dp",
-    lambda reward: OptimalStopping(reward, "reward"),
+    lambda reward, settings: OptimalStopping(reward, "reward"),
+    group="limit",
+    stochastic=False,
     uses_reward=True,
     description="exact optimal stopping on the tabular state, maximising mean training reward",
 )
 register(
     "dp-mdp",
-    lambda reward: OptimalStopping(reward, "return"),
+    lambda reward, settings: OptimalStopping(reward, "return"),
+    group="limit",
+    stochastic=False,
     uses_reward=True,
     description="exact optimal stopping on the tabular state for the RL episode return (gamma, step cost)",
 )

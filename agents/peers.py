@@ -36,14 +36,15 @@ evaluator reports as "mean reward" when the kind is "bor").
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from agents.base import read_json, save_json
 from agents.registry import register
 from envs import EpisodeConfig, RankedQuery
 from rewards import p_random, terminal_reward
@@ -369,31 +370,26 @@ class _Saved:
 
     artifact = "agent.json"
     stochastic = False
+    name: str
 
     def params(self) -> dict:
         raise NotImplementedError
 
     def save(self, path: Path) -> None:
         """Write ``{"name": ..., "params": {...}}`` as JSON."""
-        Path(path).write_text(json.dumps({"name": self.name, "params": self.params()}, indent=2) + "\n")
+        save_json(path, self.name, self.params())
 
     @staticmethod
     def read(path: Path) -> dict:
-        try:
-            payload = json.loads(Path(path).read_text())
-            return dict(payload["params"])
-        except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}: malformed policy file ({e})") from e
+        return read_json(path, "policy")
 
 
-class GapPolicy:
+class GapPolicy(_Saved):
     """Largest score gap (Adaptive-k), optionally ignoring the tail and adding a buffer.
 
     See :func:`gap_depths`. Nothing is fitted. Names: ``gap``, ``gap-tail10``,
     ``gap-buffer5``, ``gap-tail10-buffer5`` (the published configuration).
     """
-
-    stochastic = False
 
     def __init__(self, tail: float = 0.0, buffer: int = 0) -> None:
         gap_depths(np.zeros((1, 1)), tail=tail, buffer=buffer)  # validates the arguments
@@ -414,6 +410,14 @@ class GapPolicy:
             return np.zeros(0, dtype=np.int64)
         s, n = score_matrix(queries)
         return gap_depths(s, n, query_caps(queries, config), tail=self.tail, buffer=self.buffer)
+
+    def params(self) -> dict:
+        return {"tail": self.tail, "buffer": self.buffer}
+
+    @classmethod
+    def load(cls, path: Path, reward: str = "bor", settings: Any = None) -> GapPolicy:
+        p = cls.read(path)
+        return cls(float(p["tail"]), int(p["buffer"]))
 
 
 class ThresholdPolicy(_Saved):
@@ -471,7 +475,7 @@ class ThresholdPolicy(_Saved):
         return {"reward": self.reward, "target": self.target, "t": self.t}
 
     @classmethod
-    def load(cls, path: Path) -> ThresholdPolicy:
+    def load(cls, path: Path, reward: str = "bor", settings: Any = None) -> ThresholdPolicy:
         p = cls.read(path)
         out = cls(p["reward"], p["target"])
         out.t = float(p["t"])
@@ -542,7 +546,7 @@ class TopPPolicy(_Saved):
         }
 
     @classmethod
-    def load(cls, path: Path) -> TopPPolicy:
+    def load(cls, path: Path, reward: str = "bor", settings: Any = None) -> TopPPolicy:
         p = cls.read(path)
         out = cls(p["reward"], p["temperatures"])
         out.log_rest, out.temperature = float(p["log_rest"]), float(p["temperature"])
@@ -595,14 +599,14 @@ class GreedyK(_Saved):
         return {"reward": self.reward, "by": self.by, "k": self.k, f"train_{self.by}_by_k": self.table}
 
     @classmethod
-    def load(cls, path: Path) -> GreedyK:
+    def load(cls, path: Path, reward: str = "bor", settings: Any = None) -> GreedyK:
         p = cls.read(path)
         out = cls(p["reward"], p["by"])
         out.k = int(p["k"])
         return out
 
 
-class RandomDepth:
+class RandomDepth(_Saved):
     """Sanity floor: depth uniform in 1..cap_q, from ``numpy.random.default_rng(seed)``
     (the seed given to ``fit``), so one seed always gives the same depths."""
 
@@ -620,46 +624,77 @@ class RandomDepth:
         caps = query_caps(queries, config)
         return np.random.default_rng(self.seed).integers(1, caps + 1).astype(np.int64)
 
+    def params(self) -> dict:
+        return {"seed": self.seed}
+
+    @classmethod
+    def load(cls, path: Path, reward: str = "bor", settings: Any = None) -> RandomDepth:
+        out = cls()
+        out.seed = int(cls.read(path)["seed"])
+        return out
+
 
 GAP_VARIANTS = {"gap": (0.0, 0), "gap-tail10": (0.1, 0), "gap-buffer5": (0.0, 5), "gap-tail10-buffer5": (0.1, 5)}
+
+
+def _gap_factory(tail: float, buffer: int) -> Any:
+    return lambda reward, settings: GapPolicy(tail, buffer)
+
 
 for _name, (_tail, _buf) in GAP_VARIANTS.items():
     register(
         _name,
-        lambda reward, t=_tail, b=_buf: GapPolicy(t, b),
+        _gap_factory(_tail, _buf),
+        group="peer",
+        stochastic=False,
         uses_reward=False,
         description=f"largest score gap (Adaptive-k), tail {int(_tail * 100)}% ignored, buffer +{_buf}",
     )
 register(
     "threshold",
-    lambda reward: ThresholdPolicy(reward),
+    lambda reward, settings: ThresholdPolicy(reward),
+    group="peer",
+    stochastic=False,
     uses_reward=True,
     description="min-max score threshold t fitted on train to maximise mean reward",
 )
 register(
     "threshold-cov90",
-    lambda reward: ThresholdPolicy(reward, 0.9),
+    lambda reward, settings: ThresholdPolicy(reward, 0.9),
+    group="peer",
+    stochastic=False,
     uses_reward=False,
     description="min-max score threshold: the largest t with 90% training coverage",
 )
 register(
     "topp",
-    lambda reward: TopPPolicy(reward),
+    lambda reward, settings: TopPPolicy(reward),
+    group="peer",
+    stochastic=False,
     uses_reward=True,
     description="top-p softmax mass of z-scores (p, T fitted on train to maximise mean reward)",
 )
 register(
     "greedyk",
-    lambda reward: GreedyK(reward, "reward"),
+    lambda reward, settings: GreedyK(reward, "reward"),
+    group="peer",
+    stochastic=False,
     uses_reward=True,
     description="best fixed K on train by mean reward",
 )
 register(
     "greedyk-bits",
-    lambda reward: GreedyK(reward, "bits"),
+    lambda reward, settings: GreedyK(reward, "bits"),
+    group="peer",
+    stochastic=False,
     uses_reward=False,
     description="best fixed K on train by BoR bits",
 )
 register(
-    "random", lambda reward: RandomDepth(), uses_reward=False, description="depth uniform in 1..cap (sanity floor)"
+    "random",
+    lambda reward, settings: RandomDepth(),
+    group="peer",
+    stochastic=True,
+    uses_reward=False,
+    description="depth uniform in 1..cap (sanity floor)",
 )

@@ -26,12 +26,13 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from tqdm.auto import tqdm
 
-from agents.base import first_stop, row_depths, stacked_features
+from agents.base import first_stop, row_depths, stacked_features, training_bar
+from agents.registry import register
 from envs import EpisodeConfig, RankedQuery, feature_matrix
 from envs.features import FEATURE_NAMES, Z_CLIP
 from rewards import terminal_reward
@@ -74,10 +75,12 @@ class TabularConfig:
 class TabularQ:
     """Tabular Q-learning depth policy (see module docstring)."""
 
+    artifact = "agent.json"
+    stochastic = True
+
     def __init__(self, reward: str = "bor", settings: TabularConfig | None = None) -> None:
         self.reward = reward
         self.settings = settings or TabularConfig()
-        self.artifact = "agent.json"
         self.name = f"{reward}-tabular"
         self.q = np.zeros((N_STATES, 2))
         self.q_coarse = np.zeros((N_DEPTH_BINS, 2))
@@ -87,7 +90,7 @@ class TabularQ:
         """Q(s, STOP), Q(s, CONTINUE) with the documented back-off, shape (B, 2)."""
         return np.where(self.tried[states, None], self.q[states], self.q_coarse[states // _PER_DEPTH])
 
-    def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int, progress: bool = False) -> TabularQ:
+    def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int) -> TabularQ:
         s = self.settings
         rng = np.random.default_rng(seed)
         states, terms = [], []
@@ -116,7 +119,10 @@ class TabularQ:
         n_q = len(queries)
         picks = rng.integers(n_q, size=s.episodes)
         decay = max(1, int(s.explore_fraction * s.episodes))
-        for ep in tqdm(range(s.episodes), disable=not progress, desc=f"{self.name} s{seed}", leave=False):
+        bar = training_bar(s.episodes, f"{self.name} s{seed}")
+        for ep in range(s.episodes):
+            if ep % 1000 == 0:
+                bar.update(min(1000, s.episodes - ep))
             eps = s.eps_end + (s.eps_start - s.eps_end) * max(0.0, 1.0 - ep / decay)
             st, tr = states[picks[ep]], terms[picks[ep]]
             cap = len(st)
@@ -144,8 +150,9 @@ class TabularQ:
                 c = x // _PER_DEPTH
                 visits_c[c, a] += 1
                 Qc[c, a] += visits_c[c, a] ** -s.lr_power * (target - Qc[c, a])
+        bar.close()
         self.q, self.q_coarse = Q, Qc
-        self.tried = (visits > 0).all(axis=1)
+        self.tried = np.asarray((visits > 0).all(axis=1), dtype=bool)
         return self
 
     def depths(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.int64]:
@@ -167,7 +174,7 @@ class TabularQ:
         path.write_text(json.dumps(payload))
 
     @classmethod
-    def load(cls, path: Path) -> TabularQ:
+    def load(cls, path: Path, reward: str = "bor", settings: Any = None) -> TabularQ:
         """Read a Q-table written by :meth:`save` (JSON; never executes code)."""
         try:
             payload = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -190,3 +197,14 @@ class TabularQ:
 
 
 __all__ = ["TabularQ", "TabularConfig", "discretise"]
+
+
+register(
+    "tabular",
+    lambda reward, settings: TabularQ(reward, settings),
+    group="agent",
+    stochastic=True,
+    uses_reward=True,
+    description="tabular Q-learning on the discretised score-only state (depth-only back-off)",
+    config=TabularConfig,
+)

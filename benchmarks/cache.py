@@ -26,11 +26,13 @@ from benchmarks.atomic import atomic_path
 from benchmarks.scorers import EmbeddingScorer, Scorer
 
 
-def default_cache_dir() -> Path:
-    """The package cache folder (:func:`benchmarks.data.resolve_cache_dir`) + ``/scores``."""
+def scores_dir(cache_dir: Path | None = None) -> Path:
+    """``<cache dir>/scores``: the cache dir is ``cache_dir`` (``--cache-dir``), else
+    :func:`benchmarks.data.resolve_cache_dir` (``$SHORTLIST_CACHE_DIR`` or the per-user cache), so
+    ``--cache-dir X`` and ``SHORTLIST_CACHE_DIR=X`` use the same folder."""
     from benchmarks.data import resolve_cache_dir
 
-    return resolve_cache_dir() / "scores"
+    return resolve_cache_dir(cache_dir) / "scores"
 
 
 def cache_key(identity: dict[str, str], queries: Sequence[str], tools: Sequence[str], kind: str = "scores") -> str:
@@ -71,12 +73,12 @@ def cached_embeddings(
     scorer: EmbeddingScorer, texts: Sequence[str], cache_dir: Path | None = None
 ) -> NDArray[np.float32]:
     """L2-normalised embeddings of ``texts`` (one row per text), cached like score matrices."""
-    folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    folder = scores_dir(cache_dir)
     key = cache_key(scorer.identity(), texts, (), kind="embeddings")
     path = folder / f"emb-{scorer.name.replace('/', '_')}-{key[:32]}.npy"
-    e = _load_matrix(path, (len(texts), None))
-    if e is not None:
-        return e.astype(np.float32)
+    cached = _load_matrix(path, (len(texts), None))
+    if cached is not None:
+        return cached.astype(np.float32)
     e = np.asarray(scorer.embed(texts), dtype=np.float32)
     if e.ndim != 2 or e.shape[0] != len(texts) or not np.all(np.isfinite(e)):
         raise ValueError(f"scorer {scorer.name} produced malformed or non-finite embeddings")
@@ -95,7 +97,7 @@ def cached_scores(
     Returns:
         The matrix and whether it came from the cache.
     """
-    folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    folder = scores_dir(cache_dir)
     key = cache_key(scorer.identity(), queries, tools)
     path = folder / f"{scorer.name.replace('/', '_')}-{key[:32]}.npy"
     m = _load_matrix(path, (len(queries), len(tools)))

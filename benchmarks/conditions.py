@@ -18,12 +18,18 @@ metatool   (none)     gold + 24 most similar + 75 random (100)    2,000 sampled 
 metatool   top20      gold + 19 most similar (20)                 1,200 sampled narrow
 metatool   top50      gold + 49 most similar (50)                 1,200 sampled narrow
 metatool   top100     gold + 99 most similar (100)                1,200 sampled default
+metatool   multi      all R gold + 24 most similar to the gold    all 497      default
+                      set + random fill (100); multi-tool file,
+                      R_q >= 2 (see :func:`multi_candidate_sets`)
 toolbench  (none)     gold + 49 most similar (50)                 all 474      default
 toolbench  full       the whole registry (3,406)                  all 474      default
 bfcl/...   sub<N>     a random sub-registry of N tools holding    as the base  default
                       the query's gold tool (registry sweep)
 run        (none)     a TREC run + qrels (``run=...``, ``qrels=``) the run's   default
 beir       (none)     the whole corpus of a BEIR folder           split qrels  default
+synthetic  <spec>     generated score lists, scorer ``gen``       n_queries    default
+                      (:mod:`benchmarks.synthetic`, e.g.
+                      ``n100-sep2.0-normal``)
 =========  =========  ==========================================  ===========  =======
 
 "Most similar distractors" are the nearest tools to the gold tool by cosine
@@ -48,6 +54,7 @@ from numpy.typing import NDArray
 
 from benchmarks.cache import cached_embeddings, cached_scores
 from benchmarks.corpus import DataError, ToolCorpus
+from benchmarks.names import ConditionId
 from benchmarks.scorers import EmbeddingScorer, make_scorer
 from envs import RankedQuery
 
@@ -101,6 +108,9 @@ class CandidateRule:
     n_random: int = 0
     n_queries: int | None = None
     buckets: str = "default"
+    query_set: str = ""
+    """Which queries of the benchmark: "" = its main file; "multi" = its multi-tool file
+    (several gold tools per query; candidate sets by :func:`multi_candidate_sets`)."""
 
     def __post_init__(self) -> None:
         if self.n is not None and self.n_similar + self.n_random + 1 > self.n:
@@ -121,13 +131,13 @@ def seeded_split(n: int, train_frac: float, seed: int) -> tuple[NDArray[np.int64
 def _bfcl(data_dir: Path | None, cache_dir: Path | None, opts: Mapping[str, str]) -> ToolCorpus:
     from benchmarks.bfcl import load_bfcl
 
-    return load_bfcl()
+    return load_bfcl(data_dir=data_dir, cache_dir=cache_dir)
 
 
 def _metatool(data_dir: Path | None, cache_dir: Path | None, opts: Mapping[str, str]) -> ToolCorpus:
-    from benchmarks.metatool import load_metatool
+    from benchmarks.metatool import load_metatool, load_metatool_multi
 
-    return load_metatool(data_dir)
+    return load_metatool_multi(data_dir) if opts.get("query_set") == "multi" else load_metatool(data_dir)
 
 
 def _toolbench(data_dir: Path | None, cache_dir: Path | None, opts: Mapping[str, str]) -> ToolCorpus:
@@ -156,6 +166,7 @@ BENCHMARKS: dict[
             "top20": CandidateRule(20, 19, 0, 1200, "narrow"),
             "top50": CandidateRule(50, 49, 0, 1200, "narrow"),
             "top100": CandidateRule(100, 99, 0, 1200),
+            "multi": CandidateRule(100, 24, 74, None, query_set="multi"),
         },
     ),
     "toolbench": (_toolbench, {"": CandidateRule(50, 49, 0), "full": CandidateRule()}),
@@ -166,8 +177,15 @@ _SUB = re.compile(r"^sub(\d+)$")
 
 def candidate_rule(benchmark: str, variant: str) -> CandidateRule:
     """The rule of ``benchmark``/``variant`` (``sub<N>``: random sub-registry of N tools)."""
-    if benchmark not in BENCHMARKS and benchmark != "run":
-        raise ValueError(f"unknown benchmark {benchmark!r}; expected one of {', '.join([*BENCHMARKS, 'run'])}")
+    if benchmark not in BENCHMARKS and benchmark not in ("run", "synthetic"):
+        raise ValueError(
+            f"unknown benchmark {benchmark!r}; expected one of {', '.join([*BENCHMARKS, 'run', 'synthetic'])}"
+        )
+    if benchmark == "synthetic":  # generated score lists (benchmarks.synthetic); N from the variant
+        from benchmarks.synthetic import parse_variant
+
+        spec = parse_variant(variant)
+        return CandidateRule(spec.n, 0, 0, spec.n_queries)
     if benchmark == "run":
         if variant:
             raise ValueError("benchmark 'run' has no variants")
@@ -238,6 +256,89 @@ def tool_similarity(corpus: ToolCorpus, rows: NDArray[np.int64], cache_dir: Path
     return (emb[rows] @ emb.T).astype(np.float64)
 
 
+#: How :func:`multi_candidate_sets` ranks distractors for a gold set (recorded in the condition's meta).
+MULTI_DISTRACTORS = "max cosine (MiniLM tool-tool) to any gold tool, ties by registry order"
+
+
+def multi_candidate_sets(
+    gold_sets: list[NDArray[np.int64]],
+    n_tools: int,
+    rule: CandidateRule,
+    similarity: NDArray[np.float64] | None,
+    sim_rows: Mapping[int, int],
+    seed: int,
+) -> NDArray[np.int64]:
+    """Candidate tool indices per query for several gold tools, shape (Q, N), rows in registry order.
+
+    The main MetaTool rule generalised to a gold set G of R tools: all R gold tools, then
+    the ``rule.n_similar`` tools outside G with the largest ``max_{g in G} cos(t, g)``
+    (MiniLM tool-tool similarity; ties broken by registry order via a stable sort), then
+    a uniform random fill from the remaining tools up to ``N = rule.n`` drawn with
+    ``numpy.random.default_rng([seed, i])`` (query position i). With R = 1 this is exactly
+    :func:`candidate_sets` (same neighbours, same random draw). The sets do not depend on
+    the scorer being evaluated.
+
+    Args:
+        gold_sets: per query, the registry indices of its gold tools.
+        n_tools: registry size.
+        rule: the candidate rule (``rule.n`` set).
+        similarity: (rows, n_tools) tool-tool similarity, needed when ``rule.n_similar > 0``.
+        sim_rows: registry index of a gold tool -> its row in ``similarity``.
+        seed: seed of the random fill.
+
+    Raises:
+        ValueError: N larger than the registry, or a gold set that does not fit in N.
+    """
+    n = int(rule.n or n_tools)
+    if n > n_tools:
+        raise ValueError(f"candidate-set size N={n} exceeds the registry of {n_tools} tools")
+    out = np.empty((len(gold_sets), n), dtype=np.int64)
+    for i, gs in enumerate(gold_sets):
+        chosen = [int(g) for g in gs]
+        if len(set(chosen)) != len(chosen) or len(chosen) + rule.n_similar > n:
+            raise ValueError(f"query {i}: gold set {chosen} repeats a tool or does not fit with N={n}")
+        if rule.n_similar:
+            assert similarity is not None
+            s = similarity[[sim_rows[g] for g in chosen]].max(axis=0)
+            order = np.argsort(-s, kind="stable")
+            gold = set(chosen)
+            chosen += [int(j) for j in order if j not in gold][: rule.n_similar]
+        rest = np.setdiff1d(np.arange(n_tools), chosen, assume_unique=False)
+        fill = n - len(chosen)
+        if fill:
+            chosen += np.random.default_rng([seed, i]).choice(rest, size=fill, replace=False).tolist()
+        out[i] = np.sort(chosen)
+    return out
+
+
+def _multi_ranked(
+    corpus: ToolCorpus,
+    records: list,
+    scores: NDArray[np.float64],
+    rule: CandidateRule,
+    cache_dir: Path | None,
+    seed: int,
+) -> tuple[list[RankedQuery], list[NDArray[np.int64]]]:
+    """Ranked queries (R_q = len(gold)) and ranked registry indices for the ``multi`` rule."""
+    index = corpus.tool_index()
+    gold_sets = [np.array([index[g] for g in q.gold], dtype=np.int64) for q in records]
+    short = [q.qid for q in records if len(q.gold) < 2]
+    if short:
+        raise DataError(f"{corpus.name}: the multi rule needs R_q >= 2; query {short[0]!r} has one gold tool")
+    rows = np.unique(np.concatenate(gold_sets))
+    sim = tool_similarity(corpus, rows, cache_dir) if rule.n_similar else None
+    sim_rows = {int(g): i for i, g in enumerate(rows)}
+    cands = multi_candidate_sets(gold_sets, len(corpus.tool_names), rule, sim, sim_rows, seed)
+    queries: list[RankedQuery] = []
+    ranked: list[NDArray[np.int64]] = []
+    for i, q in enumerate(records):
+        pos = np.flatnonzero(np.isin(cands[i], gold_sets[i]))
+        rq, order = RankedQuery.from_scores(scores[i, cands[i]], pos.tolist(), q.qid)
+        queries.append(rq)
+        ranked.append(cands[i][order])
+    return queries, ranked
+
+
 def build_condition(
     benchmark: str,
     scorer: str,
@@ -254,7 +355,7 @@ def build_condition(
 
     ``scorer`` is ``bm25``, ``minilm`` or any sentence-transformers model name or local
     path (an unavailable model fails when it is loaded, naming it). BFCL data comes
-    from the ``bfcl-eval`` package (or ``SHORTLIST_BFCL_DIR``), not from ``data_dir``.
+    from the pinned ``bfcl-eval`` wheel (see :mod:`benchmarks.bfcl` for the lookup order).
     ``options`` carries source paths: ``run``/``qrels``/``n_candidates`` for
     ``benchmark="run"`` and ``beir_dir``/``split`` for ``benchmark="beir"``.
 
@@ -264,11 +365,17 @@ def build_condition(
     """
     opts = dict(options or {})
     rule = candidate_rule(benchmark, variant)
-    name = f"{benchmark}-{scorer}" + (f"-{variant}" if variant else "")
+    name = ConditionId(benchmark, scorer, variant).name
+    if benchmark == "synthetic":
+        from benchmarks.synthetic import synthetic_condition
+
+        return synthetic_condition(scorer, variant, split_seed=split_seed, train_frac=train_frac, seed=candidate_seed)
     if benchmark == "run":
         return _run_condition(opts, split_seed, train_frac)
     t0 = time.perf_counter()
-    corpus = BENCHMARKS[benchmark][0](data_dir, cache_dir, opts)
+    corpus = BENCHMARKS[benchmark][0](
+        data_dir, cache_dir, {**opts, "query_set": rule.query_set} if rule.query_set else opts
+    )
     t_load = time.perf_counter() - t0
     picked = sample_queries(len(corpus.queries), rule.n_queries, candidate_seed)
     records = [corpus.queries[i] for i in picked]
@@ -284,6 +391,8 @@ def build_condition(
             rq, order = RankedQuery.from_scores(scores[i], [index[g] for g in q.gold], q.qid)
             queries.append(rq)
             ranked_tools.append(order)
+    elif rule.query_set == "multi":
+        queries, ranked_tools = _multi_ranked(corpus, records, scores, rule, cache_dir, candidate_seed)
     else:
         if any(len(q.gold) != 1 for q in records):
             raise DataError(f"{benchmark}: candidate-set rules need exactly one gold tool per query")
@@ -315,6 +424,7 @@ def build_condition(
                 "n_random": rule.n_random,
                 "n_queries": rule.n_queries,
                 "similarity": SIMILARITY_MODEL if rule.n_similar else None,
+                **({"query_set": rule.query_set, "distractors": MULTI_DISTRACTORS} if rule.query_set else {}),
             },
             "candidate_seed": candidate_seed,
             "scorer_identity": sc.identity(),
@@ -371,7 +481,7 @@ def _run_condition(opts: Mapping[str, str], split_seed: int, train_frac: float) 
         raise ValueError(f"{opts['run']}: need at least 2 judged queries, got {len(queries)}")
     train_idx, test_idx = seeded_split(len(queries), train_frac, split_seed)
     return Condition(
-        name=f"run-{Path(opts['run']).stem}",
+        name=ConditionId("run", "run", Path(opts["run"]).stem).name,
         queries=queries,
         train_idx=train_idx,
         test_idx=test_idx,

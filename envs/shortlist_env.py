@@ -106,7 +106,7 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
         self.config.check_queries(queries)
         self.queries = list(queries)
         self.observation_space = spaces.Box(-1.0, 1.0, shape=(N_FEATURES,), dtype=np.float32)
-        self.action_space = spaces.Discrete(2)
+        self.action_space = spaces.Discrete(2)  # type: ignore[assignment]
         self.feature_names = FEATURE_NAMES
         # per query: (features (D, F), P_rand (D,), terminal reward (D,)), built on first use
         self._cache: dict[int, tuple[NDArray[np.float32], NDArray[np.float64], NDArray[np.float64]]] = {}

@@ -29,29 +29,21 @@ import resource
 import time
 import tracemalloc
 from collections.abc import Callable
-from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-from experiments.cli import CommonArgs, opt
+from experiments.io import atomic_write_text, package_versions
+from experiments.options import BenchArgs, CommonArgs
+from experiments.plan import ConditionPlan
 
 TARGETS = {"batch_seconds": 1.0, "env_steps_per_s": 20_000.0, "dp_solve_seconds": 1.0}
 
 
-@dataclass(frozen=True)
-class BenchArgs:
-    """Options of ``shortlist bench`` (with :class:`CommonArgs` for data and cache folders)."""
-
-    only: tuple[str, ...] = opt((), "conditions for the per-condition timings (default: every condition of the study)")
-    out: str = opt("results/bench.md", "markdown file the figures are written to")
-    queries: int = opt(100_000, "ranked lists in the batch-evaluation benchmark")
-    depth: int = opt(100, "list length (= depth cap) in the batch-evaluation benchmark")
-    env_steps: int = opt(200_000, "environment steps timed (single env, random actions)")
-    dqn_steps: int = opt(10_000, "DQN training steps timed")
-    tabular_episodes: int = opt(20_000, "tabular Q-learning training episodes per condition")
-    repeats: int = opt(3, "repeats of each fast measurement (the best is reported)")
-    seed: int = opt(0, "seed of the synthetic scores, the random actions and the learners")
+def _cid(plan: ConditionPlan) -> tuple[str, str, str]:
+    c = plan.condition
+    return c.benchmark, c.scorer, c.variant
 
 
 def _best(fn: Callable[[], object], repeats: int) -> tuple[float, object]:
@@ -66,8 +58,6 @@ def _best(fn: Callable[[], object], repeats: int) -> tuple[float, object]:
 def machine() -> dict[str, str]:
     """CPU model, cores, memory, OS and library versions."""
     import torch
-
-    from experiments.runner import package_versions
 
     cpu = platform.processor() or "unknown"
     try:
@@ -138,7 +128,7 @@ def bench_batch(ba: BenchArgs) -> list[tuple[str, float, str]]:
     for name, fn in cores.items():
         t, k = _best(fn, ba.repeats)
         rows.append((f"{name}: depths", t, f"{ba.queries / t:,.0f} queries/s"))
-        t2, _ = _best(lambda fn=fn: score_batch(fn(), gold, n), ba.repeats)
+        t2, _ = _best(partial(lambda f: score_batch(f(), gold, n), fn), ba.repeats)
         rows.append((f"{name}: depths + scoring", t2, f"{ba.queries / t2:,.0f} queries/s"))
     tracemalloc.start()
     gap_depths(s, None, caps, tail=0.1, buffer=5)
@@ -151,7 +141,7 @@ def bench_batch(ba: BenchArgs) -> list[tuple[str, float, str]]:
     from envs import EpisodeConfig, RankedQuery
 
     t0 = time.perf_counter()
-    qs = [RankedQuery(s[i], [int(gold[i])], f"q{i}") for i in range(ba.queries)]
+    qs = [RankedQuery(s[i], np.array([int(gold[i])]), f"q{i}") for i in range(ba.queries)]
     t_build = time.perf_counter() - t0
     rows.append((f"build {ba.queries:,} RankedQuery objects (data loading, not evaluation)", t_build, ""))
     t, _ = _best(lambda: evaluate(GapPolicy(0.1, 5), qs, EpisodeConfig()), 1)
@@ -200,13 +190,11 @@ def cmd_bench(ba: BenchArgs, co: CommonArgs, command: str) -> int:
     from agents.choppy import CutoffModel
     from agents.oracle import OptimalStopping
     from envs import EpisodeConfig
-    from experiments.compare import resolve_plans
+    from experiments.plan import COMPARE_SUITES, resolve_plans
     from experiments.runner import get_condition
 
-    if ba.queries < 1 or ba.depth < 1 or ba.env_steps < 1 or ba.dqn_steps < 1 or ba.tabular_episodes < 1:
-        raise ValueError("queries, depth, env_steps, dqn_steps and tabular_episodes must be >= 1")
     torch.set_num_threads(1)
-    plans = resolve_plans(ba.only)
+    plans = resolve_plans(ba.only, COMPARE_SUITES)
     t_all = time.perf_counter()
     lines = [
         "# Speed benchmark",
@@ -241,7 +229,7 @@ def cmd_bench(ba: BenchArgs, co: CommonArgs, command: str) -> int:
     slowest_core = max(t for what, t, _ in batch if what.endswith("depths + scoring"))
 
     first = plans[0]
-    cond0 = get_condition(first.benchmark, first.scorer, first.variant, 0, co.data_dir, co.cache_dir)
+    cond0 = get_condition(*_cid(first), 0, co.data_dir, co.cache_dir)
     env_rate = bench_env(cond0.train, "bor", first.step_cost, ba.env_steps, ba.seed)
     lines += [
         "",
@@ -279,13 +267,13 @@ def cmd_bench(ba: BenchArgs, co: CommonArgs, command: str) -> int:
     ]
     dp_solves = []
     for plan in plans:
-        cond = get_condition(plan.benchmark, plan.scorer, plan.variant, 0, co.data_dir, co.cache_dir)
+        cond = get_condition(*_cid(plan), 0, co.data_dir, co.cache_dir)
         cfg = EpisodeConfig(step_cost=plan.step_cost, gamma=plan.gamma)
         t0 = time.perf_counter()
         TabularQ("bor", TabularConfig(episodes=ba.tabular_episodes)).fit(cond.train, cfg, ba.seed)
         t_tab = time.perf_counter() - t0
-        t_fit, dp = _best(lambda cond=cond, cfg=cfg: OptimalStopping("bor").fit(cond.train, cfg, ba.seed), ba.repeats)
-        solve = float(dp.solve_seconds)
+        t_fit, dp = _best(partial(OptimalStopping("bor").fit, cond.train, cfg, ba.seed), ba.repeats)
+        solve = float(dp.solve_seconds)  # type: ignore[attr-defined]
         dp_solves.append(solve)
         t0 = time.perf_counter()
         CutoffModel("bor").fit(cond.train, cfg, ba.seed)
@@ -325,8 +313,6 @@ def cmd_bench(ba: BenchArgs, co: CommonArgs, command: str) -> int:
         lines.append(f"| {what} | {shown} | {'yes' if ok else 'NO'} |")
         print(f"target {what}: {shown} -> {'met' if ok else 'NOT met'}")
     lines += ["", f"Total benchmark wall time: {time.perf_counter() - t_all:.1f} s.", ""]
-    from experiments.runner import atomic_write_text
-
     atomic_write_text(Path(ba.out), "\n".join(lines))
     print(f"wrote {ba.out}")
     return 0

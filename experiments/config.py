@@ -1,107 +1,139 @@
-"""Frozen run configuration: every option is a dataclass field with a docstring, and the CLI
-is generated from these fields (see :func:`experiments.cli.add_dataclass_args`)."""
+"""Frozen run configuration: a method (policy kind + training reward) and a cell (condition x
+method x seed with every setting it depends on). Its resolved form is hashed: a finished run
+is reused only when the hash matches."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from agents import registry
+from agents.base import FixedConfig
 from agents.dqn import DQNConfig
 from agents.tabular import TabularConfig
+from benchmarks.names import ConditionId
 from envs import EpisodeConfig
 from rewards import REWARD_KINDS
-
-AGENTS = ("dqn", "tabular", "fixed")
-FIXED_KS = (1, 3, 5, 10, 20, 50)
 
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """One depth policy: a learner and its training reward, or a fixed K."""
+    """One depth policy: a registered kind, its training reward, and K for the fixed baseline.
+
+    The reward is stored here only: a cell's episode reward is derived from it. Kinds not
+    trained towards a reward always carry ``"bor"`` (the evaluation reward).
+    """
 
     agent: str
     reward: str = "bor"
     k: int = 0
 
     def __post_init__(self) -> None:
-        if self.agent not in AGENTS and self.agent not in registry.FAMILIES:
-            known = ", ".join([*AGENTS, *sorted(registry.FAMILIES)])
-            raise ValueError(f"unknown agent {self.agent!r}; expected one of {known}")
+        kind = registry.get(self.agent)
         if self.reward not in REWARD_KINDS:
             raise ValueError(f"unknown reward {self.reward!r}; expected one of {', '.join(REWARD_KINDS)}")
-        if self.agent == "fixed" and self.k < 1:
-            raise ValueError("a fixed-K method needs k >= 1")
+        if not kind.uses_reward:
+            object.__setattr__(self, "reward", "bor")
+        if kind.config is FixedConfig:
+            FixedConfig(self.k)  # validates k
 
     @property
-    def uses_reward(self) -> bool:
-        """Whether the method is trained towards a reward (its name then starts with it)."""
-        if self.agent in ("dqn", "tabular"):
-            return True
-        return self.agent in registry.FAMILIES and registry.FAMILIES[self.agent].uses_reward
+    def kind(self) -> registry.PolicyKind:
+        return registry.get(self.agent)
 
     @property
     def name(self) -> str:
         """``fixed-<K>``, ``<reward>-<agent>`` for trained methods, else ``<agent>``."""
-        if self.agent == "fixed":
-            return f"fixed-{self.k}"
-        return f"{self.reward}-{self.agent}" if self.uses_reward else self.agent
+        if self.kind.config is FixedConfig:
+            return f"{self.agent}-{self.k}"
+        return f"{self.reward}-{self.agent}" if self.kind.uses_reward else self.agent
+
+    @property
+    def group(self) -> str:
+        return self.kind.group
 
     @classmethod
     def parse(cls, name: str) -> MethodSpec:
         """Inverse of :attr:`name`."""
         head, _, tail = name.partition("-")
-        if head == "fixed":
+        if head in registry.KINDS and registry.KINDS[head].config is FixedConfig:
             if not tail.isdigit():
-                raise ValueError(f"bad method {name!r}: expected fixed-<K>")
-            return cls("fixed", "bor", int(tail))
+                raise ValueError(f"bad method {name!r}: expected {head}-<K>")
+            return cls(head, "bor", int(tail))
         if head in REWARD_KINDS and tail:
             return cls(tail, head)
         return cls(name)
+
+
+def method_group(method: str) -> str:
+    """``agent``, ``peer``, ``baseline`` or ``limit`` for a method name."""
+    return MethodSpec.parse(method).group
 
 
 @dataclass(frozen=True)
 class Cell:
     """One independent unit of work: a condition, a method and a seed."""
 
-    benchmark: str
-    scorer: str
+    condition_id: ConditionId
     method: MethodSpec
     seed: int
     episode: EpisodeConfig
     dqn: DQNConfig = field(default_factory=DQNConfig)
     tabular: TabularConfig = field(default_factory=TabularConfig)
     split_seed: int = 0
-    variant: str = ""
     buckets: str = ""
     """Bucket scheme override ("default" or "narrow"); empty = the condition's own."""
     options: tuple[tuple[str, str], ...] = ()
     """Source options for user data (run/qrels paths, N, BEIR folder), with the inputs' sha256."""
 
+    def __post_init__(self) -> None:
+        if self.episode.reward != self.method.reward:  # the method's reward is the one stored
+            object.__setattr__(self, "episode", replace(self.episode, reward=self.method.reward))
+
+    @property
+    def benchmark(self) -> str:
+        return self.condition_id.benchmark
+
+    @property
+    def scorer(self) -> str:
+        return self.condition_id.scorer
+
+    @property
+    def variant(self) -> str:
+        return self.condition_id.variant
+
     @property
     def condition(self) -> str:
         if self.benchmark == "run":
-            return f"run-{Path(dict(self.options)['run']).stem}"
-        base = f"{self.benchmark}-{self.scorer}"
-        return f"{base}-{self.variant}" if self.variant else base
+            return ConditionId("run", "run", Path(dict(self.options)["run"]).stem).name
+        return self.condition_id.name
 
     @property
     def run_id(self) -> str:
         """Deterministic id, e.g. ``bfcl-bm25__bor-dqn__s42``."""
         return f"{self.condition}__{self.method.name}__s{self.seed}"
 
+    def settings(self) -> Any:
+        """The settings the cell's policy kind is built with (None: the kind's defaults)."""
+        config = self.method.kind.config
+        if config is FixedConfig:
+            return FixedConfig(self.method.k)
+        configured: dict[type | None, Any] = {DQNConfig: self.dqn, TabularConfig: self.tabular}
+        return configured.get(config)
+
     def resolved(self) -> dict:
         """Plain-dict config (only the agent settings the method uses)."""
-        d = {
+        d: dict[str, Any] = {
             "condition": self.condition,
             "benchmark": self.benchmark,
             "scorer": self.scorer,
             "variant": self.variant,
             "method": self.method.name,
             "agent": self.method.agent,
-            "train_reward": self.method.reward if self.method.uses_reward else None,
+            "train_reward": self.method.reward if self.method.kind.uses_reward else None,
             "k": self.method.k or None,
             "seed": self.seed,
             "split_seed": self.split_seed,
@@ -109,10 +141,9 @@ class Cell:
             "options": dict(self.options) or None,
             "episode": asdict(self.episode),
         }
-        if self.method.agent == "dqn":
-            d["dqn"] = {**asdict(self.dqn), "net_arch": list(self.dqn.net_arch)}
-        if self.method.agent == "tabular":
-            d["tabular"] = asdict(self.tabular)
+        settings = self.settings()
+        if settings is not None and not isinstance(settings, FixedConfig):
+            d[self.method.agent] = asdict(settings)
         return d
 
     def config_hash(self) -> str:

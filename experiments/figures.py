@@ -30,19 +30,25 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from experiments.report import save_png
-from experiments.runner import atomic_write_csv  # noqa: E402
+from agents.evaluation import BUCKET_ORDER  # noqa: E402
+from experiments.config import method_group  # noqa: E402
+from experiments.io import atomic_write_csv, save_png  # noqa: E402
 
-#: Method-name suffixes of learned depth policies (everything else is a heuristic or peer).
-LEARNED_SUFFIXES = ("-dqn", "-tabular")
 _FIXED = re.compile(r"^fixed-(\d+)$")
 #: Most iso-BoR lines drawn when the caller does not choose them.
 MAX_ISO_LINES = 8
 
 
 def is_learned(method: str) -> bool:
-    """True for learned policies (names ending ``-dqn`` or ``-tabular``)."""
-    return method.endswith(LEARNED_SUFFIXES)
+    """True for learned (RL) agents: the registry group ``agent``."""
+    return _group(method) == "agent"
+
+
+def _group(method: str) -> str:
+    try:
+        return method_group(method)
+    except ValueError:  # a name no registered kind produces: drawn as a peer
+        return "peer"
 
 
 def fixed_k(method: str) -> int | None:
@@ -51,11 +57,22 @@ def fixed_k(method: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+KIND_OF_GROUP = {"baseline": "fixed", "agent": "learned", "peer": "peer", "limit": "limit"}
+
+
 def method_kind(method: str) -> str:
-    """``"fixed"``, ``"learned"`` or ``"peer"`` (heuristics, oracles and other baselines)."""
+    """``"fixed"``, ``"learned"``, ``"peer"`` or ``"limit"`` (the registry group, named for plots)."""
     if fixed_k(method) is not None:
         return "fixed"
-    return "learned" if is_learned(method) else "peer"
+    return KIND_OF_GROUP[_group(method)]
+
+
+def pareto_front(found: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """True where no other point has found >= and K <= with one of them strict."""
+    f = np.asarray(found, dtype=float)[:, None]
+    kk = np.asarray(k, dtype=float)[:, None]
+    dom = (f.T >= f) & (kk.T <= kk) & ((f.T > f) | (kk.T < kk))
+    return np.asarray(~dom.any(axis=1), dtype=bool)
 
 
 def iso_bor_found_pct(bits: float, k: float | np.ndarray, n: int) -> float | np.ndarray:
@@ -96,6 +113,63 @@ def seed_spread(
     return summary.groupby(list(keys), sort=True).agg(**agg).reset_index()
 
 
+def bucket_figure(buckets: pd.DataFrame, condition: str, methods: list[str], out_png: Path) -> pd.DataFrame:
+    """Paper Figure 1 style: per difficulty bucket, found % and mean K per method (mean over seeds).
+
+    Writes ``out_png`` and a sibling CSV with exactly the plotted numbers; returns that table.
+    """
+    b = buckets[(buckets["condition"] == condition) & (buckets["method"].isin(methods))]
+    plotted = (
+        b.groupby(["method", "bucket"], sort=False)
+        .agg(
+            n=("n", "first"),
+            found_pct=("found_pct", "mean"),
+            mean_k=("mean_k", "mean"),
+            found_pct_min=("found_pct", "min"),
+            found_pct_max=("found_pct", "max"),
+            mean_k_min=("mean_k", "min"),
+            mean_k_max=("mean_k", "max"),
+        )
+        .reset_index()
+    )
+    present = [x for x in BUCKET_ORDER if x in set(plotted["bucket"])]
+    plotted["bucket"] = pd.Categorical(plotted["bucket"], present, ordered=True)
+    plotted["method"] = pd.Categorical(plotted["method"], methods, ordered=True)
+    plotted = plotted.sort_values(["method", "bucket"]).reset_index(drop=True)
+    plotted.insert(0, "condition", condition)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    width = 0.8 / max(1, len(methods))
+    x = np.arange(len(present))
+    for i, m in enumerate(methods):
+        sub = plotted[plotted["method"] == m].set_index("bucket").reindex(present)
+        for ax, col in zip(axes, ("found_pct", "mean_k"), strict=True):
+            mid = sub[col].to_numpy(dtype=float)
+            err = np.vstack(
+                [mid - sub[f"{col}_min"].to_numpy(dtype=float), sub[f"{col}_max"].to_numpy(dtype=float) - mid]
+            )
+            ax.bar(x + (i - (len(methods) - 1) / 2) * width, mid, width, yerr=err, label=m, capsize=2)
+    ns = plotted.drop_duplicates("bucket").set_index("bucket")["n"].reindex(present)
+    labels = [f"{bk}\n(n={int(n)})" for bk, n in zip(present, ns, strict=True)]
+    for ax, title in zip(axes, ("found % (shortlist holds the gold tool)", "mean K (shortlist depth)"), strict=True):
+        ax.set_xticks(x, labels)
+        ax.set_title(title)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylim(0, 105)
+    axes[1].set_yscale("log")
+    axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.suptitle(
+        f"{condition}: difficulty buckets by the scorer's rank of the gold tool "
+        "(bars: mean over seeds; whiskers: min-max)"
+    )
+    fig.tight_layout()
+    save_png(fig, out_png)
+    out = plotted.copy()
+    out["bucket"] = out["bucket"].astype(str)
+    out["method"] = out["method"].astype(str)
+    atomic_write_csv(out, out_png.with_suffix(".csv"))
+    return out
+
+
 def _save(fig: Figure, plotted: pd.DataFrame, out_png: Path) -> pd.DataFrame:
     """Atomically write the PNG and its sibling CSV; close the figure."""
     save_png(fig, Path(out_png))
@@ -134,26 +208,28 @@ def _default_bits(points: pd.DataFrame, n: int) -> list[int]:
 
 
 def pareto_figure(
-    summary: pd.DataFrame, condition: str, out_png: Path, n: int, bits: Sequence[int] | None = None
+    summary: pd.DataFrame, condition: str, out_png: Path, n: int | None, bits: Sequence[int] | None = None
 ) -> pd.DataFrame:
     """Found % against mean K (log x) for every method of one condition, with iso-BoR lines.
 
     Each method is a point at its mean over seeds with min-max whiskers over seeds on both axes;
-    the ``fixed-K`` methods are joined as a curve; learned methods (``-dqn`` / ``-tabular``)
-    are drawn as stars, peers and heuristics as squares. Iso-BoR lines are
+    the ``fixed-K`` methods are joined as a curve; learned agents are drawn as stars, peers as
+    squares and limits (oracle, exact optimum) as triangles; the Pareto front among every
+    method but the oracle (which reads labels) is a step line. Iso-BoR lines are
     ``found % = 100 * 2**b * K / N`` (one relevant among N; module docstring), drawn up to
-    100% found.
+    100% found; none when ``n`` is None (mixed N or several relevant items).
 
     Args:
         summary: Summary rows (``condition, method, seed, found_pct, mean_k, ...``).
         condition: The condition to plot.
         out_png: Output PNG; the plotted numbers go to the sibling ``.csv``.
-        n: Candidate-set size N (see :func:`candidate_set_size` to take it from per-query rows).
+        n: Candidate-set size N (see :func:`candidate_set_size` to take it from per-query rows), or None.
         bits: Integer bit levels of the iso-BoR lines; default: those spanning the methods' BoR.
 
     Returns:
-        The plotted table: one row per method (``kind`` fixed / learned / peer: means and
-        min/max over seeds) and one row per point of each iso-BoR line (``kind`` iso_bor).
+        The plotted table: one row per method (``kind`` fixed / learned / peer / limit: means and
+        min/max over seeds, ``pareto`` True on the front) and one row per point of each iso-BoR
+        line (``kind`` iso_bor).
     """
     s = summary[summary["condition"] == condition]
     if s.empty:
@@ -162,18 +238,22 @@ def pareto_figure(
     pts["kind"] = pts["method"].map(method_kind)
     order = sorted(
         pts["method"],
-        key=lambda m: (("fixed", "learned", "peer").index(method_kind(m)), fixed_k(m) or 0, m),
+        key=lambda m: (("fixed", "learned", "peer", "limit").index(method_kind(m)), fixed_k(m) or 0, m),
     )
     pts = pts.set_index("method").loc[order].reset_index()
     pts["bits"] = np.nan
-    levels = list(bits) if bits is not None else _default_bits(pts, n)
+    real = (pts["method"] != "oracle").to_numpy()
+    front = np.zeros(len(pts), dtype=bool)
+    front[real] = pareto_front(pts.loc[real, "found_pct"].to_numpy(), pts.loc[real, "mean_k"].to_numpy())
+    pts["pareto"] = front
+    levels = [] if n is None else list(bits) if bits is not None else _default_bits(pts, n)
 
     k_lo = float(pts["mean_k_min"].min())
-    k_hi = float(max(pts["mean_k_max"].max(), *(n / 2.0**b for b in levels if n / 2.0**b >= k_lo), k_lo))
+    k_hi = float(max(pts["mean_k_max"].max(), *(n / 2.0**b for b in levels if n / 2.0**b >= k_lo), k_lo))  # type: ignore[operator]
     x_lo, x_hi = k_lo / 1.5, k_hi * 1.5
     iso_rows = []
     for b in levels:
-        k_full = n / 2.0**b  # where the line reaches 100% found
+        k_full = n / 2.0**b  # type: ignore[operator] # where the line reaches 100% found
         right = min(x_hi, k_full)
         if right <= x_lo:
             continue
@@ -186,7 +266,7 @@ def pareto_figure(
                     "kind": "iso_bor",
                     "bits": float(b),
                     "mean_k": float(k),
-                    "found_pct": float(iso_bor_found_pct(b, k, n)),
+                    "found_pct": float(iso_bor_found_pct(b, k, n)),  # type: ignore[arg-type]
                 }
             )
     cols = [
@@ -201,11 +281,13 @@ def pareto_figure(
         "found_pct",
         "found_pct_min",
         "found_pct_max",
+        "pareto",
     ]
     plotted = pd.concat([pts, pd.DataFrame(iso_rows)], ignore_index=True).reindex(columns=cols)
+    plotted["pareto"] = plotted["pareto"].fillna(False).astype(bool)
     plotted.insert(1, "n", n)
 
-    fig, ax = plt.subplots(figsize=(9.5, 5.5))
+    fig, ax = plt.subplots(figsize=(9.5, max(5.5, 0.22 * (len(pts) + 4))))
     for b, line in plotted[plotted["kind"] == "iso_bor"].groupby("bits", sort=True):
         ax.plot(line["mean_k"], line["found_pct"], color="0.6", lw=0.9, ls=":", zorder=1)
         last = line.iloc[-1]
@@ -259,26 +341,31 @@ def pareto_figure(
                 zorder=5,
                 bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7},
             )
-    others = plotted[plotted["kind"].isin(["learned", "peer"])]
-    colors = plt.get_cmap("tab10")
+    others = plotted[plotted["kind"].isin(["learned", "peer", "limit"])]
+    colors = plt.get_cmap("tab20" if len(others) > 10 else "tab10")
+    markers = {"learned": ("*", 13), "peer": ("s", 7), "limit": ("^", 9)}
     for i, (_, r) in enumerate(others.iterrows()):
         one = others.loc[[r.name]]
-        learned = r["kind"] == "learned"
+        marker, size = markers[r["kind"]]
         ax.errorbar(
             one["mean_k"],
             one["found_pct"],
             xerr=_whiskers(one, "mean_k"),
             yerr=_whiskers(one, "found_pct"),
             ls="none",
-            marker="*" if learned else "s",
-            ms=13 if learned else 7,
+            marker=marker,
+            ms=size,
             capsize=3,
-            color=colors(i % 10),
+            color=colors(i % colors.N),
             mec="black",
             mew=0.6,
-            label=f"{r['method']} ({'learned' if learned else 'peer'})",
+            label=f"{r['method']} ({r['kind']})",
             zorder=4,
         )
+    on_front = plotted[plotted["pareto"]].sort_values("mean_k")
+    if len(on_front):
+        ax.step(on_front["mean_k"], on_front["found_pct"], where="post", color="black", alpha=0.35, lw=1,
+                label="Pareto front (oracle excluded)", zorder=2)  # fmt: skip
     ax.set_xscale("log")
     ax.set_xlim(x_lo, x_hi)
     _plain_log_ticks(ax.xaxis)
@@ -286,7 +373,7 @@ def pareto_figure(
     ax.set_xlabel("mean K (shortlist depth, log scale)")
     ax.set_ylabel("found % (shortlist holds the gold tool)")
     ax.set_title(
-        f"{condition} (N = {n}): found % vs mean K; dotted: iso-BoR lines "
+        f"{condition} (N = {n if n is not None else 'mixed'}): found % vs mean K; dotted: iso-BoR lines "
         'found = 2^b K / N, labelled b bits ("3b")\npoints: mean over seeds; '
         "whiskers: min-max over seeds",
         fontsize=10,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-from experiments.runner import atomic_write_text
+from experiments.io import atomic_write_text
 
 #: Folder names never searched for READMEs, figures or tables (run directories are many and raw).
 SKIP_DIRS = frozenset({"runs", "__pycache__"})

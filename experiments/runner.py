@@ -14,51 +14,26 @@ from __future__ import annotations
 import functools
 import json
 import os
-import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from agents import DQNAgent, FixedK, TabularQ, bucket_table, evaluate, registry, summarise
-from agents.base import DepthPolicy
-from benchmarks.atomic import DIR_MODE, atomic_path, temp_prefix
+from agents import bucket_table, evaluate, summarise
+from agents.base import set_training_progress
+from benchmarks.atomic import DIR_MODE, temp_prefix
 from benchmarks.conditions import Condition, build_condition
 from experiments.config import Cell
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def remove_stale_temporaries(folder: Path) -> None:
-    """Remove ``.<name>.<pid>.*`` temporaries whose writer process is gone (killed runs)."""
-    if not folder.is_dir():
-        return
-    for p in folder.iterdir():
-        parts = p.name.split(".")
-        pid = next((int(x) for x in parts[2:] if x.isdigit()), None) if p.name.startswith(".") else None
-        if p.name.startswith(".") and (pid is None or (pid != os.getpid() and not _pid_alive(pid))):
-            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
-
+from experiments.io import manifest, now_utc, remove_stale_temporaries, write_csv
 
 RUN_FILES = ("config.json", "command.txt", "manifest.json", "per_query.csv", "summary.csv", "buckets.csv")
-FLOAT_FORMAT = "%.10g"
-REPO = Path(__file__).resolve().parents[1]
 
 
 def seed_everything(seed: int) -> None:
@@ -86,7 +61,11 @@ def get_condition(
     return _get_condition(benchmark, scorer, variant, split_seed, data_dir, cache_dir, options, env)
 
 
-get_condition.cache_clear = lambda: _get_condition.cache_clear()  # type: ignore[attr-defined]
+def _clear_condition_memo() -> None:
+    _get_condition.cache_clear()
+
+
+get_condition.cache_clear = _clear_condition_memo  # type: ignore[attr-defined]
 
 
 @functools.lru_cache(maxsize=16)
@@ -117,73 +96,22 @@ def cell_condition(cell: Cell, data_dir: str | None, cache_dir: str | None) -> C
     return get_condition(cell.benchmark, cell.scorer, cell.variant, cell.split_seed, data_dir, cache_dir, cell.options)
 
 
-def make_policy(cell: Cell) -> DepthPolicy:
-    """The untrained policy of a cell's method."""
-    m = cell.method
-    if m.agent == "fixed":
-        return FixedK(m.k)
-    if m.agent == "tabular":
-        return TabularQ(m.reward, cell.tabular)
-    if m.agent == "dqn":
-        return DQNAgent(m.reward, cell.dqn)
-    return registry.make(m.agent, m.reward)
+def run_cell(
+    cell: Cell, runs: Path, data_dir: str | None, cache_dir: str | None, command: str, progress_line: int = 0
+) -> Path:
+    """Train and evaluate one cell into ``runs/<run_id>``; returns that directory (skipped when done).
 
-
-def git_state() -> dict[str, object]:
-    """Commit sha and dirty flag of the package checkout (None outside git)."""
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = bool(
-            subprocess.run(
-                ["git", "status", "--porcelain", "--untracked-files=no"],
-                cwd=REPO,
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout.strip()
-        )
-        return {"git_sha": sha, "git_dirty": dirty}
-    except (OSError, subprocess.CalledProcessError):
-        return {"git_sha": None, "git_dirty": None}
-
-
-def package_versions() -> dict[str, str]:
-    import importlib.metadata as md
-
-    out = {"python": platform.python_version()}
-    for name in (
-        "numpy",
-        "scipy",
-        "pandas",
-        "torch",
-        "gymnasium",
-        "stable-baselines3",
-        "rank-bm25",
-        "sentence-transformers",
-    ):
-        try:
-            out[name] = md.version(name)
-        except md.PackageNotFoundError:
-            out[name] = "absent"
-    return out
-
-
-def _write_csv(df: pd.DataFrame, path: Path) -> None:
-    df.to_csv(path, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
-
-
-def run_cell(cell: Cell, runs: Path, data_dir: str | None, cache_dir: str | None, command: str) -> Path:
-    """Train and evaluate one cell into ``runs/<run_id>``; returns that directory (skipped when done)."""
+    ``progress_line`` > 0 shows the learner's training bar on that terminal line (0: none).
+    """
     final = runs / cell.run_id
     if is_done(cell, final):
         return final
+    set_training_progress(progress_line > 0, progress_line)
     t0 = time.perf_counter()
-    started = datetime.now(UTC).isoformat(timespec="seconds")
+    started = now_utc()
     cond = cell_condition(cell, data_dir, cache_dir)
     seed_everything(cell.seed)
-    policy = make_policy(cell)
+    policy = cell.method.kind.make(cell.method.reward, cell.settings())
     t_fit = time.perf_counter()
     policy.fit(cond.train, cell.episode, cell.seed)
     t_fit = time.perf_counter() - t_fit
@@ -202,27 +130,21 @@ def run_cell(cell: Cell, runs: Path, data_dir: str | None, cache_dir: str | None
         config = {"config_hash": cell.config_hash(), **cell.resolved()}
         (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
         (tmp / "command.txt").write_text(command + "\n")
-        _write_csv(rows, tmp / "per_query.csv")
-        _write_csv(summary, tmp / "summary.csv")
-        _write_csv(buckets, tmp / "buckets.csv")
-        artifact = getattr(policy, "artifact", None)
-        if artifact:  # e.g. agent.zip (SB3) or agent.json (tabular, fitted heuristics)
-            policy.save(tmp / artifact)
-        manifest = {
-            "run_id": cell.run_id,
-            "config_hash": cell.config_hash(),
-            "seed": cell.seed,
-            **git_state(),
-            "versions": package_versions(),
-            "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
-            "condition": {k: v for k, v in cond.meta.items() if not k.startswith("seconds") and k != "score_cache_hit"},
-            "started_utc": started,
-            "finished_utc": datetime.now(UTC).isoformat(timespec="seconds"),
-            "wall_seconds": round(time.perf_counter() - t0, 3),
-            "fit_seconds": round(t_fit, 3),
-            "eval_seconds": round(t_eval, 3),
-        }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        write_csv(rows, tmp / "per_query.csv")
+        write_csv(summary, tmp / "summary.csv")
+        write_csv(buckets, tmp / "buckets.csv")
+        policy.save(tmp / policy.artifact)  # agent.zip (SB3 weights) or agent.json
+        man = manifest(
+            run_id=cell.run_id,
+            config_hash=cell.config_hash(),
+            seed=cell.seed,
+            condition={k: v for k, v in cond.meta.items() if not k.startswith("seconds") and k != "score_cache_hit"},
+            started_utc=started,
+            wall_seconds=time.perf_counter() - t0,
+            fit_seconds=t_fit,
+            eval_seconds=t_eval,
+        )
+        (tmp / "manifest.json").write_text(json.dumps(man, indent=2, sort_keys=True) + "\n")
         try:
             os.replace(tmp, final)
         except OSError:
@@ -249,9 +171,20 @@ def is_done(cell: Cell, run_dir: Path) -> bool:
         return False
 
 
+_WORKER_LINE = 0
+
+
+def _init_worker(counter: Any, progress: bool) -> None:
+    """Give each pool worker its own terminal line for training bars (1, 2, ... under the cells bar)."""
+    global _WORKER_LINE
+    with counter.get_lock():
+        counter.value += 1
+        _WORKER_LINE = counter.value if progress else 0
+
+
 def _run_cell_worker(args: tuple) -> str:
     cell, runs, data_dir, cache_dir, command = args
-    return str(run_cell(cell, Path(runs), data_dir, cache_dir, command))
+    return str(run_cell(cell, Path(runs), data_dir, cache_dir, command, _WORKER_LINE))
 
 
 def run_cells(
@@ -284,7 +217,7 @@ def run_cells(
     from tqdm.auto import tqdm
 
     cells = list({c.run_id: c for c in cells}.values())
-    remove_stale_temporaries(out / "runs")
+    remove_stale_temporaries(runs)
     remove_stale_temporaries(out)
     for c in cells:  # bad inputs and impossible depth caps fail before anything is written
         c.episode.check_queries(cell_condition(c, data_dir, cache_dir).queries)
@@ -299,10 +232,13 @@ def run_cells(
     elif workers <= 1 or len(todo) <= 1:
         for c in todo:
             bar.set_postfix_str(c.run_id)
-            done.append(run_cell(c, runs, data_dir, cache_dir, command))
+            done.append(run_cell(c, runs, data_dir, cache_dir, command, 1 if progress else 0))
             bar.update()
     else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        import multiprocessing
+
+        counter = multiprocessing.get_context().Value("i", 0)
+        with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(counter, progress)) as pool:
             futures = {pool.submit(_run_cell_worker, (c, str(runs), data_dir, cache_dir, command)): c for c in todo}
             for fut in as_completed(futures):
                 done.append(Path(fut.result()))
@@ -321,7 +257,7 @@ def _run_ray(
     command: str,
     workers: int,
     address: str | None,
-):  # noqa: ANN202 - generator of (path, cell)
+) -> Iterator[tuple[Path, Cell]]:
     """Run cells as Ray tasks (one CPU each), yielding results as they finish."""
     try:
         import ray
@@ -351,22 +287,3 @@ def collect(run_dirs: Sequence[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.Da
     per_query = pd.concat([pd.read_csv(d / "per_query.csv", dtype={"qid": str}) for d in run_dirs], ignore_index=True)
     per_query = per_query.sort_values(["condition", "method", "seed"], kind="stable").reset_index(drop=True)
     return per_query, summarise(per_query), bucket_table(per_query)
-
-
-def write_tables(out: Path, per_query: pd.DataFrame, summary: pd.DataFrame, buckets: pd.DataFrame) -> None:
-    """Atomically write the combined long-format tables of a sweep."""
-    out.mkdir(parents=True, exist_ok=True)
-    for name, df in (("per_query.csv", per_query), ("summary.csv", summary), ("buckets.csv", buckets)):
-        atomic_write_csv(df, out / name)
-
-
-def atomic_write_csv(df: pd.DataFrame, path: Path) -> None:
-    """Write a table atomically (:func:`benchmarks.atomic.atomic_path`)."""
-    with atomic_path(path) as tmp:
-        _write_csv(df, tmp)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write UTF-8 text atomically (:func:`benchmarks.atomic.atomic_path`)."""
-    with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")

@@ -20,7 +20,9 @@ import pandas as pd
 from agents import DQNAgent, DQNConfig, evaluate, summarise
 from benchmarks.conditions import seeded_split
 from envs import EpisodeConfig
-from experiments.runner import atomic_write_csv, get_condition, seed_everything
+from experiments.io import atomic_write_csv
+from experiments.options import TuneArgs
+from experiments.runner import get_condition, seed_everything
 
 INNER_SPLIT_SEED = 99
 
@@ -93,3 +95,21 @@ def tune(
     mean.columns = [f"{a}_{b}" for a, b in mean.columns]
     atomic_write_csv(mean.reset_index(), out / f"{cond.name}_mean.csv")
     return df
+
+
+def cmd_tune(ta: TuneArgs) -> int:
+    """``shortlist tune``: every grid point x seed on the inner validation split of one condition."""
+    from benchmarks.names import ConditionId
+    from experiments.plan import PLANS, base_plan
+
+    cid = ConditionId(ta.benchmark, ta.scorer, ta.variant)
+    plan = PLANS.get(cid.name) or base_plan(cid)
+    episode = EpisodeConfig(
+        reward=ta.reward,
+        step_cost=plan.step_cost if ta.step_cost is None else ta.step_cost,
+        gamma=plan.gamma if ta.gamma is None else ta.gamma,
+    )
+    out = Path(ta.out)
+    tune(ta.benchmark, ta.scorer, ta.variant, parse_grid(ta.grid), ta.seeds, episode, out, ta.data_dir, ta.cache_dir)
+    print(f"wrote {out}")
+    return 0

@@ -12,3 +12,26 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 if "SHORTLIST_DATA_DIR" not in os.environ and SHARED_DATA.is_dir():
     os.environ["SHORTLIST_DATA_DIR"] = str(SHARED_DATA)
+
+#: Arguments of the tiny ``shortlist reproduce`` the crash and determinism suites run (one BFCL
+#: condition, one seed, learning budgets small enough for CI).
+TINY_REPRODUCE_ARGS = [
+    "--only",
+    "bfcl-bm25",
+    "--seeds",
+    "1",
+    "--dqn-timesteps",
+    "300",
+    "--dqn-learning-starts",
+    "100",
+    "--tabular-episodes",
+    "200",
+    "--no-progress",
+]
+
+
+def cli_env() -> dict[str, str]:
+    """The environment of a ``python -m experiments.cli`` subprocess: offline, this checkout first."""
+    env = dict(os.environ)
+    env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(REPO))
+    return env

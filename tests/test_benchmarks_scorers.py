@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from benchmarks import scorers
-from benchmarks.cache import atomic_save_npy, cache_key, cached_scores, default_cache_dir
+from benchmarks.cache import atomic_save_npy, cache_key, cached_scores, scores_dir
 from benchmarks.scorers import (
     STOPWORDS,
     TOKENISER_VERSION,
@@ -226,7 +226,8 @@ T = ["tool a", "tool bb", "tool ccc"]
 
 
 def _entries(folder: Path) -> list[Path]:
-    return sorted(folder.glob("*.npy"))
+    """Score-cache entries of a cache dir (they live in its ``scores`` subfolder)."""
+    return sorted(scores_dir(folder).glob("*.npy"))
 
 
 def test_cache_hit_does_not_call_scorer(tmp_path: Path) -> None:
@@ -382,7 +383,7 @@ def test_object_array_is_not_unpickled(tmp_path: Path) -> None:
 def test_non_finite_scores_raise_and_write_nothing(tmp_path: Path, bad: float) -> None:
     with pytest.raises(ValueError, match="NaN or infinite"):
         cached_scores(CountingScorer(fill=bad), Q, T, tmp_path / "cache")
-    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
+    assert not any(p.is_file() for p in (tmp_path / "cache").rglob("*"))
 
 
 def test_wrong_shape_from_scorer_raises_and_writes_nothing(tmp_path: Path) -> None:
@@ -404,11 +405,20 @@ def test_atomic_save_leaves_no_temp_on_failure(tmp_path: Path) -> None:
 
 def test_cache_dir_none_uses_default_under_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("SHORTLIST_CACHE_DIR", str(tmp_path / "envcache"))
-    folder = default_cache_dir()
-    assert folder.is_relative_to(tmp_path / "envcache")
+    folder = scores_dir()
+    assert folder == tmp_path / "envcache" / "scores"
     assert cached_scores(CountingScorer(), Q, T)[1] is False
-    assert len(_entries(folder)) == 1
+    assert len(_entries(tmp_path / "envcache")) == 1
     assert cached_scores(CountingScorer(), Q, T)[1] is True
+
+
+def test_cache_dir_flag_and_env_use_the_same_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """--cache-dir X (the cache_dir argument) and SHORTLIST_CACHE_DIR=X share entries."""
+    monkeypatch.setenv("SHORTLIST_CACHE_DIR", str(tmp_path / "shared"))
+    assert cached_scores(CountingScorer(), Q, T)[1] is False
+    monkeypatch.delenv("SHORTLIST_CACHE_DIR")
+    assert cached_scores(CountingScorer(), Q, T, tmp_path / "shared")[1] is True
+    assert scores_dir(tmp_path / "shared") == tmp_path / "shared" / "scores"
 
 
 def _fill_entry(cache_dir: str, barrier, results) -> None:  # noqa: ANN001
@@ -435,7 +445,7 @@ def test_two_processes_fill_the_same_entry(tmp_path: Path) -> None:
     assert [g[1] for g in got] == [False, False]  # both really computed and wrote
     for g in got:
         np.testing.assert_array_equal(np.array(g[2]), _expected(Q, T))
-    files = sorted(tmp_path.iterdir())
+    files = sorted(scores_dir(tmp_path).iterdir())
     assert len(files) == 1 and files[0].suffix == ".npy", files
     np.testing.assert_array_equal(np.load(files[0], allow_pickle=False), _expected(Q, T))
     assert cached_scores(CountingScorer(), Q, T, tmp_path)[1] is True

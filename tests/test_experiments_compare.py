@@ -12,18 +12,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments.cli import CommonArgs, LearnArgs, add_dataclass_args, build
-from experiments.compare import (
-    CompareArgs,
-    cmd_compare,
-    compare_cells,
-    compare_methods,
-    is_stochastic,
-    limits_table,
-    method_group,
-    pareto_front,
-    resolve_plans,
-)
+from experiments.cli import add_dataclass_args, build
+from experiments.compare import cmd_compare
+from experiments.config import MethodSpec
+from experiments.figures import method_kind, pareto_front
+from experiments.options import CommonArgs, CompareArgs, LearnArgs
+from experiments.plan import compare_cells, compare_methods, resolve_plans
+from experiments.report.tables import limits_table
 
 TINY = {"seeds": (1, 2), "dqn_timesteps": 400, "dqn_learning_starts": 100, "tabular_episodes": 200, "max_depth": 20}
 
@@ -81,9 +76,7 @@ def test_seeds_per_method(result: tuple[Path, str]) -> None:
     expected = {m.name for m in compare_methods()}
     assert set(seeds.index) == expected
     for m, s in seeds.items():
-        from experiments.config import MethodSpec
-
-        assert s == ([1, 2] if is_stochastic(MethodSpec.parse(m)) else [1]), m
+        assert s == ([1, 2] if MethodSpec.parse(m).kind.stochastic else [1]), m
     assert {"bor-dqn", "bor-tabular", "f1-dqn", "bor-choppy", "random"} == {
         m for m in seeds.index if len(seeds[m]) == 2
     }
@@ -92,12 +85,13 @@ def test_seeds_per_method(result: tuple[Path, str]) -> None:
 def test_pareto_csv_is_the_plotted_numbers(result: tuple[Path, str]) -> None:
     out, _ = result
     plotted = pd.read_csv(out / "figures" / "pareto_bfcl-bm25.csv")
+    plotted = plotted[plotted["kind"] != "iso_bor"]
     agg = pd.read_csv(out / "aggregate.csv").set_index("method")
     assert set(plotted["method"]) == set(agg.index)
     for _, r in plotted.iterrows():
         assert r["found_pct"] == pytest.approx(agg.loc[r["method"], "found_pct"])
         assert r["mean_k"] == pytest.approx(agg.loc[r["method"], "mean_k"])
-        assert r["group"] == method_group(r["method"])
+        assert r["kind"] == method_kind(r["method"])
     real = plotted[plotted["method"] != "oracle"]
     np.testing.assert_array_equal(real["pareto"].to_numpy(), pareto_front(real["found_pct"], real["mean_k"]))
     assert not plotted.loc[plotted["method"] == "oracle", "pareto"].item()
@@ -118,7 +112,7 @@ def test_oracle_and_limits(result: tuple[Path, str]) -> None:
     assert len(goals) == 6 and set(goals["agent"]) == {"bor-dqn", "bor-tabular"}
     dp = pd.read_csv(out / "dp.csv")
     assert set(dp["method"]) == {"bor-dp", "bor-dp-mdp"}
-    assert (dp["solve_seconds"] < 1.0).all()
+    assert "solve_seconds" not in dp.columns  # timings live in manifests, tables stay byte-reproducible
 
 
 def test_paired_differences_match_per_query_means(result: tuple[Path, str]) -> None:
@@ -169,7 +163,7 @@ def test_unknown_condition_and_no_seeds() -> None:
     with pytest.raises(ValueError, match="unknown condition"):
         resolve_plans(["bfcl-nope"])
     with pytest.raises(ValueError, match="seed"):
-        compare_cells(resolve_plans(["bfcl-bm25"]), [], {})
+        compare_cells(resolve_plans(["bfcl-bm25"]), [])
 
 
 def test_pareto_front_and_limits_by_hand() -> None:

@@ -22,12 +22,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import TINY_REPRODUCE_ARGS, cli_env  # noqa: E402
 
 from benchmarks import scorers
 from benchmarks.cache import atomic_save_npy, cached_scores
 from benchmarks.scorers import BM25Scorer, EmbeddingScorer
 from experiments import runner
-from experiments.runner import atomic_write_csv, atomic_write_text, get_condition, run_cell, write_tables
+from experiments.io import atomic_write_csv, atomic_write_text, write_tables
+from experiments.runner import get_condition, run_cell
 
 REPO = Path(__file__).resolve().parents[1]
 TABLES = ("per_query.csv", "summary.csv", "buckets.csv")
@@ -35,25 +37,7 @@ DERIVED = ("aggregate.csv", "scorer_strength.csv", "figures/buckets_bfcl-bm25.cs
 RUN_FILES = ("config.json", "command.txt", "manifest.json", "per_query.csv", "summary.csv", "buckets.csv")
 COMPARED_RUN_FILES = ("per_query.csv", "summary.csv", "buckets.csv", "config.json")
 N_CELLS = 10
-TINY = [
-    "--only",
-    "bfcl-bm25",
-    "--seeds",
-    "1",
-    "--dqn-timesteps",
-    "300",
-    "--dqn-learning-starts",
-    "100",
-    "--tabular-episodes",
-    "200",
-    "--no-progress",
-]
-
-
-def cli_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(REPO))
-    return env
+TINY = TINY_REPRODUCE_ARGS
 
 
 def reproduce_cmd(out: Path, cache: Path, workers: int = 1) -> list[str]:
@@ -266,7 +250,7 @@ def test_cell_finished_concurrently_by_another_process(
     its finished run directory into place just before we do. We must not crash (today: OSError
     'Directory not empty' from os.replace) and the result must be complete and correct."""
     from experiments.config import MethodSpec
-    from experiments.sweep import PLANS, cells_for
+    from experiments.plan import PLANS, cells_for
 
     (cell,) = cells_for([PLANS["bfcl-bm25"]], [1], {"bfcl-bm25": [MethodSpec("fixed", "bor", 3)]})
     get_condition.cache_clear()
@@ -341,7 +325,7 @@ def _boom(*_a: object, **_k: object) -> None:
 def test_tables_are_replaced_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A failure while writing the tables leaves the previous complete files and no temp file."""
     df = pd.DataFrame({"a": [1, 2], "b": [0.5, 0.25]})
-    write_tables(tmp_path, df, df, df)
+    write_tables(tmp_path, dict.fromkeys(TABLES, df))
     before = {t: (tmp_path / t).read_bytes() for t in TABLES}
     real = pd.DataFrame.to_csv
 
@@ -351,7 +335,7 @@ def test_tables_are_replaced_atomically(tmp_path: Path, monkeypatch: pytest.Monk
 
     monkeypatch.setattr(pd.DataFrame, "to_csv", half_then_fail)
     with pytest.raises(OSError, match="injected"):
-        write_tables(tmp_path, df.assign(a=[3, 4]), df, df)
+        write_tables(tmp_path, {TABLES[0]: df.assign(a=[3, 4]), TABLES[1]: df, TABLES[2]: df})
     monkeypatch.setattr(pd.DataFrame, "to_csv", real)
     assert {t: (tmp_path / t).read_bytes() for t in TABLES} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(TABLES)
@@ -368,10 +352,10 @@ def test_atomic_write_text_leaves_no_temp_file_on_failure(tmp_path: Path) -> Non
 
 def test_figures_are_replaced_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A crash while saving a figure must not leave a truncated PNG under the final name
-    (experiments.report.bucket_figure calls fig.savefig(out_png) directly)."""
+    (experiments.figures.bucket_figure writes through experiments.io.save_png)."""
     import matplotlib.figure
 
-    from experiments.report import bucket_figure
+    from experiments.figures import bucket_figure
 
     buckets = pd.DataFrame(
         {

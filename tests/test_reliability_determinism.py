@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import re
 import subprocess
@@ -23,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import TINY_REPRODUCE_ARGS, cli_env  # noqa: E402
 
 from agents import TabularConfig, TabularQ
 from envs import EpisodeConfig, RankedQuery, ShortlistEnv
@@ -33,25 +33,7 @@ TABLES = ("per_query.csv", "summary.csv", "buckets.csv")
 DERIVED = ("aggregate.csv", "scorer_strength.csv", "figures/buckets_bfcl-bm25.csv")
 RUN_FILES = ("per_query.csv", "summary.csv", "buckets.csv", "config.json")
 TIME_KEYS = {"started_utc", "finished_utc", "wall_seconds", "fit_seconds", "eval_seconds"}
-TINY = [
-    "--only",
-    "bfcl-bm25",
-    "--seeds",
-    "1",
-    "--dqn-timesteps",
-    "300",
-    "--dqn-learning-starts",
-    "100",
-    "--tabular-episodes",
-    "200",
-    "--no-progress",
-]
-
-
-def cli_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(REPO))
-    return env
+TINY = TINY_REPRODUCE_ARGS
 
 
 def reproduce(out: Path, cache: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen:

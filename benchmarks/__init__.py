@@ -1,0 +1,1 @@
+"""Benchmark data: loaders, verified downloads, candidate sets, scorers and the score cache."""

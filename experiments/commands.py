@@ -1,0 +1,277 @@
+"""The bodies of ``shortlist train | evaluate | reproduce | data``: options in, files out.
+
+``compare``, ``bench`` and ``tune`` live beside their computations (:mod:`experiments.compare`,
+:mod:`experiments.bench`, :mod:`experiments.tune`); :mod:`experiments.cli` only dispatches.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from agents import registry
+from agents.base import FixedConfig
+from experiments.config import Cell, MethodSpec
+from experiments.io import write_manifest, write_tables
+from experiments.options import (
+    CommonArgs,
+    DataFetchArgs,
+    DataListArgs,
+    EvaluateArgs,
+    FolderArgs,
+    LearnArgs,
+    PredictArgs,
+    ReproduceArgs,
+    SourceArgs,
+    TrainArgs,
+)
+
+
+def run_with(
+    cells: Sequence[Cell], out: Path, ca: CommonArgs, command: str, runs_dir: Path | None = None
+) -> list[Path]:
+    """Run cells with the common options (workers, backend, caches, progress) of any command."""
+    from experiments.runner import run_cells
+
+    return run_cells(
+        cells,
+        out,
+        data_dir=ca.data_dir,
+        cache_dir=ca.cache_dir,
+        command=command,
+        workers=ca.workers,
+        progress=not ca.no_progress,
+        backend=ca.backend,
+        ray_address=ca.ray_address,
+        runs_dir=runs_dir,
+    )
+
+
+def collect_and_write(runs: Sequence[Path], out: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Combine the runs' per-query rows, recompute summary and bucket tables, write all three to ``out``."""
+    from experiments.runner import collect
+
+    per_query, summary, buckets = collect(runs)
+    write_tables(out, {"per_query.csv": per_query, "summary.csv": summary, "buckets.csv": buckets})
+    return per_query, summary, buckets
+
+
+def source_options(sa: SourceArgs) -> tuple[tuple[str, str], ...]:
+    """Paths of user-supplied inputs, with their sha256 (so a changed file is never reused)."""
+    from benchmarks.corpus import sha256_file
+
+    def checked(path: str, flag: str) -> str:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"{flag} {path}: no such file")
+        return sha256_file(path)
+
+    if sa.source == "run":
+        assert sa.run and sa.qrels  # SourceArgs checks they come together
+        opts = [
+            ("run", str(Path(sa.run).resolve())),
+            ("run_sha256", checked(sa.run, "--run")),
+            ("qrels", str(Path(sa.qrels).resolve())),
+            ("qrels_sha256", checked(sa.qrels, "--qrels")),
+        ]
+        if sa.n_candidates is not None:
+            opts.append(("n_candidates", str(sa.n_candidates)))
+        return tuple(opts)
+    if sa.source == "beir":
+        if not sa.beir_dir:
+            raise ValueError("--benchmark beir needs --beir-dir FOLDER")
+        folder = Path(sa.beir_dir)
+        files = [folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels" / f"{sa.beir_split}.tsv"]
+        digests = [(f"sha256:{f.relative_to(folder)}", checked(str(f), "--beir-dir")) for f in files]
+        return (("beir_dir", str(folder.resolve())), ("split", sa.beir_split), *digests)
+    return ()
+
+
+def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int:
+    """Train one condition's policies (one run per seed), evaluate them and write the tables."""
+    from benchmarks.names import ConditionId
+    from experiments.plan import PLANS, base_plan, cells_for
+
+    options = source_options(ta)
+    cid = ConditionId(ta.source, ta.scorer if ta.source != "run" else "run", ta.variant)
+    plan = PLANS.get(cid.name) or base_plan(cid)
+    kind = registry.get(ta.agent)
+    methods = (
+        [MethodSpec(ta.agent, "bor", k) for k in ta.k]
+        if kind.config is FixedConfig
+        else [MethodSpec(ta.agent, ta.reward)]
+    )
+    seeds = la.seeds if kind.stochastic else la.seeds[:1]
+    cells = cells_for([plan], seeds, {plan.name: methods}, buckets=ta.buckets, options=options, **la.learn_kwargs())
+    out = Path(ta.out)
+    runs = run_with(cells, out, ca, command)
+    _, summary, _ = collect_and_write(runs, out)
+    cols = ["condition", "method", "seed", "found_pct", "mean_k", "std_k", "bor_bits", "mean_reward"]
+    print(summary[cols].to_string(index=False, float_format=lambda x: f"{x:.2f}"))
+    print(f"wrote {len(runs)} run(s) under {out / 'runs'}; {out}/summary.csv holds this command's runs only")
+    return 0
+
+
+def cmd_reproduce(ra: ReproduceArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int:
+    """Run (or resume) the study and write its tables, figures, README, manifest and HTML index."""
+    from experiments.plan import resolve_plans, study_cells
+    from experiments.report.study import write_study_report
+
+    plans = resolve_plans(ra.only)
+    cells = study_cells(plans, la.seeds, **la.learn_kwargs())
+    out = Path(ra.out)
+    if ra.dry_run:
+        for c in cells:
+            m = c.method
+            agent = f"--agent fixed --k {m.k}" if m.agent == "fixed" else f"--agent {m.agent} --reward {m.reward}"
+            print(
+                f"{c.run_id}\tshortlist train --benchmark {c.benchmark} --scorer {c.scorer} {agent} "
+                f"--seeds {c.seed} --step-cost {c.episode.step_cost} --gamma {c.episode.gamma} --out {out}"
+                + (f" --variant {c.variant}" if c.variant else "")
+            )
+        print(f"{len(cells)} cells")
+        return 0
+    t0 = time.perf_counter()
+    runs = run_with(cells, out, ca, command)
+    t_runs = time.perf_counter() - t0
+    per_query, summary, buckets = collect_and_write(runs, out)
+    write_study_report(out, per_query, summary, buckets, ca.data_dir, ca.cache_dir)
+    write_manifest(
+        out / "manifest.json",
+        command=command,
+        runs=[p.name for p in runs],
+        timings_seconds={"cells": t_runs, "total": time.perf_counter() - t0},
+    )
+    from experiments.html import write_index
+
+    write_index(out)
+    print(f"wrote {len(runs)} runs, tables, figures and README.md to {out}")
+    return 0
+
+
+def _input_changes(run: Path, cond_meta: dict) -> list[str]:
+    """Lines naming every input whose sha256 differs from the one the run's manifest recorded."""
+    try:
+        recorded = json.loads((run / "manifest.json").read_text(encoding="utf-8"))["condition"]["inputs_sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return [f"{run / 'manifest.json'}: no recorded input sha256 to compare with"]
+    now = cond_meta.get("inputs_sha256") or {}
+    out = []
+    for name in sorted(set(recorded) | set(now)):
+        if recorded.get(name) != now.get(name):
+            out.append(f"{name}: trained on sha256 {recorded.get(name) or 'absent'}, now {now.get(name) or 'absent'}")
+    return out
+
+
+def _check_out(out: Path, run: Path) -> None:
+    """Never write evaluation files into a run directory (committed results stay as they were made)."""
+    o, r = out.resolve(), run.resolve()
+    if o == r or r in o.parents:
+        raise ValueError(f"--out {out}: inside the run directory {run}; evaluations go to a folder of their own")
+    probe = o
+    while probe != probe.parent:
+        if (probe / "config.json").is_file() and (probe / "manifest.json").is_file():
+            raise ValueError(f"--out {out}: inside the run directory {probe}; evaluations go to a folder of their own")
+        probe = probe.parent
+
+
+def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
+    """Evaluate a trained run's policy: on its own test split, another scorer or benchmark, or your run + qrels.
+
+    Writes per_query.csv, summary.csv (this evaluation only: rewritten each time), buckets.csv and
+    manifest.json to ``--out`` (default ``evaluations/<run_id>/<condition>-<split>``).
+    """
+    import sys
+
+    from agents import bucket_table, evaluate, summarise
+    from envs import EpisodeConfig
+    from experiments.runner import get_condition
+    from experiments.trained import load_run_policy, read_run_config
+
+    run = Path(ea.run_dir)
+    cfg = read_run_config(run)
+    policy = load_run_policy(run, cfg)
+    episode = EpisodeConfig(**cfg["episode"])
+    if ea.run:
+        sa = SourceArgs(run=ea.run, qrels=ea.qrels, n_candidates=ea.n_candidates)
+        cond = get_condition("run", "run", "", 0, ca.data_dir, ca.cache_dir, source_options(sa))
+        split = ea.split or "all"
+        changes: list[str] = []
+    else:
+        benchmark = ea.benchmark or cfg["benchmark"]
+        scorer = ea.scorer or cfg["scorer"]
+        same = benchmark == cfg["benchmark"]
+        variant = cfg.get("variant", "") if same else ""
+        options = tuple(sorted((cfg.get("options") or {}).items())) if same else ()
+        cond = get_condition(benchmark, scorer, variant, cfg.get("split_seed", 0), ca.data_dir, ca.cache_dir, options)
+        split = ea.split or "test"
+        changes = _input_changes(run, cond.meta) if same else []
+    for line in changes:
+        print(f"shortlist: note: the inputs differ from the run's: {line}", file=sys.stderr)
+    queries = {"test": cond.test, "train": cond.train, "all": cond.queries}[split]
+    out = Path(ea.out) if ea.out else Path("evaluations") / run.name / f"{cond.name}-{split}"
+    _check_out(out, run)
+    rows = evaluate(policy, queries, episode, cond.buckets)
+    rows.insert(0, "seed", cfg["seed"])
+    rows.insert(0, "method", cfg["method"])
+    rows.insert(0, "condition", cond.name)
+    summary = summarise(rows)
+    write_tables(out, {"per_query.csv": rows, "summary.csv": summary, "buckets.csv": bucket_table(rows)})
+    write_manifest(
+        out / "manifest.json",
+        command=command,
+        run_dir=str(run.resolve()),
+        method=cfg["method"],
+        split=split,
+        condition={k: v for k, v in cond.meta.items() if not k.startswith("seconds") and k != "score_cache_hit"},
+        input_changes=changes,
+    )
+    print(summary.to_string(index=False, float_format=lambda x: f"{x:.2f}"))
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_predict(pa: PredictArgs, command: str) -> int:
+    """Truncate a TREC run at each query's chosen depth (streamed: memory bounded by one query)."""
+    from benchmarks.trec import truncate_run
+    from experiments.trained import load_policy
+
+    policy = load_policy(pa.run_dir)
+    out = Path(pa.out) if pa.out else Path(f"{Path(pa.run).stem}.{policy.method}.trec")
+    if out.resolve() == Path(pa.run).resolve():
+        raise ValueError(f"--out {out}: would overwrite the input run")
+    if not Path(pa.run).is_file():
+        raise FileNotFoundError(f"--run {pa.run}: no such file")
+    tag = pa.tag or f"shortlist-{policy.method}"
+    written = truncate_run(
+        pa.run,
+        out,
+        lambda qid, scores: policy.depth(scores, pa.n_candidates),
+        tag,  # noqa: ARG005
+    )
+    print(f"wrote {out}: {written.n_queries} queries, {written.n_docs} shortlisted documents (tag {tag})")
+    return 0
+
+
+def cmd_data_list(da: DataListArgs) -> int:
+    """Each dataset file: where it is, present, verified."""
+    from benchmarks import data
+
+    rows = data.status(da.data_dir, da.cache_dir)
+    print(f"data dir: {data.resolve_data_dir(da.data_dir)}")
+    for r in rows:
+        state = "verified" if r.verified else ("PRESENT, sha256 MISMATCH" if r.present else "missing")
+        print(f"{r.dataset:10s} {state:26s} {r.path}")
+    return 0
+
+
+def cmd_data_fetch(da: DataFetchArgs) -> int:
+    """Download (pinned commit) and verify one dataset's files."""
+    from benchmarks import data
+
+    for p in data.fetch(da.name, da.data_dir, cache_dir=da.cache_dir):
+        print(f"verified {p}")
+    return 0

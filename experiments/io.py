@@ -1,0 +1,171 @@
+"""Every file ``experiments`` writes goes through here: tables, text, figures and manifests.
+
+All writes are atomic (:func:`benchmarks.atomic.atomic_path`: temporary name, then
+rename), so a reader never sees half a file and a killed run leaves only temporaries
+that :func:`remove_stale_temporaries` clears on resume. Manifests are the only place
+for timestamps, timings, git state and versions, so tables and READMEs stay
+byte-reproducible. This module imports neither torch nor the agents.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from benchmarks.atomic import atomic_path
+
+FLOAT_FORMAT = "%.10g"
+"""Float format of every CSV table (10 significant digits: byte-stable across runs)."""
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = (
+    "numpy",
+    "scipy",
+    "pandas",
+    "torch",
+    "gymnasium",
+    "stable-baselines3",
+    "rank-bm25",
+    "sentence-transformers",
+)
+
+
+def write_csv(df: pd.DataFrame, path: Path) -> None:
+    """Write a table in the package's CSV format (not atomic: for files inside a temporary folder)."""
+    df.to_csv(path, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+
+
+def atomic_write_csv(df: pd.DataFrame, path: Path) -> None:
+    """Write a table atomically."""
+    with atomic_path(path) as tmp:
+        write_csv(df, tmp)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write UTF-8 text atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def atomic_write_json(path: Path, payload: Any) -> None:
+    """Write indented, key-sorted JSON atomically."""
+    atomic_write_text(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
+
+
+def save_png(fig: Any, out_png: Path, dpi: int = 110) -> None:
+    """Write a matplotlib figure atomically as PNG and close it."""
+    import matplotlib.pyplot as plt
+
+    try:
+        with atomic_path(out_png, ".png") as tmp:
+            fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight")
+    finally:
+        plt.close(fig)
+
+
+def write_tables(out: Path, tables: dict[str, pd.DataFrame]) -> None:
+    """Atomically write ``name -> table`` into ``out`` (e.g. per_query.csv, summary.csv, buckets.csv)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name, df in tables.items():
+        atomic_write_csv(df, out / name)
+
+
+# ----------------------------------------------------------------------------- provenance
+
+
+def git_state() -> dict[str, object]:
+    """Commit sha and dirty flag of the package checkout (None outside git)."""
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = bool(
+            subprocess.run(
+                ["git", "status", "--porcelain", "--untracked-files=no"],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+        )
+        return {"git_sha": sha, "git_dirty": dirty}
+    except (OSError, subprocess.CalledProcessError):
+        return {"git_sha": None, "git_dirty": None}
+
+
+def package_versions() -> dict[str, str]:
+    """Python and the versions of the packages results depend on ("absent" when not installed)."""
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def machine() -> dict[str, object]:
+    """Platform and CPU count."""
+    return {"platform": platform.platform(), "cpus": os.cpu_count()}
+
+
+def now_utc() -> str:
+    """The current UTC time, ISO 8601 to the second."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def manifest(**fields: Any) -> dict[str, Any]:
+    """A manifest: ``fields`` plus git state, package versions, machine and the finishing time.
+
+    The one manifest layout of run directories, study folders and comparison folders.
+    Timings go in a ``*_seconds`` field of ``fields``, rounded to milliseconds.
+    """
+    out: dict[str, Any] = dict(fields)
+    for key, value in fields.items():
+        if key.endswith("seconds") and isinstance(value, dict):
+            out[key] = {k: round(float(v), 3) for k, v in value.items()}
+        elif key.endswith("seconds") and isinstance(value, float):
+            out[key] = round(value, 3)
+    out.update(git_state())
+    out["versions"] = package_versions()
+    out["machine"] = machine()
+    out.setdefault("finished_utc", now_utc())
+    return out
+
+
+def write_manifest(path: Path, **fields: Any) -> None:
+    """Atomically write :func:`manifest` of ``fields`` to ``path``."""
+    atomic_write_json(path, manifest(**fields))
+
+
+# ----------------------------------------------------------------------------- temporaries
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temporaries(folder: Path) -> None:
+    """Remove ``.<name>.<pid>.*`` temporaries whose writer process is gone (killed runs)."""
+    if not folder.is_dir():
+        return
+    for p in folder.iterdir():
+        parts = p.name.split(".")
+        pid = next((int(x) for x in parts[2:] if x.isdigit()), None) if p.name.startswith(".") else None
+        if p.name.startswith(".") and (pid is None or (pid != os.getpid() and not _pid_alive(pid))):
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)

@@ -1,0 +1,349 @@
+"""Every command's options, as frozen dataclasses validated in ``__post_init__``.
+
+One field is one ``--flag``; its help text is the field's ``help`` metadata and its
+default is printed once, by :mod:`experiments.cli`. Defaults that belong to a learner
+or to the study are read from where they live (:class:`agents.DQNConfig`,
+:class:`agents.TabularConfig`, :data:`experiments.plan.FIXED_KS`, the policy registry),
+never copied by hand. A bad value raises ValueError naming the flag; the CLI prints it
+as one line and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents import registry
+from agents.dqn import DQNConfig
+from agents.tabular import TabularConfig
+from experiments.plan import DEFAULT_SEEDS, FIXED_KS
+from rewards import REWARD_KINDS
+
+BUCKET_SCHEMES = ("default", "narrow")
+
+
+def opt(default: Any, help: str, **kw: Any) -> Any:  # noqa: A002
+    """A dataclass field carrying its CLI help text (``choices=...`` and ``positional=True`` allowed)."""
+    if isinstance(default, list | tuple):
+        return field(default_factory=lambda: tuple(default), metadata={"help": help, **kw})
+    return field(default=default, metadata={"help": help, **kw})
+
+
+def _check_folder(flag: str, path: str | None) -> None:
+    if path and Path(path).exists() and not Path(path).is_dir():
+        raise ValueError(f"{flag} {path}: exists and is not a folder")
+
+
+def _check_seeds(flag: str, seeds: tuple[int, ...]) -> None:
+    if not seeds:
+        raise ValueError(f"{flag} needs at least one seed")
+    if any(s < 0 or s >= 2**32 for s in seeds):
+        raise ValueError(f"{flag} must lie in [0, 2**32), got {list(seeds)}")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"{flag} holds duplicates: {list(seeds)}")
+
+
+_DQN = DQNConfig()
+_TAB = TabularConfig()
+
+
+@dataclass(frozen=True)
+class FolderArgs:
+    """The data and cache folders, for every command that reads benchmark data."""
+
+    data_dir: str | None = opt(None, "benchmark data folder ($SHORTLIST_DATA_DIR, else ~/.cache/shortlist-depth/data)")
+    cache_dir: str | None = opt(
+        None,
+        "cache folder for score matrices, embeddings and derived data ($SHORTLIST_CACHE_DIR, else "
+        "~/.cache/shortlist-depth/cache); scores go to its scores/ subfolder",
+    )
+
+    def __post_init__(self) -> None:
+        _check_folder("--cache-dir", self.cache_dir)
+
+
+@dataclass(frozen=True)
+class CommonArgs(FolderArgs):
+    """Folders and execution, shared by every command that runs cells."""
+
+    workers: int = opt(1, "cells run in parallel (local processes, or CPUs of a local Ray instance)")
+    backend: str = opt("local", "where cells run", choices=("local", "ray"))
+    ray_address: str | None = opt(None, "with --backend ray: address of an existing Ray cluster (unset: a local one)")
+    no_progress: bool = opt(False, "hide progress bars")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.workers < 1:
+            raise ValueError(f"--workers must be >= 1, got {self.workers}")
+        if self.backend not in ("local", "ray"):
+            raise ValueError(f"unknown backend {self.backend!r}; expected local or ray (--backend)")
+
+
+@dataclass(frozen=True)
+class LearnArgs:
+    """Seeds, episode settings and learner budgets of every command that trains."""
+
+    seeds: tuple[int, ...] = opt(DEFAULT_SEEDS, "training seeds (one run per seed)")
+    step_cost: float | None = opt(None, "cost of each CONTINUE (default: the condition's paper setting)")
+    gamma: float | None = opt(None, "discount factor (default: the condition's paper setting)")
+    max_depth: int | None = opt(None, "depth cap that forces a STOP (default: N, the whole candidate list)")
+    split_seed: int = opt(0, "seed of the train/test split (70/30)")
+    dqn_timesteps: int = opt(_DQN.total_timesteps, "DQN training environment steps")
+    dqn_exploration_fraction: float = opt(
+        _DQN.exploration_fraction, "fraction of DQN training over which epsilon decays"
+    )
+    dqn_learning_starts: int = opt(_DQN.learning_starts, "DQN random steps before learning")
+    dqn_train_freq: int = opt(_DQN.train_freq, "DQN environment steps per gradient update")
+    dqn_target_update: int = opt(_DQN.target_update_interval, "DQN steps between target-network syncs")
+    tabular_episodes: int = opt(_TAB.episodes, "tabular Q-learning training episodes")
+
+    def __post_init__(self) -> None:
+        _check_seeds("--seeds", self.seeds)
+        if not 0 <= self.split_seed < 2**32:
+            raise ValueError(f"--split-seed must lie in [0, 2**32), got {self.split_seed}")
+        if self.dqn_timesteps < 1:
+            raise ValueError(f"--dqn-timesteps must be >= 1, got {self.dqn_timesteps}")
+        if self.dqn_learning_starts < 0:
+            raise ValueError(f"--dqn-learning-starts must be >= 0, got {self.dqn_learning_starts}")
+        if self.dqn_learning_starts >= self.dqn_timesteps:
+            raise ValueError(
+                f"--dqn-learning-starts ({self.dqn_learning_starts}) must be below --dqn-timesteps "
+                f"({self.dqn_timesteps}): the network would never train"
+            )
+        if not (math.isfinite(self.dqn_exploration_fraction) and 0 < self.dqn_exploration_fraction <= 1):
+            raise ValueError(f"--dqn-exploration-fraction must lie in (0, 1], got {self.dqn_exploration_fraction}")
+        if self.dqn_train_freq < 1:
+            raise ValueError(f"--dqn-train-freq must be >= 1, got {self.dqn_train_freq}")
+        if self.dqn_target_update < 1:
+            raise ValueError(f"--dqn-target-update must be >= 1, got {self.dqn_target_update}")
+        if self.tabular_episodes < 1:
+            raise ValueError(f"--tabular-episodes must be >= 1, got {self.tabular_episodes}")
+
+    def learn_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`experiments.plan.cells_for`."""
+        from dataclasses import replace
+
+        return {
+            "dqn": replace(
+                _DQN,
+                total_timesteps=self.dqn_timesteps,
+                exploration_fraction=self.dqn_exploration_fraction,
+                learning_starts=self.dqn_learning_starts,
+                train_freq=self.dqn_train_freq,
+                target_update_interval=self.dqn_target_update,
+            ),
+            "tabular": replace(_TAB, episodes=self.tabular_episodes),
+            "step_cost": self.step_cost,
+            "gamma": self.gamma,
+            "max_depth": self.max_depth,
+            "split_seed": self.split_seed,
+        }
+
+
+@dataclass(frozen=True)
+class SourceArgs:
+    """Which condition: a benchmark and scorer, or the user's own ranked lists."""
+
+    benchmark: str = opt(
+        "bfcl", "benchmark: bfcl, metatool, toolbench, beir (with --beir-dir) or run (with --run/--qrels)"
+    )
+    scorer: str = opt("bm25", "scorer: bm25, minilm, or a local sentence-transformers model path")
+    variant: str = opt(
+        "",
+        "candidate-set variant: metatool top20/top50/top100, toolbench full, sub<N> (random "
+        "sub-registry of N tools holding the gold tool); empty: the benchmark's main rule",
+    )
+    buckets: str = opt(
+        "", "difficulty buckets: default (1, 2-5, 6-20, 21+) or narrow (1, 2-3, 4-10, 11+); empty: the condition's own"
+    )
+    run: str | None = opt(
+        None, "your own ranked lists: a TREC run file (qid Q0 docid rank score tag); unset: --benchmark"
+    )
+    qrels: str | None = opt(None, "qrels for --run: TREC (qid 0 docid rel) or BEIR TSV (query-id corpus-id score)")
+    n_candidates: int | None = opt(
+        None, "candidate-set size N for --run (empty: each query's run length; give the corpus size for truncated runs)"
+    )
+    beir_dir: str | None = opt(None, "BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
+    beir_split: str = opt("test", "qrels split of --beir-dir")
+
+    def __post_init__(self) -> None:
+        if self.buckets and self.buckets not in BUCKET_SCHEMES:
+            raise ValueError(f"unknown bucket scheme {self.buckets!r}; expected default or narrow")
+        if self.n_candidates is not None and not 1 <= self.n_candidates <= 2**53:
+            raise ValueError(f"--n-candidates must lie in [1, 2**53], got {self.n_candidates}")
+        if bool(self.run) != bool(self.qrels):
+            raise ValueError("--run and --qrels go together")
+
+    @property
+    def source(self) -> str:
+        """The benchmark actually used (``run`` when --run/--qrels are given)."""
+        return "run" if self.run or self.qrels else self.benchmark
+
+
+@dataclass(frozen=True)
+class TrainArgs(SourceArgs):
+    """``shortlist train``."""
+
+    agent: str = opt("dqn", "depth policy kind", choices=tuple(registry.KINDS))
+    reward: str = opt("bor", "training reward (kinds not trained towards a reward ignore it)", choices=REWARD_KINDS)
+    k: tuple[int, ...] = opt(FIXED_KS, "K values for --agent fixed")
+    out: str = opt("runs", "output folder: run directories go to OUT/runs/<run_id>")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.agent not in registry.KINDS:
+            raise ValueError(f"unknown agent {self.agent!r}; expected one of {', '.join(registry.KINDS)}")
+        if self.reward not in REWARD_KINDS:
+            raise ValueError(f"unknown reward {self.reward!r}; expected one of {', '.join(REWARD_KINDS)}")
+        if len(set(self.k)) != len(self.k):
+            raise ValueError(f"--k holds duplicates: {list(self.k)}")
+        if any(k < 1 for k in self.k):
+            raise ValueError(f"--k must be >= 1, got {list(self.k)}")
+        _check_folder("--out", self.out)
+
+
+@dataclass(frozen=True)
+class EvaluateArgs:
+    """``shortlist evaluate``."""
+
+    run_dir: str = opt("", "a run directory written by train/reproduce (OUT/runs/<run_id>)", required=True)
+    benchmark: str | None = opt(None, "evaluate on this benchmark instead of the run's own")
+    scorer: str | None = opt(None, "evaluate with this scorer instead of the run's own (scorer shift)")
+    run: str | None = opt(None, "evaluate on your own ranked lists: a TREC run file (with --qrels)")
+    qrels: str | None = opt(None, "qrels for --run: TREC (qid 0 docid rel) or BEIR TSV")
+    n_candidates: int | None = opt(None, "candidate-set size N for --run (unset: each query's run length)")
+    split: str = opt(
+        "",
+        "which queries: test, train or all (unset: the test split of the run's benchmark; all of --run's)",
+        choices=("test", "train", "all"),
+    )
+    out: str = opt("", "output folder (unset: evaluations/<run_id>/<condition>-<split>); never a run directory")
+
+    def __post_init__(self) -> None:
+        if self.split and self.split not in ("test", "train", "all"):
+            raise ValueError(f"--split must be test, train or all, got {self.split!r}")
+        if bool(self.run) != bool(self.qrels):
+            raise ValueError("--run and --qrels go together")
+        if self.run and (self.benchmark or self.scorer):
+            raise ValueError("--run/--qrels replace --benchmark/--scorer: give one or the other")
+        if self.n_candidates is not None and not self.run:
+            raise ValueError("--n-candidates goes with --run")
+        if self.n_candidates is not None and not 1 <= self.n_candidates <= 2**53:
+            raise ValueError(f"--n-candidates must lie in [1, 2**53], got {self.n_candidates}")
+        _check_folder("--out", self.out)
+
+
+@dataclass(frozen=True)
+class PredictArgs:
+    """``shortlist predict``."""
+
+    run_dir: str = opt("", "a run directory written by train/reproduce (its trained policy)", required=True)
+    run: str = opt("", "a TREC run file (qid Q0 docid rank score tag), grouped by query", required=True)
+    out: str = opt("", "the truncated TREC run to write (unset: <run stem>.<method>.trec here)")
+    n_candidates: int | None = opt(None, "candidate-set size N of every query (unset: each query's run length)")
+    tag: str = opt("", "run tag of the written lines (unset: shortlist-<method>)")
+
+    def __post_init__(self) -> None:
+        if self.n_candidates is not None and not 1 <= self.n_candidates <= 2**53:
+            raise ValueError(f"--n-candidates must lie in [1, 2**53], got {self.n_candidates}")
+        if self.out and Path(self.out).is_dir():
+            raise ValueError(f"--out {self.out}: is a folder; give a file name")
+
+
+@dataclass(frozen=True)
+class ReproduceArgs:
+    """``shortlist reproduce``."""
+
+    only: tuple[str, ...] = opt((), "conditions to run (empty: every condition of the study)")
+    out: str = opt("results", "results folder")
+    dry_run: bool = opt(False, "print the cells and their commands without running them")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "only", tuple(dict.fromkeys(self.only)))
+        _check_folder("--out", self.out)
+
+
+@dataclass(frozen=True)
+class CompareArgs:
+    """``shortlist compare``."""
+
+    only: tuple[str, ...] = opt((), "conditions to compare (empty: every study condition but the registry sweep)")
+    out: str = opt("results/peers", "results folder")
+    runs_dir: str = opt(
+        "results/runs",
+        "run directories (shared with `shortlist reproduce --out results`, so cells both commands run train once)",
+    )
+    dry_run: bool = opt(False, "print the cells without running them")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "only", tuple(dict.fromkeys(self.only)))
+        _check_folder("--out", self.out)
+
+
+@dataclass(frozen=True)
+class BenchArgs:
+    """``shortlist bench``."""
+
+    only: tuple[str, ...] = opt((), "conditions for the per-condition timings (empty: every study condition)")
+    out: str = opt("results/bench.md", "markdown file the figures are written to")
+    queries: int = opt(100_000, "ranked lists in the batch-evaluation benchmark")
+    depth: int = opt(100, "list length (= depth cap) in the batch-evaluation benchmark")
+    env_steps: int = opt(200_000, "environment steps timed (single env, random actions)")
+    dqn_steps: int = opt(10_000, "DQN training steps timed")
+    tabular_episodes: int = opt(_TAB.episodes, "tabular Q-learning training episodes per condition")
+    repeats: int = opt(3, "repeats of each fast measurement (the best is reported)")
+    seed: int = opt(0, "seed of the synthetic scores, the random actions and the learners")
+
+    def __post_init__(self) -> None:
+        for name in ("queries", "depth", "env_steps", "dqn_steps", "tabular_episodes", "repeats"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class TuneArgs:
+    """``shortlist tune``: DQN settings compared on an inner validation split of the training queries."""
+
+    benchmark: str = opt("bfcl", "benchmark")
+    scorer: str = opt("bm25", "scorer")
+    variant: str = opt("", "candidate-set variant (empty: the benchmark's main rule)")
+    grid: tuple[str, ...] = opt((), "DQNConfig fields and values, e.g. train_freq=1,4 (empty: the defaults only)")
+    seeds: tuple[int, ...] = opt(DEFAULT_SEEDS, "seeds")
+    reward: str = opt("bor", "training reward", choices=REWARD_KINDS)
+    step_cost: float | None = opt(None, "step cost (default: the condition's paper setting)")
+    gamma: float | None = opt(None, "discount (default: the condition's paper setting)")
+    out: str = opt("results/tuning", "output folder")
+    data_dir: str | None = opt(None, "benchmark data folder ($SHORTLIST_DATA_DIR, else ~/.cache/shortlist-depth/data)")
+    cache_dir: str | None = opt(None, "cache folder ($SHORTLIST_CACHE_DIR, else ~/.cache/shortlist-depth/cache)")
+
+    def __post_init__(self) -> None:
+        _check_seeds("--seeds", self.seeds)
+        if self.reward not in REWARD_KINDS:
+            raise ValueError(f"unknown reward {self.reward!r}; expected one of {', '.join(REWARD_KINDS)}")
+        _check_folder("--out", self.out)
+
+
+@dataclass(frozen=True)
+class DataListArgs:
+    """``shortlist data list``."""
+
+    data_dir: str | None = opt(None, "data folder ($SHORTLIST_DATA_DIR, else ~/.cache/shortlist-depth/data)")
+    cache_dir: str | None = opt(
+        None,
+        "cache folder, where the BFCL wheel is downloaded ($SHORTLIST_CACHE_DIR, else ~/.cache/shortlist-depth/cache)",
+    )
+
+
+@dataclass(frozen=True)
+class DataFetchArgs(DataListArgs):
+    """``shortlist data fetch NAME``."""
+
+    name: str = opt("", "dataset to download and verify: metatool, toolbench or bfcl", positional=True)
+
+    def __post_init__(self) -> None:
+        from benchmarks import data
+
+        if self.name not in data.dataset_names():
+            raise ValueError(f"unknown dataset {self.name!r}; expected one of {', '.join(data.dataset_names())}")

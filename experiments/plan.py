@@ -1,0 +1,312 @@
+"""The study plan: which conditions, methods and seeds each command runs, and the stated goals.
+
+Everything a reader needs to know about *what* the study runs is here, as plain data:
+the paper's conditions with their episode settings (:data:`PLANS`), the registry-size
+sweeps (:data:`SWEEPS`), the method lists of ``reproduce`` and ``compare``, and the goal
+thresholds checked in the reports. :func:`cells_for` turns plans into cells.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from agents import registry
+from agents.dqn import DQNConfig
+from agents.tabular import TabularConfig
+from benchmarks.names import ConditionId
+from benchmarks.synthetic import SyntheticSpec
+from envs import EpisodeConfig
+from experiments.config import Cell, MethodSpec
+
+FIXED_KS = (1, 3, 5, 10, 20, 50)
+"""Fixed-K baselines of the study (the paper's grid)."""
+SWEEP_FIXED_KS = (1, 5, 10)
+"""Fixed-K baselines at registry-size sweep points."""
+DEFAULT_SEEDS = (42, 123, 456)
+"""Training seeds of the study."""
+
+
+@dataclass(frozen=True)
+class ConditionPlan:
+    """A condition of the study and how the paper trained on it."""
+
+    condition: ConditionId
+    step_cost: float = 0.01
+    gamma: float = 0.95
+    constant_reward: bool = False
+    """Also train the constant-reward ablation (the paper's BFCL+BM25 F1 row)."""
+    suite: str = "main"
+    """``main`` (the paper's table), ``multi`` (several relevant tools), ``sweep`` (a registry-size
+    sweep point: BoR-DQN and fixed K in :data:`SWEEP_FIXED_KS`) or ``synthetic`` (the
+    controlled-difficulty study: every applicable peer and limit, tabular Q, DQN on :data:`DQN_SUBSET`)."""
+
+    @property
+    def name(self) -> str:
+        return self.condition.name
+
+    @property
+    def sweep_only(self) -> bool:
+        return self.suite == "sweep"
+
+
+def _plan(name: str, **kw: object) -> ConditionPlan:
+    return ConditionPlan(ConditionId.parse(name), **kw)  # type: ignore[arg-type]
+
+
+#: The paper's main-table conditions (SPEC section 6), in report order, with its per-condition settings.
+MAIN_PLANS: tuple[ConditionPlan, ...] = (
+    _plan("bfcl-bm25", step_cost=0.005, constant_reward=True),
+    _plan("bfcl-minilm"),
+    _plan("metatool-bm25", gamma=1.0),
+    _plan("metatool-minilm"),
+    _plan("metatool-minilm-top20"),
+    _plan("metatool-minilm-top50"),
+    _plan("metatool-minilm-top100"),
+    _plan("toolbench-minilm"),
+)
+MAIN_CONDITIONS: tuple[str, ...] = tuple(p.name for p in MAIN_PLANS)
+
+#: Registry-size sweep: family -> [(N, condition)], random sub-registries that always hold the
+#: query's gold tool (``sub<N>``), plus the MetaTool top-distractor sets and the full registries.
+SWEEPS: dict[str, list[tuple[int, str]]] = {
+    "metatool": [(20, "metatool-minilm-top20"), (50, "metatool-minilm-top50"), (100, "metatool-minilm-top100")],
+    "toolbench": [
+        (20, "toolbench-minilm-sub20"),
+        (50, "toolbench-minilm-sub50"),
+        (100, "toolbench-minilm-sub100"),
+        (500, "toolbench-minilm-sub500"),
+        (1000, "toolbench-minilm-sub1000"),
+        (3406, "toolbench-minilm-full"),
+    ],
+    "bfcl": [
+        (20, "bfcl-bm25-sub20"),
+        (50, "bfcl-bm25-sub50"),
+        (100, "bfcl-bm25-sub100"),
+        (200, "bfcl-bm25-sub200"),
+        (370, "bfcl-bm25"),
+    ],
+}
+
+
+# ----------------------------------------------------------------------------- synthetic study (SPEC: a
+# controlled-difficulty benchmark with a known optimum, see benchmarks/synthetic.py and agents/bayes.py)
+
+#: The base point every axis passes through: N = 100, d' = 2, normal noise, seeded 70/30 split of 2,000 queries.
+SYNTHETIC_BASE = SyntheticSpec(n=100, separation=2.0)
+
+
+def _v(**changes: object) -> str:
+    fields = {**SYNTHETIC_BASE.as_dict(), **changes}
+    return SyntheticSpec(**fields).variant
+
+
+#: axis -> (x field of the spec, variants in x order). The base variant appears on several axes.
+SYNTHETIC_AXES: dict[str, tuple[str, list[str]]] = {
+    "difficulty": ("separation", [_v(separation=s) for s in (0.5, 1.0, 2.0, 3.0, 4.0)]),
+    "distractors": (
+        "distribution",
+        [_v(), _v(distribution="student-t", df=3.0), _v(ties=0.25)],
+    ),
+    # fixed test size: n_queries = train + 1000, so every point is scored on 1,000 test queries
+    "train": ("train", [_v(train=m, n_queries=m + 1000) for m in (25, 50, 100, 200, 400, 800)]),
+    "noise": ("noise", [_v(noise=p) for p in (0.0, 0.1, 0.2, 0.3)]),
+}
+
+#: Every variant the study runs (16 conditions), in axis order without repeats.
+SYNTHETIC_GRID: list[str] = list(dict.fromkeys(v for _, vs in SYNTHETIC_AXES.values() for v in vs))
+
+#: DQN is too slow for the whole grid on 2 cores: it runs on the difficulty axis only.
+DQN_SUBSET: list[str] = list(SYNTHETIC_AXES["difficulty"][1])
+
+
+def base_plan(condition: ConditionId) -> ConditionPlan:
+    """The plan of ``condition``: its own, else its base condition's settings, else the defaults."""
+    main = {p.name: p for p in MAIN_PLANS}
+    if condition.name in main:
+        return main[condition.name]
+    base = main.get(condition.base.name)
+    if base is None:
+        return ConditionPlan(condition)
+    return ConditionPlan(condition, base.step_cost, base.gamma)
+
+
+def _sweep_plans() -> tuple[ConditionPlan, ...]:
+    main = set(MAIN_CONDITIONS)
+    names = [name for points in SWEEPS.values() for _, name in points if name not in main]
+    return tuple(replace(base_plan(ConditionId.parse(n)), suite="sweep") for n in dict.fromkeys(names))
+
+
+#: MetaTool's multi-tool queries (R = 2): both scorers, MetaTool's candidate-set rule for several gold tools.
+MULTI_PLANS: tuple[ConditionPlan, ...] = tuple(
+    replace(base_plan(ConditionId("metatool", s, "multi")), suite="multi") for s in ("bm25", "minilm")
+)
+SYNTHETIC_PLANS: tuple[ConditionPlan, ...] = tuple(
+    ConditionPlan(ConditionId("synthetic", "gen", v), suite="synthetic") for v in SYNTHETIC_GRID
+)
+
+#: Every condition ``shortlist reproduce`` runs, in report order.
+PLANS: dict[str, ConditionPlan] = {p.name: p for p in (*MAIN_PLANS, *MULTI_PLANS, *_sweep_plans(), *SYNTHETIC_PLANS)}
+
+# ----------------------------------------------------------------------------- methods
+
+#: Learned agents of ``shortlist compare`` and the ones whose goal is checked ("the BoR agent").
+COMPARE_AGENTS: tuple[MethodSpec, ...] = (
+    MethodSpec("dqn", "bor"),
+    MethodSpec("tabular", "bor"),
+    MethodSpec("dqn", "f1"),
+)
+BOR_AGENTS: tuple[str, ...] = ("bor-dqn", "bor-tabular")
+#: Methods drawn in the per-bucket figures of the study and of the comparison.
+STUDY_BUCKET_METHODS = ("bor-dqn", "f1-dqn", "constant-dqn", "bor-tabular", "fixed-1", "fixed-5")
+COMPARE_BUCKET_METHODS = (
+    "bor-dqn",
+    "bor-tabular",
+    "f1-dqn",
+    "gap-tail10-buffer5",
+    "bor-threshold",
+    "bor-greedyk",
+    "bor-choppy",
+    "bor-dp",
+    "oracle",
+)
+#: Goal thresholds, stated before running and reported either way.
+GOAL_FRACTION_OF_DP = 0.9
+
+
+def methods_for(plan: ConditionPlan, agents: Sequence[str] = ("dqn", "tabular", "fixed")) -> list[MethodSpec]:
+    """``reproduce``'s methods: BoR-DQN, F1-DQN (+ constant-DQN where the paper used it), BoR-tabular, fixed K;
+    on sweep points BoR-DQN and a few fixed K; on synthetic conditions :func:`synthetic_methods`."""
+    if plan.suite == "sweep":
+        return [MethodSpec("dqn", "bor"), *(MethodSpec("fixed", "bor", k) for k in SWEEP_FIXED_KS)]
+    if plan.suite == "synthetic":
+        return synthetic_methods(plan)
+    out: list[MethodSpec] = []
+    if "dqn" in agents:
+        out += [MethodSpec("dqn", "bor"), MethodSpec("dqn", "f1")]
+        if plan.constant_reward:
+            out.append(MethodSpec("dqn", "constant"))
+    if "tabular" in agents:
+        out.append(MethodSpec("tabular", "bor"))
+    if "fixed" in agents:
+        out += [MethodSpec("fixed", "bor", k) for k in FIXED_KS]
+    return out
+
+
+def _applicable(group: registry.Group, benchmark: str) -> list[MethodSpec]:
+    return [MethodSpec(k) for k in registry.kinds(group) if registry.KINDS[k].applies_to(benchmark)]
+
+
+def compare_methods(benchmark: str = "") -> list[MethodSpec]:
+    """``compare``'s methods on ``benchmark``: the agents, every applicable registered peer and limit,
+    and fixed K, in report order."""
+    peers, limits = _applicable("peer", benchmark), _applicable("limit", benchmark)
+    return [*COMPARE_AGENTS, *peers, *limits, *(MethodSpec("fixed", "bor", k) for k in FIXED_KS)]
+
+
+def synthetic_methods(plan: ConditionPlan) -> list[MethodSpec]:
+    """The synthetic study's methods: BoR tabular Q (+ BoR-DQN on :data:`DQN_SUBSET`), every applicable
+    peer and limit (the Bayes optimum among them) and fixed K."""
+    dqn = [MethodSpec("dqn", "bor")] if plan.condition.variant in DQN_SUBSET else []
+    bench = plan.condition.benchmark
+    return [
+        *dqn,
+        MethodSpec("tabular", "bor"),
+        *_applicable("peer", bench),
+        *_applicable("limit", bench),
+        *(MethodSpec("fixed", "bor", k) for k in FIXED_KS),
+    ]
+
+
+def cells_for(
+    plans: Sequence[ConditionPlan],
+    seeds: Sequence[int],
+    methods: dict[str, list[MethodSpec]] | None = None,
+    *,
+    dqn: DQNConfig | None = None,
+    tabular: TabularConfig | None = None,
+    step_cost: float | None = None,
+    gamma: float | None = None,
+    max_depth: int | None = None,
+    split_seed: int = 0,
+    buckets: str = "",
+    options: tuple[tuple[str, str], ...] = (),
+) -> list[Cell]:
+    """Every (condition, method, seed) cell; explicit step_cost/gamma override the plan's."""
+    cells = []
+    for plan in plans:
+        episode = EpisodeConfig(
+            step_cost=plan.step_cost if step_cost is None else step_cost,
+            gamma=plan.gamma if gamma is None else gamma,
+            max_depth=max_depth,
+        )
+        for m in (methods or {}).get(plan.name) or methods_for(plan):
+            for seed in seeds:
+                cells.append(
+                    Cell(
+                        plan.condition,
+                        m,
+                        int(seed),
+                        episode,
+                        dqn or DQNConfig(),
+                        tabular or TabularConfig(),
+                        split_seed,
+                        buckets,
+                        options,
+                    )
+                )
+    return cells
+
+
+def _split_by_seed(plan: ConditionPlan, methods: list[MethodSpec], seeds: Sequence[int], learn: dict) -> list[Cell]:
+    """Stochastic methods on every seed, deterministic ones on the first (other seeds repeat it)."""
+    if not seeds:
+        raise ValueError("give at least one seed")
+    stoch = [m for m in methods if m.kind.stochastic]
+    det = [m for m in methods if not m.kind.stochastic]
+    cells = cells_for([plan], seeds, {plan.name: stoch}, **learn) if stoch else []
+    return cells + (cells_for([plan], list(seeds)[:1], {plan.name: det}, **learn) if det else [])
+
+
+def study_cells(plans: Sequence[ConditionPlan], seeds: Sequence[int], **learn: object) -> list[Cell]:
+    """``reproduce``'s cells: every method on every seed, except on synthetic conditions, where
+    deterministic methods run once (the first seed)."""
+    cells: list[Cell] = []
+    for plan in plans:
+        if plan.suite == "synthetic":
+            cells += _split_by_seed(plan, methods_for(plan), seeds, learn)
+        else:
+            cells += cells_for([plan], seeds, **learn)  # type: ignore[arg-type]
+    return cells
+
+
+def compare_cells(plans: Sequence[ConditionPlan], seeds: Sequence[int], **learn: object) -> list[Cell]:
+    """Every cell of the comparison: stochastic methods on all seeds, the rest on the first."""
+    if not seeds:
+        raise ValueError("give at least one seed")
+    cells: list[Cell] = []
+    for plan in plans:
+        cells += _split_by_seed(plan, compare_methods(plan.condition.benchmark), seeds, learn)
+    return cells
+
+
+def resolve_plans(
+    only: Sequence[str], suites: Sequence[str] = ("main", "multi", "sweep", "synthetic")
+) -> list[ConditionPlan]:
+    """Plans named in ``only`` (ValueError naming unknown ones); default every plan of ``suites``."""
+    unknown = [c for c in only if c not in PLANS]
+    if unknown:
+        raise ValueError(f"unknown condition(s) {unknown}; expected some of {', '.join(PLANS)}")
+    if only:
+        return [PLANS[c] for c in dict.fromkeys(only)]
+    return [p for p in PLANS.values() if p.suite in suites]
+
+
+#: ``compare`` and ``bench`` default to these suites (the sweep points and the synthetic study have their own reports).
+COMPARE_SUITES = ("main", "multi")
+
+
+def condition_order(conds: Sequence[str]) -> list[str]:
+    """Conditions in plan order, unknown ones after, sorted."""
+    known = [c for c in PLANS if c in conds]
+    return known + sorted(c for c in set(conds) if c not in PLANS)

@@ -1,0 +1,67 @@
+"""Markdown rendering helpers shared by every generated README (compute lives in :mod:`.tables`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from agents.evaluation import BUCKET_ORDER
+
+
+def fmt(x: object, lo: float | None = None, hi: float | None = None, nd: int = 2) -> str:
+    """``x`` to ``nd`` decimals with `` [lo, hi]`` when the interval is finite and not empty;
+    ``-`` for missing values, ``inf``/``-inf`` for infinities."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if isinstance(x, float) and math.isinf(x):
+        return "-inf" if x < 0 else "inf"
+    s = f"{float(x):.{nd}f}"  # type: ignore[arg-type]
+    if lo is not None and hi is not None and not (math.isnan(lo) or math.isnan(hi)) and hi - lo > 0:
+        s += f" [{lo:.{nd}f}, {hi:.{nd}f}]"
+    return s
+
+
+def ci(row: pd.Series, col: str, nd: int = 2, scale: float = 1.0) -> str:
+    """``row[col]`` with its ``_lo``/``_hi`` interval, optionally scaled (e.g. to percent)."""
+    return fmt(scale * row[col], scale * row[f"{col}_lo"], scale * row[f"{col}_hi"], nd)
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+    """A markdown table (cells already formatted as text)."""
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return out
+
+
+def bucket_table(buckets: pd.DataFrame, condition: str, methods: Sequence[str]) -> list[str]:
+    """Per difficulty bucket, ``found % / mean K`` (means over seeds) of ``methods`` on one condition."""
+    b = buckets[(buckets["condition"] == condition) & buckets["method"].isin(methods)]
+    pb = (
+        b.groupby(["method", "bucket"])
+        .agg(n=("n", "first"), found=("found_pct", "mean"), k=("mean_k", "mean"))
+        .reset_index()
+    )
+    present = [x for x in BUCKET_ORDER if x in set(pb["bucket"])]
+    ns = {bk: int(pb[pb["bucket"] == bk]["n"].iloc[0]) for bk in present}
+    rows = []
+    for m in methods:
+        if m not in set(pb["method"]):
+            continue
+        cells = []
+        for bk in present:
+            r = pb[(pb["method"] == m) & (pb["bucket"] == bk)]
+            cells.append(f"{r['found'].iloc[0]:.1f} / {r['k'].iloc[0]:.2f}" if len(r) else "-")
+        rows.append([m, *cells])
+    return [
+        "Per difficulty bucket (the scorer's rank of the gold tool), found % / mean K, mean over seeds:",
+        "",
+        *table(["method", *(f"{bk} (n={ns[bk]})" for bk in present)], rows),
+    ]
+
+
+def figure_line(alt: str, png: str, caption: str = "") -> str:
+    """An image line with its sibling CSV named (every figure has one)."""
+    csv = png.rsplit(".", 1)[0] + ".csv"
+    return f"![{alt}]({png}) {caption + ' ' if caption else ''}(numbers: `{csv}`)"

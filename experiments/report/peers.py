@@ -1,0 +1,326 @@
+"""The peers README of ``shortlist compare``: the BoR agents beside practitioners' peers and the limits.
+
+Renders the tables of :mod:`experiments.report.tables` (computed there) and writes them, the
+figures, the manifest and README.md into the comparison folder.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from agents import registry
+from experiments.config import MethodSpec, method_group
+from experiments.figures import bucket_figure, candidate_set_size, pareto_figure
+from experiments.io import atomic_write_csv, atomic_write_text, write_manifest
+from experiments.plan import BOR_AGENTS, COMPARE_BUCKET_METHODS, condition_order
+from experiments.report.markdown import bucket_table, ci, figure_line, fmt
+from experiments.report.tables import (
+    aggregate_with_groups,
+    bucket_aggregate,
+    dp_table,
+    goal_checks,
+    limits_table,
+    paired_differences,
+)
+
+GROUP_ORDER: dict[str, int] = {g: i for i, g in enumerate(registry.GROUPS)}
+
+
+def _describe(method: str) -> str:
+    spec = MethodSpec.parse(method)
+    if spec.kind.config is not None and spec.agent == "fixed":
+        return f"always the top {spec.k}"
+    text = spec.kind.description
+    return f"{text}; trained with the {spec.reward.upper()} reward" if spec.kind.uses_reward else text
+
+
+def _condition_section(
+    cond: str,
+    agg: pd.DataFrame,
+    limits: pd.DataFrame,
+    bagg: pd.DataFrame,
+    goals: pd.DataFrame,
+    dp: pd.DataFrame,
+    pareto: pd.DataFrame,
+    paired: pd.DataFrame,
+) -> list[str]:
+    a = agg[agg["condition"] == cond].copy()
+    a["_o"] = a["group"].map(GROUP_ORDER)
+    a = a.sort_values(["_o", "mean_reward"], ascending=[True, False])
+    lim = limits[limits["condition"] == cond].set_index("method")
+    lines = [
+        f"## {cond}",
+        "",
+        "| method | group | seeds | found % | mean K | BoR bits | mean reward | % of bor-dp | % of oracle |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for _, r in a.iterrows():
+        m = r["method"]
+        fd = lim.loc[m, "frac_dp"] * 100 if m in lim.index else math.nan
+        fo = lim.loc[m, "frac_oracle"] * 100 if m in lim.index else math.nan
+        lines.append(
+            f"| {m} | {r['group']} | {int(r['n_seeds'])} | {ci(r, 'found_pct', 1)} | {ci(r, 'mean_k')} | "
+            f"{ci(r, 'bor_bits')} | {ci(r, 'mean_reward', 3)} | {fmt(fd, nd=1)} | {fmt(fo, nd=1)} |"
+        )
+    idx = a.set_index("method")
+    peers = idx[idx["group"] == "peer"]
+    fixed = idx[idx["group"] == "baseline"]
+    lines += [
+        "",
+        '**Where the BoR agent wins and where it does not** (point estimates; "within seed noise" '
+        "means the peer's value lies inside the agent's bootstrap interval):",
+        "",
+    ]
+    for agent in BOR_AGENTS:
+        if agent not in idx.index:
+            continue
+        me = idx.loc[agent]
+        lo, hi = me["mean_reward_lo"], me["mean_reward_hi"]
+
+        def noise(v: float, lo: float = lo, hi: float = hi) -> str:
+            return " (within seed noise)" if lo < hi and lo <= v <= hi else ""
+
+        better = peers[peers["mean_reward"] >= me["mean_reward"]].sort_values("mean_reward", ascending=False)
+        worse = peers[peers["mean_reward"] < me["mean_reward"]].sort_values("mean_reward", ascending=False)
+        text = (
+            f"- {agent} earns {fmt(me['mean_reward'], lo, hi, 3)} mean reward "
+            f"({me['found_pct']:.1f}% found at mean K {me['mean_k']:.2f}, {me['bor_bits']:.2f} BoR bits). "
+        )
+        if better.empty:
+            text += (
+                f"It beats every peer on mean reward; the closest is {worse.index[0]} "
+                f"({worse.iloc[0]['mean_reward']:.3f}{noise(worse.iloc[0]['mean_reward'])}). "
+            )
+        else:
+            text += (
+                "Peers as good or better on mean reward: "
+                + ", ".join(f"{m} {r['mean_reward']:.3f}{noise(r['mean_reward'])}" for m, r in better.iterrows())
+                + f". It beats the other {len(worse)} peers. "
+            )
+        pr = paired[(paired["condition"] == cond) & (paired["agent"] == agent)].set_index("peer")
+        if len(pr):
+            best_peer = peers["mean_reward"].idxmax()
+            r = pr.loc[best_peer]
+            sign = (
+                "no clear difference"
+                if r["diff_lo"] <= 0 <= r["diff_hi"]
+                else ("the agent is ahead" if r["diff_lo"] > 0 else "the peer is ahead")
+            )
+            text += (
+                f"Against the best peer, {best_peer}: {agent} minus {best_peer} = {r['diff']:+.3f} "
+                f"[{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}] bits per query (paired bootstrap over the "
+                f"{int(r['n_queries'])} test queries: {sign}). "
+            )
+        fb = fixed[fixed["mean_reward"] >= me["mean_reward"]]
+        if len(fb):
+            text += (
+                "Fixed K at least as good (chosen with hindsight on the test split, so not a fair "
+                "peer; bor-greedyk is the train-chosen K): "
+                + ", ".join(f"{m} {r['mean_reward']:.3f}" for m, r in fb.iterrows())
+                + ". "
+            )
+        dom = peers[(peers["found_pct"] > me["found_pct"]) & (peers["mean_k"] < me["mean_k"])]
+        text += (
+            "No peer has both a higher found % and a lower mean K."
+            if dom.empty
+            else "Peers with both a higher found % and a lower mean K: "
+            + ", ".join(f"{m} ({r['found_pct']:.1f}% at K {r['mean_k']:.2f})" for m, r in dom.iterrows())
+            + "."
+        )
+        lines.append(text)
+    lines += ["", "**Gap to the limits:** "]
+    parts = []
+    for agent in (*BOR_AGENTS, "f1-dqn"):
+        if agent in lim.index:
+            r = lim.loc[agent]
+            parts.append(
+                f"{agent} reaches {ci(r, 'frac_dp', 1, 100)}% of bor-dp's mean test reward and "
+                f"{ci(r, 'frac_oracle', 1, 100)}% of the oracle's"
+            )
+    if "bor-dp" in idx.index and "oracle" in idx.index:
+        share = 100 * idx.loc["bor-dp", "mean_reward"] / idx.loc["oracle", "mean_reward"]
+        parts.append(
+            f"bor-dp itself reaches {share:.1f}% of the oracle's (the price of deciding from scores alone "
+            "on the tabular state)"
+        )
+    lines[-1] += "; ".join(parts) + "."
+    d = dp[dp["condition"] == cond]
+    if len(d):
+        lines += [
+            "",
+            "| DP policy | objective | value in its model (train) | realised on train | "
+            "mean reward (test) | states seen |",
+            "|---|---|---|---|---|---|",
+        ]
+        for _, r in d.iterrows():
+            lines.append(
+                f"| {r['method']} | {r['objective']} | {r['model_value_train']:.3f} | "
+                f"{r['realised_value_train']:.3f} | {r['mean_reward_test']:.3f} | {int(r['states_seen'])} |"
+            )
+        lines += [
+            "",
+            "The model value is optimal in the certainty-equivalent model of the tabular state; the realised "
+            "training value is lower where pooled states are not Markov (see `agents/oracle.py`). For "
+            "`dp-mdp` the values are discounted episode returns with step costs, not mean rewards.",
+        ]
+    g = goals[goals["condition"] == cond]
+    if len(g):
+        lines += ["", "**Goal check** (stated before running):", ""]
+        for _, r in g.iterrows():
+            mark = "met" if r["passed"] else "NOT met"
+            det = f" ({r['detail']})" if isinstance(r["detail"], str) and r["detail"] else ""
+            lines.append(f"- {r['agent']}: {r['check']}: {mark}{det}")
+    front = pareto[pareto["pareto"] & (pareto["kind"] != "iso_bor")].sort_values("mean_k")["method"].tolist()
+    lines += [
+        "",
+        figure_line(f"{cond} Pareto", f"figures/pareto_{cond}.png"),
+        "",
+        "Pareto front (oracle excluded), by increasing mean K: " + ", ".join(front) + ".",
+        "",
+        *bucket_table(bagg, cond, list(a["method"])),
+        "",
+        figure_line(f"{cond} buckets", f"figures/buckets_{cond}.png"),
+        "",
+    ]
+    return lines
+
+
+def write_compare_report(
+    out: Path,
+    per_query: pd.DataFrame,
+    summary: pd.DataFrame,
+    buckets: pd.DataFrame,
+    runs: Sequence[Path],
+    *,
+    command: str,
+    seeds: Sequence[int],
+    timings: dict[str, float] | None = None,
+) -> None:
+    """aggregate.csv, buckets_aggregate.csv, limits.csv, dp.csv, goals.csv, figures, manifest and README."""
+    t0 = time.perf_counter()
+    agg = aggregate_with_groups(summary)
+    atomic_write_csv(agg, out / "aggregate.csv")
+    bagg = bucket_aggregate(buckets)
+    atomic_write_csv(bagg, out / "buckets_aggregate.csv")
+    limits = limits_table(summary)
+    atomic_write_csv(limits, out / "limits.csv")
+    dp = dp_table(runs, summary)
+    atomic_write_csv(dp, out / "dp.csv")
+    goals = goal_checks(agg, limits)
+    atomic_write_csv(goals, out / "goals.csv")
+    paired = paired_differences(per_query)
+    atomic_write_csv(paired, out / "paired.csv")
+    conds = condition_order(agg["condition"].unique())
+    paretos = {}
+    for cond in conds:
+        try:
+            n: int | None = candidate_set_size(per_query, cond)
+        except ValueError:
+            n = None  # mixed N or several relevant items: no iso-BoR lines
+        paretos[cond] = pareto_figure(summary, cond, out / "figures" / f"pareto_{cond}.png", n=n)
+        present = set(agg.loc[agg["condition"] == cond, "method"])
+        bucket_figure(
+            buckets,
+            cond,
+            [m for m in COMPARE_BUCKET_METHODS if m in present],
+            out / "figures" / f"buckets_{cond}.png",
+        )
+    stoch = sorted({m for m in agg["method"] if MethodSpec.parse(m).kind.stochastic})
+    lines = [
+        "# Peers and limits: is RL with a BoR reward better than what practitioners already do?",
+        "",
+        "Generated by `shortlist compare` from the run directories under `runs/` (each with its config, "
+        "command and manifest); do not edit by hand. Every number is on the test split. Methods trained "
+        "or tuned on data saw only the training split. Stochastic methods (" + ", ".join(stoch) + ") ran "
+        f"with seeds {', '.join(map(str, seeds))}; deterministic ones ran once (seed {seeds[0]}). Brackets: "
+        'seeded bootstrap 95% interval over seeds. "Mean reward" is the mean per-query BoR reward '
+        '(found x -log2 P_rand(K)); "BoR bits" the aggregate log2(mean found / mean P_rand); they can rank '
+        "methods differently.",
+        "",
+        f"Command: `{command}`",
+        "",
+        "## Summary",
+        "",
+        "Goal, stated before running and reported either way: the BoR agent's mean test reward is at least "
+        "that of every non-oracle peer on every condition and within 10% of the exact optimal-stopping policy "
+        "(bor-dp); no peer reaches both a higher found % and a lower mean K.",
+        "",
+        "| condition | agent | mean reward | best peer (mean reward) | >= every peer | % of bor-dp | "
+        ">= 90% of bor-dp | % of oracle | no peer dominates |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    met = {"reward": 0, "dp": 0, "pareto": 0}
+    total = 0
+    for cond in conds:
+        a = agg[agg["condition"] == cond].set_index("method")
+        peers = a[a["group"] == "peer"]
+        for agent in BOR_AGENTS:
+            if agent not in a.index:
+                continue
+            g = goals[(goals["condition"] == cond) & (goals["agent"] == agent)].set_index("check")
+            lim = limits[(limits["condition"] == cond) & (limits["method"] == agent)].iloc[0]
+            ok = [bool(g["passed"].iloc[i]) for i in range(3)]
+            total += 1
+            met["reward"] += ok[0]
+            met["dp"] += ok[1]
+            met["pareto"] += ok[2]
+            bp = peers["mean_reward"].idxmax()
+            lines.append(
+                f"| {cond} | {agent} | {ci(a.loc[agent], 'mean_reward', 3)} | "
+                f"{bp} {peers.loc[bp, 'mean_reward']:.3f} | {'yes' if ok[0] else 'no'} | {100 * lim['frac_dp']:.1f} | "
+                f"{'yes' if ok[1] else 'no'} | {100 * lim['frac_oracle']:.1f} | {'yes' if ok[2] else 'no'} |"
+            )
+    lines += [
+        "",
+        f"Over {total} (condition, BoR agent) pairs: at least every peer's mean reward in {met['reward']}, "
+        f"within 10% of bor-dp in {met['dp']}, undominated by every peer in {met['pareto']}.",
+        "",
+        "## Methods",
+        "",
+    ]
+    for m in sorted(agg["method"].unique(), key=lambda x: (GROUP_ORDER[method_group(x)], x)):
+        lines.append(f"- `{m}` ({method_group(m)}): {_describe(m)}")
+    lines += [
+        "",
+        "bor-dp is the best stationary STOP/CONTINUE rule on the tabular agent's discretised state in the "
+        "model estimated from the training split (exact dynamic programming, mean reward objective); "
+        "bor-dp-mdp solves the same model for the RL agents' own objective (discounted return with step "
+        "costs). The oracle stops at the gold rank and is the ceiling for every policy.",
+        "",
+    ]
+    for cond in conds:
+        lines += _condition_section(cond, agg, limits, bagg, goals, dp, paretos[cond], paired)
+    wall = []
+    for run in runs:
+        man = json.loads((run / "manifest.json").read_text())
+        cfg = json.loads((run / "config.json").read_text())
+        wall.append({"method": cfg["method"], "seconds": float(man.get("wall_seconds", math.nan))})
+    w = pd.DataFrame(wall).groupby("method")["seconds"].agg(["count", "sum"]).sort_values("sum", ascending=False)
+    lines += [
+        "## Wall time",
+        "",
+        "Per method, summed over its run directories (from their manifests; resumed "
+        "cells keep the time of the run that made them):",
+        "",
+        "| method | runs | seconds |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {m} | {int(r['count'])} | {r['sum']:.1f} |" for m, r in w.iterrows()]
+    lines += [f"| total | {int(w['count'].sum())} | {w['sum'].sum():.1f} |", ""]
+    if timings:  # this invocation's timings go to the manifest only, so the README is reproducible
+        timings = {**timings, "report": time.perf_counter() - t0}
+    atomic_write_text(out / "README.md", "\n".join(lines))
+    write_manifest(
+        out / "manifest.json",
+        command=command,
+        conditions=conds,
+        seeds=list(seeds),
+        runs=[p.name for p in runs],
+        timings_seconds=timings or {},
+    )
