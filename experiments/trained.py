@@ -50,7 +50,11 @@ def read_run_config(run_dir: str | Path) -> dict[str, Any]:
                 raise TypeError(f"{key!r} must be an integer, got {v!r}")
         if not isinstance(cfg["method"], str):
             raise TypeError(f"'method' must be a string, got {cfg['method']!r}")
-        MethodSpec.parse(cfg["method"])
+        spec = MethodSpec.parse(cfg["method"])
+        if cfg["agent"] != spec.kind.name:
+            raise ValueError(f"'agent' {cfg['agent']!r} disagrees with method {cfg['method']!r}")
+        if "k" in cfg and cfg["k"] != (spec.k or None):
+            raise ValueError(f"'k' {cfg['k']!r} disagrees with method {cfg['method']!r}")
         if not isinstance(cfg["episode"], dict):
             raise TypeError("'episode' must be an object")
         EpisodeConfig(**cfg["episode"])

@@ -48,7 +48,13 @@ def test_oracle_reward_is_a_ceiling_on_a_condition(bfcl) -> None:
 
     cfg = EpisodeConfig(step_cost=0.005, max_depth=50)
     oracle = evaluate(HindsightOracle(), bfcl.test, cfg)["reward"].to_numpy()
-    policies = [registry.make(f, "bor") for f in sorted(registry.FAMILIES) if f not in ("choppy", "oracle")]
+    cheap = [
+        k
+        for k, kind in registry.KINDS.items()
+        if kind.group in ("peer", "limit") and kind.applies_to("bfcl") and k not in ("choppy", "oracle")
+    ]
+    assert {"gap", "threshold", "dp"} <= set(cheap)
+    policies = [registry.make(k, "bor") for k in cheap]
     policies += [
         CutoffModel("bor", ChoppyConfig(epochs=30)),
         TabularQ("bor", TabularConfig(episodes=500)),

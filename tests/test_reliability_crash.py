@@ -309,7 +309,7 @@ def test_two_processes_fill_the_same_score_cache(tmp_path: Path) -> None:
     assert [p.returncode for p in procs] == [0, 0], errs
     for t in TABLES:
         assert (tmp_path / "a" / t).read_bytes() == (tmp_path / "b" / t).read_bytes()
-    entries = sorted(cache.iterdir())
+    entries = sorted((cache / "scores").iterdir())
     assert [e.suffix for e in entries] == [".npy"], entries
     m = np.load(entries[0], allow_pickle=False)
     assert m.shape == (400, 370) and np.all(np.isfinite(m))

@@ -323,8 +323,8 @@ CLI_CASES: list[Bad] = [
     Bad("cli-arg:unknown-flag", args(*TRAIN_FIXED, "--frobnicate"), ("--frobnicate",), argparse=True),
     Bad("cli-arg:unknown-command", args("bake"), ("bake",), argparse=True),
     # ---------------------------------------------------------------- CLI arguments (values)
-    Bad("cli-value:--k=0", args("train", "--agent", "fixed", "--k", "0", "--seeds", "1"), ("k >= 1",)),
-    Bad("cli-value:--k=-3", args("train", "--agent", "fixed", "--k", "-3", "--seeds", "1"), ("k >= 1",)),
+    Bad("cli-value:--k=0", args("train", "--agent", "fixed", "--k", "0", "--seeds", "1"), ("--k must be >= 1",)),
+    Bad("cli-value:--k=-3", args("train", "--agent", "fixed", "--k", "-3", "--seeds", "1"), ("--k must be >= 1",)),
     Bad("cli-value:--workers=0", args(*TRAIN_FIXED, "--workers", "0"), ("workers",)),
     Bad("cli-value:--workers=-2", args(*TRAIN_FIXED, "--workers", "-2"), ("workers",)),
     Bad("cli-value:--gamma=nan", args(*TRAIN_FIXED, "--gamma", "nan"), ("gamma",)),
@@ -446,7 +446,7 @@ CLI_CASES: list[Bad] = [
         lambda t: ["evaluate", "--run-dir", "RUN:tabular", "--split", "dev"],
         ("--split",),
     ),
-    Bad("cli-value:evaluate--run-dir=''", args("evaluate"), ("not a run directory",)),
+    Bad("cli-arg:evaluate-without--run-dir", args("evaluate"), ("--run-dir",), argparse=True),
     # ---------------------------------------------------------------- TREC run files
     Bad("trec-run:empty", with_run(run_lines=[]), ("run.txt", "empty")),
     Bad("trec-run:blank-lines-only", with_run(run_lines=["", "   ", ""]), ("run.txt", "empty")),
@@ -728,7 +728,7 @@ def test_cli_user_error(
     extra = [] if "--out" in argv else ["--out", str(out)]
     if argv and argv[0] in ("train", "reproduce", "evaluate") and "--cache-dir" not in argv:
         extra += ["--cache-dir", cache_dir]
-    if argv and argv[0] in ("train", "reproduce", "evaluate"):
+    if argv and argv[0] in ("train", "reproduce"):
         extra += ["--no-progress"]
     res = run_cli([*argv, *extra], capsys)
     _check_user_error(res, case.id, case.needles, case.argparse)
@@ -751,9 +751,7 @@ def test_evaluate_user_error(
     shutil.copytree(trained_runs[which], run)
     mutate(run)
     out = tmp_path / "eval-out"
-    res = run_cli(
-        ["evaluate", "--run-dir", str(run), "--out", str(out), "--cache-dir", cache_dir, "--no-progress"], capsys
-    )
+    res = run_cli(["evaluate", "--run-dir", str(run), "--out", str(out), "--cache-dir", cache_dir], capsys)
     _check_user_error(res, case_id, needles, False)
     assert not out.exists()
 
@@ -811,7 +809,7 @@ def test_corrupt_score_cache_is_recomputed_end_to_end(tmp_path: Path, capsys: py
     cache = tmp_path / "cache"
     argv = ["train", "--agent", "fixed", "--k", "1", "5", "--seeds", "1", "--no-progress", "--cache-dir", str(cache)]
     assert run_cli([*argv, "--out", str(tmp_path / "clean")], capsys).code == 0
-    entries = sorted(cache.glob("*.npy"))
+    entries = sorted((cache / "scores").glob("*.npy"))
     assert entries
     import numpy as np
 
@@ -1210,7 +1208,7 @@ def test_saved_dqn_agent_from_a_foreign_folder_never_executes_code(
     marker = tmp_path / "code-was-executed"
     _malicious_sb3_zip(trained_runs["dqn"] / "agent.zip", run / "agent.zip", marker)
     run_cli(
-        ["evaluate", "--run-dir", str(run), "--out", str(tmp_path / "ev"), "--cache-dir", cache_dir, "--no-progress"],
+        ["evaluate", "--run-dir", str(run), "--out", str(tmp_path / "ev"), "--cache-dir", cache_dir],
         capsys,
     )
     assert not marker.exists(), "loading agent.zip from a user-supplied folder executed pickled code"
