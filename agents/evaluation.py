@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from agents.base import DepthPolicy
 from envs import EpisodeConfig, RankedQuery
@@ -112,6 +112,24 @@ def evaluate(
     return score_depths(queries, depths, buckets, config.step_cost)
 
 
+def depth_spread(k: ArrayLike, n: ArrayLike) -> dict[str, float]:
+    """The spread of chosen depths, not only their mean.
+
+    ``median_k``, ``p90_k`` (90th percentile, linear interpolation) and ``whole_list_pct``:
+    the % of queries whose shortlist is the whole candidate list (K = N), the runaway a mean
+    K hides.
+    """
+    kk = np.asarray(k, dtype=np.float64)
+    nn = np.broadcast_to(np.asarray(n, dtype=np.float64), kk.shape)
+    if kk.size == 0:
+        return {"median_k": math.nan, "p90_k": math.nan, "whole_list_pct": math.nan}
+    return {
+        "median_k": float(np.median(kk)),
+        "p90_k": float(np.quantile(kk, 0.9)),
+        "whole_list_pct": 100.0 * float(np.mean(kk >= nn)),
+    }
+
+
 def summary_row(rows: pd.DataFrame) -> dict[str, float]:
     """Aggregate metrics of one (condition, method, seed) group of per-query rows."""
     found = rows["found"].to_numpy()
@@ -122,6 +140,7 @@ def summary_row(rows: pd.DataFrame) -> dict[str, float]:
         "found_pct": 100.0 * float(found.mean()),
         "mean_k": float(k.mean()),
         "std_k": float(k.std()),
+        **depth_spread(k, n),
         "bor_bits": bor_aggregate(found, k, n, r),
         "bor_ceiling": bor_ceiling(k, n, r),
         "mean_reward": float(rows["reward"].mean()),
@@ -150,7 +169,7 @@ def summarise(per_query: pd.DataFrame, keys: Sequence[str] = KEYS) -> pd.DataFra
 
 
 def bucket_table(per_query: pd.DataFrame, keys: Sequence[str] = KEYS) -> pd.DataFrame:
-    """Per bucket: n, found %, mean K and std K, for each group of ``keys``."""
+    """Per bucket: n, found %, mean K, std K and :func:`depth_spread`, for each group of ``keys``."""
     rows = []
     for key, g in per_query.groupby([*keys, "bucket"], sort=True):
         rows.append(
@@ -160,6 +179,7 @@ def bucket_table(per_query: pd.DataFrame, keys: Sequence[str] = KEYS) -> pd.Data
                 "found_pct": 100.0 * float(g["found"].mean()),
                 "mean_k": float(g["k"].mean()),
                 "std_k": float(g["k"].std(ddof=0)),
+                **depth_spread(g["k"].to_numpy(), g["n"].to_numpy()),
             }
         )
     df = pd.DataFrame(rows)

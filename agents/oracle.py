@@ -388,7 +388,7 @@ register(
     group="limit",
     stochastic=False,
     uses_reward=False,
-    description="hindsight oracle: stop at the gold rank (reads labels; the ceiling)",
+    description="hindsight oracle: stop at the gold rank (reads labels; the ceiling of mean reward, not of BoR bits)",
     reads_labels=True,
 )
 register(
@@ -397,7 +397,7 @@ register(
     group="limit",
     stochastic=False,
     uses_reward=True,
-    description="exact optimal stopping on the tabular state, maximising mean training reward",
+    description="DP optimum of the tabular model estimated on train (mean reward; a reference, not a bound)",
 )
 register(
     "dp-mdp",
@@ -405,5 +405,5 @@ register(
     group="limit",
     stochastic=False,
     uses_reward=True,
-    description="exact optimal stopping on the tabular state for the RL episode return (gamma, step cost)",
+    description="DP optimum of the tabular model for the RL episode return (gamma, step cost; not a bound)",
 )

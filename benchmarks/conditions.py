@@ -5,8 +5,9 @@ A condition is named ``<benchmark>-<scorer>[-<variant>]`` (``bfcl-bm25``,
 the corpus, samples queries (seeded) where the rule says so, builds each query's
 candidate set, scores it through the on-disk score cache, ranks it
 (:meth:`RankedQuery.from_scores`: ties broken by candidate order, and candidates are
-always in registry order, so the gold tool never wins ties by construction) and
-makes the seeded 70/30 train/test split.
+always in registry order, so a tie is won by whichever tool comes first in the registry,
+the gold included: neither pessimistic nor optimistic for the gold, but a stable,
+documented rule) and makes the seeded 70/30 train/test split.
 
 Candidate-set rules (SPEC section 4), per benchmark and variant:
 

@@ -133,7 +133,7 @@ COMMANDS: tuple[Command, ...] = (
         "compare",
         (o.CompareArgs, o.LearnArgs, o.CommonArgs),
         _compare,
-        "BoR agents vs practitioner peers, the hindsight oracle and exact optimal stopping",
+        "BoR agents vs practitioner peers, the hindsight oracle and the DP optimum of the tabular model",
         "Writes OUT (default results/peers): tables, Pareto plots and a generated README.",
     ),
     Command(

@@ -16,6 +16,7 @@ from agents.dqn import DQNConfig
 from agents.tabular import TabularConfig
 from benchmarks.names import ConditionId
 from envs import EpisodeConfig
+from experiments.io import code_fingerprint
 from rewards import REWARD_KINDS
 
 
@@ -147,5 +148,7 @@ class Cell:
         return d
 
     def config_hash(self) -> str:
-        """sha256 of the resolved config: a result is reused only when this matches."""
-        return hashlib.sha256(json.dumps(self.resolved(), sort_keys=True).encode()).hexdigest()
+        """sha256 of the resolved config and of the package code (:func:`experiments.io.code_fingerprint`):
+        a result is reused only when both match."""
+        payload = {"config": self.resolved(), "code": code_fingerprint()}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()

@@ -9,6 +9,8 @@ byte-reproducible. This module imports neither torch nor the agents.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import platform
@@ -80,6 +82,24 @@ def write_tables(out: Path, tables: dict[str, pd.DataFrame]) -> None:
 # ----------------------------------------------------------------------------- provenance
 
 
+CODE_PACKAGES = ("rewards", "envs", "agents", "benchmarks", "experiments")
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """sha256 over the package's Python source (path and bytes of every ``*.py`` file).
+
+    Part of every cell's config hash, so a change to the code that produces a result never
+    reuses a cell computed by older code (a finished run is reused only when this matches).
+    """
+    h = hashlib.sha256()
+    for pkg in CODE_PACKAGES:
+        for path in sorted((REPO / pkg).rglob("*.py")):
+            h.update(path.relative_to(REPO).as_posix().encode() + b"\x00")
+            h.update(path.read_bytes() + b"\x00")
+    return h.hexdigest()
+
+
 def git_state() -> dict[str, object]:
     """Commit sha and dirty flag of the package checkout (None outside git)."""
     try:
@@ -136,6 +156,7 @@ def manifest(**fields: Any) -> dict[str, Any]:
         elif key.endswith("seconds") and isinstance(value, float):
             out[key] = round(value, 3)
     out.update(git_state())
+    out["code_fingerprint"] = code_fingerprint()
     out["versions"] = package_versions()
     out["machine"] = machine()
     out.setdefault("finished_utc", now_utc())

@@ -20,7 +20,8 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def run(args: list[str], cache_dir: str) -> int:
-    return main([*args, "--cache-dir", cache_dir, "--no-progress"])
+    quiet = [] if args[0] == "evaluate" else ["--no-progress"]  # evaluate shows no progress bar
+    return main([*args, "--cache-dir", cache_dir, *quiet])
 
 
 def test_train_fixed_writes_run_dirs_and_tables(tmp_path: Path, cache_dir: str) -> None:
@@ -221,3 +222,24 @@ def test_unknown_backend(tmp_path: Path, cache_dir: str, capsys: pytest.CaptureF
     )
     assert "unknown backend 'slurm'" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_changed_code_never_reuses_a_finished_cell(
+    tmp_path: Path, cache_dir: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cell key holds a fingerprint of the package code: after a code change the same
+    command re-runs the cell instead of reusing a result the new code did not produce."""
+    import experiments.config as config_module
+
+    args = ["train", "--agent", "fixed", "--k", "3", "--seeds", "1", "--out", str(tmp_path / "o")]
+    assert run(args, cache_dir) == 0
+    run_dir = tmp_path / "o" / "runs" / "bfcl-bm25__fixed-3__s1"
+    first = json.loads((run_dir / "manifest.json").read_text())
+    assert first["code_fingerprint"] == config_module.code_fingerprint()
+    stamp = (run_dir / "manifest.json").stat().st_mtime_ns
+    assert run(args, cache_dir) == 0
+    assert (run_dir / "manifest.json").stat().st_mtime_ns == stamp  # same code: reused
+    monkeypatch.setattr(config_module, "code_fingerprint", lambda: "0" * 64)
+    assert run(args, cache_dir) == 0
+    again = json.loads((run_dir / "manifest.json").read_text())
+    assert again["config_hash"] != first["config_hash"]  # changed code: recomputed

@@ -171,15 +171,22 @@ def test_pareto_front_and_limits_by_hand() -> None:
     k = np.array([1.0, 2.0, 3.0, 2.0, 1.0])
     # (85, 3) is dominated by (90, 2); (70, 1) by (80, 1); the two (90, 2) tie and both stay
     np.testing.assert_array_equal(pareto_front(found, k), [True, True, False, True, False])
-    summary = pd.DataFrame(
+    # two test queries; bor-dqn ran on two seeds (per query its reward is the mean over seeds)
+    per_query = pd.DataFrame(
         {
             "condition": "c",
-            "method": ["bor-dp", "oracle", "bor-dqn", "bor-dqn"],
-            "seed": [1, 1, 1, 2],
-            "mean_reward": [6.0, 8.0, 5.4, 6.0],
+            "method": ["bor-dp"] * 2 + ["oracle"] * 2 + ["bor-dqn"] * 4,
+            "seed": [1, 1, 1, 1, 1, 1, 2, 2],
+            "qid": ["a", "b"] * 4,
+            "reward": [4.0, 8.0, 6.0, 10.0, 2.0, 8.8, 4.0, 6.8],
         }
     )
-    lim = limits_table(summary).set_index("method")
-    assert lim.loc["bor-dqn", "frac_dp"] == pytest.approx(0.95)
-    assert lim.loc["bor-dqn", "frac_oracle"] == pytest.approx(5.7 / 8.0)
-    assert lim.loc["bor-dqn", "frac_dp_lo"] == pytest.approx(0.9)
+    lim = limits_table(per_query, n_boot=4000).set_index("method")
+    # bor-dqn per query: a 3.0, b 7.8 -> mean 5.4; bor-dp mean 6.0; oracle mean 8.0
+    assert lim.loc["bor-dqn", "frac_dp"] == pytest.approx(5.4 / 6.0)
+    assert lim.loc["bor-dqn", "frac_oracle"] == pytest.approx(5.4 / 8.0)
+    assert lim.loc["bor-dqn", "n_seeds"] == 2
+    # paired resamples: both queries a (3/4), both b (7.8/8), or one of each (5.4/6)
+    assert lim.loc["bor-dqn", "frac_dp_lo"] == pytest.approx(3.0 / 4.0)
+    assert lim.loc["bor-dqn", "frac_dp_hi"] == pytest.approx(7.8 / 8.0)
+    assert lim.loc["bor-dp", "frac_dp"] == pytest.approx(1.0)

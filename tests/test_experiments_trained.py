@@ -14,12 +14,11 @@ import ir_measures
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import cli_env  # noqa: E402
 
 from agents import registry
 from experiments import load_policy
 from experiments.cli import main
-
-from conftest import cli_env  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SYN = "n20-sep2.0-normal-q200"  # a generated condition: no data, builds in well under a second

@@ -25,10 +25,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from agents.evaluation import depth_spread
 from benchmarks.synthetic import parse_variant
 from experiments.io import atomic_write_csv, atomic_write_text, save_png
 from experiments.plan import DQN_SUBSET, SYNTHETIC_AXES, SYNTHETIC_BASE, SYNTHETIC_GRID
 from experiments.report.markdown import fmt
+from experiments.report.tables import ratio_interval
 
 __all__ = [
     "BAYES_METHOD",
@@ -119,7 +121,7 @@ def bayes_fraction_table(
         q = len(base)
         idx = np.random.default_rng(seed).integers(q, size=(n_boot, q))
         b = base.to_numpy(dtype=np.float64)
-        b_mean, b_boot = float(b.mean()), b[idx].mean(axis=1)
+        b_mean = float(b.mean())
         spec_cols = _spec_columns(str(condition))
         for method, rewards in per_method.items():
             if not rewards.index.equals(base.index):
@@ -129,11 +131,7 @@ def bayes_fraction_table(
             r = rewards.to_numpy(dtype=np.float64)
             g = cdf[cdf["method"] == method]
             k = g["k"].to_numpy(dtype=np.float64)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                frac = float(r.mean()) / b_mean if b_mean != 0 else math.nan
-                boot = r[idx].mean(axis=1) / b_boot
-            a = (1.0 - level) / 2.0
-            lo, hi = (math.nan, math.nan) if math.isnan(frac) else np.nanquantile(boot, [a, 1.0 - a])
+            frac, lo, hi = ratio_interval(r, b, idx, level)
             rows.append(
                 {
                     "condition": condition,
@@ -147,9 +145,7 @@ def bayes_fraction_table(
                     "fraction_hi": float(hi),
                     "found_pct": 100.0 * float(g["found"].mean()) if "found" in g else math.nan,
                     "mean_k": float(k.mean()),
-                    "median_k": float(np.median(k)),
-                    "p90_k": float(np.quantile(k, 0.9)),
-                    "whole_list_pct": 100.0 * float(np.mean(k == g["n"].to_numpy())),
+                    **depth_spread(k, g["n"].to_numpy()),
                     **spec_cols,
                 }
             )

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from agents.evaluation import BUCKET_ORDER, bootstrap_ci
+from agents.evaluation import BUCKET_ORDER, depth_spread
 from experiments.config import method_group
 from experiments.paper import PAPER
 from experiments.plan import BOR_AGENTS, GOAL_FRACTION_OF_DP, condition_order
@@ -22,17 +22,79 @@ from experiments.plan import BOR_AGENTS, GOAL_FRACTION_OF_DP, condition_order
 METRICS = ("found_pct", "mean_k", "bor_bits", "mean_reward")
 
 
-def aggregate(summary: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
-    """Per (condition, method): mean and seeded bootstrap 95% interval over seeds of each metric."""
+N_BOOT = 2000
+"""Bootstrap resamples of the test queries behind every reported interval."""
+
+
+def _query_matrices(g: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Seeds x test queries arrays of found, k, reward and P_rand of one (condition, method)."""
+    if g.duplicated(["seed", "qid"]).any():
+        raise ValueError("a (seed, query) pair occurs twice in the per-query rows")
+    out = {}
+    for c in ("found", "k", "reward", "p_random"):
+        wide = g.pivot(index="seed", columns="qid", values=c)
+        if wide.isna().to_numpy().any():
+            raise ValueError("every seed of a method must be scored on the same test queries")
+        out[c] = wide.to_numpy(dtype=np.float64)
+    return out
+
+
+def _bootstrap_metrics(mats: dict[str, np.ndarray], idx: np.ndarray) -> dict[str, np.ndarray]:
+    """Each metric of :data:`METRICS` per resample ``idx`` (resamples x queries): per seed on
+    the resampled queries, then the mean over seeds (as the point estimate)."""
+
+    def per_seed(name: str) -> np.ndarray:  # resamples x seeds
+        return mats[name][:, idx].mean(axis=2).T
+
+    found, prand = per_seed("found"), per_seed("p_random")
+    with np.errstate(divide="ignore"):
+        bor = np.log2(found / prand)
+    return {
+        "found_pct": 100.0 * found.mean(axis=1),
+        "mean_k": per_seed("k").mean(axis=1),
+        "bor_bits": bor.mean(axis=1),
+        "mean_reward": per_seed("reward").mean(axis=1),
+    }
+
+
+def aggregate(summary: pd.DataFrame, per_query: pd.DataFrame, seed: int = 0, n_boot: int = N_BOOT) -> pd.DataFrame:
+    """Per (condition, method): each metric's mean over seeds with two separate spreads.
+
+    - ``{m}_lo`` / ``{m}_hi``: a 95% percentile bootstrap over the test queries (the same
+      ``n_boot`` resamples, seeded per condition, for every method of a condition; each
+      resample recomputes the metric per seed and averages over seeds). This is the
+      interval every report shows: it covers test-set sampling noise.
+    - ``{m}_seed_min`` / ``{m}_seed_max``: the range over training seeds, labelled as such.
+
+    Depth spread (:func:`agents.evaluation.depth_spread`) pools every seed's test rows:
+    ``median_k``, ``p90_k``, ``whole_list_pct``; and without whole-list episodes (K = N):
+    ``found_pct_partial`` and ``mean_k_partial`` (NaN when every episode shows the whole list).
+    """
     rows = []
-    for (cond, method), g in summary.groupby(["condition", "method"], sort=True):
-        row: dict[str, object] = {"condition": cond, "method": method, "n_seeds": len(g)}
-        for m in (*METRICS, "std_k", "bor_ceiling"):
-            mean, lo, hi = bootstrap_ci(g[m].to_numpy(), seed=seed)
-            row[m] = mean
-            if m in METRICS:
-                row[f"{m}_lo"], row[f"{m}_hi"] = lo, hi
-        rows.append(row)
+    pq = per_query.set_index(["condition", "method"]).sort_index()
+    for cond, cs in summary.groupby("condition", sort=True):
+        idx: np.ndarray | None = None
+        for method, g in cs.groupby("method", sort=True):
+            row: dict[str, object] = {"condition": cond, "method": method, "n_seeds": len(g)}
+            for m in (*METRICS, "std_k", "bor_ceiling"):
+                row[m] = float(g[m].mean())
+                if m in METRICS:
+                    row[f"{m}_seed_min"], row[f"{m}_seed_max"] = float(g[m].min()), float(g[m].max())
+            rows_q = pq.loc[(cond, method)].reset_index()
+            mats = _query_matrices(rows_q)
+            q = mats["found"].shape[1]
+            if idx is None or idx.shape[1] != q:
+                idx = np.random.default_rng(seed).integers(q, size=(n_boot, q))
+            for m, boot in _bootstrap_metrics(mats, idx).items():
+                finite = boot[np.isfinite(boot)]
+                lo, hi = np.quantile(finite, [0.025, 0.975]) if finite.size else (math.nan, math.nan)
+                row[f"{m}_lo"], row[f"{m}_hi"] = float(lo), float(hi)
+            k, n = rows_q["k"].to_numpy(), rows_q["n"].to_numpy()
+            row.update(depth_spread(k, n))
+            partial = k < n
+            row["found_pct_partial"] = 100.0 * float(rows_q["found"][partial].mean()) if partial.any() else math.nan
+            row["mean_k_partial"] = float(k[partial].mean()) if partial.any() else math.nan
+            rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -49,9 +111,9 @@ def scorer_strength(per_query: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def aggregate_with_groups(summary: pd.DataFrame) -> pd.DataFrame:
+def aggregate_with_groups(summary: pd.DataFrame, per_query: pd.DataFrame) -> pd.DataFrame:
     """:func:`aggregate` with each method's registry group after the method column."""
-    agg = aggregate(summary)
+    agg = aggregate(summary, per_query)
     agg.insert(2, "group", agg["method"].map(method_group))
     return agg
 
@@ -76,29 +138,48 @@ def bucket_aggregate(buckets: pd.DataFrame) -> pd.DataFrame:
     return b.sort_values(["condition", "method", "_b"]).drop(columns="_b").reset_index(drop=True)
 
 
-def limits_table(summary: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+def ratio_interval(
+    num: np.ndarray, den: np.ndarray, idx: np.ndarray, level: float = 0.95
+) -> tuple[float, float, float]:
+    """``mean(num) / mean(den)`` over queries with a paired percentile bootstrap: each resample
+    (a row of ``idx``, query indices drawn with replacement) recomputes both means on the SAME
+    queries. NaN when the reference mean is 0."""
+    den_mean = float(den.mean())
+    if den_mean == 0 or math.isnan(den_mean):
+        return (math.nan, math.nan, math.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        boot = num[idx].mean(axis=1) / den[idx].mean(axis=1)
+    a = (1.0 - level) / 2.0
+    lo, hi = np.nanquantile(boot, [a, 1.0 - a])
+    return float(num.mean()) / den_mean, float(lo), float(hi)
+
+
+def limits_table(per_query: pd.DataFrame, seed: int = 0, n_boot: int = N_BOOT) -> pd.DataFrame:
     """Mean test reward of every method as a fraction of ``bor-dp``'s and the oracle's.
 
-    Fractions are per seed (the limits are deterministic) with a seeded bootstrap interval.
+    Per query, each method's reward is its mean over seeds; the fraction is a ratio of means
+    over test queries with a paired bootstrap interval (:func:`ratio_interval`, the same
+    resamples for every method of a condition).
     """
     rows = []
-    for cond, g in summary.groupby("condition", sort=True):
-        ref = {m: float(g.loc[g["method"] == m, "mean_reward"].mean()) for m in ("bor-dp", "oracle")}
-        for method, gm in g.groupby("method", sort=True):
+    for cond, g in per_query.groupby("condition", sort=True):
+        by = g.groupby(["method", "qid"], sort=True)["reward"].mean().unstack("qid")
+        seeds = g.groupby("method")["seed"].nunique()
+        q = by.shape[1]
+        idx = np.random.default_rng(seed).integers(q, size=(n_boot, q))
+        for method in by.index:
+            r = by.loc[method].to_numpy(dtype=np.float64)
             row: dict[str, object] = {
                 "condition": cond,
                 "method": method,
                 "group": method_group(method),
-                "n_seeds": len(gm),
-                "mean_reward": float(gm["mean_reward"].mean()),
+                "n_seeds": int(seeds[method]),
+                "mean_reward": float(r.mean()),
             }
             for key, name in (("bor-dp", "dp"), ("oracle", "oracle")):
-                denom = ref[key]
-                if math.isnan(denom) or denom == 0:
-                    row[f"frac_{name}"] = row[f"frac_{name}_lo"] = row[f"frac_{name}_hi"] = math.nan
-                    continue
-                mean, lo, hi = bootstrap_ci((gm["mean_reward"] / denom).to_numpy(), seed=seed)
-                row[f"frac_{name}"], row[f"frac_{name}_lo"], row[f"frac_{name}_hi"] = mean, lo, hi
+                ref = by.loc[key].to_numpy(dtype=np.float64) if key in by.index else np.array([0.0])
+                frac, lo, hi = ratio_interval(r, ref, idx) if key in by.index else (math.nan,) * 3
+                row[f"frac_{name}"], row[f"frac_{name}_lo"], row[f"frac_{name}_hi"] = frac, lo, hi
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -164,7 +245,7 @@ def goal_checks(agg: pd.DataFrame, limits: pd.DataFrame) -> pd.DataFrame:
     """The stated goal per condition and BoR agent, checked on the point estimates.
 
     1. mean test reward >= every non-oracle peer's ("peer" group);
-    2. mean test reward >= 90% of the exact optimal-stopping policy's (``bor-dp``);
+    2. mean test reward >= 90% of ``bor-dp``'s (the DP optimum of the estimated tabular model);
     3. no peer has both a higher found % and a lower mean K.
     """
     rows = []
@@ -217,10 +298,11 @@ def _row(agg: pd.DataFrame, cond: str, method: str) -> pd.Series | None:
     return r.iloc[0] if len(r) else None
 
 
-def table2(summary: pd.DataFrame, per_query: pd.DataFrame, conditions: list[str]) -> pd.DataFrame:
-    """One row per (condition, agent in {BoR, F1}): ours (mean and 95% bootstrap interval over seeds)
-    beside the paper's found % and mean K, plus each scorer's found@1 beside the paper's."""
-    agg = aggregate(summary)
+def table2(agg: pd.DataFrame, per_query: pd.DataFrame, conditions: list[str]) -> pd.DataFrame:
+    """One row per (condition, agent in {BoR, F1}): ours from :func:`aggregate` (mean over seeds,
+    95% bootstrap interval over test queries, depth spread, and found % / mean K without
+    whole-list episodes) beside the paper's found % and mean K, plus each scorer's found@1
+    beside the paper's."""
     strength = scorer_strength(per_query).set_index("condition")
     rows = []
     for cond in conditions:
@@ -240,6 +322,11 @@ def table2(summary: pd.DataFrame, per_query: pd.DataFrame, conditions: list[str]
                 "mean_k": o["mean_k"],
                 "mean_k_lo": o["mean_k_lo"],
                 "mean_k_hi": o["mean_k_hi"],
+                "median_k": o["median_k"],
+                "p90_k": o["p90_k"],
+                "whole_list_pct": o["whole_list_pct"],
+                "found_pct_partial": o["found_pct_partial"],
+                "mean_k_partial": o["mean_k_partial"],
                 "bor_bits": o["bor_bits"],
                 "mean_reward": o["mean_reward"],
                 "paper_found_pct": p.get("found_pct", math.nan),

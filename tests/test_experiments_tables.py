@@ -1,0 +1,98 @@
+"""Report tables: intervals are a bootstrap over test queries, seed spread is separate, depths
+show their spread (median, p90, whole-list rate) and comparisons can drop whole-list episodes."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from agents.evaluation import depth_spread, summarise
+from experiments.report.tables import aggregate, ratio_interval
+
+N = 10
+
+
+def _rows(method: str, seed: int, ks: list[int], found: list[int], rewards: list[float]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "condition": "c",
+            "method": method,
+            "seed": seed,
+            "qid": [f"q{i}" for i in range(len(ks))],
+            "k": ks,
+            "n": N,
+            "r": 1,
+            "found": found,
+            "reward": rewards,
+            "p_random": [k / N for k in ks],
+        }
+    )
+
+
+@pytest.fixture
+def per_query() -> pd.DataFrame:
+    return pd.concat(
+        [
+            _rows("m", 1, [1, 2, 10, 3], [1, 1, 1, 0], [3.3, 2.3, 0.0, 0.0]),
+            _rows("m", 2, [1, 1, 4, 10], [1, 0, 1, 1], [3.3, 0.0, 1.3, 0.0]),
+            _rows("f", 1, [3, 3, 3, 3], [1, 1, 0, 1], [1.7, 1.7, 0.0, 1.7]),
+        ],
+        ignore_index=True,
+    )
+
+
+def test_depth_spread() -> None:
+    got = depth_spread([1, 2, 3, 10, 10], 10)
+    assert got == {"median_k": 3.0, "p90_k": 10.0, "whole_list_pct": 40.0}
+    assert math.isnan(depth_spread([], 10)["median_k"])
+    assert {"median_k", "p90_k", "whole_list_pct"} <= set(summarise(_rows("m", 1, [1, 10], [1, 1], [1, 0])).columns)
+
+
+def test_aggregate_interval_is_a_query_bootstrap_and_seed_spread_is_separate(per_query: pd.DataFrame) -> None:
+    summary = summarise(per_query)
+    n_boot = 500
+    agg = aggregate(summary, per_query, seed=7, n_boot=n_boot).set_index("method")
+    m = agg.loc["m"]
+    s = summary[summary["method"] == "m"].set_index("seed")
+    assert m["found_pct"] == pytest.approx(s["found_pct"].mean())
+    assert (m["found_pct_seed_min"], m["found_pct_seed_max"]) == (75.0, 75.0)
+    assert (m["mean_k_seed_min"], m["mean_k_seed_max"]) == (4.0, 4.0)
+    # the interval: the same resamples of the 4 test queries, metric per seed, mean over seeds
+    idx = np.random.default_rng(7).integers(4, size=(n_boot, 4))
+    found = per_query[per_query["method"] == "m"].pivot(index="seed", columns="qid", values="found").to_numpy()
+    k = per_query[per_query["method"] == "m"].pivot(index="seed", columns="qid", values="k").to_numpy()
+    boot_found = [100 * np.mean([found[s_, row].mean() for s_ in range(2)]) for row in idx]
+    boot_k = [np.mean([k[s_, row].mean() for s_ in range(2)]) for row in idx]
+    assert m["found_pct_lo"] == pytest.approx(np.quantile(boot_found, 0.025))
+    assert m["found_pct_hi"] == pytest.approx(np.quantile(boot_found, 0.975))
+    assert m["mean_k_lo"] == pytest.approx(np.quantile(boot_k, 0.025))
+    assert m["mean_k_hi"] == pytest.approx(np.quantile(boot_k, 0.975))
+    # equal seed summaries would give an empty min-max "interval"; the query bootstrap is not empty
+    assert m["found_pct_lo"] < m["found_pct"] < m["found_pct_hi"]
+    # depth spread pools the 8 rows of both seeds; 2 of 8 episodes show the whole list
+    assert m["median_k"] == 2.5
+    assert m["whole_list_pct"] == 25.0
+    assert m["mean_k_partial"] == pytest.approx((1 + 2 + 3 + 1 + 1 + 4) / 6)
+    assert m["found_pct_partial"] == pytest.approx(100 * 4 / 6)
+    f = agg.loc["f"]
+    assert f["whole_list_pct"] == 0.0 and f["mean_k_partial"] == f["mean_k"]
+
+
+def test_aggregate_rejects_seeds_on_different_queries(per_query: pd.DataFrame) -> None:
+    bad = per_query.copy()
+    bad.loc[(bad["method"] == "m") & (bad["seed"] == 2) & (bad["qid"] == "q3"), "qid"] = "q9"
+    with pytest.raises(ValueError, match="same test queries"):
+        aggregate(summarise(bad), bad)
+
+
+def test_ratio_interval_is_paired() -> None:
+    num, den = np.array([1.0, 4.0]), np.array([2.0, 4.0])
+    idx = np.array([[0, 0], [1, 1], [0, 1]])
+    frac, lo, hi = ratio_interval(num, den, idx, level=0.5)
+    assert frac == pytest.approx(5 / 6)
+    assert lo == pytest.approx(np.quantile([0.5, 1.0, 5 / 6], 0.25))
+    assert hi == pytest.approx(np.quantile([0.5, 1.0, 5 / 6], 0.75))
+    assert all(math.isnan(x) for x in ratio_interval(num, np.zeros(2), idx))
