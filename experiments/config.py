@@ -114,8 +114,11 @@ class Cell:
 
     @property
     def run_id(self) -> str:
-        """Deterministic id, e.g. ``bfcl-bm25__bor-dqn__s42``."""
-        return f"{self.condition}__{self.method.name}__s{self.seed}"
+        """Deterministic id, e.g. ``bfcl-bm25__bor-dqn__s42``; a split seed other than 0 adds
+        ``__split<n>`` (``bfcl-bm25__bor-dqn__s42__split3``), so cells of different splits
+        never share a run directory."""
+        base = f"{self.condition}__{self.method.name}__s{self.seed}"
+        return base if self.split_seed == 0 else f"{base}__split{self.split_seed}"
 
     def settings(self) -> Any:
         """The settings the cell's policy kind is built with (None: the kind's defaults)."""

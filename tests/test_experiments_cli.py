@@ -243,3 +243,15 @@ def test_changed_code_never_reuses_a_finished_cell(
     assert run(args, cache_dir) == 0
     again = json.loads((run_dir / "manifest.json").read_text())
     assert again["config_hash"] != first["config_hash"]  # changed code: recomputed
+
+
+def test_other_split_seeds_get_their_own_run_directories(tmp_path: Path, cache_dir: str) -> None:
+    """``--split-seed 3`` writes ``...__s1__split3`` beside the split-0 run instead of replacing it."""
+    out = tmp_path / "o"
+    base = ["train", "--agent", "fixed", "--k", "3", "--seeds", "1", "--out", str(out)]
+    assert run(base, cache_dir) == 0
+    assert run([*base, "--split-seed", "3"], cache_dir) == 0
+    runs = out / "runs"
+    assert sorted(p.name for p in runs.iterdir()) == ["bfcl-bm25__fixed-3__s1", "bfcl-bm25__fixed-3__s1__split3"]
+    assert json.loads((runs / "bfcl-bm25__fixed-3__s1__split3" / "config.json").read_text())["split_seed"] == 3
+    assert json.loads((runs / "bfcl-bm25__fixed-3__s1" / "config.json").read_text())["split_seed"] == 0
