@@ -83,32 +83,51 @@ def write_tables(out: Path, tables: dict[str, pd.DataFrame]) -> None:
 
 
 CODE_PACKAGES = ("rewards", "envs", "agents", "benchmarks", "experiments")
+#: Modules that only render finished cells (tables, figures, HTML, the paper's numbers) or time
+#: them: a change there cannot move a cell's numbers, so it re-renders without retraining.
+RENDER_ONLY = ("experiments/report/", "experiments/figures.py", "experiments/html.py", "experiments/paper.py",
+               "experiments/bench.py")  # fmt: skip
+
+
+def code_files() -> list[Path]:
+    """The source files a cell's numbers depend on: every ``*.py`` of :data:`CODE_PACKAGES`
+    except the :data:`RENDER_ONLY` ones."""
+    files = []
+    for pkg in CODE_PACKAGES:
+        for path in sorted((REPO / pkg).rglob("*.py")):
+            rel = path.relative_to(REPO).as_posix()
+            if not rel.startswith(RENDER_ONLY):
+                files.append(path)
+    return files
 
 
 @functools.cache
 def code_fingerprint() -> str:
-    """sha256 over the package's Python source (path and bytes of every ``*.py`` file).
+    """sha256 over the source that produces a cell (path and bytes of each of :func:`code_files`).
 
     Part of every cell's config hash, so a change to the code that produces a result never
     reuses a cell computed by older code (a finished run is reused only when this matches).
     """
     h = hashlib.sha256()
-    for pkg in CODE_PACKAGES:
-        for path in sorted((REPO / pkg).rglob("*.py")):
-            h.update(path.relative_to(REPO).as_posix().encode() + b"\x00")
-            h.update(path.read_bytes() + b"\x00")
+    for path in code_files():
+        h.update(path.relative_to(REPO).as_posix().encode() + b"\x00")
+        h.update(path.read_bytes() + b"\x00")
     return h.hexdigest()
 
 
 def git_state() -> dict[str, object]:
-    """Commit sha and dirty flag of the package checkout (None outside git)."""
+    """Commit sha and dirty flag of the package checkout (None outside git).
+
+    Dirty means a tracked file outside ``results/`` differs from the commit: the code or its
+    settings, not the generated results being rewritten.
+    """
     try:
         sha = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = bool(
-            subprocess.run(
-                ["git", "status", "--porcelain", "--untracked-files=no"],
+            subprocess.run(  # generated results are outputs, not code: a rewrite of them is not "dirty"
+                ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results"],
                 cwd=REPO,
                 capture_output=True,
                 text=True,

@@ -96,3 +96,34 @@ def test_ratio_interval_is_paired() -> None:
     assert lo == pytest.approx(np.quantile([0.5, 1.0, 5 / 6], 0.25))
     assert hi == pytest.approx(np.quantile([0.5, 1.0, 5 / 6], 0.75))
     assert all(math.isnan(x) for x in ratio_interval(num, np.zeros(2), idx))
+
+
+def test_git_state_ignores_rewritten_results_but_not_code(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regenerating results/ in a clean checkout must record git_dirty false; a code edit true."""
+    import subprocess
+
+    from experiments import io
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "summary.csv").write_text("a\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    monkeypatch.setattr(io, "REPO", tmp_path)
+    assert io.git_state()["git_dirty"] is False
+    (tmp_path / "results" / "summary.csv").write_text("b\n")
+    assert io.git_state()["git_dirty"] is False
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert io.git_state()["git_dirty"] is True
+
+
+def test_code_fingerprint_covers_cell_code_not_rendering() -> None:
+    from experiments.io import REPO, code_files
+
+    rel = {p.relative_to(REPO).as_posix() for p in code_files()}
+    assert {"rewards/bor.py", "envs/ranked.py", "agents/dqn.py", "experiments/runner.py", "experiments/io.py"} <= rel
+    assert not [r for r in rel if r.startswith("experiments/report/") or r == "experiments/figures.py"]
