@@ -127,3 +127,28 @@ def test_code_fingerprint_covers_cell_code_not_rendering() -> None:
     rel = {p.relative_to(REPO).as_posix() for p in code_files()}
     assert {"rewards/bor.py", "envs/ranked.py", "agents/dqn.py", "experiments/runner.py", "experiments/io.py"} <= rel
     assert not [r for r in rel if r.startswith("experiments/report/") or r == "experiments/figures.py"]
+
+
+def _bucket_rows(ks_by_bucket: dict[str, list[int]]) -> pd.DataFrame:
+    rows = []
+    for b, ks in ks_by_bucket.items():
+        rows += [
+            {"condition": "c", "method": "m", "seed": 1, "qid": f"{b}{i}", "bucket": b, "k": k}
+            for i, k in enumerate(ks)
+        ]
+    return pd.DataFrame(rows)
+
+
+def test_depth_trend_uses_every_bucket_with_enough_queries() -> None:
+    from experiments.report.tables import depth_trend
+
+    up = _bucket_rows({"easy": [1, 2] * 10, "medium": [3, 4] * 10, "hard": [6, 8] * 10, "very hard": [50, 50]})
+    t = depth_trend(up, "c", "m", n_boot=500)
+    assert t is not None
+    assert t["buckets"] == ["easy", "medium", "hard"]  # very hard has 2 queries: left out
+    assert t["mean_k"] == [1.5, 3.5, 7.0] and t["grows"] and t["diff_lo"] > 0
+    # the two ends grow but the middle dips: not a growth claim
+    dip = _bucket_rows({"easy": [2] * 12, "medium": [1] * 12, "hard": [9] * 12})
+    t = depth_trend(dip, "c", "m", n_boot=200)
+    assert t is not None and not t["monotone"] and not t["grows"]
+    assert depth_trend(_bucket_rows({"easy": [1] * 12, "hard": [2] * 3}), "c", "m") is None

@@ -345,3 +345,53 @@ def adaptation(per_query: pd.DataFrame, conditions: list[str]) -> pd.DataFrame:
     pq = per_query[per_query["condition"].isin(conditions) & per_query["method"].isin(["bor-dqn", "f1-dqn"])]
     per_seed = pq.groupby(["condition", "method", "seed", "bucket"])["k"].mean().reset_index()
     return per_seed.groupby(["condition", "method", "bucket"])["k"].mean().unstack("bucket")
+
+
+MIN_BUCKET_QUERIES = 10
+"""A difficulty bucket takes part in a depth-trend claim only with at least this many test queries."""
+
+
+def depth_trend(
+    per_query: pd.DataFrame,
+    condition: str,
+    method: str,
+    *,
+    min_queries: int = MIN_BUCKET_QUERIES,
+    n_boot: int = N_BOOT,
+    seed: int = 0,
+) -> dict[str, object] | None:
+    """Does ``method``'s depth grow with difficulty on ``condition``? Judged over ALL buckets
+    with at least ``min_queries`` test queries, not two picked ones.
+
+    Per query, K is the mean over seeds. Returns the buckets used (easy to hard), their mean
+    K and query counts, whether the means are non-decreasing across every used bucket
+    (``monotone``), and the hardest-minus-easiest mean K difference with a 95% percentile
+    bootstrap interval (queries resampled within each bucket). ``grows`` is True only when
+    the sequence is monotone and the interval lies above 0. None with fewer than 2 buckets.
+    """
+    pq = per_query[(per_query["condition"] == condition) & (per_query["method"] == method)]
+    if pq.empty:
+        return None
+    per_q = pq.groupby(["bucket", "qid"], sort=True)["k"].mean()
+    used = [b for b in BUCKET_ORDER if b in per_q.index.get_level_values(0) and len(per_q.loc[b]) >= min_queries]
+    if len(used) < 2:
+        return None
+    ks = {b: per_q.loc[b].to_numpy(dtype=np.float64) for b in used}
+    means = [float(ks[b].mean()) for b in used]
+    rng = np.random.default_rng(seed)
+    easy, hard = ks[used[0]], ks[used[-1]]
+    boot = hard[rng.integers(hard.size, size=(n_boot, hard.size))].mean(axis=1) - easy[
+        rng.integers(easy.size, size=(n_boot, easy.size))
+    ].mean(axis=1)
+    lo, hi = np.quantile(boot, [0.025, 0.975])
+    monotone = bool(np.all(np.diff(means) >= 0))
+    return {
+        "buckets": used,
+        "mean_k": means,
+        "n": [int(ks[b].size) for b in used],
+        "monotone": monotone,
+        "diff": means[-1] - means[0],
+        "diff_lo": float(lo),
+        "diff_hi": float(hi),
+        "grows": monotone and float(lo) > 0,
+    }
