@@ -145,10 +145,10 @@ def test_depth_trend_uses_every_bucket_with_enough_queries() -> None:
     up = _bucket_rows({"easy": [1, 2] * 10, "medium": [3, 4] * 10, "hard": [6, 8] * 10, "very hard": [50, 50]})
     t = depth_trend(up, "c", "m", n_boot=500)
     assert t is not None
-    assert t["buckets"] == ["easy", "medium", "hard"]  # very hard has 2 queries: left out
-    assert t["mean_k"] == [1.5, 3.5, 7.0] and t["grows"] and t["diff_lo"] > 0
+    assert t.buckets == ["easy", "medium", "hard"]  # very hard has 2 queries: left out
+    assert t.mean_k == [1.5, 3.5, 7.0] and t.grows and t.diff_lo > 0
     # the two ends grow but the middle dips: not a growth claim
     dip = _bucket_rows({"easy": [2] * 12, "medium": [1] * 12, "hard": [9] * 12})
     t = depth_trend(dip, "c", "m", n_boot=200)
-    assert t is not None and not t["monotone"] and not t["grows"]
+    assert t is not None and not t.monotone and not t.grows
     assert depth_trend(_bucket_rows({"easy": [1] * 12, "hard": [2] * 3}), "c", "m") is None

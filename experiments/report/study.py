@@ -129,9 +129,9 @@ def answers(per_query: pd.DataFrame, t2: pd.DataFrame, conditions: list[str]) ->
         t = depth_trend(per_query, cond, "bor-dqn")
         if t is None:
             continue
-        seq = " -> ".join(f"{b} {k:.2f} (n={n})" for b, k, n in zip(t["buckets"], t["mean_k"], t["n"], strict=True))
-        txt = f"{cond}: {seq}; hardest - easiest {t['diff']:+.2f} [{t['diff_lo']:+.2f}, {t['diff_hi']:+.2f}]"
-        (grow if t["grows"] else flat).append(txt + ("" if t["monotone"] else ", not monotone"))
+        seq = " -> ".join(f"{b} {k:.2f} (n={n})" for b, k, n in zip(t.buckets, t.mean_k, t.n, strict=True))
+        txt = f"{cond}: {seq}; hardest - easiest {t.diff:+.2f} [{t.diff_lo:+.2f}, {t.diff_hi:+.2f}]"
+        (grow if t.grows else flat).append(txt + ("" if t.monotone else ", not monotone"))
     lines.append(
         "**Does the BoR agent's mean K increase from easy to hard queries?** Judged over every bucket with at "
         f"least {MIN_BUCKET_QUERIES} test queries (per query, K averaged over seeds): it grows when the bucket "

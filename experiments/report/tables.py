@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -351,6 +352,20 @@ MIN_BUCKET_QUERIES = 10
 """A difficulty bucket takes part in a depth-trend claim only with at least this many test queries."""
 
 
+@dataclass(frozen=True)
+class DepthTrend:
+    """Mean K per difficulty bucket (easy to hard) and whether it grows (see :func:`depth_trend`)."""
+
+    buckets: list[str]
+    mean_k: list[float]
+    n: list[int]
+    monotone: bool
+    diff: float
+    diff_lo: float
+    diff_hi: float
+    grows: bool
+
+
 def depth_trend(
     per_query: pd.DataFrame,
     condition: str,
@@ -359,7 +374,7 @@ def depth_trend(
     min_queries: int = MIN_BUCKET_QUERIES,
     n_boot: int = N_BOOT,
     seed: int = 0,
-) -> dict[str, object] | None:
+) -> DepthTrend | None:
     """Does ``method``'s depth grow with difficulty on ``condition``? Judged over ALL buckets
     with at least ``min_queries`` test queries, not two picked ones.
 
@@ -385,13 +400,13 @@ def depth_trend(
     ].mean(axis=1)
     lo, hi = np.quantile(boot, [0.025, 0.975])
     monotone = bool(np.all(np.diff(means) >= 0))
-    return {
-        "buckets": used,
-        "mean_k": means,
-        "n": [int(ks[b].size) for b in used],
-        "monotone": monotone,
-        "diff": means[-1] - means[0],
-        "diff_lo": float(lo),
-        "diff_hi": float(hi),
-        "grows": monotone and float(lo) > 0,
-    }
+    return DepthTrend(
+        buckets=used,
+        mean_k=means,
+        n=[int(ks[b].size) for b in used],
+        monotone=monotone,
+        diff=means[-1] - means[0],
+        diff_lo=float(lo),
+        diff_hi=float(hi),
+        grows=monotone and float(lo) > 0,
+    )
