@@ -152,3 +152,26 @@ def test_depth_trend_uses_every_bucket_with_enough_queries() -> None:
     t = depth_trend(dip, "c", "m", n_boot=200)
     assert t is not None and not t.monotone and not t.grows
     assert depth_trend(_bucket_rows({"easy": [1] * 12, "hard": [2] * 3}), "c", "m") is None
+
+
+def test_measured_factors_from_manifests_and_test_rows(tmp_path) -> None:
+    """Train found@1 is derived from the recorded all-query found@1 and the split sizes; the
+    BFCL tool-text fields are read off the tool_text function, not asserted."""
+    import json
+
+    from experiments.report.tables import bfcl_text_fields, measured_factors
+
+    run = tmp_path / "runs" / "bfcl-bm25__fixed-1__s1"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"condition": "bfcl-bm25"}))
+    meta = {"benchmark": "bfcl", "n_train": 6, "n_test": 4, "n_queries": 10, "n_tools": 370, "found_at_1_pct_all": 50.0}
+    (run / "manifest.json").write_text(json.dumps({"condition": meta}))
+    pq = pd.DataFrame(
+        {"condition": "bfcl-bm25", "method": "fixed-1", "qid": ["a", "b", "c", "d"], "gold_rank": [1, 1, 1, 4]}
+    )
+    f = measured_factors(pq, tmp_path / "runs", ["bfcl-bm25"]).iloc[0]
+    assert f["found_at_1_test"] == 75.0
+    assert f["found_at_1_train"] == pytest.approx((50.0 * 10 - 75.0 * 4) / 6)
+    assert f["n_queries"] == 10 and f["paper_n_queries"] == 400
+    assert f["tool_text"] == " + ".join(bfcl_text_fields())
+    assert "description" in bfcl_text_fields() and "parameter names" in bfcl_text_fields()

@@ -25,9 +25,11 @@ from experiments.report.multi import write_multi_section
 from experiments.report.synthetic import write_synthetic_report
 from experiments.report.tables import (
     MIN_BUCKET_QUERIES,
+    SPEC_BFCL_TEXT,
     adaptation,
     aggregate,
     depth_trend,
+    measured_factors,
     scorer_strength,
     table2,
 )
@@ -35,9 +37,32 @@ from experiments.report.tables import (
 TITLE = "Results: shortlist depth with a chance-corrected reward"
 
 
-def explain(t2: pd.DataFrame, agg: pd.DataFrame) -> list[str]:
-    """A sentence for every difference from the paper larger than our interval (computed, not written)."""
+def factor_text(f: pd.Series) -> str:
+    """The measured factors of one condition as a clause list (only those that were measured)."""
+    parts = []
+    if not math.isnan(f["found_at_1_test"]):
+        parts.append(
+            f"scorer found@1 {f['found_at_1_test']:.1f}% on test"
+            + (f" vs {f['found_at_1_train']:.1f}% on train" if not math.isnan(f["found_at_1_train"]) else "")
+            + (f" (paper: {f['paper_found_at_1']:g}%)" if not math.isnan(f["paper_found_at_1"]) else "")
+        )
+    if not (isinstance(f["n_queries"], float) and math.isnan(f["n_queries"])):
+        parts.append(
+            f"{int(f['n_queries'])} queries"
+            + (f" (paper: {int(f['paper_n_queries'])})" if not math.isnan(f["paper_n_queries"]) else "")
+            + (f" over {int(f['n_tools'])} tools" if not math.isnan(f["n_tools"]) else "")
+        )
+    if f["tool_text"]:
+        spec = "as SPEC" if f["tool_text_as_spec"] else "SPEC: " + " + ".join(SPEC_BFCL_TEXT)
+        parts.append(f"tool text {f['tool_text']} ({spec})")
+    return "; ".join(parts)
+
+
+def explain(t2: pd.DataFrame, agg: pd.DataFrame, factors: pd.DataFrame | None = None) -> list[str]:
+    """A sentence for every difference from the paper larger than our interval, naming only
+    measured factors (:func:`experiments.report.tables.measured_factors`), never a cause."""
     out = []
+    fac = factors.set_index("condition") if factors is not None and len(factors) else None
     for _, r in t2.iterrows():
         if math.isnan(r["paper_found_pct"]):
             continue
@@ -50,12 +75,8 @@ def explain(t2: pd.DataFrame, agg: pd.DataFrame) -> list[str]:
             f"{r['paper_found_pct']}% at K {r['paper_mean_k']} ({r['found_diff']:+.1f} points, outside our interval "
             f"[{r['found_pct_lo']:.1f}, {r['found_pct_hi']:.1f}])."
         )
-        if not math.isnan(r["paper_found_at_1"]):
-            s += (
-                f" Measured beside it: our scorer's test found@1 is {r['found_at_1']:.1f}% against the paper's "
-                f"{r['paper_found_at_1']}% (the depth needed depends on where the gold sits; this is a measured "
-                "difference, not a tested cause)."
-            )
+        if fac is not None and r["condition"] in fac.index:
+            s += " Measured factors (not tested causes): " + factor_text(fac.loc[r["condition"]]) + "."
         if len(fixed) and not math.isnan(r["paper_mean_k"]):
             ks = fixed["method"].str.removeprefix("fixed-").astype(int).to_numpy()
             near = fixed.iloc[int(np.argmin(np.abs(np.log(ks) - math.log(max(r["paper_mean_k"], 1.0)))))]
@@ -431,7 +452,18 @@ def write_study_report(
         "",
         *answers(per_query, t2, main_conds),
     ]
-    why = explain(t2, agg)
+    factors = measured_factors(per_query, out / "runs", main_conds)
+    atomic_write_csv(factors, out / "factors.csv")
+    lines += [
+        "### Measured factors behind differences from the paper",
+        "",
+        "Computed from the run manifests and the test rows (`factors.csv`); they are measured beside the "
+        "results, not tested as causes.",
+        "",
+        *[f"- {c}: {factor_text(f)}." for c, f in factors.set_index("condition").iterrows()],
+        "",
+    ]
+    why = explain(t2, agg, factors)
     if why:
         lines += ["### Differences from the paper larger than our interval", "", *[f"- {w}" for w in why], ""]
     lines += study_figures(out, per_query, summary)

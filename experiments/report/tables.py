@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -410,3 +411,69 @@ def depth_trend(
         diff_hi=float(hi),
         grows=monotone and float(lo) > 0,
     )
+
+
+def _condition_meta(runs_dir: Path) -> dict[str, dict[str, Any]]:
+    """The condition metadata each condition's first run manifest recorded (split sizes, scorer
+    found@1 on all queries, data sizes)."""
+    out: dict[str, dict[str, Any]] = {}
+    for manifest in sorted(runs_dir.glob("*/manifest.json")):
+        meta = json.loads(manifest.read_text()).get("condition") or {}
+        cond = json.loads((manifest.parent / "config.json").read_text()).get("condition")
+        if cond and cond not in out and isinstance(meta, dict):
+            out[cond] = meta
+    return out
+
+
+def bfcl_text_fields() -> list[str]:
+    """Which fields of a BFCL function definition its tool text holds, read off
+    :func:`benchmarks.bfcl.tool_text` on a probe definition (computed, not asserted)."""
+    from benchmarks.bfcl import tool_text
+
+    text = tool_text(
+        {"name": "probename", "description": "probedesc", "parameters": {"properties": {"probeparam": {}}}}
+    )
+    fields = {"probename": "function name", "probedesc": "description", "probeparam": "parameter names"}
+    return [label for probe, label in fields.items() if probe in text]
+
+
+SPEC_BFCL_TEXT = ["description", "parameter names"]
+"""SPEC section 4: BM25 over description + parameter names."""
+
+
+def measured_factors(per_query: pd.DataFrame, runs_dir: Path, conditions: Sequence[str]) -> pd.DataFrame:
+    """Per condition, the measured factors a difference from the paper can come from.
+
+    Scorer found@1 on the test split (from the per-query rows) and on the training split
+    (from the condition's recorded found@1 over all queries and the split sizes), query and
+    tool counts here and in the paper, and (BFCL) the tool-text fields against SPEC's.
+    """
+    meta = _condition_meta(runs_dir)
+    strength = scorer_strength(per_query).set_index("condition")
+    rows = []
+    for cond in conditions:
+        m = meta.get(cond, {})
+        n_train, n_test = m.get("n_train"), m.get("n_test")
+        test1 = float(strength.loc[cond, "found@1"]) if cond in strength.index else math.nan
+        all1 = m.get("found_at_1_pct_all")
+        train1 = (
+            (all1 * (n_train + n_test) - test1 * n_test) / n_train
+            if all1 is not None and n_train and n_test and not math.isnan(test1)
+            else math.nan
+        )
+        paper = PAPER.get(cond, {})
+        fields = bfcl_text_fields() if m.get("benchmark") == "bfcl" else []
+        rows.append(
+            {
+                "condition": cond,
+                "found_at_1_train": train1,
+                "found_at_1_test": test1,
+                "paper_found_at_1": paper.get("found_at_1", math.nan),
+                "n_queries": m.get("n_queries", math.nan),
+                "paper_n_queries": paper.get("n_queries", math.nan),
+                "n_tools": m.get("n_tools", math.nan),
+                "tool_text": " + ".join(fields),
+                "tool_text_as_spec": (fields == SPEC_BFCL_TEXT) if fields else None,
+            }
+        )
+    return pd.DataFrame(rows)
