@@ -144,10 +144,7 @@ def bucket_figure(buckets: pd.DataFrame, condition: str, methods: list[str], out
         sub = plotted[plotted["method"] == m].set_index("bucket").reindex(present)
         for ax, col in zip(axes, ("found_pct", "mean_k"), strict=True):
             mid = sub[col].to_numpy(dtype=float)
-            err = np.vstack(
-                [mid - sub[f"{col}_min"].to_numpy(dtype=float), sub[f"{col}_max"].to_numpy(dtype=float) - mid]
-            )
-            ax.bar(x + (i - (len(methods) - 1) / 2) * width, mid, width, yerr=err, label=m, capsize=2)
+            ax.bar(x + (i - (len(methods) - 1) / 2) * width, mid, width, yerr=_whiskers(sub, col), label=m, capsize=2)
     ns = plotted.drop_duplicates("bucket").set_index("bucket")["n"].reindex(present)
     labels = [f"{bk}\n(n={int(n)})" for bk, n in zip(present, ns, strict=True)]
     for ax, title in zip(axes, ("found % (shortlist holds the gold tool)", "mean K (shortlist depth)"), strict=True):

@@ -391,3 +391,25 @@ def test_index_is_well_formed_and_renders(results: Path, tmp_path: Path) -> None
             timeout=120,
         )
         assert_png(shot)
+
+
+def test_bucket_figure_with_identical_seed_values(tmp_path: Path) -> None:
+    """The mean of identical values can exceed their max by one ulp: whiskers are clipped at 0
+    instead of failing with matplotlib's "'yerr' must not contain negative values"."""
+    from experiments.figures import bucket_figure
+
+    v = 0.030497950000000003  # pandas' mean of three copies exceeds the value by one ulp
+    assert pd.Series([v, v, v]).mean() > v
+    buckets = pd.DataFrame(
+        {
+            "condition": "c",
+            "method": "m",
+            "seed": [1, 2, 3],
+            "bucket": "easy",
+            "n": 10,
+            "found_pct": [v] * 3,
+            "mean_k": [v] * 3,
+        }
+    )
+    bucket_figure(buckets, "c", ["m"], tmp_path / "b.png")
+    assert (tmp_path / "b.png").is_file()
