@@ -26,7 +26,6 @@ from experiments.report.synthetic import write_synthetic_report
 from experiments.report.tables import (
     MIN_BUCKET_QUERIES,
     SPEC_BFCL_TEXT,
-    adaptation,
     aggregate,
     depth_trend,
     measured_factors,
@@ -143,7 +142,6 @@ def answers(per_query: pd.DataFrame, t2: pd.DataFrame, conditions: list[str]) ->
             "bootstrap.)"
         )
     lines.append("")
-    ad = adaptation(per_query, conditions)
     grow: list[str] = []
     flat: list[str] = []
     for cond in conditions:
@@ -163,17 +161,19 @@ def answers(per_query: pd.DataFrame, t2: pd.DataFrame, conditions: list[str]) ->
     lines.append("")
     shallow = []
     for cond in conditions:
-        if (cond, "f1-dqn") in ad.index and (cond, "bor-dqn") in ad.index:
-            f, b = ad.loc[(cond, "f1-dqn")], ad.loc[(cond, "bor-dqn")]
-            hard = [x for x in ("hard", "very hard") if x in ad.columns and not np.isnan(f[x])]
-            if hard:
-                shallow.append((cond, float(np.nanmax([f[x] for x in hard])), float(np.nanmax([b[x] for x in hard]))))
+        tf, tb = depth_trend(per_query, cond, "f1-dqn"), depth_trend(per_query, cond, "bor-dqn")
+        if tf is None or tb is None:
+            continue
+        hardest = [b for b in tf.buckets if b in tb.buckets][-1]  # hardest bucket with enough queries for both
+        shallow.append((cond, hardest, tf.mean_k[tf.buckets.index(hardest)], tb.mean_k[tb.buckets.index(hardest)]))
     if shallow:
-        n_shallower = sum(1 for _, f, b in shallow if f < b)
+        n_shallower = sum(1 for _, _, f, b in shallow if f < b)
         lines.append(
             "**Does the F1 agent stay shallow across buckets, as the paper claims?** "
-            f"On {n_shallower} of {len(shallow)} conditions the F1 agent's deepest hard-bucket mean K is below the "
-            "BoR agent's: " + "; ".join(f"{c}: F1 {f:.2f} vs BoR {b:.2f}" for c, f, b in shallow) + "."
+            f"On {n_shallower} of {len(shallow)} conditions the F1 agent's mean K in the hardest bucket with at least "
+            f"{MIN_BUCKET_QUERIES} test queries is below the BoR agent's: "
+            + "; ".join(f"{c} ({bk}): F1 {f:.2f} vs BoR {b:.2f}" for c, bk, f, b in shallow)
+            + "."
         )
     lines.append("")
     return lines

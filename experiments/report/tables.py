@@ -342,13 +342,6 @@ def table2(agg: pd.DataFrame, per_query: pd.DataFrame, conditions: list[str]) ->
     return pd.DataFrame(rows)
 
 
-def adaptation(per_query: pd.DataFrame, conditions: list[str]) -> pd.DataFrame:
-    """Mean K (mean over seeds of per-seed bucket means) per condition x method x bucket, for BoR and F1."""
-    pq = per_query[per_query["condition"].isin(conditions) & per_query["method"].isin(["bor-dqn", "f1-dqn"])]
-    per_seed = pq.groupby(["condition", "method", "seed", "bucket"])["k"].mean().reset_index()
-    return per_seed.groupby(["condition", "method", "bucket"])["k"].mean().unstack("bucket")
-
-
 MIN_BUCKET_QUERIES = 10
 """A difficulty bucket takes part in a depth-trend claim only with at least this many test queries."""
 
