@@ -138,7 +138,7 @@ def cmd_reproduce(ra: ReproduceArgs, la: LearnArgs, ca: CommonArgs, command: str
     runs = run_with(cells, out, ca, command)
     t_runs = time.perf_counter() - t0
     per_query, summary, buckets = collect_and_write(runs, out)
-    write_study_report(out, per_query, summary, buckets, ca.data_dir, ca.cache_dir)
+    write_study_report(out, per_query, summary, buckets, ca.data_dir, ca.cache_dir, split_seed=la.split_seed)
     write_manifest(
         out / "manifest.json",
         command=command,

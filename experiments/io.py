@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 from datetime import UTC, datetime
@@ -82,23 +83,18 @@ def write_tables(out: Path, tables: dict[str, pd.DataFrame]) -> None:
 # ----------------------------------------------------------------------------- provenance
 
 
-CODE_PACKAGES = ("rewards", "envs", "agents", "benchmarks", "experiments")
-#: Modules that only render finished cells (tables, figures, HTML, the paper's numbers) or time
-#: them: a change there cannot move a cell's numbers, so it re-renders without retraining.
-RENDER_ONLY = ("experiments/report/", "experiments/figures.py", "experiments/html.py", "experiments/paper.py",
-               "experiments/bench.py")  # fmt: skip
+CODE_PACKAGES = ("rewards", "envs", "agents", "benchmarks")
+#: The experiments modules that run inside a cell (its config, the runner, the table writer).
+#: Everything else in experiments/ (CLI, options, plans, reports, figures) reaches a cell only
+#: through its resolved config, which the config hash covers on its own.
+CELL_MODULES = ("experiments/config.py", "experiments/runner.py", "experiments/io.py")
 
 
 def code_files() -> list[Path]:
     """The source files a cell's numbers depend on: every ``*.py`` of :data:`CODE_PACKAGES`
-    except the :data:`RENDER_ONLY` ones."""
-    files = []
-    for pkg in CODE_PACKAGES:
-        for path in sorted((REPO / pkg).rglob("*.py")):
-            rel = path.relative_to(REPO).as_posix()
-            if not rel.startswith(RENDER_ONLY):
-                files.append(path)
-    return files
+    and the :data:`CELL_MODULES`."""
+    files = [path for pkg in CODE_PACKAGES for path in sorted((REPO / pkg).rglob("*.py"))]
+    return files + [REPO / m for m in CELL_MODULES]
 
 
 @functools.cache
@@ -200,12 +196,25 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+#: A temporary this package writes: ``.<target>.<tail>`` where the target is a run directory
+#: (``<condition>__<method>__s<seed>[__split<n>]``) or a file of a kind it writes.
+_TEMPORARY = re.compile(
+    r"^\.(?:.+?__.+?__s\d+(?:__split\d+)?|[^/]+?\.(?:csv|md|json|html|png|txt|zip|npy))\.(?P<tail>.+)$"
+)
+
+
 def remove_stale_temporaries(folder: Path) -> None:
-    """Remove ``.<name>.<pid>.*`` temporaries whose writer process is gone (killed runs)."""
+    """Remove ``.<name>.<pid>.*`` temporaries whose writer process is gone (killed runs).
+
+    Only names of :data:`_TEMPORARY`'s form are touched, so the user's own hidden files
+    (``.git``, ``.venv``, ``.env``, ``.env.local``) in an output folder are never deleted.
+    """
     if not folder.is_dir():
         return
     for p in folder.iterdir():
-        parts = p.name.split(".")
-        pid = next((int(x) for x in parts[2:] if x.isdigit()), None) if p.name.startswith(".") else None
-        if p.name.startswith(".") and (pid is None or (pid != os.getpid() and not _pid_alive(pid))):
+        m = _TEMPORARY.match(p.name)
+        if m is None:
+            continue
+        pid = next((int(x) for x in m.group("tail").split(".") if x.isdigit()), None)
+        if pid is None or (pid != os.getpid() and not _pid_alive(pid)):
             shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)

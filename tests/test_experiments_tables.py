@@ -127,6 +127,20 @@ def test_code_fingerprint_covers_cell_code_not_rendering() -> None:
     rel = {p.relative_to(REPO).as_posix() for p in code_files()}
     assert {"rewards/bor.py", "envs/ranked.py", "agents/dqn.py", "experiments/runner.py", "experiments/io.py"} <= rel
     assert not [r for r in rel if r.startswith("experiments/report/") or r == "experiments/figures.py"]
+    # every experiments module a cell's code imports (transitively) is covered
+    import ast
+
+    todo, seen = ["experiments/runner.py"], set()
+    while todo:
+        path = todo.pop()
+        seen.add(path)
+        for node in ast.walk(ast.parse((REPO / path).read_text())):
+            mod = node.module if isinstance(node, ast.ImportFrom) else None
+            if mod and mod.startswith("experiments."):
+                dep = mod.replace(".", "/") + ".py"
+                if dep not in seen:
+                    todo.append(dep)
+    assert seen <= rel, sorted(seen - rel)
 
 
 def _bucket_rows(ks_by_bucket: dict[str, list[int]]) -> pd.DataFrame:
@@ -159,7 +173,7 @@ def test_measured_factors_from_manifests_and_test_rows(tmp_path) -> None:
     BFCL tool-text fields are read off the tool_text function, not asserted."""
     import json
 
-    from experiments.report.tables import bfcl_text_fields, measured_factors
+    from experiments.report.tables import bfcl_text_fields, measured_factors, scorer_strength
 
     run = tmp_path / "runs" / "bfcl-bm25__fixed-1__s1"
     run.mkdir(parents=True)
@@ -169,7 +183,7 @@ def test_measured_factors_from_manifests_and_test_rows(tmp_path) -> None:
     pq = pd.DataFrame(
         {"condition": "bfcl-bm25", "method": "fixed-1", "qid": ["a", "b", "c", "d"], "gold_rank": [1, 1, 1, 4]}
     )
-    f = measured_factors(pq, tmp_path / "runs", ["bfcl-bm25"]).iloc[0]
+    f = measured_factors(scorer_strength(pq), tmp_path / "runs", ["bfcl-bm25"]).iloc[0]
     assert f["found_at_1_test"] == 75.0
     assert f["found_at_1_train"] == pytest.approx((50.0 * 10 - 75.0 * 4) / 6)
     assert f["n_queries"] == 10 and f["paper_n_queries"] == 400

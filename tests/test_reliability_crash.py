@@ -512,3 +512,23 @@ def test_condition_memo_is_keyed_by_its_inputs(tmp_path: Path, monkeypatch: pyte
         assert second.meta["inputs_sha256"] != first.meta["inputs_sha256"], "stale condition served from memory"
     finally:
         get_condition.cache_clear()
+
+
+def test_stale_temporary_cleanup_never_touches_the_users_hidden_files(tmp_path: Path) -> None:
+    """``--out .`` from a checkout: the resume cleanup removes only this package's temporaries
+    (``.<run id>.<pid>.*``, ``.<table>.<pid>.*``), never ``.git``, ``.venv`` or ``.env`` files."""
+    from experiments.io import remove_stale_temporaries
+
+    dead = 2**22 + 12345  # above the default pid_max of 4194304: no live process has it
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (tmp_path / ".venv").mkdir()
+    for name in (".env", ".env.local", ".gitignore"):
+        (tmp_path / name).write_text("keep\n")
+    stale = [f".bfcl-bm25__fixed-5__s1.{dead}.abc", f".per_query.csv.{dead}.x1.tmp", ".summary.csv.k1ll3d"]
+    for name in stale:
+        (tmp_path / name).write_text("half\n")
+    (tmp_path / f".synthetic-gen-n100-sep2.0-normal__bor-dqn__s42__split3.{dead}.q").mkdir()
+    remove_stale_temporaries(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".env", ".env.local", ".git", ".gitignore", ".venv"]
+    assert (tmp_path / ".git" / "HEAD").is_file()

@@ -51,12 +51,19 @@ def _depths(per_query: pd.DataFrame, cond: str, method: str, qids: list[str]) ->
     g = per_query[(per_query["condition"] == cond) & (per_query["method"] == method)]
     if g.empty:
         return None
-    first = g[g["seed"] == g["seed"].min()].set_index("qid")["k"]
-    return first.reindex(qids).to_numpy(dtype=np.int64)
+    first = g[g["seed"] == g["seed"].min()].set_index("qid")["k"].reindex(qids)
+    if first.isna().any():
+        raise ValueError(f"{cond} {method}: the per-query rows are not on this split's test queries")
+    return first.to_numpy(dtype=np.int64)
 
 
 def write_multi_section(
-    out: Path, per_query: pd.DataFrame, summary: pd.DataFrame, data_dir: str | None, cache_dir: str | None
+    out: Path,
+    per_query: pd.DataFrame,
+    summary: pd.DataFrame,
+    data_dir: str | None,
+    cache_dir: str | None,
+    split_seed: int = 0,
 ) -> list[str]:
     """``multi.csv``, ``unknown_r.csv``, ``equivalence.csv``, ``equivalence_pairs.csv``; returns README lines."""
     conds = multi_conditions(summary)
@@ -108,7 +115,7 @@ def write_multi_section(
         ]
         frames = []
         for cond in conds:
-            c = get_condition(*_cid(per_query, cond), 0, data_dir, cache_dir)
+            c = get_condition(*_cid(cond), split_seed, data_dir, cache_dir)
             test = c.test
             qids = [q.qid for q in test]
             depths = {m: d for m in UNKNOWN_R_METHODS if (d := _depths(per_query, cond, m, qids)) is not None}
@@ -154,7 +161,7 @@ def write_multi_section(
             ]
     sweeps, pairs = [], []
     for cond in eq_conds:
-        c = get_condition(*_cid(per_query, cond), 0, data_dir, cache_dir)
+        c = get_condition(*_cid(cond), split_seed, data_dir, cache_dir)
         corpus = load_condition_corpus(c, Path(data_dir) if data_dir else None, Path(cache_dir) if cache_dir else None)
         cos = tool_cosine(corpus, Path(cache_dir) if cache_dir else None)
         sweeps.append(equivalence_sweep(c, cos, EQUIVALENCE_TAUS))
@@ -203,7 +210,7 @@ def write_multi_section(
     return lines
 
 
-def _cid(per_query: pd.DataFrame, cond: str) -> tuple[str, str, str]:
+def _cid(cond: str) -> tuple[str, str, str]:
     from benchmarks.names import ConditionId
 
     c = ConditionId.parse(cond)
