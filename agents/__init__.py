@@ -6,7 +6,6 @@ from agents.base import DepthPolicy, FixedConfig, FixedK, first_stop, greedy_dep
 from agents.dqn import DQNAgent, DQNConfig
 from agents.evaluation import (
     BUCKET_SCHEMES,
-    bootstrap_ci,
     bucket_table,
     evaluate,
     score_depths,
@@ -23,7 +22,6 @@ __all__ = [
     "FixedK",
     "TabularConfig",
     "TabularQ",
-    "bootstrap_ci",
     "bucket_table",
     "evaluate",
     "first_stop",

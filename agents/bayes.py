@@ -252,10 +252,6 @@ class BayesOptimal:
             return np.zeros(0, dtype=np.int64)
         return bayes_depths(self._spec(queries), queries, config, self.reward, self.objective)[0]
 
-    def expected_values(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.float64]:
-        """Posterior expected payoff of each query at its chosen depth."""
-        return bayes_depths(self._spec(queries), queries, config, self.reward, self.objective)[1]
-
     def save(self, path: Path) -> None:
         """JSON: the spec (or null), reward kind and objective."""
         spec = None if self.spec is None else self.spec.as_dict()

@@ -190,25 +190,6 @@ def bucket_table(per_query: pd.DataFrame, keys: Sequence[str] = KEYS) -> pd.Data
     return df
 
 
-def bootstrap_ci(
-    values: Sequence[float], seed: int = 0, n_boot: int = 10_000, level: float = 0.95
-) -> tuple[float, float, float]:
-    """Mean and a seeded percentile-bootstrap interval over seeds (rliable-style).
-
-    With a single value the interval collapses to the value.
-    """
-    v = np.asarray(values, dtype=np.float64)
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return (math.nan, math.nan, math.nan)
-    if v.size == 1:
-        return (float(v[0]), float(v[0]), float(v[0]))
-    rng = np.random.default_rng(seed)
-    means = v[rng.integers(v.size, size=(n_boot, v.size))].mean(axis=1)
-    a = (1 - level) / 2
-    return float(v.mean()), float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
-
-
 #: Columns :func:`score_depths_multi` adds to those of :func:`score_depths`.
 MULTI_COLUMNS = ("hits", "recall", "last_rank", "complete", "p_random_all", "reward_all")
 
@@ -278,12 +259,3 @@ def summary_row_multi(rows: pd.DataFrame) -> dict[str, float]:
         "mean_reward_all": float(rows["reward_all"].mean()),
         "mean_p_random_all": float(rows["p_random_all"].mean()),
     }
-
-
-def summarise_multi(per_query: pd.DataFrame, keys: Sequence[str] = KEYS) -> pd.DataFrame:
-    """One :func:`summary_row_multi` row per group of ``keys``."""
-    out = [
-        {**dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True)), **summary_row_multi(g)}
-        for key, g in per_query.groupby(list(keys), sort=True)
-    ]
-    return pd.DataFrame(out)

@@ -16,7 +16,7 @@ once, on the first seed (their other seeds would repeat the same numbers).
 
 Outputs in ``out`` (default ``results/peers``): the runner's run directories (config,
 command, manifest, per-query rows, agent) and combined tables, then ``aggregate.csv``
-(mean and seeded bootstrap 95% interval over seeds per condition x method),
+(mean over seeds with a 95% bootstrap interval over test queries per condition x method, the seed range beside it),
 ``buckets_aggregate.csv``, ``limits.csv`` (mean reward as a fraction of the DP policy's
 and the oracle's), ``dp.csv`` (the DP policy's model, training and test values),
 ``goals.csv`` (the stated goal, checked), ``paired.csv`` (each BoR agent minus each peer,

@@ -39,11 +39,6 @@ _FIXED = re.compile(r"^fixed-(\d+)$")
 MAX_ISO_LINES = 8
 
 
-def is_learned(method: str) -> bool:
-    """True for learned (RL) agents: the registry group ``agent``."""
-    return _group(method) == "agent"
-
-
 def _group(method: str) -> str:
     try:
         return method_group(method)
@@ -113,25 +108,23 @@ def seed_spread(
     return summary.groupby(list(keys), sort=True).agg(**agg).reset_index()
 
 
+def bucket_spread(buckets: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """Per group of ``keys`` of a bucket table: its query count ``n`` and :func:`seed_spread`
+    of found % and mean K."""
+    spread = seed_spread(buckets, ["found_pct", "mean_k"], keys)
+    n = buckets.groupby(list(keys), sort=True)["n"].first().reset_index()
+    return n.merge(spread, on=list(keys), validate="one_to_one")
+
+
 def bucket_figure(buckets: pd.DataFrame, condition: str, methods: list[str], out_png: Path) -> pd.DataFrame:
     """Paper Figure 1 style: per difficulty bucket, found % and mean K per method (mean over seeds).
 
     Writes ``out_png`` and a sibling CSV with exactly the plotted numbers; returns that table.
     """
     b = buckets[(buckets["condition"] == condition) & (buckets["method"].isin(methods))]
-    plotted = (
-        b.groupby(["method", "bucket"], sort=False)
-        .agg(
-            n=("n", "first"),
-            found_pct=("found_pct", "mean"),
-            mean_k=("mean_k", "mean"),
-            found_pct_min=("found_pct", "min"),
-            found_pct_max=("found_pct", "max"),
-            mean_k_min=("mean_k", "min"),
-            mean_k_max=("mean_k", "max"),
-        )
-        .reset_index()
-    )
+    plotted = bucket_spread(b, ("method", "bucket"))[
+        ["method", "bucket", "n", "found_pct", "mean_k", "found_pct_min", "found_pct_max", "mean_k_min", "mean_k_max"]
+    ]
     present = [x for x in BUCKET_ORDER if x in set(plotted["bucket"])]
     plotted["bucket"] = pd.Categorical(plotted["bucket"], present, ordered=True)
     plotted["method"] = pd.Categorical(plotted["method"], methods, ordered=True)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from agents.evaluation import MULTI_COLUMNS, score_depths, score_depths_multi, summarise_multi, summary_row_multi
+from agents.evaluation import MULTI_COLUMNS, score_depths, score_depths_multi, summarise, summary_row_multi
 from benchmarks import data
 from benchmarks.conditions import (
     BENCHMARKS,
@@ -187,7 +187,7 @@ def test_score_depths_multi_columns_by_hand() -> None:
     assert s["mean_r"] == 2.0
     assert s["bor_bits_all"] == pytest.approx(math.log2(0.5 / np.mean(want_pa)), rel=1e-12)
     assert s["mean_reward_all"] == pytest.approx(np.mean(rows["reward_all"]))
-    summ = summarise_multi(rows.assign(condition="x", method="m", seed=0))
+    summ = summarise(rows.assign(condition="x", method="m", seed=0))
     assert summ.loc[0, "complete_pct"] == 50.0 and summ.loc[0, "found_pct"] == 100.0
 
 

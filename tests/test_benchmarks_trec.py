@@ -18,10 +18,7 @@ from benchmarks.trec import (
     SKIP_NO_QRELS,
     SKIP_NO_RELEVANT,
     SKIP_QRELS_NOT_IN_RUN,
-    InputChange,
     WrittenRun,
-    changed_inputs,
-    check_inputs,
     iter_run_queries,
     load_run_queries,
     rank_docs,
@@ -568,27 +565,3 @@ def test_truncate_run_memory_is_bounded(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- input digests
-
-
-def test_changed_inputs_and_check(tmp_path: Path) -> None:
-    run_p = _write(tmp_path, "run.txt", "q1 Q0 a 1 2.0 t\n")
-    qrels_p = _write(tmp_path, "qrels.txt", "q1 0 a 1\n")
-    recorded = load_run_queries(run_p, qrels_p).inputs_sha256
-    assert changed_inputs(recorded) == []
-    check_inputs(recorded)
-    relative = {"run.txt": recorded[str(run_p)]}
-    assert changed_inputs(relative, root=tmp_path) == []
-    old = recorded[str(run_p)]
-    run_p.write_text("q1 Q0 a 1 3.0 t\n", encoding="utf-8")
-    new = hashlib.sha256(run_p.read_bytes()).hexdigest()
-    qrels_p.unlink()
-    assert changed_inputs(recorded) == [
-        InputChange(str(run_p), old, new),
-        InputChange(str(qrels_p), recorded[str(qrels_p)], None),
-    ]
-    with pytest.raises(DataError) as e:
-        check_inputs(recorded)
-    msg = str(e.value)
-    assert "\n" not in msg
-    assert f"{run_p}: sha256 {new} differs from {old} recorded in the run config" in msg
-    assert f"{qrels_p}: missing" in msg

@@ -142,10 +142,11 @@ def answers(per_query: pd.DataFrame, t2: pd.DataFrame, conditions: list[str]) ->
             "bootstrap.)"
         )
     lines.append("")
+    trends = {(c, m): depth_trend(per_query, c, m) for c in conditions for m in ("bor-dqn", "f1-dqn")}
     grow: list[str] = []
     flat: list[str] = []
     for cond in conditions:
-        t = depth_trend(per_query, cond, "bor-dqn")
+        t = trends[(cond, "bor-dqn")]
         if t is None:
             continue
         seq = " -> ".join(f"{b} {k:.2f} (n={n})" for b, k, n in zip(t.buckets, t.mean_k, t.n, strict=True))
@@ -161,7 +162,7 @@ def answers(per_query: pd.DataFrame, t2: pd.DataFrame, conditions: list[str]) ->
     lines.append("")
     shallow = []
     for cond in conditions:
-        tf, tb = depth_trend(per_query, cond, "f1-dqn"), depth_trend(per_query, cond, "bor-dqn")
+        tf, tb = trends[(cond, "f1-dqn")], trends[(cond, "bor-dqn")]
         if tf is None or tb is None:
             continue
         hardest = [b for b in tf.buckets if b in tb.buckets][-1]  # hardest bucket with enough queries for both
@@ -261,45 +262,29 @@ def _mean(summary: pd.DataFrame, cond: str, method: str, col: str) -> float:
     return float(s.mean()) if len(s) else float("nan")
 
 
-def notes_for(per_query: pd.DataFrame, summary: pd.DataFrame) -> dict[str, str]:
-    """One paragraph per condition (and "_all")."""
+def notes_for(summary: pd.DataFrame) -> dict[str, str]:
+    """One paragraph per condition: the best fixed K by mean reward and BoR-DQN beside it.
+
+    The scorer's found@1 and the per-bucket depths are in the section's own tables.
+    """
     notes: dict[str, str] = {}
     for cond in sorted(summary["condition"].unique()):
-        pq = per_query[per_query["condition"] == cond]
-        first = pq.drop_duplicates("qid")
-        gr = first["gold_rank"].to_numpy()
-        f1 = 100 * np.mean(gr == 1)
-        f5 = 100 * np.mean((gr >= 1) & (gr <= 5))
-        parts = []
-        paper = PAPER.get(cond, {})
-        if "found_at_1" in paper:
-            parts.append(
-                f"Our scorer ranks the gold tool first for {f1:.1f}% of test queries (paper: {paper['found_at_1']}%)"
-                + (f" and in the top 5 for {f5:.1f}% (paper: {paper['found_at_5']}%)" if "found_at_5" in paper else "")
-                + "."
-            )
         fixed = summary[(summary["condition"] == cond) & summary["method"].str.startswith("fixed-")]
-        if len(fixed):
-            by = fixed.groupby("method")[["mean_reward", "found_pct"]].mean()
-            best = by["mean_reward"].idxmax()
-            parts.append(
-                f"The fixed K with the highest mean BoR reward is {best} ({by.loc[best, 'mean_reward']:.2f} bits at "
-                f"{by.loc[best, 'found_pct']:.1f}% found)."
-            )
+        if not len(fixed):
+            continue
+        by = fixed.groupby("method")[["mean_reward", "found_pct"]].mean()
+        best = by["mean_reward"].idxmax()
+        parts = [
+            f"The fixed K with the highest mean BoR reward is {best} ({by.loc[best, 'mean_reward']:.2f} bits at "
+            f"{by.loc[best, 'found_pct']:.1f}% found)."
+        ]
         bor = _mean(summary, cond, "bor-dqn", "mean_reward")
-        if not np.isnan(bor) and len(fixed):
+        if not np.isnan(bor):
             parts.append(
                 f"BoR-DQN earns {bor:.2f} bits of mean reward ({_mean(summary, cond, 'bor-dqn', 'found_pct'):.1f}% found "
-                f"at mean K {_mean(summary, cond, 'bor-dqn', 'mean_k'):.2f}) against {by['mean_reward'].max():.2f} for the best fixed K."
+                f"at mean K {_mean(summary, cond, 'bor-dqn', 'mean_k'):.2f}) against {by['mean_reward'].max():.2f} for "
+                "the best fixed K."
             )
-        for method in ("bor-dqn", "f1-dqn"):
-            sub = pq[pq["method"] == method]
-            if len(sub):
-                ks = sub.groupby("bucket")["k"].mean()
-                order = [b for b in ("easy", "medium", "hard", "very hard") if b in ks.index]
-                if len(order) >= 2:
-                    trend = " -> ".join(f"{b} {ks[b]:.2f}" for b in order)
-                    parts.append(f"{method} mean K by bucket: {trend}.")
         notes[cond] = " ".join(parts)
     return notes
 
@@ -420,6 +405,7 @@ def write_study_report(
     buckets: pd.DataFrame,
     data_dir: str | None = None,
     cache_dir: str | None = None,
+    split_seed: int = 0,
 ) -> None:
     """table2.csv, aggregate.csv, scorer_strength.csv, figures/*.png (+csv) and README.md of a study folder,
     with the multi-tool section and the synthetic study's folder when those conditions ran."""
@@ -429,7 +415,7 @@ def write_study_report(
     atomic_write_csv(strength, out / "scorer_strength.csv")
     present = set(summary["condition"])
     main_conds = [c for c in MAIN_CONDITIONS if c in present]
-    t2 = table2(agg, per_query, main_conds)
+    t2 = table2(agg, strength, main_conds)
     atomic_write_csv(t2, out / "table2.csv")
     lines = [
         f"# {TITLE}",
@@ -452,7 +438,7 @@ def write_study_report(
         "",
         *answers(per_query, t2, main_conds),
     ]
-    factors = measured_factors(per_query, out / "runs", main_conds)
+    factors = measured_factors(strength, out / "runs", main_conds, split_seed)
     atomic_write_csv(factors, out / "factors.csv")
     lines += [
         "### Measured factors behind differences from the paper",
@@ -467,9 +453,9 @@ def write_study_report(
     if why:
         lines += ["### Differences from the paper larger than our interval", "", *[f"- {w}" for w in why], ""]
     lines += study_figures(out, per_query, summary)
-    lines += write_multi_section(out, per_query, summary, data_dir, cache_dir)
+    lines += write_multi_section(out, per_query, summary, data_dir, cache_dir, split_seed)
     lines += write_synthetic_report(out, per_query)
-    notes = notes_for(per_query, summary)
+    notes = notes_for(summary)
     order = [c for c in PLANS if c in present and not is_synthetic(c)]
     order += sorted(c for c in present - set(PLANS) if not is_synthetic(c))
     for cond in order:

@@ -30,7 +30,7 @@ from benchmarks.synthetic import parse_variant
 from experiments.io import atomic_write_csv, atomic_write_text, save_png
 from experiments.plan import DQN_SUBSET, SYNTHETIC_AXES, SYNTHETIC_BASE, SYNTHETIC_GRID
 from experiments.report.markdown import fmt
-from experiments.report.tables import ratio_interval
+from experiments.report.tables import query_resamples, ratio_interval
 
 __all__ = [
     "BAYES_METHOD",
@@ -119,7 +119,7 @@ def bayes_fraction_table(
             raise ValueError(f"condition {condition!r} has no {bayes!r} rows to compare with")
         base = per_method[bayes]
         q = len(base)
-        idx = np.random.default_rng(seed).integers(q, size=(n_boot, q))
+        idx = query_resamples(q, n_boot, seed)
         b = base.to_numpy(dtype=np.float64)
         b_mean = float(b.mean())
         spec_cols = _spec_columns(str(condition))

@@ -18,6 +18,7 @@ import pandas as pd
 
 from agents.evaluation import BUCKET_ORDER, depth_spread
 from experiments.config import method_group
+from experiments.figures import bucket_spread
 from experiments.paper import PAPER
 from experiments.plan import BOR_AGENTS, GOAL_FRACTION_OF_DP, condition_order
 
@@ -26,6 +27,12 @@ METRICS = ("found_pct", "mean_k", "bor_bits", "mean_reward")
 
 N_BOOT = 2000
 """Bootstrap resamples of the test queries behind every reported interval."""
+
+
+def query_resamples(n_queries: int, n_boot: int = N_BOOT, seed: int = 0) -> np.ndarray:
+    """``n_boot`` x ``n_queries`` query indices drawn with replacement (``default_rng(seed)``): one
+    set per condition, shared by every method so that intervals and differences are paired."""
+    return np.random.default_rng(seed).integers(n_queries, size=(n_boot, n_queries))
 
 
 def _query_matrices(g: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -75,7 +82,7 @@ def aggregate(summary: pd.DataFrame, per_query: pd.DataFrame, seed: int = 0, n_b
     rows = []
     pq = per_query.set_index(["condition", "method"]).sort_index()
     for cond, cs in summary.groupby("condition", sort=True):
-        idx: np.ndarray | None = None
+        idx: np.ndarray | None = None  # drawn once the condition's query count is known
         for method, g in cs.groupby("method", sort=True):
             row: dict[str, object] = {"condition": cond, "method": method, "n_seeds": len(g)}
             for m in (*METRICS, "std_k", "bor_ceiling"):
@@ -84,9 +91,8 @@ def aggregate(summary: pd.DataFrame, per_query: pd.DataFrame, seed: int = 0, n_b
                     row[f"{m}_seed_min"], row[f"{m}_seed_max"] = float(g[m].min()), float(g[m].max())
             rows_q = pq.loc[(cond, method)].reset_index()
             mats = _query_matrices(rows_q)
-            q = mats["found"].shape[1]
-            if idx is None or idx.shape[1] != q:
-                idx = np.random.default_rng(seed).integers(q, size=(n_boot, q))
+            if idx is None:
+                idx = query_resamples(mats["found"].shape[1], n_boot, seed)
             for m, boot in _bootstrap_metrics(mats, idx).items():
                 finite = boot[np.isfinite(boot)]
                 lo, hi = np.quantile(finite, [0.025, 0.975]) if finite.size else (math.nan, math.nan)
@@ -122,20 +128,7 @@ def aggregate_with_groups(summary: pd.DataFrame, per_query: pd.DataFrame) -> pd.
 
 def bucket_aggregate(buckets: pd.DataFrame) -> pd.DataFrame:
     """Per condition x method x bucket: n, and found % and mean K (mean, min, max over seeds)."""
-    b = (
-        buckets.groupby(["condition", "method", "bucket"], sort=False)
-        .agg(
-            n=("n", "first"),
-            n_seeds=("seed", "nunique"),
-            found_pct=("found_pct", "mean"),
-            found_pct_min=("found_pct", "min"),
-            found_pct_max=("found_pct", "max"),
-            mean_k=("mean_k", "mean"),
-            mean_k_min=("mean_k", "min"),
-            mean_k_max=("mean_k", "max"),
-        )
-        .reset_index()
-    )
+    b = bucket_spread(buckets, ("condition", "method", "bucket"))
     b["_b"] = b["bucket"].map({x: i for i, x in enumerate(BUCKET_ORDER)})
     return b.sort_values(["condition", "method", "_b"]).drop(columns="_b").reset_index(drop=True)
 
@@ -156,6 +149,10 @@ def ratio_interval(
     return float(num.mean()) / den_mean, float(lo), float(hi)
 
 
+LIMIT_REFS = (("bor-dp", "dp"), ("oracle", "oracle"))
+"""The reference methods of :func:`limits_table` and the suffix of their columns."""
+
+
 def limits_table(per_query: pd.DataFrame, seed: int = 0, n_boot: int = N_BOOT) -> pd.DataFrame:
     """Mean test reward of every method as a fraction of ``bor-dp``'s and the oracle's.
 
@@ -167,8 +164,8 @@ def limits_table(per_query: pd.DataFrame, seed: int = 0, n_boot: int = N_BOOT) -
     for cond, g in per_query.groupby("condition", sort=True):
         by = g.groupby(["method", "qid"], sort=True)["reward"].mean().unstack("qid")
         seeds = g.groupby("method")["seed"].nunique()
-        q = by.shape[1]
-        idx = np.random.default_rng(seed).integers(q, size=(n_boot, q))
+        idx = query_resamples(by.shape[1], n_boot, seed)
+        refs = {name: by.loc[key].to_numpy(dtype=np.float64) for key, name in LIMIT_REFS if key in by.index}
         for method in by.index:
             r = by.loc[method].to_numpy(dtype=np.float64)
             row: dict[str, object] = {
@@ -178,9 +175,8 @@ def limits_table(per_query: pd.DataFrame, seed: int = 0, n_boot: int = N_BOOT) -
                 "n_seeds": int(seeds[method]),
                 "mean_reward": float(r.mean()),
             }
-            for key, name in (("bor-dp", "dp"), ("oracle", "oracle")):
-                ref = by.loc[key].to_numpy(dtype=np.float64) if key in by.index else np.array([0.0])
-                frac, lo, hi = ratio_interval(r, ref, idx) if key in by.index else (math.nan,) * 3
+            for _, name in LIMIT_REFS:
+                frac, lo, hi = ratio_interval(r, refs[name], idx) if name in refs else (math.nan,) * 3
                 row[f"frac_{name}"], row[f"frac_{name}_lo"], row[f"frac_{name}_hi"] = frac, lo, hi
             rows.append(row)
     return pd.DataFrame(rows)
@@ -215,14 +211,13 @@ def paired_differences(per_query: pd.DataFrame, seed: int = 0, n_boot: int = 10_
 
     Per query, a method's reward is its mean over seeds; the difference of means is resampled
     over queries (the same resample for both methods) with a seeded generator. This interval
-    covers test-set sampling noise, which the seed intervals do not.
+    covers test-set sampling noise (the seed range in aggregate.csv does not).
     """
     rows = []
     for cond in condition_order(per_query["condition"].unique()):
         pq = per_query[per_query["condition"] == cond]
         by = pq.groupby(["method", "qid"])["reward"].mean().unstack("qid")
-        rng = np.random.default_rng(seed)
-        idx = rng.integers(by.shape[1], size=(n_boot, by.shape[1]))
+        idx = query_resamples(by.shape[1], n_boot, seed)
         for agent in BOR_AGENTS:
             if agent not in by.index:
                 continue
@@ -300,12 +295,12 @@ def _row(agg: pd.DataFrame, cond: str, method: str) -> pd.Series | None:
     return r.iloc[0] if len(r) else None
 
 
-def table2(agg: pd.DataFrame, per_query: pd.DataFrame, conditions: list[str]) -> pd.DataFrame:
+def table2(agg: pd.DataFrame, strength: pd.DataFrame, conditions: list[str]) -> pd.DataFrame:
     """One row per (condition, agent in {BoR, F1}): ours from :func:`aggregate` (mean over seeds,
     95% bootstrap interval over test queries, depth spread, and found % / mean K without
     whole-list episodes) beside the paper's found % and mean K, plus each scorer's found@1
     beside the paper's."""
-    strength = scorer_strength(per_query).set_index("condition")
+    strength = strength.set_index("condition")
     rows = []
     for cond in conditions:
         paper = PAPER.get(cond, {})
@@ -406,14 +401,17 @@ def depth_trend(
     )
 
 
-def _condition_meta(runs_dir: Path) -> dict[str, dict[str, Any]]:
-    """The condition metadata each condition's first run manifest recorded (split sizes, scorer
-    found@1 on all queries, data sizes)."""
+def _condition_meta(runs_dir: Path, split_seed: int = 0) -> dict[str, dict[str, Any]]:
+    """The condition metadata each condition's first run manifest of split ``split_seed``
+    recorded (split sizes, scorer found@1 on all queries, data sizes)."""
     out: dict[str, dict[str, Any]] = {}
     for manifest in sorted(runs_dir.glob("*/manifest.json")):
+        cfg = json.loads((manifest.parent / "config.json").read_text())
+        cond = cfg.get("condition")
+        if not cond or cond in out or cfg.get("split_seed", 0) != split_seed:
+            continue
         meta = json.loads(manifest.read_text()).get("condition") or {}
-        cond = json.loads((manifest.parent / "config.json").read_text()).get("condition")
-        if cond and cond not in out and isinstance(meta, dict):
+        if isinstance(meta, dict):
             out[cond] = meta
     return out
 
@@ -434,15 +432,17 @@ SPEC_BFCL_TEXT = ["description", "parameter names"]
 """SPEC section 4: BM25 over description + parameter names."""
 
 
-def measured_factors(per_query: pd.DataFrame, runs_dir: Path, conditions: Sequence[str]) -> pd.DataFrame:
+def measured_factors(
+    strength: pd.DataFrame, runs_dir: Path, conditions: Sequence[str], split_seed: int = 0
+) -> pd.DataFrame:
     """Per condition, the measured factors a difference from the paper can come from.
 
-    Scorer found@1 on the test split (from the per-query rows) and on the training split
+    Scorer found@1 on the test split (a :func:`scorer_strength` table) and on the training split
     (from the condition's recorded found@1 over all queries and the split sizes), query and
     tool counts here and in the paper, and (BFCL) the tool-text fields against SPEC's.
     """
-    meta = _condition_meta(runs_dir)
-    strength = scorer_strength(per_query).set_index("condition")
+    meta = _condition_meta(runs_dir, split_seed)
+    strength = strength.set_index("condition")
     rows = []
     for cond in conditions:
         m = meta.get(cond, {})
