@@ -64,17 +64,20 @@ class DQNConfig:
     """Gradient steps per update."""
     net_arch: tuple[int, ...] = (64, 64)
     """Hidden layer sizes of the Q-network MLP."""
+    n_envs: int = 1
+    """Environments stepped together (SB3 ``DummyVecEnv``); ``train_freq`` then counts steps of all of
+    them at once and the target-update interval is divided by ``n_envs`` (SB3's rule)."""
 
 
 class _BarCallback:
-    """SB3 callback that advances a progress bar by one per environment step (no effect on training)."""
+    """SB3 callback that advances a progress bar by one per environment step of every env (no effect on training)."""
 
     def __new__(cls, bar: Any) -> Any:
         from stable_baselines3.common.callbacks import BaseCallback
 
         class _Cb(BaseCallback):
             def _on_step(self) -> bool:
-                bar.update(1)
+                bar.update(self.training_env.num_envs)
                 return True
 
         return _Cb()
@@ -97,9 +100,25 @@ class DQNAgent:
 
         s = self.settings
         torch.set_num_threads(1)
-        env = ShortlistEnv(queries, reward=config.reward, step_cost=config.step_cost, max_depth=config.max_depth)
-        env.reset(seed=seed)
-        env.action_space.seed(seed)
+        from stable_baselines3.common.vec_env import DummyVecEnv
+
+        def make(i: int) -> Any:
+            def build() -> ShortlistEnv:
+                return ShortlistEnv(
+                    queries, reward=config.reward, step_cost=config.step_cost, max_depth=config.max_depth
+                )
+
+            return build
+
+        env: Any
+        if s.n_envs == 1:
+            env = make(0)()
+            env.reset(seed=seed)
+            env.action_space.seed(seed)
+        else:
+            env = DummyVecEnv([make(i) for i in range(s.n_envs)])
+            env.seed(seed)
+            env.action_space.seed(seed)
         self.model = DQN(
             "MlpPolicy",
             env,

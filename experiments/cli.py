@@ -68,7 +68,7 @@ def _bench(a: o.BenchArgs, ca: o.CommonArgs, command: str) -> int:
 def _tune(a: o.TuneArgs, command: str) -> int:
     from experiments.tune import cmd_tune
 
-    return cmd_tune(a)
+    return cmd_tune(a, command)
 
 
 def _lazy(name: str) -> Callable[..., int]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Sequence
-from dataclasses import fields, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 
 import pandas as pd
@@ -20,7 +20,7 @@ import pandas as pd
 from agents import DQNAgent, DQNConfig, evaluate, summarise
 from benchmarks.conditions import seeded_split
 from envs import EpisodeConfig
-from experiments.io import atomic_write_csv
+from experiments.io import atomic_write_csv, write_manifest
 from experiments.options import TuneArgs
 from experiments.runner import get_condition, seed_everything
 
@@ -55,8 +55,11 @@ def tune(
     out: Path,
     data_dir: str | None,
     cache_dir: str | None,
+    command: str = "",
 ) -> pd.DataFrame:
-    """Train/evaluate every grid point x seed on the inner split; write and return the rows."""
+    """Train/evaluate every grid point x seed on the inner split; write the rows, the per-setting
+    means and a manifest (``OUT/<condition>_manifest.json``: command, grid, git state, fit times);
+    return the rows."""
     cond = get_condition(benchmark, scorer, variant, 0, data_dir, cache_dir)
     train = cond.train
     inner_train, inner_val = seeded_split(len(train), 0.7, INNER_SPLIT_SEED)
@@ -94,10 +97,22 @@ def tune(
     )
     mean.columns = [f"{a}_{b}" for a, b in mean.columns]
     atomic_write_csv(mean.reset_index(), out / f"{cond.name}_mean.csv")
+    write_manifest(
+        out / f"{cond.name}_manifest.json",
+        command=command,
+        condition=cond.name,
+        grid={k: [str(v) for v in vs] for k, vs in grid.items()},
+        seeds=[int(s) for s in seeds],
+        episode=asdict(episode),
+        inner_split_seed=INNER_SPLIT_SEED,
+        n_fit=len(fit_q),
+        n_validation=len(val_q),
+        fit_seconds={f"{r['setting']} s{r['seed']}": r["fit_seconds"] for r in rows},
+    )
     return df
 
 
-def cmd_tune(ta: TuneArgs) -> int:
+def cmd_tune(ta: TuneArgs, command: str = "") -> int:
     """``shortlist tune``: every grid point x seed on the inner validation split of one condition."""
     from benchmarks.names import ConditionId
     from experiments.plan import PLANS, base_plan
@@ -110,6 +125,17 @@ def cmd_tune(ta: TuneArgs) -> int:
         gamma=plan.gamma if ta.gamma is None else ta.gamma,
     )
     out = Path(ta.out)
-    tune(ta.benchmark, ta.scorer, ta.variant, parse_grid(ta.grid), ta.seeds, episode, out, ta.data_dir, ta.cache_dir)
+    tune(
+        ta.benchmark,
+        ta.scorer,
+        ta.variant,
+        parse_grid(ta.grid),
+        ta.seeds,
+        episode,
+        out,
+        ta.data_dir,
+        ta.cache_dir,
+        command,
+    )
     print(f"wrote {out}")
     return 0
