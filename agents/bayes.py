@@ -46,12 +46,10 @@ where, with T(K) the terminal reward of kind ``reward`` when found (BoR
 - ``objective="return"`` (method ``<reward>-bayes-mdp``): the RL episode return the
   learners maximise under the episode config (gamma, step cost c):
   ``E = C(K) gamma^(K-1) T(K) - c sum_{i=0}^{K-2} gamma^i``. Stopping at K costs K - 1
-  CONTINUEs. The forced STOP at the depth cap is not special: reaching the cap pays the
-  last step's -c and T(cap) together, which undiscounted (the environment's own sum of
-  rewards) is ``T(cap) - (cap - 1) c``, the same formula; with gamma < 1 the package's
-  learners (:class:`agents.tabular.TabularQ`'s target ``-c + gamma T(cap)``,
-  :func:`agents.peers.objective_matrix`) discount T(cap) by ``gamma^(cap-1)`` like a
-  voluntary stop, and so does this policy.
+  CONTINUEs. The forced STOP at the depth cap is not special: T(cap) is discounted by
+  ``gamma^(cap-1)`` like a voluntary stop, the convention of the environment (where the
+  step after reaching the cap ends the episode), :class:`agents.tabular.TabularQ`'s target
+  ``-c + gamma T(cap)`` and :func:`agents.peers.objective_matrix`.
 
 Both are exact per-query maximisers of the posterior expected payoff, so the mean payoff
 over queries is, in expectation, at least that of every score-only policy (including

@@ -27,11 +27,15 @@ file and line; for a wheel the file is ``<wheel path>!<member>``.
 
 Registry: every distinct function name, in order of first appearance; a function
 that appears in several entries keeps its first definition. Tool text (what the
-scorers see) is, exactly::
+scorers see) is SPEC's "description + parameter names", exactly::
+
+    "<description> Parameters: <p1>, <p2>, ..."
+
+(parameter names in schema order). The named option ``tool_text="rich"`` (condition
+variant ``richtext``, e.g. ``bfcl-bm25-richtext``) puts the function name first::
 
     "<name with _ and . replaced by spaces>. <description> Parameters: <p1>, <p2>, ..."
-
-(parameter names in schema order). The query text is the concatenated content of
+ The query text is the concatenated content of
 the user turns. The gold tool is the function named in ``ground_truth`` (it always
 equals the entry's own function in v4; a mismatch or a name missing from the
 registry is a :class:`DataError` naming the file and line).
@@ -179,14 +183,21 @@ def _read_jsonl(path: str, content: bytes) -> list[dict]:
     return rows
 
 
-def tool_text(fn: dict) -> str:
+TOOL_TEXTS = ("spec", "rich")
+"""Tool-text kinds: ``spec`` (SPEC: description + parameter names; the default) and ``rich``
+(the function name, then the same)."""
+
+
+def tool_text(fn: dict, kind: str = "spec") -> str:
     """The exact text scorers see for one BFCL function definition (see module docstring)."""
-    name = str(fn["name"])
+    if kind not in TOOL_TEXTS:
+        raise ValueError(f"unknown BFCL tool text {kind!r}; expected one of {', '.join(TOOL_TEXTS)}")
     desc = str(fn.get("description", "")).strip()
     props = (fn.get("parameters") or {}).get("properties") or {}
-    params = ", ".join(props.keys())
-    pretty = name.replace("_", " ").replace(".", " ")
-    return f"{pretty}. {desc} Parameters: {params}".strip()
+    text = f"{desc} Parameters: {', '.join(props.keys())}"
+    if kind == "rich":
+        text = str(fn["name"]).replace("_", " ").replace(".", " ") + ". " + text
+    return text.strip()
 
 
 def load_bfcl(
@@ -197,6 +208,7 @@ def load_bfcl(
     cache_dir: data.PathLike | None = None,
     download: bool = True,
     source: BfclSource | None = None,
+    text_kind: str = "spec",
 ) -> ToolCorpus:
     """Load BFCL v4 simple_python as a :class:`ToolCorpus` (see module docstring).
 
@@ -207,6 +219,7 @@ def load_bfcl(
         cache_dir: cache directory searched for the wheel, and where a download goes.
         download: allow downloading the pinned wheel with pip.
         source: read from this source instead (overrides everything above).
+        text_kind: the tool-text kind (:data:`TOOL_TEXTS`).
 
     Returns:
         The corpus; ``inputs_sha256`` maps the two package paths (:data:`QUESTIONS`,
@@ -217,6 +230,8 @@ def load_bfcl(
             for the wheel) and line.
         ValueError: only one of ``questions`` and ``answers`` is given.
     """
+    if text_kind not in TOOL_TEXTS:
+        raise ValueError(f"load_bfcl: unknown tool text {text_kind!r}; expected one of {', '.join(TOOL_TEXTS)}")
     if (questions is None) != (answers is None):
         raise ValueError("load_bfcl: give both the questions and the answers file, or neither")
     if source is None:
@@ -257,7 +272,7 @@ def load_bfcl(
             if fn["name"] not in seen:
                 seen.add(fn["name"])
                 names.append(str(fn["name"]))
-                texts.append(tool_text(fn))
+                texts.append(tool_text(fn, text_kind))
         try:
             turns = [t for conv in row["question"] for t in conv if t.get("role") == "user"]
             text = " ".join(str(t["content"]) for t in turns).strip()

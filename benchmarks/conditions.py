@@ -112,6 +112,9 @@ class CandidateRule:
     query_set: str = ""
     """Which queries of the benchmark: "" = its main file; "multi" = its multi-tool file
     (several gold tools per query; candidate sets by :func:`multi_candidate_sets`)."""
+    tool_text: str = ""
+    """Which tool text the scorers see: "" = the benchmark's default (BFCL: SPEC's description +
+    parameter names); "rich" = BFCL's richer text with the function name (variant ``richtext``)."""
 
     def __post_init__(self) -> None:
         if self.n is not None and self.n_similar + self.n_random + 1 > self.n:
@@ -132,7 +135,7 @@ def seeded_split(n: int, train_frac: float, seed: int) -> tuple[NDArray[np.int64
 def _bfcl(data_dir: Path | None, cache_dir: Path | None, opts: Mapping[str, str]) -> ToolCorpus:
     from benchmarks.bfcl import load_bfcl
 
-    return load_bfcl(data_dir=data_dir, cache_dir=cache_dir)
+    return load_bfcl(data_dir=data_dir, cache_dir=cache_dir, text_kind=opts.get("tool_text") or "spec")
 
 
 def _metatool(data_dir: Path | None, cache_dir: Path | None, opts: Mapping[str, str]) -> ToolCorpus:
@@ -159,7 +162,7 @@ def _beir(data_dir: Path | None, cache_dir: Path | None, opts: Mapping[str, str]
 BENCHMARKS: dict[
     str, tuple[Callable[[Path | None, Path | None, Mapping[str, str]], ToolCorpus], dict[str, CandidateRule]]
 ] = {
-    "bfcl": (_bfcl, {"": CandidateRule()}),
+    "bfcl": (_bfcl, {"": CandidateRule(), "richtext": CandidateRule(tool_text="rich")}),
     "metatool": (
         _metatool,
         {
@@ -374,8 +377,9 @@ def build_condition(
     if benchmark == "run":
         return _run_condition(opts, split_seed, train_frac)
     t0 = time.perf_counter()
+    loader_opts = {**opts, **({"query_set": rule.query_set} if rule.query_set else {})}
     corpus = BENCHMARKS[benchmark][0](
-        data_dir, cache_dir, {**opts, "query_set": rule.query_set} if rule.query_set else opts
+        data_dir, cache_dir, {**loader_opts, **({"tool_text": rule.tool_text} if rule.tool_text else {})}
     )
     t_load = time.perf_counter() - t0
     picked = sample_queries(len(corpus.queries), rule.n_queries, candidate_seed)
@@ -427,6 +431,7 @@ def build_condition(
                 "similarity": SIMILARITY_MODEL if rule.n_similar else None,
                 **({"query_set": rule.query_set, "distractors": MULTI_DISTRACTORS} if rule.query_set else {}),
             },
+            **({"tool_text": rule.tool_text or "spec"} if benchmark == "bfcl" else {}),
             "candidate_seed": candidate_seed,
             "scorer_identity": sc.identity(),
             "inputs_sha256": corpus.inputs_sha256,

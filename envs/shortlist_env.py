@@ -75,7 +75,8 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
     never of gold labels (see :mod:`envs.features` for the exact definitions).
 
     ## Starting State
-    A query chosen with ``self.np_random`` (or ``options={"index": i}``), k = 1.
+    A query chosen with ``self.np_random`` (or ``options={"index": i}``), k = 1 (or, with
+    ``exploring_starts``, sometimes a uniformly drawn depth; ``info["k"]`` says which).
 
     ## Rewards
     Each CONTINUE pays ``-step_cost``. STOP at depth k pays the terminal reward
@@ -83,13 +84,22 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
     "f1" = ``2 / (k + 1)``, "constant" = 1.
 
     ## Episode End
-    On STOP, or when CONTINUE reaches the depth cap (``max_depth``, default N),
-    which forces a STOP there. ``info`` then holds ``k``, ``found``,
-    ``p_random`` and ``terminal_reward``.
+    On STOP. At the depth cap (``max_depth``, default N) every action is a STOP: the
+    CONTINUE that reaches the cap pays ``-step_cost`` and shows the cap's observation,
+    and the next step ends the episode with the terminal reward of the cap. So a
+    terminal reward at depth k always arrives at step k (discounted ``gamma^(k-1)``),
+    forced or not: the one convention of every learner, limit and peer objective here
+    (:class:`agents.tabular.TabularQ`, :mod:`agents.oracle`, :func:`agents.peers.objective_matrix`,
+    :mod:`agents.bayes`). ``info`` then holds ``k``, ``found``, ``p_random`` and
+    ``terminal_reward``.
 
     ## Arguments
     ``queries`` (sequence of :class:`RankedQuery`), ``reward`` ("bor" | "f1" |
-    "constant"), ``step_cost`` (default 0.01), ``max_depth`` (default None = N).
+    "constant"), ``step_cost`` (default 0.01), ``max_depth`` (default None = N),
+    ``exploring_starts`` (default 0): the probability that an episode starts at a depth
+    drawn uniformly from 1..cap instead of 1 (exploring starts, a training device: deep
+    states are then visited, so Q-values there are learned rather than extrapolated;
+    ``options={"index": i}`` resets are affected the same way).
     Created as ``gymnasium.make("ShortlistDepth-v0", queries=[...], ...)``.
     """
 
@@ -101,8 +111,12 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
         reward: str = "bor",
         step_cost: float = 0.01,
         max_depth: int | None = None,
+        exploring_starts: float = 0.0,
     ) -> None:
+        if not 0.0 <= exploring_starts <= 1.0:
+            raise ValueError(f"exploring_starts must lie in [0, 1], got {exploring_starts}")
         self.config = EpisodeConfig(reward=reward, step_cost=step_cost, max_depth=max_depth)
+        self.exploring_starts = float(exploring_starts)
         self.config.check_queries(queries)
         self.queries = list(queries)
         self.observation_space = spaces.Box(-1.0, 1.0, shape=(N_FEATURES,), dtype=np.float32)
@@ -145,10 +159,12 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
         else:
             i = int(self.np_random.integers(len(self.queries)))
         self._index = i
-        self._k = 1
         self._done = False
         self._cap = self.config.cap(self.queries[i])
-        return self._matrix(i)[0].copy(), {"qid": self.queries[i].qid, "index": i}
+        self._k = 1
+        if self.exploring_starts and self._cap > 1 and self.np_random.random() < self.exploring_starts:
+            self._k = int(self.np_random.integers(1, self._cap + 1))
+        return self._matrix(i)[self._k - 1].copy(), {"qid": self.queries[i].qid, "index": i, "k": self._k}
 
     def _finish(self, reward: float) -> tuple[NDArray[np.float32], float, bool, bool, dict[str, Any]]:
         q = self.queries[self._index]
@@ -171,9 +187,7 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
         a = int(action)
         if a not in (STOP, CONTINUE):
             raise ValueError(f"action must be 0 (STOP) or 1 (CONTINUE), got {action!r}")
-        if a == STOP or self._k >= self._cap:
+        if a == STOP or self._k >= self._cap:  # at the cap every action stops
             return self._finish(0.0)
         self._k += 1
-        if self._k >= self._cap:
-            return self._finish(-self.config.step_cost)
         return self._matrix(self._index)[self._k - 1].copy(), -self.config.step_cost, False, False, {}

@@ -41,10 +41,12 @@ def add_dataclass_args(parser: argparse.ArgumentParser, cls: type) -> None:
         flag = "--" + f.name.replace("_", "-")
         if typ is bool:
             parser.add_argument(flag, action="store_true", **kw)
-        elif get_origin(typ) is tuple:
-            parser.add_argument(flag, type=get_args(typ)[0], nargs="*" if default == () else "+", default=default, **kw)
+            continue
+        base = [a for a in get_args(typ) if a is not type(None)] if type(None) in get_args(typ) else [typ]
+        if get_origin(base[0]) is tuple:  # tuple[X, ...] or tuple[X, ...] | None
+            nargs = "*" if default == () else "+"
+            parser.add_argument(flag, type=get_args(base[0])[0], nargs=nargs, default=default, **kw)
         else:
-            base = [a for a in get_args(typ) if a is not type(None)] or [typ]
             parser.add_argument(flag, type=base[0], default=default, required=bool(meta.get("required")), **kw)
 
 

@@ -117,7 +117,7 @@ def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int
 
 def cmd_reproduce(ra: ReproduceArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int:
     """Run (or resume) the study and write its tables, figures, README, manifest and HTML index."""
-    from experiments.plan import resolve_plans, study_cells
+    from experiments.plan import DEFAULT_SPLIT_SEEDS, resolve_plans, study_cells
     from experiments.report.study import write_study_report
 
     plans = resolve_plans(ra.only)
@@ -131,6 +131,7 @@ def cmd_reproduce(ra: ReproduceArgs, la: LearnArgs, ca: CommonArgs, command: str
                 f"{c.run_id}\tshortlist train --benchmark {c.benchmark} --scorer {c.scorer} {agent} "
                 f"--seeds {c.seed} --step-cost {c.episode.step_cost} --gamma {c.episode.gamma} --out {out}"
                 + (f" --variant {c.variant}" if c.variant else "")
+                + (f" --split-seeds {c.split_seed}" if c.split_seed else "")
             )
         print(f"{len(cells)} cells")
         return 0
@@ -138,7 +139,8 @@ def cmd_reproduce(ra: ReproduceArgs, la: LearnArgs, ca: CommonArgs, command: str
     runs = run_with(cells, out, ca, command)
     t_runs = time.perf_counter() - t0
     per_query, summary, buckets = collect_and_write(runs, out)
-    write_study_report(out, per_query, summary, buckets, ca.data_dir, ca.cache_dir, split_seed=la.split_seed)
+    first_split = (la.split_seeds or DEFAULT_SPLIT_SEEDS)[0]
+    write_study_report(out, per_query, summary, buckets, ca.data_dir, ca.cache_dir, split_seed=first_split)
     write_manifest(
         out / "manifest.json",
         command=command,

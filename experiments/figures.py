@@ -96,11 +96,12 @@ def candidate_set_size(per_query: pd.DataFrame, condition: str) -> int:
     return sizes[0]
 
 
-def seed_spread(
+def run_spread(
     summary: pd.DataFrame, cols: Sequence[str], keys: Sequence[str] = ("condition", "method")
 ) -> pd.DataFrame:
-    """Per group of ``keys``: ``n_seeds`` and the mean, min and max over seeds of each column."""
-    agg: dict[str, tuple[str, str]] = {"n_seeds": (cols[0], "size")}
+    """Per group of ``keys``: ``n_runs`` and the mean, min and max over runs (training seeds x
+    train/test splits) of each column."""
+    agg: dict[str, tuple[str, str]] = {"n_runs": (cols[0], "size")}
     for c in cols:
         agg[c] = (c, "mean")
         agg[f"{c}_min"] = (c, "min")
@@ -109,10 +110,12 @@ def seed_spread(
 
 
 def bucket_spread(buckets: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
-    """Per group of ``keys`` of a bucket table: its query count ``n`` and :func:`seed_spread`
-    of found % and mean K."""
-    spread = seed_spread(buckets, ["found_pct", "mean_k"], keys)
-    n = buckets.groupby(list(keys), sort=True)["n"].first().reset_index()
+    """Per group of ``keys`` of a bucket table: its test-unit count ``n`` (queries in the bucket,
+    summed over train/test splits) and :func:`run_spread` of found % and mean K."""
+    spread = run_spread(buckets, ["found_pct", "mean_k"], keys)
+    b = buckets if "split_seed" in buckets.columns else buckets.assign(split_seed=0)
+    per_split = b.groupby([*keys, "split_seed"], sort=True)["n"].first()
+    n = per_split.groupby(list(keys), sort=True).sum().reset_index()
     return n.merge(spread, on=list(keys), validate="one_to_one")
 
 
@@ -224,7 +227,7 @@ def pareto_figure(
     s = summary[summary["condition"] == condition]
     if s.empty:
         raise ValueError(f"condition {condition!r} not in the summary")
-    pts = seed_spread(s, ["mean_k", "found_pct"])
+    pts = run_spread(s, ["mean_k", "found_pct"])
     pts["kind"] = pts["method"].map(method_kind)
     order = sorted(
         pts["method"],
@@ -264,7 +267,7 @@ def pareto_figure(
         "kind",
         "method",
         "bits",
-        "n_seeds",
+        "n_runs",
         "mean_k",
         "mean_k_min",
         "mean_k_max",
@@ -408,7 +411,7 @@ def registry_sweep_figure(
             if s.empty:
                 continue
             s["ceiling_bits"] = np.log2(n / s["mean_k"].astype(float))
-            g = seed_spread(s, ["mean_reward", "mean_k", "found_pct", "ceiling_bits"])
+            g = run_spread(s, ["mean_reward", "mean_k", "found_pct", "ceiling_bits"])
             g = g.drop(columns=["ceiling_bits_min", "ceiling_bits_max"])
             g.insert(0, "family", family)
             g.insert(1, "n", int(n))
@@ -513,7 +516,7 @@ def scorer_figure(
         s = summary[(summary["condition"] == cond) & (summary["method"] == method)]
         if s.empty:
             raise ValueError(f"no {method!r} rows for condition {cond!r} in the summary")
-        g = seed_spread(s, ["mean_k", "found_pct"])
+        g = run_spread(s, ["mean_k", "found_pct"])
         g.insert(0, "scorer", scorer)
         if per_query is not None:
             g["scorer_found_at_1"] = scorer_found_at_1(per_query, cond)

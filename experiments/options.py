@@ -18,7 +18,7 @@ from typing import Any
 from agents import registry
 from agents.dqn import DQNConfig
 from agents.tabular import TabularConfig
-from experiments.plan import DEFAULT_SEEDS, FIXED_KS
+from experiments.plan import DEFAULT_SEEDS, DEFAULT_SPLIT_SEEDS, FIXED_KS
 from rewards import REWARD_KINDS
 
 BUCKET_SCHEMES = ("default", "narrow")
@@ -89,7 +89,12 @@ class LearnArgs:
     step_cost: float | None = opt(None, "cost of each CONTINUE (default: the condition's paper setting)")
     gamma: float | None = opt(None, "discount factor (default: the condition's paper setting)")
     max_depth: int | None = opt(None, "depth cap that forces a STOP (default: N, the whole candidate list)")
-    split_seed: int = opt(0, "seed of the train/test split (70/30)")
+    split_seeds: tuple[int, ...] | None = opt(
+        None,
+        "seeds of the train/test splits (70/30), one run per split and seed (default: "
+        f"{' '.join(map(str, DEFAULT_SPLIT_SEEDS))} on the main conditions of reproduce and compare, the first of "
+        "them elsewhere; 0 for train)",
+    )
     dqn_timesteps: int = opt(_DQN.total_timesteps, "DQN training environment steps")
     dqn_exploration_fraction: float = opt(
         _DQN.exploration_fraction, "fraction of DQN training over which epsilon decays"
@@ -97,12 +102,13 @@ class LearnArgs:
     dqn_learning_starts: int = opt(_DQN.learning_starts, "DQN random steps before learning")
     dqn_train_freq: int = opt(_DQN.train_freq, "DQN environment steps per gradient update")
     dqn_target_update: int = opt(_DQN.target_update_interval, "DQN steps between target-network syncs")
+    dqn_n_envs: int = opt(_DQN.n_envs, "DQN environments stepped together (train-freq counts their joint steps)")
     tabular_episodes: int = opt(_TAB.episodes, "tabular Q-learning training episodes")
 
     def __post_init__(self) -> None:
         _check_seeds("--seeds", self.seeds)
-        if not 0 <= self.split_seed < 2**32:
-            raise ValueError(f"--split-seed must lie in [0, 2**32), got {self.split_seed}")
+        if self.split_seeds is not None:
+            _check_seeds("--split-seeds", self.split_seeds)
         if self.dqn_timesteps < 1:
             raise ValueError(f"--dqn-timesteps must be >= 1, got {self.dqn_timesteps}")
         if self.dqn_learning_starts < 0:
@@ -118,6 +124,8 @@ class LearnArgs:
             raise ValueError(f"--dqn-train-freq must be >= 1, got {self.dqn_train_freq}")
         if self.dqn_target_update < 1:
             raise ValueError(f"--dqn-target-update must be >= 1, got {self.dqn_target_update}")
+        if not 1 <= self.dqn_n_envs <= 64:
+            raise ValueError(f"--dqn-n-envs must lie in 1..64, got {self.dqn_n_envs}")
         if self.tabular_episodes < 1:
             raise ValueError(f"--tabular-episodes must be >= 1, got {self.tabular_episodes}")
 
@@ -133,12 +141,13 @@ class LearnArgs:
                 learning_starts=self.dqn_learning_starts,
                 train_freq=self.dqn_train_freq,
                 target_update_interval=self.dqn_target_update,
+                n_envs=self.dqn_n_envs,
             ),
             "tabular": replace(_TAB, episodes=self.tabular_episodes),
             "step_cost": self.step_cost,
             "gamma": self.gamma,
             "max_depth": self.max_depth,
-            "split_seed": self.split_seed,
+            "split_seeds": self.split_seeds,
         }
 
 

@@ -25,6 +25,9 @@ SWEEP_FIXED_KS = (1, 5, 10)
 """Fixed-K baselines at registry-size sweep points."""
 DEFAULT_SEEDS = (42, 123, 456)
 """Training seeds of the study."""
+DEFAULT_SPLIT_SEEDS = (0, 1, 2, 3, 4)
+"""Train/test split seeds of the main conditions of ``reproduce`` and ``compare`` (every other suite
+runs on the first): each is its own seeded 70/30 split, so no number rests on one lucky split."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,8 @@ class ConditionPlan:
     constant_reward: bool = False
     """Also train the constant-reward ablation (the paper's BFCL+BM25 F1 row)."""
     suite: str = "main"
-    """``main`` (the paper's table), ``multi`` (several relevant tools), ``sweep`` (a registry-size
+    """``main`` (the paper's table), ``text`` (BFCL with the richer tool text, beside SPEC's:
+    BoR-DQN, BoR-tabular and fixed K), ``multi`` (several relevant tools), ``sweep`` (a registry-size
     sweep point: BoR-DQN and fixed K in :data:`SWEEP_FIXED_KS`) or ``synthetic`` (the
     controlled-difficulty study: every applicable peer and limit, tabular Q, DQN on :data:`DQN_SUBSET`)."""
 
@@ -137,6 +141,12 @@ def _sweep_plans() -> tuple[ConditionPlan, ...]:
     return tuple(replace(base_plan(ConditionId.parse(n)), suite="sweep") for n in dict.fromkeys(names))
 
 
+#: BFCL with the richer tool text (function name + description + parameter names), both scorers:
+#: the main BFCL conditions use SPEC's text (description + parameter names); these show the other.
+TEXT_PLANS: tuple[ConditionPlan, ...] = tuple(
+    replace(base_plan(ConditionId("bfcl", s, "richtext")), suite="text") for s in ("bm25", "minilm")
+)
+
 #: MetaTool's multi-tool queries (R = 2): both scorers, MetaTool's candidate-set rule for several gold tools.
 MULTI_PLANS: tuple[ConditionPlan, ...] = tuple(
     replace(base_plan(ConditionId("metatool", s, "multi")), suite="multi") for s in ("bm25", "minilm")
@@ -146,7 +156,9 @@ SYNTHETIC_PLANS: tuple[ConditionPlan, ...] = tuple(
 )
 
 #: Every condition ``shortlist reproduce`` runs, in report order.
-PLANS: dict[str, ConditionPlan] = {p.name: p for p in (*MAIN_PLANS, *MULTI_PLANS, *_sweep_plans(), *SYNTHETIC_PLANS)}
+PLANS: dict[str, ConditionPlan] = {
+    p.name: p for p in (*MAIN_PLANS, *TEXT_PLANS, *MULTI_PLANS, *_sweep_plans(), *SYNTHETIC_PLANS)
+}
 
 # ----------------------------------------------------------------------------- methods
 
@@ -181,6 +193,12 @@ def methods_for(plan: ConditionPlan, agents: Sequence[str] = ("dqn", "tabular", 
         return [MethodSpec("dqn", "bor"), *(MethodSpec("fixed", "bor", k) for k in SWEEP_FIXED_KS)]
     if plan.suite == "synthetic":
         return synthetic_methods(plan)
+    if plan.suite == "text":
+        return [
+            MethodSpec("dqn", "bor"),
+            MethodSpec("tabular", "bor"),
+            *(MethodSpec("fixed", "bor", k) for k in FIXED_KS),
+        ]
     out: list[MethodSpec] = []
     if "dqn" in agents:
         out += [MethodSpec("dqn", "bor"), MethodSpec("dqn", "f1")]
@@ -228,11 +246,12 @@ def cells_for(
     step_cost: float | None = None,
     gamma: float | None = None,
     max_depth: int | None = None,
-    split_seed: int = 0,
+    split_seeds: Sequence[int] | None = None,
     buckets: str = "",
     options: tuple[tuple[str, str], ...] = (),
 ) -> list[Cell]:
-    """Every (condition, method, seed) cell; explicit step_cost/gamma override the plan's."""
+    """Every (condition, method, split, seed) cell; explicit step_cost/gamma override the plan's;
+    ``split_seeds`` default to split 0 only."""
     cells = []
     for plan in plans:
         episode = EpisodeConfig(
@@ -241,27 +260,37 @@ def cells_for(
             max_depth=max_depth,
         )
         for m in (methods or {}).get(plan.name) or methods_for(plan):
-            for seed in seeds:
-                cells.append(
-                    Cell(
-                        plan.condition,
-                        m,
-                        int(seed),
-                        episode,
-                        dqn or DQNConfig(),
-                        tabular or TabularConfig(),
-                        split_seed,
-                        buckets,
-                        options,
+            for split in split_seeds or (0,):
+                for seed in seeds:
+                    cells.append(
+                        Cell(
+                            plan.condition,
+                            m,
+                            int(seed),
+                            episode,
+                            dqn or DQNConfig(),
+                            tabular or TabularConfig(),
+                            int(split),
+                            buckets,
+                            options,
+                        )
                     )
-                )
     return cells
 
 
+def plan_splits(plan: ConditionPlan, split_seeds: Sequence[int] | None) -> tuple[int, ...]:
+    """The split seeds ``reproduce``/``compare`` run ``plan`` on: every one of ``split_seeds``
+    (default :data:`DEFAULT_SPLIT_SEEDS`) on a main or tool-text condition, the first elsewhere."""
+    splits = tuple(split_seeds) if split_seeds else DEFAULT_SPLIT_SEEDS
+    return splits if plan.suite in ("main", "text") else splits[:1]
+
+
 def _split_by_seed(plan: ConditionPlan, methods: list[MethodSpec], seeds: Sequence[int], learn: dict) -> list[Cell]:
-    """Stochastic methods on every seed, deterministic ones on the first (other seeds repeat it)."""
+    """Stochastic methods on every seed, deterministic ones on the first (other seeds repeat it),
+    on every split of :func:`plan_splits`."""
     if not seeds:
         raise ValueError("give at least one seed")
+    learn = {**learn, "split_seeds": plan_splits(plan, learn.get("split_seeds"))}
     stoch = [m for m in methods if m.kind.stochastic]
     det = [m for m in methods if not m.kind.stochastic]
     cells = cells_for([plan], seeds, {plan.name: stoch}, **learn) if stoch else []
@@ -269,14 +298,15 @@ def _split_by_seed(plan: ConditionPlan, methods: list[MethodSpec], seeds: Sequen
 
 
 def study_cells(plans: Sequence[ConditionPlan], seeds: Sequence[int], **learn: object) -> list[Cell]:
-    """``reproduce``'s cells: every method on every seed, except on synthetic conditions, where
-    deterministic methods run once (the first seed)."""
+    """``reproduce``'s cells: every method on every seed and split of :func:`plan_splits`, except on
+    synthetic conditions, where deterministic methods run once (the first seed)."""
     cells: list[Cell] = []
     for plan in plans:
         if plan.suite == "synthetic":
             cells += _split_by_seed(plan, methods_for(plan), seeds, learn)
         else:
-            cells += cells_for([plan], seeds, **learn)  # type: ignore[arg-type]
+            splits = plan_splits(plan, learn.get("split_seeds"))  # type: ignore[arg-type]
+            cells += cells_for([plan], seeds, **{**learn, "split_seeds": splits})  # type: ignore[arg-type]
     return cells
 
 
@@ -291,7 +321,7 @@ def compare_cells(plans: Sequence[ConditionPlan], seeds: Sequence[int], **learn:
 
 
 def resolve_plans(
-    only: Sequence[str], suites: Sequence[str] = ("main", "multi", "sweep", "synthetic")
+    only: Sequence[str], suites: Sequence[str] = ("main", "text", "multi", "sweep", "synthetic")
 ) -> list[ConditionPlan]:
     """Plans named in ``only`` (ValueError naming unknown ones); default every plan of ``suites``."""
     unknown = [c for c in only if c not in PLANS]

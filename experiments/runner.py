@@ -284,6 +284,16 @@ def collect(run_dirs: Sequence[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.Da
     """Concatenate per-query rows of runs and recompute summary and bucket tables from them."""
     if not run_dirs:
         raise ValueError("no runs to collect")
-    per_query = pd.concat([pd.read_csv(d / "per_query.csv", dtype={"qid": str}) for d in run_dirs], ignore_index=True)
-    per_query = per_query.sort_values(["condition", "method", "seed"], kind="stable").reset_index(drop=True)
-    return per_query, summarise(per_query), bucket_table(per_query)
+    frames = []
+    for d in run_dirs:
+        rows = pd.read_csv(d / "per_query.csv", dtype={"qid": str})
+        split = json.loads((d / "config.json").read_text(encoding="utf-8")).get("split_seed", 0)
+        rows.insert(rows.columns.get_loc("seed") + 1, "split_seed", int(split))
+        frames.append(rows)
+    per_query = pd.concat(frames, ignore_index=True)
+    per_query = per_query.sort_values(list(RUN_KEYS), kind="stable").reset_index(drop=True)
+    return per_query, summarise(per_query, RUN_KEYS), bucket_table(per_query, RUN_KEYS)
+
+
+RUN_KEYS = ("condition", "method", "seed", "split_seed")
+"""The columns naming a run in the combined tables (``split_seed`` read from each run's config.json)."""

@@ -14,7 +14,7 @@ if "SHORTLIST_DATA_DIR" not in os.environ and SHARED_DATA.is_dir():
     os.environ["SHORTLIST_DATA_DIR"] = str(SHARED_DATA)
 
 #: Arguments of the tiny ``shortlist reproduce`` the crash and determinism suites run (one BFCL
-#: condition, one seed, learning budgets small enough for CI).
+#: condition, one seed, one split, learning budgets small enough for CI).
 TINY_REPRODUCE_ARGS = [
     "--only",
     "bfcl-bm25",
@@ -26,6 +26,8 @@ TINY_REPRODUCE_ARGS = [
     "100",
     "--tabular-episodes",
     "200",
+    "--split-seeds",
+    "0",
     "--no-progress",
 ]
 

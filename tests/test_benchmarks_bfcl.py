@@ -94,8 +94,7 @@ def test_real_gold_is_entrys_own_function(real_wheel: Path, corpus: ToolCorpus) 
 def test_real_known_entry(corpus: ToolCorpus) -> None:
     i = corpus.tool_names.index("calculate_triangle_area")
     assert corpus.tool_texts[i] == (
-        "calculate triangle area. Calculate the area of a triangle given its base and height. "
-        "Parameters: base, height, unit"
+        "Calculate the area of a triangle given its base and height. Parameters: base, height, unit"
     )
     q0 = corpus.queries[0]
     assert q0.qid == "simple_python_0"
@@ -112,9 +111,8 @@ def test_real_registry_order_and_text_format(real_wheel: Path, corpus: ToolCorpu
     assert corpus.tool_names == tuple(first)
     for name, text in zip(corpus.tool_names, corpus.tool_texts, strict=True):
         fn = first[name]
-        pretty = name.replace("_", " ").replace(".", " ")
         params = ", ".join(fn["parameters"]["properties"])
-        assert text == f"{pretty}. {fn['description'].strip()} Parameters: {params}".strip()
+        assert text == f"{fn['description'].strip()} Parameters: {params}".strip()
 
 
 def test_real_inputs_sha256(corpus: ToolCorpus) -> None:
@@ -154,8 +152,22 @@ def test_tool_text_dots_and_no_params() -> None:
         "description": "  Hypotenuse. ",
         "parameters": {"properties": {}},
     }
-    assert tool_text(fn) == "math hypot 2d. Hypotenuse. Parameters:"
-    assert tool_text({"name": "f"}) == "f.  Parameters:"
+    assert tool_text(fn, "rich") == "math hypot 2d. Hypotenuse. Parameters:"
+    assert tool_text({"name": "f"}, "rich") == "f.  Parameters:"
+    assert tool_text(fn) == tool_text(fn, "spec") == "Hypotenuse. Parameters:"
+    assert tool_text({"name": "f"}) == "Parameters:"
+
+
+def test_tool_text_default_is_spec_and_rich_is_a_named_option(tmp_path) -> None:
+    """SPEC's text (description + parameter names) by default, the function name only with
+    ``text_kind="rich"``; an unknown kind is refused before any file is read."""
+    fn = {"name": "get_weather", "description": "Weather now.", "parameters": {"properties": {"city": {}}}}
+    assert tool_text(fn) == "Weather now. Parameters: city"
+    assert tool_text(fn, "rich") == "get weather. Weather now. Parameters: city"
+    with pytest.raises(ValueError, match="unknown BFCL tool text 'fancy'"):
+        tool_text(fn, "fancy")
+    with pytest.raises(ValueError, match="unknown tool text 'fancy'"):
+        load_bfcl(tmp_path / "missing_q.json", tmp_path / "missing_a.json", text_kind="fancy")
 
 
 # --------------------------------------------------------------------------- tiny files
@@ -200,7 +212,10 @@ def test_tiny_files_load(tmp_path: Path) -> None:
     q, a = _write(tmp_path, GOOD_Q, GOOD_A)
     c = load_bfcl(q, a)
     assert c.tool_names == ("alpha", "beta")
-    assert c.tool_texts == ("alpha. Does alpha. Parameters: x", "beta. Does beta. Parameters: x")
+    assert c.tool_texts == ("Does alpha. Parameters: x", "Does beta. Parameters: x")
+    rich = load_bfcl(q, a, text_kind="rich")
+    assert rich.tool_texts == ("alpha. Does alpha. Parameters: x", "beta. Does beta. Parameters: x")
+    assert rich.queries == c.queries and rich.fingerprint() != c.fingerprint()
     assert [(r.qid, r.text, r.gold) for r in c.queries] == [
         ("q0", "first query", ("alpha",)),
         ("q1", "second query", ("beta",)),
@@ -223,7 +238,7 @@ def test_first_definition_wins_and_user_turns_concatenated(tmp_path: Path) -> No
     q, a = _write(tmp_path, ["", q0, "   ", q1], [_a("q0", "alpha"), _a("q1", "alpha")])
     c = load_bfcl(q, a)
     assert c.queries[0].text == "part one part two"
-    assert c.tool_texts == ("alpha. Does alpha. Parameters: x",)
+    assert c.tool_texts == ("Does alpha. Parameters: x",)
 
 
 def test_malformed_json_line_names_file_and_line(tmp_path: Path) -> None:

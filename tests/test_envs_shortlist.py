@@ -215,15 +215,37 @@ def test_step_cost_is_configurable() -> None:
 
 @pytest.mark.parametrize(("gold", "found"), [(3, False), (2, True)])
 def test_depth_cap_forces_stop(gold: int, found: bool) -> None:
-    """max_depth = 2: the CONTINUE that reaches depth 2 ends the episode, paying
-    -step_cost plus the terminal reward at k = 2."""
-    env = _make([_query(10, [gold], "g")], max_depth=2)
-    rewards, info, _ = _run(env, [CONTINUE, CONTINUE, CONTINUE])
-    assert len(rewards) == 1
-    want = -STEP_COST + (math.log2(10 / 2) if found else 0.0)
-    assert rewards[0] == pytest.approx(want, rel=1e-12)
-    assert info["k"] == 2 and info["found"] is found
-    assert info["p_random"] == pytest.approx(0.2, rel=1e-12)
+    """max_depth = 2: the CONTINUE that reaches depth 2 pays -step_cost and shows depth 2;
+    the next step, whatever the action, ends the episode with the terminal reward at k = 2
+    (so it is discounted like a voluntary STOP at k = 2)."""
+    for last in (STOP, CONTINUE):
+        env = _make([_query(10, [gold], "g")], max_depth=2)
+        rewards, info, _ = _run(env, [CONTINUE, last, CONTINUE])
+        assert len(rewards) == 2
+        assert rewards[0] == -STEP_COST
+        assert rewards[1] == pytest.approx(math.log2(10 / 2) if found else 0.0, rel=1e-12)
+        assert info["k"] == 2 and info["found"] is found
+        assert info["p_random"] == pytest.approx(0.2, rel=1e-12)
+
+
+@pytest.mark.parametrize("gamma", [1.0, 0.95, 0.5])
+@pytest.mark.parametrize("cap", [1, 2, 4])
+def test_discounted_return_at_the_cap_equals_the_peer_objective(gamma: float, cap: int) -> None:
+    """One discount convention at the cap: the env's discounted return of walking to the cap
+    equals :func:`agents.peers.objective_matrix`'s "return" at the cap, which is also what
+    a voluntary STOP at that depth earns (gamma^(k-1) on the terminal reward)."""
+    from agents.peers import objective_matrix
+    from envs import EpisodeConfig
+
+    q = _query(10, [cap], "g")
+    env = _make([q], max_depth=cap)
+    rewards, info, _ = _run(env, [CONTINUE] * (cap + 2))
+    assert info["k"] == cap
+    ret = sum(gamma**t * r for t, r in enumerate(rewards))
+    payoff, _ = objective_matrix([q], EpisodeConfig(step_cost=STEP_COST, gamma=gamma, max_depth=cap), "bor", "return")
+    assert ret == pytest.approx(float(payoff[0, cap - 1]), rel=1e-12, abs=1e-12)
+    voluntary, _, _ = _run(_make([q]), [CONTINUE] * (cap - 1) + [STOP])
+    assert ret == pytest.approx(sum(gamma**t * r for t, r in enumerate(voluntary)), rel=1e-12, abs=1e-12)
 
 
 @pytest.mark.parametrize("action", [STOP, CONTINUE])
@@ -239,10 +261,10 @@ def test_depth_cap_one(action: int) -> None:
 def test_full_depth_default_cap_is_n() -> None:
     env = _make([_query(5, [5], "last")])
     rewards, info, _ = _run(env, [CONTINUE] * 10)
-    assert len(rewards) == 4
-    assert rewards[:3] == [-STEP_COST] * 3
+    assert len(rewards) == 5
+    assert rewards[:4] == [-STEP_COST] * 4
     # P_rand(5; 5, 1) = 1: finding the gold by showing everything is worth 0 bits
-    assert rewards[3] == pytest.approx(-STEP_COST, abs=1e-15)
+    assert rewards[4] == pytest.approx(0.0, abs=1e-15)
     assert info["k"] == 5 and info["found"] is True and info["p_random"] == 1.0
 
 
@@ -270,7 +292,7 @@ def test_truncated_run_uses_declared_n_and_r() -> None:
 def test_no_relevant_in_list_pays_zero() -> None:
     env = _make([_query(30, [], "missing")])
     rewards, info, _ = _run(env, [CONTINUE] * 40)
-    assert rewards[-1] == pytest.approx(-STEP_COST)
+    assert rewards == [-STEP_COST] * 29 + [0.0]
     assert info["found"] is False and info["k"] == 30
 
 

@@ -146,7 +146,17 @@ def test_reproduce_dry_run_lists_cells(capsys: pytest.CaptureFixture[str], cache
     out = capsys.readouterr().out
     assert "bfcl-bm25__bor-dqn__s1\tshortlist train" in out
     assert "bfcl-bm25__constant-dqn__s2" in out
-    assert out.strip().endswith("20 cells")
+    # 20 cells on each of the 5 default train/test splits of a main condition
+    assert out.strip().endswith("100 cells")
+    split4 = [line for line in out.splitlines() if line.startswith("bfcl-bm25__fixed-3__s2__split4\t")]
+    assert len(split4) == 1 and split4[0].endswith("--split-seeds 4")
+    assert (
+        run(["reproduce", "--only", "bfcl-bm25-richtext", "--seeds", "1", "--split-seeds", "2", "--dry-run"], cache_dir)
+        == 0
+    )
+    out = capsys.readouterr().out
+    # the tool-text suite: BoR-DQN, BoR-tabular and 6 fixed K on the given split
+    assert out.strip().endswith("8 cells") and "bfcl-bm25-richtext__bor-dqn__s1__split2" in out
 
 
 def test_reproduce_unknown_condition(capsys: pytest.CaptureFixture[str], cache_dir: str) -> None:
@@ -168,6 +178,9 @@ def test_reproduce_tiny_sweep_writes_report(tmp_path: Path, cache_dir: str) -> N
         "100",
         "--tabular-episodes",
         "200",
+        "--split-seeds",
+        "0",
+        "2",
         "--out",
         str(out),
     ]
@@ -176,16 +189,27 @@ def test_reproduce_tiny_sweep_writes_report(tmp_path: Path, cache_dir: str) -> N
         "README.md",
         "aggregate.csv",
         "scorer_strength.csv",
+        "splits.csv",
+        "factors.csv",
         *TABLES,
         "figures/buckets_bfcl-bm25.png",
         "figures/buckets_bfcl-bm25.csv",
     ):
         assert (out / f).is_file(), f
     readme = (out / "README.md").read_text()
-    assert "## bfcl-bm25" in readme and "Beside the paper" in readme
+    assert "## bfcl-bm25" in readme and "Beside the paper" in readme and "## Split variance" in readme
     plotted = pd.read_csv(out / "figures" / "buckets_bfcl-bm25.csv")
     assert set(plotted["method"]) == {"bor-dqn", "f1-dqn", "constant-dqn", "bor-tabular", "fixed-1", "fixed-5"}
-    assert len(list((out / "runs").iterdir())) == 10
+    assert len(list((out / "runs").iterdir())) == 2 * 10
+    agg = pd.read_csv(out / "aggregate.csv")
+    assert (agg["n_splits"] == 2).all() and (agg["n_seeds"] == 1).all()
+    summary = pd.read_csv(out / "summary.csv")
+    assert sorted(summary["split_seed"].unique()) == [0, 2]
+    fixed = summary[summary["method"] == "fixed-1"].set_index("split_seed")["found_pct"]
+    row = agg.set_index("method").loc["fixed-1"]
+    assert (row["found_pct_split_min"], row["found_pct_split_max"]) == (fixed.min(), fixed.max())
+    factors = pd.read_csv(out / "factors.csv").iloc[0]
+    assert factors["n_splits"] == 2 and factors["tool_text"] == "description + parameter names"
 
 
 def test_ray_backend_matches_local(tmp_path: Path, cache_dir: str) -> None:
@@ -246,12 +270,16 @@ def test_changed_code_never_reuses_a_finished_cell(
 
 
 def test_other_split_seeds_get_their_own_run_directories(tmp_path: Path, cache_dir: str) -> None:
-    """``--split-seed 3`` writes ``...__s1__split3`` beside the split-0 run instead of replacing it."""
+    """``--split-seeds 3`` writes ``...__s1__split3`` beside the split-0 run instead of replacing it;
+    ``--split-seeds 0 3`` runs both (train defaults to split 0)."""
     out = tmp_path / "o"
     base = ["train", "--agent", "fixed", "--k", "3", "--seeds", "1", "--out", str(out)]
     assert run(base, cache_dir) == 0
-    assert run([*base, "--split-seed", "3"], cache_dir) == 0
+    assert run([*base, "--split-seeds", "3"], cache_dir) == 0
     runs = out / "runs"
     assert sorted(p.name for p in runs.iterdir()) == ["bfcl-bm25__fixed-3__s1", "bfcl-bm25__fixed-3__s1__split3"]
+    assert run([*base, "--split-seeds", "0", "3"], cache_dir) == 0
+    summary = pd.read_csv(out / "summary.csv")
+    assert sorted(summary["split_seed"]) == [0, 3]
     assert json.loads((runs / "bfcl-bm25__fixed-3__s1__split3" / "config.json").read_text())["split_seed"] == 3
     assert json.loads((runs / "bfcl-bm25__fixed-3__s1" / "config.json").read_text())["split_seed"] == 0

@@ -153,10 +153,15 @@ def test_argparse_wiring_and_dry_run(capsys: pytest.CaptureFixture[str]) -> None
     assert ca.out == "results/peers"
     assert cmd_compare(ca, la, co, "dry") == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    # per condition: 5 stochastic methods x 3 seeds + 18 deterministic methods x 1 seed
-    assert lines[-1] == f"{2 * (5 * 3 + 18)} cells"
+    # per condition and split (5 by default on main conditions): 5 stochastic methods x 3 seeds
+    # + 18 deterministic methods x 1 seed
+    assert lines[-1] == f"{2 * 5 * (5 * 3 + 18)} cells"
     assert "bfcl-minilm__bor-dp__s1" in lines and "bfcl-minilm__bor-dp__s2" not in lines
-    assert "bfcl-bm25__bor-choppy__s3" in lines
+    assert "bfcl-bm25__bor-choppy__s3" in lines and "bfcl-bm25__bor-choppy__s3__split4" in lines
+    ns = parser.parse_args(["--only", "bfcl-bm25", "--seeds", "1", "--split-seeds", "7", "--dry-run"])
+    assert cmd_compare(build(CompareArgs, ns), build(LearnArgs, ns), build(CommonArgs, ns), "dry") == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == f"{5 + 18} cells" and all(line.endswith("__split7") for line in lines[:-1])
 
 
 def test_unknown_condition_and_no_seeds() -> None:

@@ -147,7 +147,7 @@ def test_pareto_figure_writes_png_and_exact_plotted_numbers(summary: pd.DataFram
     assert set(methods.index) == set(s["method"])
     for m, g in s.groupby("method"):
         r = methods.loc[m]
-        assert r["n_seeds"] == len(g)
+        assert r["n_runs"] == len(g)
         for col in ("mean_k", "found_pct"):
             assert r[col] == pytest.approx(g[col].mean())
             assert r[f"{col}_min"] == pytest.approx(g[col].min())
@@ -212,7 +212,7 @@ def test_registry_sweep_figure(tmp_path: Path) -> None:
     for _, r in csv.iterrows():
         g = summary[(summary["condition"] == r["condition"]) & (summary["method"] == r["method"])]
         assert r["condition"] == f"{r['family']}-{r['n']}"
-        assert r["n_seeds"] == 3
+        assert r["n_runs"] == 3
         for col in ("mean_reward", "mean_k", "found_pct"):
             assert r[col] == pytest.approx(g[col].mean())
             assert r[f"{col}_min"] == pytest.approx(g[col].min())

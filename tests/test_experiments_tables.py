@@ -84,8 +84,64 @@ def test_aggregate_interval_is_a_query_bootstrap_and_seed_spread_is_separate(per
 def test_aggregate_rejects_seeds_on_different_queries(per_query: pd.DataFrame) -> None:
     bad = per_query.copy()
     bad.loc[(bad["method"] == "m") & (bad["seed"] == 2) & (bad["qid"] == "q3"), "qid"] = "q9"
-    with pytest.raises(ValueError, match="same test queries"):
+    with pytest.raises(ValueError, match="same splits and test queries"):
         aggregate(summarise(bad), bad)
+
+
+def test_unit_resamples_stratify_by_split_and_reduce_to_the_query_bootstrap() -> None:
+    from experiments.report.tables import query_resamples, unit_resamples
+
+    one = unit_resamples(np.zeros(7, dtype=np.int64), 50, seed=3)
+    assert np.array_equal(one, query_resamples(7, 50, seed=3))
+    assert np.array_equal(one, np.random.default_rng(3).integers(7, size=(50, 7)))
+    splits = np.array([0, 0, 0, 4, 4])
+    idx = unit_resamples(splits, 200, seed=1)
+    assert idx.shape == (200, 5)
+    assert ((idx[:, :3] >= 0) & (idx[:, :3] < 3)).all() and ((idx[:, 3:] >= 3) & (idx[:, 3:] < 5)).all()
+    with pytest.raises(ValueError, match="contiguous"):
+        unit_resamples(np.array([0, 1, 0]), 5)
+
+
+def test_aggregate_over_splits_stratifies_and_reports_seed_and_split_ranges() -> None:
+    """Two splits with different test queries: the point estimate is the mean over runs, the
+    interval a bootstrap that resamples each split's queries within that split (metric per run,
+    mean over runs), and the seed range and the split range are separate columns."""
+    from experiments.report.tables import paired_differences, unit_resamples
+
+    def rows(method: str, seed: int, split: int, ks: list[int], found: list[int]) -> pd.DataFrame:
+        df = _rows(method, seed, ks, found, [float(f) * math.log2(N / k) for k, f in zip(ks, found, strict=True)])
+        df["qid"] = [f"s{split}q{i}" for i in range(len(ks))]
+        return df.assign(split_seed=split)
+
+    pq = pd.concat(
+        [
+            rows("m", 1, 0, [1, 2, 3], [1, 1, 0]),
+            rows("m", 2, 0, [1, 1, 3], [1, 0, 1]),
+            rows("m", 1, 1, [2, 2, 2, 5], [1, 1, 1, 1]),
+            rows("m", 2, 1, [1, 2, 2, 5], [0, 1, 1, 1]),
+        ],
+        ignore_index=True,
+    )
+    keys = ["condition", "method", "seed", "split_seed"]
+    summary = summarise(pq, keys)
+    n_boot = 300
+    m = aggregate(summary, pq, seed=5, n_boot=n_boot).iloc[0]
+    assert (m["n_seeds"], m["n_splits"]) == (2, 2)
+    assert m["found_pct"] == pytest.approx(summary["found_pct"].mean())
+    by_seed = summary.groupby("seed")["mean_reward"].mean()
+    by_split = summary.groupby("split_seed")["mean_reward"].mean()
+    assert (m["mean_reward_seed_min"], m["mean_reward_seed_max"]) == pytest.approx((by_seed.min(), by_seed.max()))
+    assert (m["mean_reward_split_min"], m["mean_reward_split_max"]) == pytest.approx((by_split.min(), by_split.max()))
+    idx = unit_resamples(np.array([0, 0, 0, 1, 1, 1, 1]), n_boot, seed=5)
+    wide = pq.pivot(index="seed", columns=["split_seed", "qid"], values="k").sort_index(axis=1).to_numpy()
+    boot = [np.mean([wide[s_, row[a:b]].mean() for s_ in range(2) for a, b in ((0, 3), (3, 7))]) for row in idx]
+    assert m["mean_k_lo"] == pytest.approx(np.quantile(boot, 0.025))
+    assert m["mean_k_hi"] == pytest.approx(np.quantile(boot, 0.975))
+    # paired differences pair each test unit (split, query) of both methods
+    other = pq[pq["method"] == "m"].assign(method="gap-tail10-buffer5", reward=0.0)
+    d = paired_differences(pd.concat([pq.assign(method="bor-dqn"), other], ignore_index=True), n_boot=100)
+    assert d.iloc[0]["n_queries"] == 7
+    assert d.iloc[0]["diff"] == pytest.approx(pq.groupby(["split_seed", "qid"])["reward"].mean().mean())
 
 
 def test_ratio_interval_is_paired() -> None:
@@ -169,23 +225,39 @@ def test_depth_trend_uses_every_bucket_with_enough_queries() -> None:
 
 
 def test_measured_factors_from_manifests_and_test_rows(tmp_path) -> None:
-    """Train found@1 is derived from the recorded all-query found@1 and the split sizes; the
-    BFCL tool-text fields are read off the tool_text function, not asserted."""
+    """Train found@1 is derived per split from the recorded all-query found@1 and the split sizes,
+    then averaged over splits, with the range of test minus train over splits; the BFCL
+    tool-text fields are read off the tool_text function, not asserted."""
     import json
 
-    from experiments.report.tables import bfcl_text_fields, measured_factors, scorer_strength
+    from experiments.report.tables import bfcl_text_fields, measured_factors
 
-    run = tmp_path / "runs" / "bfcl-bm25__fixed-1__s1"
-    run.mkdir(parents=True)
-    (run / "config.json").write_text(json.dumps({"condition": "bfcl-bm25"}))
-    meta = {"benchmark": "bfcl", "n_train": 6, "n_test": 4, "n_queries": 10, "n_tools": 370, "found_at_1_pct_all": 50.0}
-    (run / "manifest.json").write_text(json.dumps({"condition": meta}))
+    for split, all1 in ((0, 50.0), (1, 40.0)):
+        run = tmp_path / "runs" / f"bfcl-bm25__fixed-1__s1__split{split}"
+        run.mkdir(parents=True)
+        (run / "config.json").write_text(json.dumps({"condition": "bfcl-bm25", "split_seed": split}))
+        meta = {
+            "benchmark": "bfcl", "n_train": 6, "n_test": 4, "n_queries": 10, "n_tools": 370,
+            "found_at_1_pct_all": all1, "tool_text": "spec",
+        }  # fmt: skip
+        (run / "manifest.json").write_text(json.dumps({"condition": meta}))
     pq = pd.DataFrame(
-        {"condition": "bfcl-bm25", "method": "fixed-1", "qid": ["a", "b", "c", "d"], "gold_rank": [1, 1, 1, 4]}
+        {
+            "condition": "bfcl-bm25",
+            "method": "fixed-1",
+            "split_seed": [0, 0, 0, 0, 1, 1, 1, 1],
+            "qid": ["a", "b", "c", "d", "a", "e", "f", "g"],
+            "gold_rank": [1, 1, 1, 4, 1, 2, 2, 2],
+        }
     )
-    f = measured_factors(scorer_strength(pq), tmp_path / "runs", ["bfcl-bm25"]).iloc[0]
-    assert f["found_at_1_test"] == 75.0
-    assert f["found_at_1_train"] == pytest.approx((50.0 * 10 - 75.0 * 4) / 6)
+    f = measured_factors(pq, tmp_path / "runs", ["bfcl-bm25"]).iloc[0]
+    train0, train1 = (50.0 * 10 - 75.0 * 4) / 6, (40.0 * 10 - 25.0 * 4) / 6
+    assert f["n_splits"] == 2
+    assert f["found_at_1_test"] == pytest.approx(50.0)
+    assert f["found_at_1_train"] == pytest.approx((train0 + train1) / 2)
+    assert f["test_minus_train_min"] == pytest.approx(min(75.0 - train0, 25.0 - train1))
+    assert f["test_minus_train_max"] == pytest.approx(max(75.0 - train0, 25.0 - train1))
     assert f["n_queries"] == 10 and f["paper_n_queries"] == 400
-    assert f["tool_text"] == " + ".join(bfcl_text_fields())
-    assert "description" in bfcl_text_fields() and "parameter names" in bfcl_text_fields()
+    assert f["tool_text"] == " + ".join(bfcl_text_fields("spec")) == "description + parameter names"
+    assert bool(f["tool_text_as_spec"]) is True
+    assert bfcl_text_fields("rich") == ["function name", "description", "parameter names"]

@@ -336,7 +336,8 @@ CLI_CASES: list[Bad] = [
     Bad("cli-value:--variant=sub0", args(*TRAIN_FIXED, "--variant", "sub0"), ("sub0",)),
     Bad("cli-value:--variant=sub99999", args(*TRAIN_FIXED, "--variant", "sub99999"), ("N=99999",)),
     Bad("cli-value:--buckets=wide", args(*TRAIN_FIXED, "--buckets", "wide"), ("wide",)),
-    Bad("cli-value:--split-seed=-1", args(*TRAIN_FIXED, "--split-seed", "-1"), ("split",)),
+    Bad("cli-value:--split-seeds=-1", args(*TRAIN_FIXED, "--split-seeds", "-1"), ("--split-seeds",)),
+    Bad("cli-value:--split-seeds=dup", args(*TRAIN_FIXED, "--split-seeds", "2", "2"), ("--split-seeds", "duplicates")),
     Bad(
         "cli-value:--seeds=-1(tabular)",
         args("train", "--agent", "tabular", "--tabular-episodes", "10", "--seeds", "-1"),

@@ -29,6 +29,7 @@ CELLS = (
     "bfcl-minilm__fixed-1__s42",
     "bfcl-bm25__bor-tabular__s42",
     "bfcl-bm25__bor-dqn__s42",
+    "bfcl-minilm__fixed-5__s123__split3",
 )
 
 

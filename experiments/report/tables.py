@@ -32,48 +32,88 @@ N_BOOT = 2000
 def query_resamples(n_queries: int, n_boot: int = N_BOOT, seed: int = 0) -> np.ndarray:
     """``n_boot`` x ``n_queries`` query indices drawn with replacement (``default_rng(seed)``): one
     set per condition, shared by every method so that intervals and differences are paired."""
-    return np.random.default_rng(seed).integers(n_queries, size=(n_boot, n_queries))
+    return unit_resamples(np.zeros(n_queries, dtype=np.int64), n_boot, seed)
 
 
-def _query_matrices(g: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Seeds x test queries arrays of found, k, reward and P_rand of one (condition, method)."""
-    if g.duplicated(["seed", "qid"]).any():
-        raise ValueError("a (seed, query) pair occurs twice in the per-query rows")
-    out = {}
-    for c in ("found", "k", "reward", "p_random"):
-        wide = g.pivot(index="seed", columns="qid", values=c)
-        if wide.isna().to_numpy().any():
-            raise ValueError("every seed of a method must be scored on the same test queries")
-        out[c] = wide.to_numpy(dtype=np.float64)
+def unit_resamples(splits: np.ndarray, n_boot: int = N_BOOT, seed: int = 0) -> np.ndarray:
+    """Stratified bootstrap over test units (a test query of one train/test split): ``splits``
+    names each unit's split, units of one split are contiguous. Each resample (a row,
+    ``n_boot`` x units) redraws every split's test queries with replacement from that split
+    only, so a split keeps its size and a resampled mean over units is the mean over splits.
+    With one split it is the plain query bootstrap (``default_rng(seed)``)."""
+    rng = np.random.default_rng(seed)
+    out = np.empty((n_boot, len(splits)), dtype=np.int64)
+    for a, b in _blocks(splits):
+        out[:, a:b] = rng.integers(b - a, size=(n_boot, b - a)) + a
     return out
 
 
-def _bootstrap_metrics(mats: dict[str, np.ndarray], idx: np.ndarray) -> dict[str, np.ndarray]:
-    """Each metric of :data:`METRICS` per resample ``idx`` (resamples x queries): per seed on
-    the resampled queries, then the mean over seeds (as the point estimate)."""
+def _blocks(splits: np.ndarray) -> list[tuple[int, int]]:
+    """``[start, stop)`` of each run of equal split ids (ValueError if a split recurs later)."""
+    splits = np.asarray(splits)
+    if splits.size == 0:
+        return []
+    edges = [0, *(np.flatnonzero(splits[1:] != splits[:-1]) + 1).tolist(), splits.size]
+    blocks = list(zip(edges[:-1], edges[1:], strict=True))
+    if len({splits[a] for a, _ in blocks}) != len(blocks):
+        raise ValueError("test units of one split must be contiguous")
+    return blocks
 
-    def per_seed(name: str) -> np.ndarray:  # resamples x seeds
-        return mats[name][:, idx].mean(axis=2).T
 
-    found, prand = per_seed("found"), per_seed("p_random")
-    with np.errstate(divide="ignore"):
-        bor = np.log2(found / prand)
-    return {
-        "found_pct": 100.0 * found.mean(axis=1),
-        "mean_k": per_seed("k").mean(axis=1),
-        "bor_bits": bor.mean(axis=1),
-        "mean_reward": per_seed("reward").mean(axis=1),
-    }
+def _unit_wide(g: pd.DataFrame, value: str, index: str | list[str]) -> pd.DataFrame:
+    """``value`` per ``index`` (rows) x test unit ``(split_seed, qid)`` (columns, split-major)."""
+    g = g if "split_seed" in g.columns else g.assign(split_seed=0)
+    return g.pivot_table(index=index, columns=["split_seed", "qid"], values=value, aggfunc="mean", sort=True)
+
+
+def _query_matrices(g: pd.DataFrame) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Seeds x test units arrays of found, k, reward and P_rand of one (condition, method), and the
+    split of each unit (a unit is a test query of one split)."""
+    g = g if "split_seed" in g.columns else g.assign(split_seed=0)
+    if g.duplicated(["seed", "split_seed", "qid"]).any():
+        raise ValueError("a (seed, split, query) triple occurs twice in the per-query rows")
+    out = {}
+    splits = np.zeros(0, dtype=np.int64)
+    for c in ("found", "k", "reward", "p_random"):
+        wide = g.pivot(index="seed", columns=["split_seed", "qid"], values=c).sort_index(axis=1)
+        if wide.isna().to_numpy().any():
+            raise ValueError("every seed of a method must be scored on the same splits and test queries")
+        out[c] = wide.to_numpy(dtype=np.float64)
+        splits = wide.columns.get_level_values(0).to_numpy()
+    return out, splits
+
+
+def _bootstrap_metrics(mats: dict[str, np.ndarray], idx: np.ndarray, splits: np.ndarray) -> dict[str, np.ndarray]:
+    """Each metric of :data:`METRICS` per resample ``idx`` (resamples x units, from
+    :func:`unit_resamples`): per seed and split on the resampled queries, then the mean over
+    splits and seeds (as the point estimate, a mean over runs)."""
+
+    def per_run(name: str, a: int, b: int) -> np.ndarray:  # resamples x seeds
+        return mats[name][:, idx[:, a:b]].mean(axis=2).T
+
+    parts: dict[str, list[np.ndarray]] = {m: [] for m in METRICS}
+    for a, b in _blocks(splits):
+        found, prand = per_run("found", a, b), per_run("p_random", a, b)
+        with np.errstate(divide="ignore"):
+            parts["bor_bits"].append(np.log2(found / prand).mean(axis=1))
+        parts["found_pct"].append(100.0 * found.mean(axis=1))
+        parts["mean_k"].append(per_run("k", a, b).mean(axis=1))
+        parts["mean_reward"].append(per_run("reward", a, b).mean(axis=1))
+    return {m: np.mean(v, axis=0) for m, v in parts.items()}
 
 
 def aggregate(summary: pd.DataFrame, per_query: pd.DataFrame, seed: int = 0, n_boot: int = N_BOOT) -> pd.DataFrame:
-    """Per (condition, method): each metric's mean over seeds with two separate spreads.
+    """Per (condition, method): each metric's mean over runs (training seeds x train/test splits)
+    with three separate spreads.
 
-    - ``{m}_lo`` / ``{m}_hi``: a 95% percentile bootstrap over the test queries (the same
-      ``n_boot`` resamples, seeded per condition, for every method of a condition; each
-      resample recomputes the metric per seed and averages over seeds). This is the
-      interval every report shows: it covers test-set sampling noise.
-    - ``{m}_seed_min`` / ``{m}_seed_max``: the range over training seeds, labelled as such.
+    - ``{m}_lo`` / ``{m}_hi``: a 95% percentile bootstrap over the test queries, stratified by
+      split (:func:`unit_resamples`; the same ``n_boot`` resamples for every method of a
+      condition; each resample recomputes the metric per run and averages over runs). This
+      is the interval every report shows: it covers test-set sampling noise.
+    - ``{m}_seed_min`` / ``{m}_seed_max``: the range over training seeds (each seed's mean over
+      splits), labelled as such.
+    - ``{m}_split_min`` / ``{m}_split_max``: the range over train/test splits (each split's mean
+      over seeds); ``n_splits`` says how many.
 
     Depth spread (:func:`agents.evaluation.depth_spread`) pools every seed's test rows:
     ``median_k``, ``p90_k``, ``whole_list_pct``; and without whole-list episodes (K = N):
@@ -82,18 +122,28 @@ def aggregate(summary: pd.DataFrame, per_query: pd.DataFrame, seed: int = 0, n_b
     rows = []
     pq = per_query.set_index(["condition", "method"]).sort_index()
     for cond, cs in summary.groupby("condition", sort=True):
-        idx: np.ndarray | None = None  # drawn once the condition's query count is known
+        idx: np.ndarray | None = None  # drawn once the condition's test units are known
         for method, g in cs.groupby("method", sort=True):
-            row: dict[str, object] = {"condition": cond, "method": method, "n_seeds": len(g)}
+            g = g if "split_seed" in g.columns else g.assign(split_seed=0)
+            row: dict[str, object] = {
+                "condition": cond,
+                "method": method,
+                "n_seeds": int(g["seed"].nunique()),
+                "n_splits": int(g["split_seed"].nunique()),
+            }
             for m in (*METRICS, "std_k", "bor_ceiling"):
                 row[m] = float(g[m].mean())
                 if m in METRICS:
-                    row[f"{m}_seed_min"], row[f"{m}_seed_max"] = float(g[m].min()), float(g[m].max())
+                    by_seed, by_split = g.groupby("seed")[m].mean(), g.groupby("split_seed")[m].mean()
+                    row[f"{m}_seed_min"], row[f"{m}_seed_max"] = float(by_seed.min()), float(by_seed.max())
+                    row[f"{m}_split_min"], row[f"{m}_split_max"] = float(by_split.min()), float(by_split.max())
             rows_q = pq.loc[(cond, method)].reset_index()
-            mats = _query_matrices(rows_q)
+            mats, splits = _query_matrices(rows_q)
             if idx is None:
-                idx = query_resamples(mats["found"].shape[1], n_boot, seed)
-            for m, boot in _bootstrap_metrics(mats, idx).items():
+                idx = unit_resamples(splits, n_boot, seed)
+            elif idx.shape[1] != splits.size:
+                raise ValueError(f"{cond}: {method} is scored on other test queries than the condition's first method")
+            for m, boot in _bootstrap_metrics(mats, idx, splits).items():
                 finite = boot[np.isfinite(boot)]
                 lo, hi = np.quantile(finite, [0.025, 0.975]) if finite.size else (math.nan, math.nan)
                 row[f"{m}_lo"], row[f"{m}_hi"] = float(lo), float(hi)
@@ -107,12 +157,15 @@ def aggregate(summary: pd.DataFrame, per_query: pd.DataFrame, seed: int = 0, n_b
 
 
 def scorer_strength(per_query: pd.DataFrame) -> pd.DataFrame:
-    """found@K of the scorer alone on the test split, per condition (from gold ranks)."""
-    first = per_query.drop_duplicates(["condition", "qid"])
+    """found@K of the scorer alone on the test split, per condition (from gold ranks); with several
+    train/test splits, the mean over splits (``n_test`` is the test queries of one split)."""
+    pq = per_query if "split_seed" in per_query.columns else per_query.assign(split_seed=0)
+    first = pq.drop_duplicates(["condition", "split_seed", "qid"])
     rows = []
     for cond, g in first.groupby("condition", sort=True):
         gr = g["gold_rank"].to_numpy()
-        row: dict[str, object] = {"condition": cond, "n_test": len(g)}
+        n_splits = int(g["split_seed"].nunique())
+        row: dict[str, object] = {"condition": cond, "n_test": len(g) // n_splits, "n_splits": n_splits}
         for k in (1, 3, 5, 10, 20, 50):
             row[f"found@{k}"] = 100.0 * float(np.mean((gr >= 1) & (gr <= k)))
         rows.append(row)
@@ -156,15 +209,15 @@ LIMIT_REFS = (("bor-dp", "dp"), ("oracle", "oracle"))
 def limits_table(per_query: pd.DataFrame, seed: int = 0, n_boot: int = N_BOOT) -> pd.DataFrame:
     """Mean test reward of every method as a fraction of ``bor-dp``'s and the oracle's.
 
-    Per query, each method's reward is its mean over seeds; the fraction is a ratio of means
-    over test queries with a paired bootstrap interval (:func:`ratio_interval`, the same
-    resamples for every method of a condition).
+    Per test unit (a query of one split), each method's reward is its mean over seeds; the
+    fraction is a ratio of means over units with a paired bootstrap interval
+    (:func:`ratio_interval`, the same split-stratified resamples for every method of a condition).
     """
     rows = []
     for cond, g in per_query.groupby("condition", sort=True):
-        by = g.groupby(["method", "qid"], sort=True)["reward"].mean().unstack("qid")
+        by = _unit_wide(g, "reward", "method")
         seeds = g.groupby("method")["seed"].nunique()
-        idx = query_resamples(by.shape[1], n_boot, seed)
+        idx = unit_resamples(by.columns.get_level_values(0).to_numpy(), n_boot, seed)
         refs = {name: by.loc[key].to_numpy(dtype=np.float64) for key, name in LIMIT_REFS if key in by.index}
         for method in by.index:
             r = by.loc[method].to_numpy(dtype=np.float64)
@@ -209,15 +262,16 @@ def dp_table(runs: Sequence[Path], summary: pd.DataFrame) -> pd.DataFrame:
 def paired_differences(per_query: pd.DataFrame, seed: int = 0, n_boot: int = 10_000) -> pd.DataFrame:
     """Mean reward of each BoR agent minus each peer's, with a paired bootstrap over test queries.
 
-    Per query, a method's reward is its mean over seeds; the difference of means is resampled
-    over queries (the same resample for both methods) with a seeded generator. This interval
-    covers test-set sampling noise (the seed range in aggregate.csv does not).
+    Per test unit (a query of one split), a method's reward is its mean over seeds; the
+    difference of means is resampled over units, stratified by split (the same resample for both
+    methods), with a seeded generator. This interval covers test-set sampling noise (the seed
+    and split ranges in aggregate.csv do not).
     """
     rows = []
     for cond in condition_order(per_query["condition"].unique()):
         pq = per_query[per_query["condition"] == cond]
-        by = pq.groupby(["method", "qid"])["reward"].mean().unstack("qid")
-        idx = query_resamples(by.shape[1], n_boot, seed)
+        by = _unit_wide(pq, "reward", "method")
+        idx = unit_resamples(by.columns.get_level_values(0).to_numpy(), n_boot, seed)
         for agent in BOR_AGENTS:
             if agent not in by.index:
                 continue
@@ -367,7 +421,7 @@ def depth_trend(
     """Does ``method``'s depth grow with difficulty on ``condition``? Judged over ALL buckets
     with at least ``min_queries`` test queries, not two picked ones.
 
-    Per query, K is the mean over seeds. Returns the buckets used (easy to hard), their mean
+    Per test unit (a query of one split), K is the mean over seeds. Returns the buckets used (easy to hard), their mean
     K and query counts, whether the means are non-decreasing across every used bucket
     (``monotone``), and the hardest-minus-easiest mean K difference with a 95% percentile
     bootstrap interval (queries resampled within each bucket). ``grows`` is True only when
@@ -376,7 +430,8 @@ def depth_trend(
     pq = per_query[(per_query["condition"] == condition) & (per_query["method"] == method)]
     if pq.empty:
         return None
-    per_q = pq.groupby(["bucket", "qid"], sort=True)["k"].mean()
+    pq = pq if "split_seed" in pq.columns else pq.assign(split_seed=0)
+    per_q = pq.groupby(["bucket", "split_seed", "qid"], sort=True)["k"].mean()
     used = [b for b in BUCKET_ORDER if b in per_q.index.get_level_values(0) and len(per_q.loc[b]) >= min_queries]
     if len(used) < 2:
         return None
@@ -401,28 +456,28 @@ def depth_trend(
     )
 
 
-def _condition_meta(runs_dir: Path, split_seed: int = 0) -> dict[str, dict[str, Any]]:
-    """The condition metadata each condition's first run manifest of split ``split_seed``
-    recorded (split sizes, scorer found@1 on all queries, data sizes)."""
-    out: dict[str, dict[str, Any]] = {}
+def _condition_meta(runs_dir: Path) -> dict[tuple[str, int], dict[str, Any]]:
+    """The condition metadata (split sizes, scorer found@1 on all queries, data sizes) the first
+    run manifest of each (condition, split seed) recorded."""
+    out: dict[tuple[str, int], dict[str, Any]] = {}
     for manifest in sorted(runs_dir.glob("*/manifest.json")):
         cfg = json.loads((manifest.parent / "config.json").read_text())
-        cond = cfg.get("condition")
-        if not cond or cond in out or cfg.get("split_seed", 0) != split_seed:
+        key = (cfg.get("condition"), int(cfg.get("split_seed", 0)))
+        if not key[0] or key in out:
             continue
         meta = json.loads(manifest.read_text()).get("condition") or {}
         if isinstance(meta, dict):
-            out[cond] = meta
+            out[key] = meta
     return out
 
 
-def bfcl_text_fields() -> list[str]:
-    """Which fields of a BFCL function definition its tool text holds, read off
+def bfcl_text_fields(kind: str = "spec") -> list[str]:
+    """Which fields of a BFCL function definition its tool text of ``kind`` holds, read off
     :func:`benchmarks.bfcl.tool_text` on a probe definition (computed, not asserted)."""
     from benchmarks.bfcl import tool_text
 
     text = tool_text(
-        {"name": "probename", "description": "probedesc", "parameters": {"properties": {"probeparam": {}}}}
+        {"name": "probename", "description": "probedesc", "parameters": {"properties": {"probeparam": {}}}}, kind
     )
     fields = {"probename": "function name", "probedesc": "description", "probeparam": "parameter names"}
     return [label for probe, label in fields.items() if probe in text]
@@ -432,35 +487,44 @@ SPEC_BFCL_TEXT = ["description", "parameter names"]
 """SPEC section 4: BM25 over description + parameter names."""
 
 
-def measured_factors(
-    strength: pd.DataFrame, runs_dir: Path, conditions: Sequence[str], split_seed: int = 0
-) -> pd.DataFrame:
+def measured_factors(per_query: pd.DataFrame, runs_dir: Path, conditions: Sequence[str]) -> pd.DataFrame:
     """Per condition, the measured factors a difference from the paper can come from.
 
-    Scorer found@1 on the test split (a :func:`scorer_strength` table) and on the training split
-    (from the condition's recorded found@1 over all queries and the split sizes), query and
-    tool counts here and in the paper, and (BFCL) the tool-text fields against SPEC's.
+    Scorer found@1 on the test and on the training split of every train/test split (test from the
+    test rows' gold ranks, train from the condition's recorded found@1 over all queries and the
+    split sizes), as means over splits with the range of test minus train over splits (the split
+    difficulty); query and tool counts here and in the paper; and (BFCL) the tool-text fields
+    against SPEC's.
     """
-    meta = _condition_meta(runs_dir, split_seed)
-    strength = strength.set_index("condition")
+    meta = _condition_meta(runs_dir)
+    pq = per_query if "split_seed" in per_query.columns else per_query.assign(split_seed=0)
+    first = pq.drop_duplicates(["condition", "split_seed", "qid"])
     rows = []
     for cond in conditions:
-        m = meta.get(cond, {})
-        n_train, n_test = m.get("n_train"), m.get("n_test")
-        test1 = float(strength.loc[cond, "found@1"]) if cond in strength.index else math.nan
-        all1 = m.get("found_at_1_pct_all")
-        train1 = (
-            (all1 * (n_train + n_test) - test1 * n_test) / n_train
-            if all1 is not None and n_train and n_test and not math.isnan(test1)
-            else math.nan
-        )
+        tests, trains = [], []
+        for split, g in first[first["condition"] == cond].groupby("split_seed", sort=True):
+            m = meta.get((cond, int(split)), {})
+            n_train, n_test = m.get("n_train"), m.get("n_test")
+            test1 = 100.0 * float(np.mean(g["gold_rank"].to_numpy() == 1))
+            all1 = m.get("found_at_1_pct_all")
+            tests.append(test1)
+            trains.append(
+                (all1 * (n_train + n_test) - test1 * n_test) / n_train
+                if all1 is not None and n_train and n_test
+                else math.nan
+            )
+        gaps = np.asarray(tests) - np.asarray(trains)
+        m = next((v for (c, _), v in sorted(meta.items()) if c == cond), {})
         paper = PAPER.get(cond, {})
-        fields = bfcl_text_fields() if m.get("benchmark") == "bfcl" else []
+        fields = bfcl_text_fields(m.get("tool_text") or "rich") if m.get("benchmark") == "bfcl" else []
         rows.append(
             {
                 "condition": cond,
-                "found_at_1_train": train1,
-                "found_at_1_test": test1,
+                "n_splits": len(tests),
+                "found_at_1_train": float(np.mean(trains)) if trains else math.nan,
+                "found_at_1_test": float(np.mean(tests)) if tests else math.nan,
+                "test_minus_train_min": float(np.min(gaps)) if gaps.size else math.nan,
+                "test_minus_train_max": float(np.max(gaps)) if gaps.size else math.nan,
                 "paper_found_at_1": paper.get("found_at_1", math.nan),
                 "n_queries": m.get("n_queries", math.nan),
                 "paper_n_queries": paper.get("n_queries", math.nan),
@@ -469,4 +533,66 @@ def measured_factors(
                 "tool_text_as_spec": (fields == SPEC_BFCL_TEXT) if fields else None,
             }
         )
+    return pd.DataFrame(rows)
+
+
+def best_fixed(agg: pd.DataFrame, condition: str) -> str | None:
+    """The fixed K with the highest mean reward on ``condition`` (chosen on test: a hindsight reference)."""
+    fixed = agg[(agg["condition"] == condition) & agg["method"].str.startswith("fixed-")]
+    return None if fixed.empty else str(fixed.loc[fixed["mean_reward"].idxmax(), "method"])
+
+
+SPLIT_METHODS = ("bor-dqn", "f1-dqn", "bor-tabular")
+"""Methods of :func:`split_variance` (with each condition's best fixed K)."""
+
+
+def split_variance(agg: pd.DataFrame, conditions: Sequence[str]) -> pd.DataFrame:
+    """Per condition and method of :data:`SPLIT_METHODS` plus the best fixed K: mean reward and
+    found % with the query-bootstrap interval, the range over training seeds and the range over
+    train/test splits, side by side (all from :func:`aggregate`)."""
+    rows = []
+    for cond in conditions:
+        extra = best_fixed(agg, cond)
+        for method in (*SPLIT_METHODS, *([extra] if extra else [])):
+            r = _row(agg, cond, method)
+            if r is None:
+                continue
+            row: dict[str, object] = {"condition": cond, "method": method}
+            row.update({c: r[c] for c in ("n_seeds", "n_splits")})
+            for m in ("mean_reward", "found_pct", "mean_k"):
+                for suffix in ("", "_lo", "_hi", "_seed_min", "_seed_max", "_split_min", "_split_max"):
+                    row[m + suffix] = r[m + suffix]
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+#: The BFCL conditions shown beside each other in the tool-text comparison: (SPEC text, rich text).
+TEXT_PAIRS = (("bfcl-bm25", "bfcl-bm25-richtext"), ("bfcl-minilm", "bfcl-minilm-richtext"))
+
+
+def text_comparison(agg: pd.DataFrame, strength: pd.DataFrame, methods: Sequence[str]) -> pd.DataFrame:
+    """BFCL with SPEC's tool text (description + parameter names) beside the richer text (function
+    name first): scorer found@1/found@5 and each of ``methods``' found %, mean K and mean reward
+    (with the query-bootstrap interval), for every pair of :data:`TEXT_PAIRS` that ran."""
+    st = strength.set_index("condition")
+    rows = []
+    for spec, rich in TEXT_PAIRS:
+        if spec not in st.index or rich not in st.index:
+            continue
+        for cond, text in ((spec, "spec"), (rich, "rich")):
+            fields = " + ".join(bfcl_text_fields(text))
+            base = {"pair": spec, "condition": cond, "tool_text": fields}
+            base.update({"found@1": st.loc[cond, "found@1"], "found@5": st.loc[cond, "found@5"]})
+            for method in methods:
+                r = _row(agg, cond, method)
+                if r is None:
+                    continue
+                rows.append(
+                    {
+                        **base,
+                        "method": method,
+                        **{c: r[c] for c in ("n_splits", "found_pct", "mean_k", "whole_list_pct")},
+                        **{c: r[c] for c in ("mean_reward", "mean_reward_lo", "mean_reward_hi")},
+                    }
+                )
     return pd.DataFrame(rows)

@@ -1,0 +1,48 @@
+"""``shortlist tune``: DQN settings compared on an inner validation split, with a manifest."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from experiments.cli import main
+from experiments.tune import INNER_SPLIT_SEED, parse_grid
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("cache"))
+
+
+def test_parse_grid_types_values_and_refuses_unknown_fields() -> None:
+    assert parse_grid(["n_envs=1,4", "exploration_fraction=0.3"]) == {"n_envs": [1, 4], "exploration_fraction": [0.3]}
+    with pytest.raises(ValueError, match="bad --grid item 'bogus=1'"):
+        parse_grid(["bogus=1"])
+    with pytest.raises(ValueError, match="bad value in --grid 'n_envs=two'"):
+        parse_grid(["n_envs=two"])
+
+
+def test_tune_writes_rows_means_and_a_manifest(tmp_path: Path, cache_dir: str) -> None:
+    """Two settings (one and two vectorised environments) x one seed on the inner split: one row
+    each, a per-setting mean, and a manifest naming the command, grid, split sizes and git state."""
+    out = tmp_path / "tuning"
+    args = ["tune", "--grid", "n_envs=1,2", "total_timesteps=300", "learning_starts=100", "--seeds", "3"]
+    assert main([*args, "--out", str(out), "--cache-dir", cache_dir]) == 0
+    rows = pd.read_csv(out / "bfcl-bm25.csv")
+    assert rows["setting"].tolist() == [
+        "n_envs=1, total_timesteps=300, learning_starts=100",
+        "n_envs=2, total_timesteps=300, learning_starts=100",
+    ]
+    assert rows["n_envs"].tolist() == [1, 2] and (rows["seed"] == 3).all()
+    assert len(pd.read_csv(out / "bfcl-bm25_mean.csv")) == 2
+    man = json.loads((out / "bfcl-bm25_manifest.json").read_text())
+    assert man["command"].startswith("shortlist tune --grid n_envs=1,2")
+    assert man["grid"] == {"n_envs": ["1", "2"], "total_timesteps": ["300"], "learning_starts": ["100"]}
+    assert man["inner_split_seed"] == INNER_SPLIT_SEED
+    # the inner split divides the 280 training queries of split 0 (70/30): the test split is never used
+    assert (man["n_fit"], man["n_validation"]) == (196, 84)
+    assert {"git_sha", "git_dirty", "code_fingerprint", "versions", "machine"} <= set(man)
+    assert len(man["fit_seconds"]) == 2
