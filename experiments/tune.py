@@ -80,19 +80,21 @@ def tune(
                     "setting": label,
                     **dict(zip(keys, values, strict=True)),
                     "seed": seed,
-                    **s.iloc[0][["found_pct", "mean_k", "bor_bits", "mean_reward"]].to_dict(),
+                    **s.iloc[0][["found_pct", "mean_k", "median_k", "p90_k", "whole_list_pct"]].to_dict(),
+                    **s.iloc[0][["bor_bits", "mean_reward"]].to_dict(),
                     "fit_seconds": fit_s,
                 }
             )
             print(
                 f"{label:50s} seed {seed}: val mean reward {rows[-1]['mean_reward']:.3f}  found "
-                f"{rows[-1]['found_pct']:.1f}%  K {rows[-1]['mean_k']:.2f}  ({fit_s:.1f}s)",
+                f"{rows[-1]['found_pct']:.1f}%  K {rows[-1]['mean_k']:.2f}  "
+                f"whole list {rows[-1]['whole_list_pct']:.1f}%  ({fit_s:.1f}s)",
                 flush=True,
             )
     df = pd.DataFrame(rows)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_csv(df.drop(columns=["fit_seconds"]), out / f"{cond.name}.csv")
-    mean = df.groupby("setting", sort=False)[["mean_reward", "found_pct", "mean_k", "bor_bits"]].agg(
+    mean = df.groupby("setting", sort=False)[["mean_reward", "found_pct", "mean_k", "whole_list_pct", "bor_bits"]].agg(
         ["mean", "min", "max"]
     )
     mean.columns = [f"{a}_{b}" for a, b in mean.columns]

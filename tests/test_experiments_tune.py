@@ -46,3 +46,4 @@ def test_tune_writes_rows_means_and_a_manifest(tmp_path: Path, cache_dir: str) -
     assert (man["n_fit"], man["n_validation"]) == (196, 84)
     assert {"git_sha", "git_dirty", "code_fingerprint", "versions", "machine"} <= set(man)
     assert len(man["fit_seconds"]) == 2
+    assert {"median_k", "p90_k", "whole_list_pct"} <= set(rows.columns)
