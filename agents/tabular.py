@@ -70,6 +70,13 @@ class TabularConfig:
     """Fraction of episodes over which epsilon decays linearly."""
     lr_power: float = 0.6
     """Learning rate = visits ** -lr_power."""
+    exploring_starts: float = 0.0
+    """Probability that a training episode starts at a uniformly drawn depth 1..cap instead of 1
+    (exploring starts, as :class:`envs.ShortlistEnv`); evaluation always starts at depth 1."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.exploring_starts <= 1.0:
+            raise ValueError(f"TabularConfig.exploring_starts must lie in [0, 1], got {self.exploring_starts}")
 
 
 class TabularQ:
@@ -118,6 +125,9 @@ class TabularQ:
         gamma, cost = config.gamma, config.step_cost
         n_q = len(queries)
         picks = rng.integers(n_q, size=s.episodes)
+        starts = start_depth = np.zeros(0)
+        if s.exploring_starts:  # drawn only when used, so the default keeps the RNG stream unchanged
+            starts, start_depth = rng.random(s.episodes), rng.random(s.episodes)
         decay = max(1, int(s.explore_fraction * s.episodes))
         bar = training_bar(s.episodes, f"{self.name} s{seed}")
         for ep in range(s.episodes):
@@ -127,6 +137,8 @@ class TabularQ:
             st, tr = states[picks[ep]], terms[picks[ep]]
             cap = len(st)
             k = 1
+            if s.exploring_starts and cap > 1 and starts[ep] < s.exploring_starts:
+                k = int(start_depth[ep] * cap) + 1
             done = False
             while not done:
                 x = st[k - 1]

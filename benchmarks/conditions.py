@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -442,12 +442,31 @@ def build_condition(
             "n_queries_available": len(corpus.queries),
             "n_queries": len(queries),
             "sampled_qids_sha256": _sha_lines([q.qid for q in records]),
+            **tied_tail_stats(queries),
             **_split_meta(queries, train_idx, test_idx, split_seed, train_frac),
             "score_cache_hit": hit,
             "seconds_load": round(t_load, 3),
             "seconds_score": round(t_score, 3),
         },
     )
+
+
+def tied_tail_stats(queries: Sequence[RankedQuery]) -> dict[str, float]:
+    """How much of the ranked lists is a tied tail: ``tied_tail_pct``, the mean share of a list's
+    candidates that tie with its lowest score (0 for a list whose lowest score is unique), and
+    ``gold_in_tied_tail_pct``, the share of queries whose first relevant item sits in that tail
+    (its position there is then set by candidate order, not by the scorer)."""
+    shares, gold = [], []
+    for q in queries:
+        tail = q.scores == q.scores[-1]
+        n_tail = int(tail.sum())
+        shares.append(n_tail / len(q.scores) if n_tail > 1 else 0.0)
+        g = q.gold_rank
+        gold.append(bool(n_tail > 1 and 1 <= g <= len(q.scores) and tail[g - 1]))
+    return {
+        "tied_tail_pct": round(100.0 * float(np.mean(shares)), 3) if shares else 0.0,
+        "gold_in_tied_tail_pct": round(100.0 * float(np.mean(gold)), 3) if gold else 0.0,
+    }
 
 
 def _sha_lines(lines: list[str]) -> str:

@@ -3,7 +3,8 @@
 Every function takes frames in the package's long formats (``summary.csv``: one row per
 condition x method x seed; ``per_query.csv``: one row per query x method x seed), writes
 ``out_png`` and ``out_png.with_suffix(".csv")`` holding exactly the plotted numbers, and
-returns that table. Spread over seeds is shown as min-max whiskers around the mean over seeds.
+returns that table. Spread over runs (training seeds x train/test splits) is shown as min-max
+whiskers around the mean over runs.
 
 Iso-BoR lines. With one relevant item among N candidates the random baseline at depth K is
 ``P_rand = K / N``, so a method finding a fraction ``f`` of gold tools at mean depth ``K``
@@ -120,7 +121,7 @@ def bucket_spread(buckets: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
 
 
 def bucket_figure(buckets: pd.DataFrame, condition: str, methods: list[str], out_png: Path) -> pd.DataFrame:
-    """Paper Figure 1 style: per difficulty bucket, found % and mean K per method (mean over seeds).
+    """Paper Figure 1 style: per difficulty bucket, found % and mean K per method (mean over runs).
 
     Writes ``out_png`` and a sibling CSV with exactly the plotted numbers; returns that table.
     """
@@ -152,7 +153,7 @@ def bucket_figure(buckets: pd.DataFrame, condition: str, methods: list[str], out
     axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle(
         f"{condition}: difficulty buckets by the scorer's rank of the gold tool "
-        "(bars: mean over seeds; whiskers: min-max)"
+        "(bars: mean over runs, seeds x splits; whiskers: min-max over runs)"
     )
     fig.tight_layout()
     save_png(fig, out_png)
@@ -205,7 +206,7 @@ def pareto_figure(
 ) -> pd.DataFrame:
     """Found % against mean K (log x) for every method of one condition, with iso-BoR lines.
 
-    Each method is a point at its mean over seeds with min-max whiskers over seeds on both axes;
+    Each method is a point at its mean over runs with min-max whiskers over runs on both axes;
     the ``fixed-K`` methods are joined as a curve; learned agents are drawn as stars, peers as
     squares and limits (oracle, exact optimum) as triangles; the Pareto front among every
     method but the oracle (which reads labels) is a step line. Iso-BoR lines are
@@ -367,8 +368,8 @@ def pareto_figure(
     ax.set_ylabel("found % (shortlist holds the gold tool)")
     ax.set_title(
         f"{condition} (N = {n if n is not None else 'mixed'}): found % vs mean K; dotted: iso-BoR lines "
-        'found = 2^b K / N, labelled b bits ("3b")\npoints: mean over seeds; '
-        "whiskers: min-max over seeds",
+        'found = 2^b K / N, labelled b bits ("3b")\npoints: mean over runs (seeds x splits); '
+        "whiskers: min-max over runs",
         fontsize=10,
         pad=16,
     )
@@ -575,7 +576,7 @@ def scorer_figure(
             frameon=False,
         )
     fig.suptitle(
-        f"Scorer strength sets the learned depth ({method}; bars: mean over seeds, whiskers: min-max over seeds)",
+        f"Scorer strength sets the learned depth ({method}; bars: mean over runs, whiskers: min-max over runs)",
         fontsize=11,
     )
     fig.tight_layout()

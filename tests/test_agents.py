@@ -113,3 +113,36 @@ def test_evaluator_rows_and_bad_depths() -> None:
 
     with pytest.raises(ValueError, match="outside"):
         evaluate(Broken(1), qs, EpisodeConfig())
+
+
+def test_exploring_starts_settings_are_checked_and_default_training_is_unchanged() -> None:
+    """Exploring starts are off by default for tabular Q (its validation runs showed no gain), and
+    an explicit 0 trains exactly the default table (the extra random draws happen only when used);
+    DQN and tabular settings outside [0, 1] are refused."""
+    qs = toy_queries(3, seed=4)
+    cfg = EpisodeConfig()
+    a = TabularQ("bor", TabularConfig(episodes=1500)).fit(qs, cfg, seed=7)
+    b = TabularQ("bor", TabularConfig(episodes=1500, exploring_starts=0.0)).fit(qs, cfg, seed=7)
+    np.testing.assert_array_equal(a.q, b.q)
+    c = TabularQ("bor", TabularConfig(episodes=1500, exploring_starts=0.5)).fit(qs, cfg, seed=7)
+    d = TabularQ("bor", TabularConfig(episodes=1500, exploring_starts=0.5)).fit(qs, cfg, seed=7)
+    np.testing.assert_array_equal(c.q, d.q)
+    assert not np.array_equal(a.q, c.q)
+    with pytest.raises(ValueError, match="exploring_starts"):
+        TabularConfig(exploring_starts=1.5)
+    with pytest.raises(ValueError, match="exploring_starts"):
+        DQNConfig(exploring_starts=-0.1)
+    with pytest.raises(ValueError, match="n_envs"):
+        DQNConfig(n_envs=0)
+
+
+def test_dqn_with_several_environments_and_exploring_starts_learns_the_optimum() -> None:
+    """Four vectorised environments with exploring starts (the defaults' kind of training) still
+    find the known optimum depth of the toy task."""
+    train, test = toy_queries(4, seed=1), toy_queries(4, seed=2)
+    cfg = EpisodeConfig(reward="bor", step_cost=0.01, gamma=0.95)
+    settings = DQNConfig(
+        total_timesteps=10_000, learning_starts=500, exploration_fraction=0.5, n_envs=4, exploring_starts=0.5
+    )
+    depths = DQNAgent("bor", settings).fit(train, cfg, seed=0).depths(test, cfg)
+    assert np.mean(depths == 4) >= 0.95, depths

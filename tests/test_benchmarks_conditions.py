@@ -139,3 +139,21 @@ def test_split_properties(n: int, frac: float, seed: int) -> None:
     assert np.array_equal(np.sort(np.concatenate([tr, te])), np.arange(n))
     tr2, te2 = seeded_split(n, frac, seed)
     assert np.array_equal(tr, tr2) and np.array_equal(te, te2)
+
+
+def test_tied_tail_stats_by_hand() -> None:
+    """Two lists: [3, 2, 0, 0, 0] with the gold at rank 4 (in the 3-item tied tail) and
+    [3, 2, 1] with a unique lowest score (no tail) and the gold at rank 1."""
+    from benchmarks.conditions import tied_tail_stats
+    from envs import RankedQuery
+
+    qs = [
+        RankedQuery(np.array([3.0, 2.0, 0.0, 0.0, 0.0]), [4], "a"),
+        RankedQuery(np.array([3.0, 2.0, 1.0]), [1], "b"),
+    ]
+    assert tied_tail_stats(qs) == {"tied_tail_pct": 30.0, "gold_in_tied_tail_pct": 50.0}
+
+
+def test_condition_meta_records_the_tied_tail(bfcl_bm25: Condition) -> None:
+    assert 0.0 <= bfcl_bm25.meta["tied_tail_pct"] <= 100.0
+    assert 0.0 <= bfcl_bm25.meta["gold_in_tied_tail_pct"] <= 100.0

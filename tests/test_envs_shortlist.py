@@ -552,3 +552,23 @@ def test_invalid_action(action: int) -> None:
     env.unwrapped.reset(seed=0, options={"index": 0})
     with pytest.raises(ValueError):
         env.unwrapped.step(action)
+
+
+def test_exploring_starts_draw_the_start_depth_and_default_starts_at_one() -> None:
+    """``exploring_starts=1``: every reset starts at a depth drawn uniformly from 1..cap (seeded,
+    shown in ``info["k"]``, observation of that depth); 0 (the default) always starts at 1;
+    values outside [0, 1] are refused."""
+    q = _query(6, [2], "g")
+    env = ShortlistEnv([q], exploring_starts=1.0)
+    env.reset(seed=11)
+    ks = [env.reset()[1]["k"] for _ in range(600)]
+    assert set(ks) == {1, 2, 3, 4, 5, 6}
+    assert abs(np.mean(ks) - 3.5) < 0.3
+    obs, info = ShortlistEnv([q], exploring_starts=1.0).reset(seed=11)
+    np.testing.assert_array_equal(obs, ShortlistEnv([q])._matrix(0)[info["k"] - 1])
+    plain = ShortlistEnv([q])
+    plain.reset(seed=11)
+    assert {plain.reset()[1]["k"] for _ in range(50)} == {1}
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="exploring_starts"):
+            ShortlistEnv([q], exploring_starts=bad)

@@ -20,7 +20,14 @@ from experiments.options import CommonArgs, CompareArgs, LearnArgs
 from experiments.plan import compare_cells, compare_methods, resolve_plans
 from experiments.report.tables import limits_table
 
-TINY = {"seeds": (1, 2), "dqn_timesteps": 400, "dqn_learning_starts": 100, "tabular_episodes": 200, "max_depth": 20}
+TINY = {
+    "seeds": (1, 2),
+    "split_seeds": (0,),
+    "dqn_timesteps": 400,
+    "dqn_learning_starts": 100,
+    "tabular_episodes": 200,
+    "max_depth": 20,
+}
 
 
 @pytest.fixture(scope="module")

@@ -36,13 +36,14 @@ def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
 
 
 def bucket_table(buckets: pd.DataFrame, condition: str, methods: Sequence[str]) -> list[str]:
-    """Per difficulty bucket, ``found % / mean K`` (means over seeds) of ``methods`` on one condition."""
+    """Per difficulty bucket, ``found % / mean K`` (means over runs: seeds x splits) of ``methods`` on one
+    condition; a bucket's ``n`` counts its test queries summed over the train/test splits."""
     b = buckets[(buckets["condition"] == condition) & buckets["method"].isin(methods)]
-    pb = (
-        b.groupby(["method", "bucket"])
-        .agg(n=("n", "first"), found=("found_pct", "mean"), k=("mean_k", "mean"))
-        .reset_index()
-    )
+    b = b if "split_seed" in b.columns else b.assign(split_seed=0)
+    n = b.groupby(["method", "bucket", "split_seed"])["n"].first().groupby(["method", "bucket"]).sum()
+    pb = b.groupby(["method", "bucket"]).agg(found=("found_pct", "mean"), k=("mean_k", "mean"))
+    pb = pb.assign(n=n).reset_index()
+    n_splits = int(b["split_seed"].nunique())
     present = [x for x in BUCKET_ORDER if x in set(pb["bucket"])]
     ns = {bk: int(pb[pb["bucket"] == bk]["n"].iloc[0]) for bk in present}
     rows = []
@@ -55,7 +56,8 @@ def bucket_table(buckets: pd.DataFrame, condition: str, methods: Sequence[str]) 
             cells.append(f"{r['found'].iloc[0]:.1f} / {r['k'].iloc[0]:.2f}" if len(r) else "-")
         rows.append([m, *cells])
     return [
-        "Per difficulty bucket (the scorer's rank of the gold tool), found % / mean K, mean over seeds:",
+        "Per difficulty bucket (the scorer's rank of the gold tool), found % / mean K, mean over runs"
+        + (f" (n: test queries summed over {n_splits} splits):" if n_splits > 1 else ":"),
         "",
         *table(["method", *(f"{bk} (n={ns[bk]})" for bk in present)], rows),
     ]

@@ -473,6 +473,7 @@ def write_study_report(
     why = explain(t2, agg, factors)
     if why:
         lines += ["### Differences from the paper larger than our interval", "", *[f"- {w}" for w in why], ""]
+    lines += whole_list_section(agg, out)
     lines += text_section(agg, strength, out)
     lines += study_figures(out, per_query, summary)
     lines += write_multi_section(out, per_query, summary, data_dir, cache_dir, split_seed)
@@ -562,3 +563,96 @@ def text_section(agg: pd.DataFrame, strength: pd.DataFrame, out: Path) -> list[s
         *table(header, rows),
         "",
     ]
+
+
+#: Where ``shortlist tune --grid exploring_starts=...`` writes the validation runs the whole-list
+#: diagnosis reads (relative to the study folder).
+EXPLORING_STARTS_TUNING = Path("tuning") / "exploring_starts"
+
+
+def whole_list_section(agg: pd.DataFrame, out: Path) -> list[str]:
+    """Whole-list episodes (K = N) of the learned policies on every condition, and the validation
+    runs behind the fix (exploring starts), when ``out/tuning/exploring_starts`` holds them."""
+    learned = agg[agg["method"].str.endswith(("-dqn", "-tabular"))]
+    if learned.empty:
+        return []
+    shown = learned[learned["whole_list_pct"] > 0]
+    lines = [
+        "## Whole-list episodes (K = N)",
+        "",
+        f"Learned policies (DQN and tabular Q, {len(learned)} condition x method pairs): "
+        + (
+            "none shows the whole candidate list on any test query."
+            if shown.empty
+            else f"{len(shown)} pairs show it on some test queries: "
+            + ", ".join(f"{r['condition']} {r['method']} {r['whole_list_pct']:.2f}%" for _, r in shown.iterrows())
+            + "."
+        ),
+        "",
+    ]
+    from experiments.report.tables import condition_meta
+
+    meta = condition_meta(out / "runs")
+    ties = []
+    for cond in sorted(set(learned["condition"])):
+        m = next((v for (c, _), v in sorted(meta.items()) if c == cond), {})
+        if "tied_tail_pct" in m:
+            ties.append((cond, m["tied_tail_pct"], m["gold_in_tied_tail_pct"], cond in set(shown["condition"])))
+    if ties:
+        lines += [
+            "Tied tails (measured on every query of the condition): the share of a ranked list that ties with "
+            "its lowest score (there the order is candidate order, not the scorer's, and the state barely "
+            "changes from one depth to the next) and the share of queries whose gold tool sits in that tail: "
+            + "; ".join(f"{c} {t:.1f}% / {g:.1f}%" + (" (has whole-list episodes)" if w else "") for c, t, g, w in ties)
+            + ".",
+            "",
+        ]
+    folder = out / EXPLORING_STARTS_TUNING
+    means = sorted(folder.glob("*_mean.csv")) if folder.is_dir() else []
+    if not means:
+        return lines
+    rows = []
+    for path in means:
+        m = pd.read_csv(path)
+        for _, r in m.iterrows():
+            rows.append(
+                [
+                    path.name.removesuffix("_mean.csv"),
+                    r["setting"],
+                    f"{r['mean_reward_mean']:.3f} ({r['mean_reward_min']:.3f} - {r['mean_reward_max']:.3f})",
+                    f"{r['whole_list_pct_mean']:.1f} ({r['whole_list_pct_min']:.1f} - {r['whole_list_pct_max']:.1f})",
+                    f"{r['mean_k_mean']:.2f}",
+                ]
+            )
+    from agents.dqn import DQNConfig
+
+    chosen = f"exploring_starts={DQNConfig().exploring_starts}"
+    frames = {p.name.removesuffix("_mean.csv"): pd.read_csv(p).set_index("setting") for p in means}
+    pairs = {c: f for c, f in frames.items() if "exploring_starts=0.0" in f.index and chosen in f.index}
+    result = ""
+    if pairs and chosen != "exploring_starts=0.0":
+        before = {c: f.loc["exploring_starts=0.0"] for c, f in pairs.items()}
+        after = {c: f.loc[chosen] for c, f in pairs.items()}
+        n_down = sum(after[c]["whole_list_pct_max"] < before[c]["whole_list_pct_max"] for c in pairs)
+        n_zero = sum(after[c]["whole_list_pct_max"] == 0 for c in pairs)
+        result = (
+            f" Result: with the default {chosen}, the largest whole-list rate over seeds is lower than without "
+            f"exploring starts on {n_down} of {len(pairs)} conditions and zero on {n_zero}; mean validation "
+            "reward changes by "
+            + ", ".join(f"{c} {after[c]['mean_reward_mean'] - before[c]['mean_reward_mean']:+.3f}" for c in pairs)
+            + "."
+        )
+    lines += [
+        "Why BoR-DQN showed the whole list, tested on the inner validation split of the training queries "
+        "(`shortlist tune --grid exploring_starts=0,0.25,0.5`, 3 seeds, files in "
+        f"`{EXPLORING_STARTS_TUNING.as_posix()}/`). Hypothesis: every training episode started at depth 1, so "
+        "states deep in the list were rarely visited and Q(CONTINUE) there was extrapolated by the network, "
+        "not learned. Test: exploring starts (a share of training episodes starts at a uniformly drawn depth) "
+        "put those states into the replay buffer; if the hypothesis holds, the whole-list rate falls." + result,
+        "",
+        "Validation mean reward (seed range), whole-list rate (range over seeds) and mean K:",
+        "",
+        *table(["condition", "setting", "mean reward", "whole list % (range)", "mean K"], rows),
+        "",
+    ]
+    return lines

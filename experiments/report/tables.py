@@ -350,7 +350,7 @@ def _row(agg: pd.DataFrame, cond: str, method: str) -> pd.Series | None:
 
 
 def table2(agg: pd.DataFrame, strength: pd.DataFrame, conditions: list[str]) -> pd.DataFrame:
-    """One row per (condition, agent in {BoR, F1}): ours from :func:`aggregate` (mean over seeds,
+    """One row per (condition, agent in {BoR, F1}): ours from :func:`aggregate` (mean over runs,
     95% bootstrap interval over test queries, depth spread, and found % / mean K without
     whole-list episodes) beside the paper's found % and mean K, plus each scorer's found@1
     beside the paper's."""
@@ -456,7 +456,7 @@ def depth_trend(
     )
 
 
-def _condition_meta(runs_dir: Path) -> dict[tuple[str, int], dict[str, Any]]:
+def condition_meta(runs_dir: Path) -> dict[tuple[str, int], dict[str, Any]]:
     """The condition metadata (split sizes, scorer found@1 on all queries, data sizes) the first
     run manifest of each (condition, split seed) recorded."""
     out: dict[tuple[str, int], dict[str, Any]] = {}
@@ -496,7 +496,7 @@ def measured_factors(per_query: pd.DataFrame, runs_dir: Path, conditions: Sequen
     difficulty); query and tool counts here and in the paper; and (BFCL) the tool-text fields
     against SPEC's.
     """
-    meta = _condition_meta(runs_dir)
+    meta = condition_meta(runs_dir)
     pq = per_query if "split_seed" in per_query.columns else per_query.assign(split_seed=0)
     first = pq.drop_duplicates(["condition", "split_seed", "qid"])
     rows = []
