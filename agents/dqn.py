@@ -17,7 +17,7 @@ history of ``results/tuning/``). The current grid, ``shortlist tune --scorer {bm
 --grid n_envs=1,4,8 gradient_steps=1,2`` (``results/tuning/``, with manifests), gave
 for one environment vs four: BM25 6.999 vs 6.945, MiniLM 6.742 vs 6.840 (differences
 inside the seed ranges) at 48 s vs 15 s per policy on this machine; eight
-environments lost 0.04 to 0.29. Four environments train 3.3x faster for the same
+environments lost 0.07 to 0.29 against one. Four environments train 3.3x faster for the same
 validation reward, which is what lets the study run every main condition on five
 train/test splits.
 

@@ -110,12 +110,16 @@ def run_spread(
     return summary.groupby(list(keys), sort=True).agg(**agg).reset_index()
 
 
+def with_splits(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with a ``split_seed`` column (0 when absent: rows of a single split, e.g. one run's)."""
+    return df if "split_seed" in df.columns else df.assign(split_seed=0)
+
+
 def bucket_spread(buckets: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     """Per group of ``keys`` of a bucket table: its test-unit count ``n`` (queries in the bucket,
     summed over train/test splits) and :func:`run_spread` of found % and mean K."""
     spread = run_spread(buckets, ["found_pct", "mean_k"], keys)
-    b = buckets if "split_seed" in buckets.columns else buckets.assign(split_seed=0)
-    per_split = b.groupby([*keys, "split_seed"], sort=True)["n"].first()
+    per_split = with_splits(buckets).groupby([*keys, "split_seed"], sort=True)["n"].first()
     n = per_split.groupby(list(keys), sort=True).sum().reset_index()
     return n.merge(spread, on=list(keys), validate="one_to_one")
 

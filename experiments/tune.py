@@ -25,6 +25,8 @@ from experiments.options import TuneArgs
 from experiments.runner import get_condition, seed_everything
 
 INNER_SPLIT_SEED = 99
+#: The validation metrics of every row, in column order.
+TUNE_METRICS = ["found_pct", "mean_k", "median_k", "p90_k", "whole_list_pct", "bor_bits", "mean_reward"]
 
 
 def parse_grid(items: Sequence[str]) -> dict[str, list]:
@@ -80,8 +82,7 @@ def tune(
                     "setting": label,
                     **dict(zip(keys, values, strict=True)),
                     "seed": seed,
-                    **s.iloc[0][["found_pct", "mean_k", "median_k", "p90_k", "whole_list_pct"]].to_dict(),
-                    **s.iloc[0][["bor_bits", "mean_reward"]].to_dict(),
+                    **s.iloc[0][TUNE_METRICS].to_dict(),
                     "fit_seconds": fit_s,
                 }
             )

@@ -230,7 +230,7 @@ def test_measured_factors_from_manifests_and_test_rows(tmp_path) -> None:
     tool-text fields are read off the tool_text function, not asserted."""
     import json
 
-    from experiments.report.tables import bfcl_text_fields, measured_factors
+    from experiments.report.tables import bfcl_text_fields, condition_meta, measured_factors
 
     for split, all1 in ((0, 50.0), (1, 40.0)):
         run = tmp_path / "runs" / f"bfcl-bm25__fixed-1__s1__split{split}"
@@ -250,7 +250,7 @@ def test_measured_factors_from_manifests_and_test_rows(tmp_path) -> None:
             "gold_rank": [1, 1, 1, 4, 1, 2, 2, 2],
         }
     )
-    f = measured_factors(pq, tmp_path / "runs", ["bfcl-bm25"]).iloc[0]
+    f = measured_factors(pq, condition_meta(tmp_path / "runs"), ["bfcl-bm25"]).iloc[0]
     train0, train1 = (50.0 * 10 - 75.0 * 4) / 6, (40.0 * 10 - 25.0 * 4) / 6
     assert f["n_splits"] == 2
     assert f["found_at_1_test"] == pytest.approx(50.0)

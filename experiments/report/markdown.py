@@ -35,15 +35,11 @@ def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
     return out
 
 
-def bucket_table(buckets: pd.DataFrame, condition: str, methods: Sequence[str]) -> list[str]:
-    """Per difficulty bucket, ``found % / mean K`` (means over runs: seeds x splits) of ``methods`` on one
-    condition; a bucket's ``n`` counts its test queries summed over the train/test splits."""
-    b = buckets[(buckets["condition"] == condition) & buckets["method"].isin(methods)]
-    b = b if "split_seed" in b.columns else b.assign(split_seed=0)
-    n = b.groupby(["method", "bucket", "split_seed"])["n"].first().groupby(["method", "bucket"]).sum()
-    pb = b.groupby(["method", "bucket"]).agg(found=("found_pct", "mean"), k=("mean_k", "mean"))
-    pb = pb.assign(n=n).reset_index()
-    n_splits = int(b["split_seed"].nunique())
+def bucket_table(agg: pd.DataFrame, condition: str, methods: Sequence[str], n_splits: int = 1) -> list[str]:
+    """Per difficulty bucket, ``found % / mean K`` of ``methods`` on one condition, from a
+    :func:`experiments.figures.bucket_spread` table (means over runs: seeds x splits; a bucket's
+    ``n`` counts its test queries summed over the ``n_splits`` train/test splits)."""
+    pb = agg[(agg["condition"] == condition) & agg["method"].isin(methods)]
     present = [x for x in BUCKET_ORDER if x in set(pb["bucket"])]
     ns = {bk: int(pb[pb["bucket"] == bk]["n"].iloc[0]) for bk in present}
     rows = []
@@ -53,7 +49,7 @@ def bucket_table(buckets: pd.DataFrame, condition: str, methods: Sequence[str]) 
         cells = []
         for bk in present:
             r = pb[(pb["method"] == m) & (pb["bucket"] == bk)]
-            cells.append(f"{r['found'].iloc[0]:.1f} / {r['k'].iloc[0]:.2f}" if len(r) else "-")
+            cells.append(f"{r['found_pct'].iloc[0]:.1f} / {r['mean_k'].iloc[0]:.2f}" if len(r) else "-")
         rows.append([m, *cells])
     return [
         "Per difficulty bucket (the scorer's rank of the gold tool), found % / mean K, mean over runs"

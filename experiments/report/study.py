@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -16,6 +17,7 @@ from experiments.figures import (
     pareto_figure,
     registry_sweep_figure,
     scorer_figure,
+    with_splits,
 )
 from experiments.io import atomic_write_csv, atomic_write_text
 from experiments.paper import PAPER
@@ -27,7 +29,9 @@ from experiments.report.tables import (
     MIN_BUCKET_QUERIES,
     SPEC_BFCL_TEXT,
     aggregate,
+    condition_meta,
     depth_trend,
+    first_split_meta,
     measured_factors,
     scorer_strength,
     split_variance,
@@ -398,9 +402,10 @@ def _condition_section(
             "selective there): " + ", ".join(f"{m} {v:.0f}% of queries" for m, v in worst.items()) + ".",
         ]
     methods = [m for m in STUDY_BUCKET_METHODS if m in set(a["method"])]
-    bucket_figure(buckets, cond, methods, out / "figures" / f"buckets_{cond}.png")
+    plotted = bucket_figure(buckets, cond, methods, out / "figures" / f"buckets_{cond}.png")
     lines += ["", figure_line(f"{cond} buckets", f"figures/buckets_{cond}.png"), ""]
-    lines += bucket_table(buckets, cond, methods)
+    n_splits = int(with_splits(buckets[buckets["condition"] == cond])["split_seed"].nunique())
+    lines += bucket_table(plotted, cond, methods, n_splits)
     if note:
         lines += ["", note]
     lines.append("")
@@ -459,7 +464,8 @@ def write_study_report(
     ]
     lines += split_section(agg, main_conds)
     atomic_write_csv(split_variance(agg, main_conds), out / "splits.csv")
-    factors = measured_factors(per_query, out / "runs", main_conds)
+    meta = condition_meta(out / "runs")
+    factors = measured_factors(per_query, meta, main_conds)
     atomic_write_csv(factors, out / "factors.csv")
     lines += [
         "### Measured factors behind differences from the paper",
@@ -473,7 +479,7 @@ def write_study_report(
     why = explain(t2, agg, factors)
     if why:
         lines += ["### Differences from the paper larger than our interval", "", *[f"- {w}" for w in why], ""]
-    lines += whole_list_section(agg, out)
+    lines += whole_list_section(agg, meta, out)
     lines += text_section(agg, strength, out)
     lines += study_figures(out, per_query, summary)
     lines += write_multi_section(out, per_query, summary, data_dir, cache_dir, split_seed)
@@ -570,7 +576,7 @@ def text_section(agg: pd.DataFrame, strength: pd.DataFrame, out: Path) -> list[s
 EXPLORING_STARTS_TUNING = Path("tuning") / "exploring_starts"
 
 
-def whole_list_section(agg: pd.DataFrame, out: Path) -> list[str]:
+def whole_list_section(agg: pd.DataFrame, meta: dict[tuple[str, int], dict[str, Any]], out: Path) -> list[str]:
     """Whole-list episodes (K = N) of the learned policies on every condition, and the validation
     runs behind the fix (exploring starts), when ``out/tuning/exploring_starts`` holds them."""
     learned = agg[agg["method"].str.endswith(("-dqn", "-tabular"))]
@@ -590,12 +596,9 @@ def whole_list_section(agg: pd.DataFrame, out: Path) -> list[str]:
         ),
         "",
     ]
-    from experiments.report.tables import condition_meta
-
-    meta = condition_meta(out / "runs")
     ties = []
     for cond in sorted(set(learned["condition"])):
-        m = next((v for (c, _), v in sorted(meta.items()) if c == cond), {})
+        m = first_split_meta(meta, cond)
         if "tied_tail_pct" in m:
             ties.append((cond, m["tied_tail_pct"], m["gold_in_tied_tail_pct"], cond in set(shown["condition"])))
     if ties:

@@ -18,7 +18,7 @@ import pandas as pd
 
 from agents.evaluation import BUCKET_ORDER, depth_spread
 from experiments.config import method_group
-from experiments.figures import bucket_spread
+from experiments.figures import bucket_spread, with_splits
 from experiments.paper import PAPER
 from experiments.plan import BOR_AGENTS, GOAL_FRACTION_OF_DP, condition_order
 
@@ -62,25 +62,22 @@ def _blocks(splits: np.ndarray) -> list[tuple[int, int]]:
 
 def _unit_wide(g: pd.DataFrame, value: str, index: str | list[str]) -> pd.DataFrame:
     """``value`` per ``index`` (rows) x test unit ``(split_seed, qid)`` (columns, split-major)."""
-    g = g if "split_seed" in g.columns else g.assign(split_seed=0)
-    return g.pivot_table(index=index, columns=["split_seed", "qid"], values=value, aggfunc="mean", sort=True)
+    return with_splits(g).pivot_table(
+        index=index, columns=["split_seed", "qid"], values=value, aggfunc="mean", sort=True
+    )
 
 
 def _query_matrices(g: pd.DataFrame) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Seeds x test units arrays of found, k, reward and P_rand of one (condition, method), and the
     split of each unit (a unit is a test query of one split)."""
-    g = g if "split_seed" in g.columns else g.assign(split_seed=0)
+    g = with_splits(g)
     if g.duplicated(["seed", "split_seed", "qid"]).any():
         raise ValueError("a (seed, split, query) triple occurs twice in the per-query rows")
-    out = {}
-    splits = np.zeros(0, dtype=np.int64)
-    for c in ("found", "k", "reward", "p_random"):
-        wide = g.pivot(index="seed", columns=["split_seed", "qid"], values=c).sort_index(axis=1)
-        if wide.isna().to_numpy().any():
-            raise ValueError("every seed of a method must be scored on the same splits and test queries")
-        out[c] = wide.to_numpy(dtype=np.float64)
-        splits = wide.columns.get_level_values(0).to_numpy()
-    return out, splits
+    cols = ["found", "k", "reward", "p_random"]
+    wide = g.pivot(index="seed", columns=["split_seed", "qid"], values=cols).sort_index(axis=1)
+    if wide.isna().to_numpy().any():
+        raise ValueError("every seed of a method must be scored on the same splits and test queries")
+    return {c: wide[c].to_numpy(dtype=np.float64) for c in cols}, wide[cols[0]].columns.get_level_values(0).to_numpy()
 
 
 def _bootstrap_metrics(mats: dict[str, np.ndarray], idx: np.ndarray, splits: np.ndarray) -> dict[str, np.ndarray]:
@@ -124,7 +121,7 @@ def aggregate(summary: pd.DataFrame, per_query: pd.DataFrame, seed: int = 0, n_b
     for cond, cs in summary.groupby("condition", sort=True):
         idx: np.ndarray | None = None  # drawn once the condition's test units are known
         for method, g in cs.groupby("method", sort=True):
-            g = g if "split_seed" in g.columns else g.assign(split_seed=0)
+            g = with_splits(g)
             row: dict[str, object] = {
                 "condition": cond,
                 "method": method,
@@ -159,8 +156,7 @@ def aggregate(summary: pd.DataFrame, per_query: pd.DataFrame, seed: int = 0, n_b
 def scorer_strength(per_query: pd.DataFrame) -> pd.DataFrame:
     """found@K of the scorer alone on the test split, per condition (from gold ranks); with several
     train/test splits, the mean over splits (``n_test`` is the test queries of one split)."""
-    pq = per_query if "split_seed" in per_query.columns else per_query.assign(split_seed=0)
-    first = pq.drop_duplicates(["condition", "split_seed", "qid"])
+    first = with_splits(per_query).drop_duplicates(["condition", "split_seed", "qid"])
     rows = []
     for cond, g in first.groupby("condition", sort=True):
         gr = g["gold_rank"].to_numpy()
@@ -430,8 +426,7 @@ def depth_trend(
     pq = per_query[(per_query["condition"] == condition) & (per_query["method"] == method)]
     if pq.empty:
         return None
-    pq = pq if "split_seed" in pq.columns else pq.assign(split_seed=0)
-    per_q = pq.groupby(["bucket", "split_seed", "qid"], sort=True)["k"].mean()
+    per_q = with_splits(pq).groupby(["bucket", "split_seed", "qid"], sort=True)["k"].mean()
     used = [b for b in BUCKET_ORDER if b in per_q.index.get_level_values(0) and len(per_q.loc[b]) >= min_queries]
     if len(used) < 2:
         return None
@@ -471,6 +466,12 @@ def condition_meta(runs_dir: Path) -> dict[tuple[str, int], dict[str, Any]]:
     return out
 
 
+def first_split_meta(meta: dict[tuple[str, int], dict[str, Any]], condition: str) -> dict[str, Any]:
+    """The metadata of ``condition``'s lowest split seed in a :func:`condition_meta` dict ({} if none)."""
+    splits = sorted(s for c, s in meta if c == condition)
+    return meta[(condition, splits[0])] if splits else {}
+
+
 def bfcl_text_fields(kind: str = "spec") -> list[str]:
     """Which fields of a BFCL function definition its tool text of ``kind`` holds, read off
     :func:`benchmarks.bfcl.tool_text` on a probe definition (computed, not asserted)."""
@@ -487,7 +488,9 @@ SPEC_BFCL_TEXT = ["description", "parameter names"]
 """SPEC section 4: BM25 over description + parameter names."""
 
 
-def measured_factors(per_query: pd.DataFrame, runs_dir: Path, conditions: Sequence[str]) -> pd.DataFrame:
+def measured_factors(
+    per_query: pd.DataFrame, meta: dict[tuple[str, int], dict[str, Any]], conditions: Sequence[str]
+) -> pd.DataFrame:
     """Per condition, the measured factors a difference from the paper can come from.
 
     Scorer found@1 on the test and on the training split of every train/test split (test from the
@@ -496,9 +499,7 @@ def measured_factors(per_query: pd.DataFrame, runs_dir: Path, conditions: Sequen
     difficulty); query and tool counts here and in the paper; and (BFCL) the tool-text fields
     against SPEC's.
     """
-    meta = condition_meta(runs_dir)
-    pq = per_query if "split_seed" in per_query.columns else per_query.assign(split_seed=0)
-    first = pq.drop_duplicates(["condition", "split_seed", "qid"])
+    first = with_splits(per_query).drop_duplicates(["condition", "split_seed", "qid"])
     rows = []
     for cond in conditions:
         tests, trains = [], []
@@ -514,7 +515,7 @@ def measured_factors(per_query: pd.DataFrame, runs_dir: Path, conditions: Sequen
                 else math.nan
             )
         gaps = np.asarray(tests) - np.asarray(trains)
-        m = next((v for (c, _), v in sorted(meta.items()) if c == cond), {})
+        m = first_split_meta(meta, cond)
         paper = PAPER.get(cond, {})
         fields = bfcl_text_fields(m.get("tool_text") or "rich") if m.get("benchmark") == "bfcl" else []
         rows.append(
