@@ -22,14 +22,25 @@ validation reward, which is what lets the study run every main condition on five
 train/test splits.
 
 Exploring starts (``exploring_starts=0.5``: half of the training episodes start at a
-uniformly drawn depth). Some policies never stopped and showed the whole list (24% of
-MetaTool+BM25 test queries in the earlier study). ``shortlist tune --benchmark {bfcl,metatool}
---scorer {bm25,minilm} --grid exploring_starts=0,0.25,0.5`` (``results/tuning/exploring_starts/``)
-gave validation mean reward 0 / 0.25 / 0.5: BFCL+BM25 6.625 / 6.686 / 6.607, BFCL+MiniLM
-6.539 / 6.595 / 6.667, MetaTool+BM25 2.643 / 2.948 / 2.986, MetaTool+MiniLM 4.183 / 4.158 /
-4.175; 0.5 has the largest total gain. It lowers MetaTool+BM25's whole-list rate on
-validation (seeds: 49 / 29 / 16% without, 40 / 0 / 3% with) but does not remove it: the
-study report measures the rate on every condition and says where it remains.
+uniformly drawn depth). ``shortlist tune --benchmark {bfcl,metatool} --scorer {bm25,minilm}
+--grid exploring_starts=0,0.25,0.5`` (``results/tuning/exploring_starts/``) gave validation mean
+reward 0 / 0.25 / 0.5: BFCL+BM25 6.625 / 6.686 / 6.607, BFCL+MiniLM 6.539 / 6.595 / 6.667,
+MetaTool+BM25 2.643 / 2.948 / 2.986, MetaTool+MiniLM 4.183 / 4.158 / 4.175; 0.5 has the largest
+total gain. It lowered MetaTool+BM25's whole-list rate on validation but did not remove it.
+
+n-step returns (``n_steps=4``) against the runaway to K = N. Some policies never stopped and showed
+the whole list (7% of MetaTool+BM25 test queries over five splits with one-step targets). The
+cause: a tied tail (MetaTool+BM25: 89% of each list ties at BM25 = 0) is a long chain of nearly
+identical observations, and a one-step target ``-c + gamma max_a Q(s', a)`` with s' ~ s feeds an
+over-estimate of CONTINUE back into itself; the trained networks valued CONTINUE about 0.05-0.09
+above STOP at every depth of such a tail, up to the cap. An n-step target sums n observed
+rewards before it bootstraps, so the chain of bootstraps through the tail is n times shorter.
+Chosen on validation with ``shortlist tune --benchmark B --scorer S --grid n_steps=1,4
+double_q=false,true`` (``results/tuning/n_steps/``): n_steps=4 is the only setting with no
+whole-list episode in any validation run, and it has the largest total gain on the benchmark
+conditions; Double-DQN targets (``double_q``, van Hasselt et al. 2016) reduced but did not remove
+the runaway and are off by default. On the hardest synthetic condition (d' = 0.5) n-step targets
+cost validation reward: the tuning files show how much.
 
 Inference is batched: the Q-network is applied to every (query, depth)
 observation at once and each query stops at its first depth where
@@ -90,12 +101,20 @@ class DQNConfig:
     n_envs: int = 4
     """Environments stepped together (SB3 ``DummyVecEnv``); ``train_freq`` then counts steps of all of
     them at once and the target-update interval is divided by ``n_envs`` (SB3's rule)."""
+    double_q: bool = False
+    """Double DQN targets (van Hasselt et al. 2016): the online network picks the next action, the
+    target network values it, instead of the target network's own max."""
+    n_steps: int = 4
+    """n-step returns (SB3's ``NStepReplayBuffer``): the target sums n observed rewards before it
+    bootstraps (4: chosen on validation against the runaway to K = N; see the module docstring)."""
 
     def __post_init__(self) -> None:
         if self.n_envs < 1:
             raise ValueError(f"DQNConfig.n_envs must be >= 1, got {self.n_envs}")
         if not 0.0 <= self.exploring_starts <= 1.0:
             raise ValueError(f"DQNConfig.exploring_starts must lie in [0, 1], got {self.exploring_starts}")
+        if self.n_steps < 1:
+            raise ValueError(f"DQNConfig.n_steps must be >= 1, got {self.n_steps}")
 
 
 class _BarCallback:
@@ -110,6 +129,39 @@ class _BarCallback:
                 return True
 
         return _Cb()
+
+
+def _double_dqn_class() -> Any:
+    """SB3's DQN with Double-DQN targets: only the target computation of ``DQN.train`` differs
+    (``argmax`` by the online network, value by the target network); everything else is SB3's."""
+    import torch.nn.functional as F
+    from stable_baselines3 import DQN
+
+    class DoubleDQN(DQN):
+        def train(self, gradient_steps: int, batch_size: int = 100) -> None:
+            self.policy.set_training_mode(True)
+            self._update_learning_rate(self.policy.optimizer)
+            losses = []
+            assert self.replay_buffer is not None, "train() runs inside learn(), after the buffer is built"
+            for _ in range(gradient_steps):
+                data = self.replay_buffer.sample(batch_size, env=self._vec_normalize_env)
+                discounts = data.discounts if data.discounts is not None else self.gamma
+                with torch.no_grad():
+                    best = self.q_net(data.next_observations).argmax(dim=1, keepdim=True)
+                    next_q = torch.gather(self.q_net_target(data.next_observations), 1, best)
+                    target = data.rewards + (1 - data.dones) * discounts * next_q
+                current = torch.gather(self.q_net(data.observations), 1, data.actions.long())
+                loss = F.smooth_l1_loss(current, target)
+                losses.append(loss.item())
+                self.policy.optimizer.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+                self.policy.optimizer.step()
+            self._n_updates += gradient_steps
+            self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+            self.logger.record("train/loss", np.mean(losses))
+
+    return DoubleDQN
 
 
 class DQNAgent:
@@ -131,7 +183,7 @@ class DQNAgent:
         torch.set_num_threads(1)
         from stable_baselines3.common.vec_env import DummyVecEnv
 
-        def make(i: int) -> Any:
+        def make() -> Any:
             def build() -> ShortlistEnv:
                 return ShortlistEnv(
                     queries,
@@ -145,16 +197,17 @@ class DQNAgent:
 
         env: Any
         if s.n_envs == 1:
-            env = make(0)()
+            env = make()()
             env.reset(seed=seed)
             env.action_space.seed(seed)
         else:
-            env = DummyVecEnv([make(i) for i in range(s.n_envs)])
+            env = DummyVecEnv([make() for _ in range(s.n_envs)])
             env.seed(seed)
             env.action_space.seed(seed)
-        self.model = DQN(
+        self.model = (_double_dqn_class() if s.double_q else DQN)(
             "MlpPolicy",
             env,
+            n_steps=s.n_steps,
             learning_rate=s.learning_rate,
             buffer_size=s.buffer_size,
             batch_size=s.batch_size,

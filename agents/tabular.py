@@ -74,9 +74,14 @@ class TabularConfig:
     """Probability that a training episode starts at a uniformly drawn depth 1..cap instead of 1
     (exploring starts, as :class:`envs.ShortlistEnv`); evaluation always starts at depth 1."""
 
+    n_steps: int = 1
+    """n-step Q-learning targets: n observed rewards, then the bootstrap (1 = one-step Q-learning)."""
+
     def __post_init__(self) -> None:
         if not 0.0 <= self.exploring_starts <= 1.0:
             raise ValueError(f"TabularConfig.exploring_starts must lie in [0, 1], got {self.exploring_starts}")
+        if self.n_steps < 1:
+            raise ValueError(f"TabularConfig.n_steps must be >= 1, got {self.n_steps}")
 
 
 class TabularQ:
@@ -122,7 +127,14 @@ class TabularQ:
             c = x // _PER_DEPTH
             return Qc[c, 0], Qc[c, 1]
 
-        gamma, cost = config.gamma, config.step_cost
+        def update(x: int, a: int, target: float) -> None:
+            visits[x, a] += 1
+            Q[x, a] += visits[x, a] ** -s.lr_power * (target - Q[x, a])
+            c = x // _PER_DEPTH
+            visits_c[c, a] += 1
+            Qc[c, a] += visits_c[c, a] ** -s.lr_power * (target - Qc[c, a])
+
+        gamma, cost, n = config.gamma, config.step_cost, s.n_steps
         n_q = len(queries)
         picks = rng.integers(n_q, size=s.episodes)
         starts = start_depth = np.zeros(0)
@@ -140,6 +152,7 @@ class TabularQ:
             if s.exploring_starts and cap > 1 and starts[ep] < s.exploring_starts:
                 k = int(start_depth[ep] * cap) + 1
             done = False
+            path: list[tuple[int, int, float]] = []  # (state, action, reward) of every transition so far
             while not done:
                 x = st[k - 1]
                 explore = rng.random() < eps
@@ -149,19 +162,21 @@ class TabularQ:
                     q0, q1 = value(x)
                     a = 1 if q1 > q0 else 0
                 if a == 0 or k >= cap:  # STOP (forced at the cap)
-                    a, target, done = 0, tr[k - 1], True
+                    a, r, done = 0, tr[k - 1], True
                 else:  # CONTINUE; reaching the cap stops there
                     k += 1
-                    if k >= cap:
-                        target, done = -cost + gamma * tr[k - 1], True
-                    else:
-                        nx = st[k - 1]
-                        target = -cost + gamma * max(value(nx))
-                visits[x, a] += 1
-                Q[x, a] += visits[x, a] ** -s.lr_power * (target - Q[x, a])
-                c = x // _PER_DEPTH
-                visits_c[c, a] += 1
-                Qc[c, a] += visits_c[c, a] ** -s.lr_power * (target - Qc[c, a])
+                    r, done = (-cost + gamma * tr[k - 1], True) if k >= cap else (-cost, False)
+                path.append((x, a, r))
+                # n-step targets: transition t is updated once n rewards after it are known (or the
+                # episode ends first): sum of those rewards, then bootstrap from the state reached
+                first = len(path) - n if not done else max(0, len(path) - n)
+                boot = 0.0 if done else gamma**n * max(value(st[k - 1]))
+                for t in range(max(first, 0), len(path) if done else first + 1):
+                    target = sum(gamma**i * path[t + i][2] for i in range(len(path) - t))
+                    if not done:
+                        target += boot
+                    xt, at, _ = path[t]
+                    update(xt, at, target)
         bar.close()
         self.q, self.q_coarse = Q, Qc
         self.tried = np.asarray((visits > 0).all(axis=1), dtype=bool)

@@ -313,12 +313,15 @@ class BenchArgs:
 
 @dataclass(frozen=True)
 class TuneArgs:
-    """``shortlist tune``: DQN settings compared on an inner validation split of the training queries."""
+    """``shortlist tune``: agent settings compared on an inner validation split of the training queries."""
 
+    agent: str = opt("dqn", "agent kind whose settings are tuned (dqn, tabular, cutoff)")
     benchmark: str = opt("bfcl", "benchmark")
     scorer: str = opt("bm25", "scorer")
     variant: str = opt("", "candidate-set variant (empty: the benchmark's main rule)")
-    grid: tuple[str, ...] = opt((), "DQNConfig fields and values, e.g. train_freq=1,4 (empty: the defaults only)")
+    grid: tuple[str, ...] = opt(
+        (), "settings fields and values, e.g. train_freq=1,4 for DQN (empty: the defaults only)"
+    )
     seeds: tuple[int, ...] = opt(DEFAULT_SEEDS, "seeds")
     reward: str = opt("bor", "training reward", choices=REWARD_KINDS)
     step_cost: float | None = opt(None, "step cost (default: the condition's paper setting)")

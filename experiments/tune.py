@@ -1,10 +1,12 @@
-"""DQN settings on an inner validation split of the training queries (the test split is never used).
+"""Agent settings on an inner validation split of the training queries (the test split is never used).
 
 ``shortlist tune --benchmark bfcl --scorer bm25 --grid train_freq=1,4 exploration_fraction=0.3,0.5``
 trains BoR-DQN for every combination of the grid values (on top of the package defaults)
 and every seed on 70% of the condition's training queries, evaluates it on the other
 30%, and writes one row per (setting, seed) plus a per-setting mean to ``OUT/<condition>.csv``
-and ``OUT/<condition>_mean.csv``. Choose settings from these, then report test numbers.
+and ``OUT/<condition>_mean.csv``. ``--agent tabular`` (or any registered kind with a settings
+dataclass) tunes that kind instead; its files are ``OUT/<condition>__<kind>*``. Choose settings
+from these, then report test numbers.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from agents import DQNAgent, DQNConfig, evaluate, summarise
+from agents import evaluate, registry, summarise
 from benchmarks.conditions import seeded_split
 from envs import EpisodeConfig
 from experiments.io import atomic_write_csv, write_manifest
@@ -29,19 +31,38 @@ INNER_SPLIT_SEED = 99
 TUNE_METRICS = ["found_pct", "mean_k", "median_k", "p90_k", "whole_list_pct", "bor_bits", "mean_reward"]
 
 
-def parse_grid(items: Sequence[str]) -> dict[str, list]:
-    """``["train_freq=1,4", ...]`` -> {"train_freq": [1, 4], ...}, typed from :class:`DQNConfig`."""
-    types = {f.name: type(getattr(DQNConfig(), f.name)) for f in fields(DQNConfig)}
+def _settings_class(agent: str) -> type:
+    config = registry.get(agent).config
+    if config is None or registry.get(agent).group != "agent":
+        tunable = [k for k in registry.kinds("agent") if registry.get(k).config is not None]
+        raise ValueError(f"--agent {agent!r} has no settings to tune; expected one of {', '.join(tunable)}")
+    return config
+
+
+def _typed(kind: type, text: str) -> object:
+    """One grid value as the field's type; booleans are spelled true/false (``bool("false")`` is True)."""
+    if kind is bool:
+        if text.lower() not in ("true", "false"):
+            raise ValueError(f"expected true or false, got {text!r}")
+        return text.lower() == "true"
+    return kind(text)
+
+
+def parse_grid(items: Sequence[str], agent: str = "dqn") -> dict[str, list]:
+    """``["train_freq=1,4", ...]`` -> {"train_freq": [1, 4], ...}, typed from the settings dataclass of
+    the registered kind ``agent`` (DQN: :class:`agents.DQNConfig`)."""
+    config = _settings_class(agent)
+    types = {f.name: type(getattr(config(), f.name)) for f in fields(config)}
     grid: dict[str, list] = {}
     for item in items:
         key, sep, values = item.partition("=")
         if not sep or key not in types or key == "net_arch":
             raise ValueError(
-                f"bad --grid item {item!r}: expected <DQNConfig field>=v1,v2 with a field among "
+                f"bad --grid item {item!r}: expected <{config.__name__} field>=v1,v2 with a field among "
                 f"{', '.join(k for k in types if k != 'net_arch')}"
             )
         try:
-            grid[key] = [types[key](v) for v in values.split(",") if v]
+            grid[key] = [_typed(types[key], v) for v in values.split(",") if v]
         except ValueError as e:
             raise ValueError(f"bad value in --grid {item!r}: {e}") from e
     return grid
@@ -58,6 +79,7 @@ def tune(
     data_dir: str | None,
     cache_dir: str | None,
     command: str = "",
+    agent: str = "dqn",
 ) -> pd.DataFrame:
     """Train/evaluate every grid point x seed on the inner split; write the rows, the per-setting
     means and a manifest (``OUT/<condition>_manifest.json``: command, grid, git state, fit times);
@@ -69,14 +91,14 @@ def tune(
     keys = list(grid)
     rows = []
     for values in itertools.product(*(grid[k] for k in keys)) if keys else [()]:
-        setting = replace(DQNConfig(), **dict(zip(keys, values, strict=True)))
+        setting = replace(_settings_class(agent)(), **dict(zip(keys, values, strict=True)))
         label = ", ".join(f"{k}={v}" for k, v in zip(keys, values, strict=True)) or "defaults"
         for seed in seeds:
             seed_everything(seed)
             t0 = time.perf_counter()
-            agent = DQNAgent(episode.reward, setting).fit(fit_q, episode, seed)
+            policy = registry.make(agent, episode.reward, setting).fit(fit_q, episode, seed)
             fit_s = time.perf_counter() - t0
-            s = summarise(evaluate(agent, val_q, episode).assign(condition=cond.name, method=agent.name, seed=seed))
+            s = summarise(evaluate(policy, val_q, episode).assign(condition=cond.name, method=policy.name, seed=seed))
             rows.append(
                 {
                     "setting": label,
@@ -94,16 +116,18 @@ def tune(
             )
     df = pd.DataFrame(rows)
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_csv(df.drop(columns=["fit_seconds"]), out / f"{cond.name}.csv")
+    stem = cond.name if agent == "dqn" else f"{cond.name}__{agent}"
+    atomic_write_csv(df.drop(columns=["fit_seconds"]), out / f"{stem}.csv")
     mean = df.groupby("setting", sort=False)[["mean_reward", "found_pct", "mean_k", "whole_list_pct", "bor_bits"]].agg(
         ["mean", "min", "max"]
     )
     mean.columns = [f"{a}_{b}" for a, b in mean.columns]
-    atomic_write_csv(mean.reset_index(), out / f"{cond.name}_mean.csv")
+    atomic_write_csv(mean.reset_index(), out / f"{stem}_mean.csv")
     write_manifest(
-        out / f"{cond.name}_manifest.json",
+        out / f"{stem}_manifest.json",
         command=command,
         condition=cond.name,
+        agent=agent,
         grid={k: [str(v) for v in vs] for k, vs in grid.items()},
         seeds=[int(s) for s in seeds],
         episode=asdict(episode),
@@ -132,13 +156,14 @@ def cmd_tune(ta: TuneArgs, command: str = "") -> int:
         ta.benchmark,
         ta.scorer,
         ta.variant,
-        parse_grid(ta.grid),
+        parse_grid(ta.grid, ta.agent),
         ta.seeds,
         episode,
         out,
         ta.data_dir,
         ta.cache_dir,
         command,
+        ta.agent,
     )
     print(f"wrote {out}")
     return 0

@@ -146,3 +146,42 @@ def test_dqn_with_several_environments_and_exploring_starts_learns_the_optimum()
     )
     depths = DQNAgent("bor", settings).fit(train, cfg, seed=0).depths(test, cfg)
     assert np.mean(depths == 4) >= 0.95, depths
+
+
+@pytest.mark.parametrize("double_q", [False, True])
+def test_dqn_n_step_and_double_q_targets_learn_the_optimum(double_q: bool) -> None:
+    """n-step returns (SB3's NStepReplayBuffer, the default n = 4) with and without Double-DQN
+    targets still find the known optimum depth of the toy task."""
+    train, test = toy_queries(4, seed=1), toy_queries(4, seed=2)
+    cfg = EpisodeConfig(reward="bor", step_cost=0.01, gamma=0.95)
+    settings = DQNConfig(
+        total_timesteps=10_000, learning_starts=500, exploration_fraction=0.5, n_steps=4, double_q=double_q
+    )
+    agent = DQNAgent("bor", settings).fit(train, cfg, seed=0)
+    assert type(agent.model).__name__ == ("DoubleDQN" if double_q else "DQN")
+    assert type(agent.model.replay_buffer).__name__ == "NStepReplayBuffer"
+    depths = agent.depths(test, cfg)
+    assert np.mean(depths == 4) >= 0.95, depths
+
+
+@pytest.mark.parametrize("n_steps", [2, 4, 50])
+def test_tabular_n_step_targets_learn_the_optimum(n_steps: int) -> None:
+    """n-step Q-learning (n = 50 exceeds every episode: Monte-Carlo targets) finds the known optimum."""
+    train, test = toy_queries(4, seed=1), toy_queries(4, seed=2)
+    cfg = EpisodeConfig(reward="bor", step_cost=0.01, gamma=0.95)
+    agent = TabularQ("bor", TabularConfig(episodes=4000, n_steps=n_steps)).fit(train, cfg, seed=0)
+    np.testing.assert_array_equal(agent.depths(test, cfg), 4)
+
+
+def test_n_step_settings_are_checked_and_one_step_is_the_old_rule() -> None:
+    qs = toy_queries(3, seed=4)
+    cfg = EpisodeConfig()
+    a = TabularQ("bor", TabularConfig(episodes=1500)).fit(qs, cfg, seed=7)
+    b = TabularQ("bor", TabularConfig(episodes=1500, n_steps=1)).fit(qs, cfg, seed=7)
+    np.testing.assert_array_equal(a.q, b.q)
+    c = TabularQ("bor", TabularConfig(episodes=1500, n_steps=3)).fit(qs, cfg, seed=7)
+    assert not np.array_equal(a.q, c.q)
+    with pytest.raises(ValueError, match="n_steps"):
+        TabularConfig(n_steps=0)
+    with pytest.raises(ValueError, match="n_steps"):
+        DQNConfig(n_steps=0)

@@ -261,3 +261,37 @@ def test_measured_factors_from_manifests_and_test_rows(tmp_path) -> None:
     assert f["tool_text"] == " + ".join(bfcl_text_fields("spec")) == "description + parameter names"
     assert bool(f["tool_text_as_spec"]) is True
     assert bfcl_text_fields("rich") == ["function name", "description", "parameter names"]
+
+
+def test_whole_list_section_lists_runaways_and_reads_the_validation_tests(tmp_path) -> None:
+    """The study's whole-list section names every learned pair with K = N episodes and, when the tuning
+    folders exist, computes the before/after sentence from their files (the package default is "after")."""
+    from experiments.report.study import whole_list_section
+
+    agg = pd.DataFrame(
+        {
+            "condition": ["c1", "c1", "c1", "c2"],
+            "method": ["bor-dqn", "bor-cutoff", "gap", "bor-tabular"],
+            "whole_list_pct": [2.5, 0.0, 40.0, 0.0],
+        }
+    )
+    meta = {("c1", 0): {"tied_tail_pct": 88.0, "gold_in_tied_tail_pct": 30.0}}
+    lines = "\n".join(whole_list_section(agg, meta, tmp_path))
+    assert "3 condition x method pairs" in lines and "1 pairs show it" in lines and "c1 bor-dqn 2.50%" in lines
+    assert "gap" not in lines.split("Tied tails")[0]  # peers are not learned policies
+    assert "c1 88.0% / 30.0% (has whole-list episodes)" in lines
+    assert "Why BoR-DQN" not in lines  # no tuning folders yet
+    folder = tmp_path / "tuning" / "n_steps"
+    folder.mkdir(parents=True)
+    cols = {
+        f"{m}_{s}": v
+        for m, v in (("mean_reward", 3.0), ("whole_list_pct", 0.0), ("mean_k", 4.0))
+        for s in ("mean", "min", "max")
+    }
+    before = {**cols, "setting": "n_steps=1, double_q=False", "whole_list_pct_max": 40.0, "mean_reward_mean": 2.5}
+    after = {**cols, "setting": "n_steps=4, double_q=False"}
+    pd.DataFrame([before, after]).to_csv(folder / "c1_mean.csv", index=False)
+    lines = "\n".join(whole_list_section(agg, meta, tmp_path))
+    assert "`shortlist tune --grid n_steps=1,4 double_q=false,true`" in lines
+    assert "lower than with n_steps=1, double_q=False on 1 of the 1 conditions" in lines
+    assert "zero on 1 of 1; mean validation reward changes by c1 +0.500." in lines

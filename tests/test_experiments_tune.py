@@ -23,6 +23,26 @@ def test_parse_grid_types_values_and_refuses_unknown_fields() -> None:
         parse_grid(["bogus=1"])
     with pytest.raises(ValueError, match="bad value in --grid 'n_envs=two'"):
         parse_grid(["n_envs=two"])
+    # booleans are spelled out (bool("false") would be True)
+    assert parse_grid(["double_q=false,True"]) == {"double_q": [False, True]}
+    with pytest.raises(ValueError, match="expected true or false"):
+        parse_grid(["double_q=0"])
+    # other agent kinds: typed from their own settings class; kinds without settings are refused
+    assert parse_grid(["n_steps=1,4"], "tabular") == {"n_steps": [1, 4]}
+    with pytest.raises(ValueError, match="TabularConfig field"):
+        parse_grid(["n_envs=1"], "tabular")
+    with pytest.raises(ValueError, match="no settings to tune"):
+        parse_grid([], "gap")
+
+
+def test_tune_other_agent_kinds_write_their_own_files(tmp_path: Path, cache_dir: str) -> None:
+    out = tmp_path / "tuning"
+    args = ["tune", "--agent", "tabular", "--grid", "n_steps=1,2", "episodes=300", "--seeds", "3"]
+    assert main([*args, "--out", str(out), "--cache-dir", cache_dir]) == 0
+    rows = pd.read_csv(out / "bfcl-bm25__tabular.csv")
+    assert rows["n_steps"].tolist() == [1, 2]
+    assert json.loads((out / "bfcl-bm25__tabular_manifest.json").read_text())["agent"] == "tabular"
+    assert not (out / "bfcl-bm25.csv").exists()
 
 
 def test_tune_writes_rows_means_and_a_manifest(tmp_path: Path, cache_dir: str) -> None:

@@ -571,22 +571,52 @@ def text_section(agg: pd.DataFrame, strength: pd.DataFrame, out: Path) -> list[s
     ]
 
 
-#: Where ``shortlist tune --grid exploring_starts=...`` writes the validation runs the whole-list
-#: diagnosis reads (relative to the study folder).
-EXPLORING_STARTS_TUNING = Path("tuning") / "exploring_starts"
+#: Validation runs behind the whole-list fixes (``shortlist tune`` folders relative to the study
+#: folder): folder, the grid of the command, the setting without the fix, the hypothesis tested.
+WHOLE_LIST_TESTS: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "exploring_starts",
+        "--grid exploring_starts=0,0.25,0.5",
+        "exploring_starts=0.0",
+        "every training episode started at depth 1, so states deep in the list were rarely visited and "
+        "Q(CONTINUE) there was extrapolated by the network, not learned. Test: exploring starts (a share of "
+        "training episodes starts at a uniformly drawn depth) put those states into the replay buffer; if the "
+        "hypothesis holds, the whole-list rate falls.",
+    ),
+    (
+        "n_steps",
+        "--grid n_steps=1,4 double_q=false,true",
+        "n_steps=1, double_q=False",
+        "inside a tied tail the observation barely changes from one depth to the next, so the one-step target "
+        "-c + gamma max Q(s', .) with s' ~ s feeds an over-estimate of CONTINUE back into itself (the trained "
+        "networks valued CONTINUE above STOP at every depth of such a tail, up to the cap). Test: n-step "
+        "targets (n observed rewards before the bootstrap: n times fewer bootstraps through the tail) and "
+        "Double-DQN targets (the online network picks the next action, the target network values it); if the "
+        "hypothesis holds, the whole-list rate falls to zero.",
+    ),
+)
+
+
+def _chosen_setting(grid: str) -> str:
+    """The package default of a tuning grid, spelled as ``shortlist tune`` labels its settings."""
+    from agents.dqn import DQNConfig
+
+    keys = [item.split("=")[0] for item in grid.removeprefix("--grid ").split()]
+    return ", ".join(f"{k}={getattr(DQNConfig(), k)}" for k in keys)
 
 
 def whole_list_section(agg: pd.DataFrame, meta: dict[tuple[str, int], dict[str, Any]], out: Path) -> list[str]:
     """Whole-list episodes (K = N) of the learned policies on every condition, and the validation
-    runs behind the fix (exploring starts), when ``out/tuning/exploring_starts`` holds them."""
-    learned = agg[agg["method"].str.endswith(("-dqn", "-tabular"))]
+    runs behind the fixes (:data:`WHOLE_LIST_TESTS`), when ``out/tuning/<folder>`` holds them."""
+    learned = agg[agg["method"].str.endswith(("-dqn", "-tabular", "-cutoff"))]
     if learned.empty:
         return []
     shown = learned[learned["whole_list_pct"] > 0]
     lines = [
         "## Whole-list episodes (K = N)",
         "",
-        f"Learned policies (DQN and tabular Q, {len(learned)} condition x method pairs): "
+        f"Learned policies (DQN, tabular Q and the expected-reward cut-off, {len(learned)} condition x method "
+        "pairs): "
         + (
             "none shows the whole candidate list on any test query."
             if shown.empty
@@ -610,14 +640,18 @@ def whole_list_section(agg: pd.DataFrame, meta: dict[tuple[str, int], dict[str, 
             + ".",
             "",
         ]
-    folder = out / EXPLORING_STARTS_TUNING
+    for folder_name, grid, baseline, hypothesis in WHOLE_LIST_TESTS:
+        lines += _validation_test(out / "tuning" / folder_name, folder_name, grid, baseline, hypothesis)
+    return lines
+
+
+def _validation_test(folder: Path, name: str, grid: str, baseline: str, hypothesis: str) -> list[str]:
     means = sorted(folder.glob("*_mean.csv")) if folder.is_dir() else []
     if not means:
-        return lines
+        return []
     rows = []
     for path in means:
-        m = pd.read_csv(path)
-        for _, r in m.iterrows():
+        for _, r in pd.read_csv(path).iterrows():
             rows.append(
                 [
                     path.name.removesuffix("_mean.csv"),
@@ -627,35 +661,29 @@ def whole_list_section(agg: pd.DataFrame, meta: dict[tuple[str, int], dict[str, 
                     f"{r['mean_k_mean']:.2f}",
                 ]
             )
-    from agents.dqn import DQNConfig
-
-    chosen = f"exploring_starts={DQNConfig().exploring_starts}"
+    chosen = _chosen_setting(grid)
     frames = {p.name.removesuffix("_mean.csv"): pd.read_csv(p).set_index("setting") for p in means}
-    pairs = {c: f for c, f in frames.items() if "exploring_starts=0.0" in f.index and chosen in f.index}
+    pairs = {c: f for c, f in frames.items() if baseline in f.index and chosen in f.index}
     result = ""
-    if pairs and chosen != "exploring_starts=0.0":
-        before = {c: f.loc["exploring_starts=0.0"] for c, f in pairs.items()}
+    if pairs and chosen != baseline:
+        before = {c: f.loc[baseline] for c, f in pairs.items()}
         after = {c: f.loc[chosen] for c, f in pairs.items()}
         n_down = sum(after[c]["whole_list_pct_max"] < before[c]["whole_list_pct_max"] for c in pairs)
         n_zero = sum(after[c]["whole_list_pct_max"] == 0 for c in pairs)
+        n_had = sum(before[c]["whole_list_pct_max"] > 0 for c in pairs)
         result = (
-            f" Result: with the default {chosen}, the largest whole-list rate over seeds is lower than without "
-            f"exploring starts on {n_down} of {len(pairs)} conditions and zero on {n_zero}; mean validation "
-            "reward changes by "
+            f" Result: with the default {chosen}, the largest whole-list rate over seeds is lower than with "
+            f"{baseline} on {n_down} of the {n_had} conditions that had whole-list episodes, and zero on {n_zero} of "
+            f"{len(pairs)}; mean validation reward changes by "
             + ", ".join(f"{c} {after[c]['mean_reward_mean'] - before[c]['mean_reward_mean']:+.3f}" for c in pairs)
             + "."
         )
-    lines += [
-        "Why BoR-DQN showed the whole list, tested on the inner validation split of the training queries "
-        "(`shortlist tune --grid exploring_starts=0,0.25,0.5`, 3 seeds, files in "
-        f"`{EXPLORING_STARTS_TUNING.as_posix()}/`). Hypothesis: every training episode started at depth 1, so "
-        "states deep in the list were rarely visited and Q(CONTINUE) there was extrapolated by the network, "
-        "not learned. Test: exploring starts (a share of training episodes starts at a uniformly drawn depth) "
-        "put those states into the replay buffer; if the hypothesis holds, the whole-list rate falls." + result,
+    return [
+        f"Why BoR-DQN showed the whole list, tested on the inner validation split of the training queries "
+        f"(`shortlist tune {grid}`, 3 seeds, files in `tuning/{name}/`). Hypothesis: " + hypothesis + result,
         "",
         "Validation mean reward (seed range), whole-list rate (range over seeds) and mean K:",
         "",
         *table(["condition", "setting", "mean reward", "whole list % (range)", "mean K"], rows),
         "",
     ]
-    return lines
