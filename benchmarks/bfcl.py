@@ -35,10 +35,11 @@ scorers see) is SPEC's "description + parameter names", exactly::
 variant ``richtext``, e.g. ``bfcl-bm25-richtext``) puts the function name first::
 
     "<name with _ and . replaced by spaces>. <description> Parameters: <p1>, <p2>, ..."
- The query text is the concatenated content of
-the user turns. The gold tool is the function named in ``ground_truth`` (it always
-equals the entry's own function in v4; a mismatch or a name missing from the
-registry is a :class:`DataError` naming the file and line).
+
+The query text is the concatenated content of the user turns. The gold tool is the
+function named in ``ground_truth`` (it always equals the entry's own function in v4; a
+mismatch or a name missing from the registry is a :class:`DataError` naming the file
+and line).
 """
 
 from __future__ import annotations

@@ -377,10 +377,12 @@ def build_condition(
     if benchmark == "run":
         return _run_condition(opts, split_seed, train_frac)
     t0 = time.perf_counter()
-    loader_opts = {**opts, **({"query_set": rule.query_set} if rule.query_set else {})}
-    corpus = BENCHMARKS[benchmark][0](
-        data_dir, cache_dir, {**loader_opts, **({"tool_text": rule.tool_text} if rule.tool_text else {})}
-    )
+    loader_opts = {
+        **opts,
+        **({"query_set": rule.query_set} if rule.query_set else {}),
+        **({"tool_text": rule.tool_text} if rule.tool_text else {}),
+    }
+    corpus = BENCHMARKS[benchmark][0](data_dir, cache_dir, loader_opts)
     t_load = time.perf_counter() - t0
     picked = sample_queries(len(corpus.queries), rule.n_queries, candidate_seed)
     records = [corpus.queries[i] for i in picked]

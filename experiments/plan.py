@@ -166,14 +166,19 @@ PLANS: dict[str, ConditionPlan] = {
 COMPARE_AGENTS: tuple[MethodSpec, ...] = (
     MethodSpec("dqn", "bor"),
     MethodSpec("tabular", "bor"),
+    MethodSpec("cutoff", "bor"),
     MethodSpec("dqn", "f1"),
 )
-BOR_AGENTS: tuple[str, ...] = ("bor-dqn", "bor-tabular")
+BOR_AGENTS: tuple[str, ...] = ("bor-dqn", "bor-tabular", "bor-cutoff")
+#: The BoR agents trained by RL, each compared with the supervised expected-reward cut-off.
+RL_AGENTS: tuple[str, ...] = ("bor-dqn", "bor-tabular")
+SUPERVISED_AGENT = "bor-cutoff"
 #: Methods drawn in the per-bucket figures of the study and of the comparison.
-STUDY_BUCKET_METHODS = ("bor-dqn", "f1-dqn", "constant-dqn", "bor-tabular", "fixed-1", "fixed-5")
+STUDY_BUCKET_METHODS = ("bor-dqn", "f1-dqn", "constant-dqn", "bor-tabular", "bor-cutoff", "fixed-1", "fixed-5")
 COMPARE_BUCKET_METHODS = (
     "bor-dqn",
     "bor-tabular",
+    "bor-cutoff",
     "f1-dqn",
     "gap-tail10-buffer5",
     "bor-threshold",
@@ -186,8 +191,9 @@ COMPARE_BUCKET_METHODS = (
 GOAL_FRACTION_OF_DP = 0.9
 
 
-def methods_for(plan: ConditionPlan, agents: Sequence[str] = ("dqn", "tabular", "fixed")) -> list[MethodSpec]:
-    """``reproduce``'s methods: BoR-DQN, F1-DQN (+ constant-DQN where the paper used it), BoR-tabular, fixed K;
+def methods_for(plan: ConditionPlan, agents: Sequence[str] = ("dqn", "tabular", "cutoff", "fixed")) -> list[MethodSpec]:
+    """``reproduce``'s methods: BoR-DQN, F1-DQN (+ constant-DQN where the paper used it), BoR-tabular, the
+    BoR expected-reward cut-off, fixed K;
     on sweep points BoR-DQN and a few fixed K; on synthetic conditions :func:`synthetic_methods`."""
     if plan.suite == "sweep":
         return [MethodSpec("dqn", "bor"), *(MethodSpec("fixed", "bor", k) for k in SWEEP_FIXED_KS)]
@@ -197,6 +203,7 @@ def methods_for(plan: ConditionPlan, agents: Sequence[str] = ("dqn", "tabular", 
         return [
             MethodSpec("dqn", "bor"),
             MethodSpec("tabular", "bor"),
+            MethodSpec("cutoff", "bor"),
             *(MethodSpec("fixed", "bor", k) for k in FIXED_KS),
         ]
     out: list[MethodSpec] = []
@@ -206,6 +213,8 @@ def methods_for(plan: ConditionPlan, agents: Sequence[str] = ("dqn", "tabular", 
             out.append(MethodSpec("dqn", "constant"))
     if "tabular" in agents:
         out.append(MethodSpec("tabular", "bor"))
+    if "cutoff" in agents:
+        out.append(MethodSpec("cutoff", "bor"))
     if "fixed" in agents:
         out += [MethodSpec("fixed", "bor", k) for k in FIXED_KS]
     return out
@@ -230,6 +239,7 @@ def synthetic_methods(plan: ConditionPlan) -> list[MethodSpec]:
     return [
         *dqn,
         MethodSpec("tabular", "bor"),
+        MethodSpec("cutoff", "bor"),
         *_applicable("peer", bench),
         *_applicable("limit", bench),
         *(MethodSpec("fixed", "bor", k) for k in FIXED_KS),

@@ -280,6 +280,10 @@ def _run_ray(
             ray.shutdown()
 
 
+RUN_KEYS = ("condition", "method", "seed", "split_seed")
+"""The columns naming a run in the combined tables (``split_seed`` read from each run's config.json)."""
+
+
 def collect(run_dirs: Sequence[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Concatenate per-query rows of runs and recompute summary and bucket tables from them."""
     if not run_dirs:
@@ -293,7 +297,3 @@ def collect(run_dirs: Sequence[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.Da
     per_query = pd.concat(frames, ignore_index=True)
     per_query = per_query.sort_values(list(RUN_KEYS), kind="stable").reset_index(drop=True)
     return per_query, summarise(per_query, RUN_KEYS), bucket_table(per_query, RUN_KEYS)
-
-
-RUN_KEYS = ("condition", "method", "seed", "split_seed")
-"""The columns naming a run in the combined tables (``split_seed`` read from each run's config.json)."""

@@ -146,8 +146,8 @@ def test_reproduce_dry_run_lists_cells(capsys: pytest.CaptureFixture[str], cache
     out = capsys.readouterr().out
     assert "bfcl-bm25__bor-dqn__s1\tshortlist train" in out
     assert "bfcl-bm25__constant-dqn__s2" in out
-    # 20 cells on each of the 5 default train/test splits of a main condition
-    assert out.strip().endswith("100 cells")
+    # 22 cells on each of the 5 default train/test splits of a main condition
+    assert out.strip().endswith("110 cells")
     split4 = [line for line in out.splitlines() if line.startswith("bfcl-bm25__fixed-3__s2__split4\t")]
     assert len(split4) == 1 and split4[0].endswith("--split-seeds 4")
     assert (
@@ -155,8 +155,8 @@ def test_reproduce_dry_run_lists_cells(capsys: pytest.CaptureFixture[str], cache
         == 0
     )
     out = capsys.readouterr().out
-    # the tool-text suite: BoR-DQN, BoR-tabular and 6 fixed K on the given split
-    assert out.strip().endswith("8 cells") and "bfcl-bm25-richtext__bor-dqn__s1__split2" in out
+    # the tool-text suite: BoR-DQN, BoR-tabular, the BoR cut-off and 6 fixed K on the given split
+    assert out.strip().endswith("9 cells") and "bfcl-bm25-richtext__bor-dqn__s1__split2" in out
 
 
 def test_reproduce_unknown_condition(capsys: pytest.CaptureFixture[str], cache_dir: str) -> None:
@@ -199,8 +199,16 @@ def test_reproduce_tiny_sweep_writes_report(tmp_path: Path, cache_dir: str) -> N
     readme = (out / "README.md").read_text()
     assert "## bfcl-bm25" in readme and "Beside the paper" in readme and "## Split variance" in readme
     plotted = pd.read_csv(out / "figures" / "buckets_bfcl-bm25.csv")
-    assert set(plotted["method"]) == {"bor-dqn", "f1-dqn", "constant-dqn", "bor-tabular", "fixed-1", "fixed-5"}
-    assert len(list((out / "runs").iterdir())) == 2 * 10
+    assert set(plotted["method"]) == {
+        "bor-dqn",
+        "f1-dqn",
+        "constant-dqn",
+        "bor-tabular",
+        "bor-cutoff",
+        "fixed-1",
+        "fixed-5",
+    }
+    assert len(list((out / "runs").iterdir())) == 2 * 11
     agg = pd.read_csv(out / "aggregate.csv")
     assert (agg["n_splits"] == 2).all() and (agg["n_seeds"] == 1).all()
     summary = pd.read_csv(out / "summary.csv")

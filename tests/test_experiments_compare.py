@@ -84,7 +84,7 @@ def test_seeds_per_method(result: tuple[Path, str]) -> None:
     assert set(seeds.index) == expected
     for m, s in seeds.items():
         assert s == ([1, 2] if MethodSpec.parse(m).kind.stochastic else [1]), m
-    assert {"bor-dqn", "bor-tabular", "f1-dqn", "bor-choppy", "random"} == {
+    assert {"bor-dqn", "bor-tabular", "bor-cutoff", "f1-dqn", "bor-choppy", "random"} == {
         m for m in seeds.index if len(seeds[m]) == 2
     }
 
@@ -116,7 +116,7 @@ def test_oracle_and_limits(result: tuple[Path, str]) -> None:
     assert limits.loc["oracle", "frac_oracle"] == pytest.approx(1.0)
     assert (limits["frac_oracle"] <= 1.0 + 1e-12).all()
     goals = pd.read_csv(out / "goals.csv")
-    assert len(goals) == 6 and set(goals["agent"]) == {"bor-dqn", "bor-tabular"}
+    assert len(goals) == 9 and set(goals["agent"]) == {"bor-dqn", "bor-tabular", "bor-cutoff"}
     dp = pd.read_csv(out / "dp.csv")
     assert set(dp["method"]) == {"bor-dp", "bor-dp-mdp"}
     assert "solve_seconds" not in dp.columns  # timings live in manifests, tables stay byte-reproducible
@@ -126,7 +126,9 @@ def test_paired_differences_match_per_query_means(result: tuple[Path, str]) -> N
     out, _ = result
     pq = pd.read_csv(out / "per_query.csv", dtype={"qid": str})
     paired = pd.read_csv(out / "paired.csv")
-    assert set(paired["agent"]) == {"bor-dqn", "bor-tabular"}
+    assert set(paired["agent"]) == {"bor-dqn", "bor-tabular", "bor-cutoff"}
+    # each RL agent is also paired with the supervised cut-off; the cut-off only with the peers
+    assert set(paired.loc[paired["peer"] == "bor-cutoff", "agent"]) == {"bor-dqn", "bor-tabular"}
     for _, r in paired.iterrows():
         a = pq[pq["method"] == r["agent"]].groupby("qid")["reward"].mean()
         b = pq[pq["method"] == r["peer"]].groupby("qid")["reward"].mean()
@@ -160,15 +162,15 @@ def test_argparse_wiring_and_dry_run(capsys: pytest.CaptureFixture[str]) -> None
     assert ca.out == "results/peers"
     assert cmd_compare(ca, la, co, "dry") == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    # per condition and split (5 by default on main conditions): 5 stochastic methods x 3 seeds
+    # per condition and split (5 by default on main conditions): 6 stochastic methods x 3 seeds
     # + 18 deterministic methods x 1 seed
-    assert lines[-1] == f"{2 * 5 * (5 * 3 + 18)} cells"
+    assert lines[-1] == f"{2 * 5 * (6 * 3 + 18)} cells"
     assert "bfcl-minilm__bor-dp__s1" in lines and "bfcl-minilm__bor-dp__s2" not in lines
     assert "bfcl-bm25__bor-choppy__s3" in lines and "bfcl-bm25__bor-choppy__s3__split4" in lines
     ns = parser.parse_args(["--only", "bfcl-bm25", "--seeds", "1", "--split-seeds", "7", "--dry-run"])
     assert cmd_compare(build(CompareArgs, ns), build(LearnArgs, ns), build(CommonArgs, ns), "dry") == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines[-1] == f"{5 + 18} cells" and all(line.endswith("__split7") for line in lines[:-1])
+    assert lines[-1] == f"{6 + 18} cells" and all(line.endswith("__split7") for line in lines[:-1])
 
 
 def test_unknown_condition_and_no_seeds() -> None:

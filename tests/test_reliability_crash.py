@@ -1,7 +1,7 @@
 """Crash safety: killed runs resume to the uninterrupted result, writes are atomic, concurrent
 writers do not corrupt results or caches, and caches are keyed by everything they depend on.
 
-The SIGKILL trials run a tiny ``shortlist reproduce`` (BFCL + BM25, 1 seed, 10 cells) as a
+The SIGKILL trials run a tiny ``shortlist reproduce`` (BFCL + BM25, 1 seed, 11 cells) as a
 subprocess in its own process group, kill the whole group (SIGKILL, like ``kill -9 -PGID``
 or an OOM kill of the job) at seeded random points, possibly several times, then rerun it to
 completion and compare every table with an uninterrupted run. Cells finished before the
@@ -36,7 +36,7 @@ TABLES = ("per_query.csv", "summary.csv", "buckets.csv")
 DERIVED = ("aggregate.csv", "scorer_strength.csv", "figures/buckets_bfcl-bm25.csv")
 RUN_FILES = ("config.json", "command.txt", "manifest.json", "per_query.csv", "summary.csv", "buckets.csv")
 COMPARED_RUN_FILES = ("per_query.csv", "summary.csv", "buckets.csv", "config.json")
-N_CELLS = 10
+N_CELLS = 11
 TINY = TINY_REPRODUCE_ARGS
 
 

@@ -18,7 +18,7 @@ from agents import registry
 from experiments.config import MethodSpec, method_group
 from experiments.figures import bucket_figure, candidate_set_size, pareto_figure
 from experiments.io import atomic_write_csv, atomic_write_text, write_manifest
-from experiments.plan import BOR_AGENTS, COMPARE_BUCKET_METHODS, condition_order
+from experiments.plan import BOR_AGENTS, COMPARE_BUCKET_METHODS, SUPERVISED_AGENT, condition_order
 from experiments.report.markdown import bucket_table, ci, figure_line, fmt
 from experiments.report.tables import (
     aggregate_with_groups,
@@ -38,6 +38,20 @@ def _describe(method: str) -> str:
         return f"always the top {spec.k}"
     text = spec.kind.description
     return f"{text}; trained with the {spec.reward.upper()} reward" if spec.kind.uses_reward else text
+
+
+def _verdict(r: pd.Series) -> str:
+    if r["diff_lo"] > 0:
+        return "RL is ahead"
+    return "the cut-off is ahead" if r["diff_hi"] < 0 else "no clear difference"
+
+
+def rl_versus_cutoff(rows: pd.DataFrame) -> str:
+    """One clause per RL agent: its mean reward minus the cut-off's, the paired interval and the verdict."""
+    return "; ".join(
+        f"{r['agent']} minus {r['peer']} = {r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}] ({_verdict(r)})"
+        for _, r in rows.iterrows()
+    )
 
 
 def _condition_section(
@@ -136,6 +150,9 @@ def _condition_section(
             + "."
         )
         lines.append(text)
+    sup = paired[(paired["condition"] == cond) & (paired["peer"] == SUPERVISED_AGENT)]
+    if len(sup):
+        lines += ["", f"**RL against the supervised cut-off ({SUPERVISED_AGENT}):** " + rl_versus_cutoff(sup) + "."]
     lines += ["", "**Gap to the limits:** "]
     parts = []
     for agent in (*BOR_AGENTS, "f1-dqn"):
@@ -185,7 +202,7 @@ def _condition_section(
         "",
         "Pareto front (oracle excluded), by increasing mean K: " + ", ".join(front) + ".",
         "",
-        *bucket_table(bagg, cond, list(a["method"])),
+        *bucket_table(bagg, cond, list(a["method"]), int(a["n_splits"].max())),
         "",
         figure_line(f"{cond} buckets", f"figures/buckets_{cond}.png"),
         "",
@@ -284,11 +301,25 @@ def write_compare_report(
                 f"{bp} {peers.loc[bp, 'mean_reward']:.3f} | {'yes' if ok[0] else 'no'} | {100 * lim['frac_dp']:.1f} | "
                 f"{'yes' if ok[1] else 'no'} | {100 * lim['frac_oracle']:.1f} | {'yes' if ok[2] else 'no'} |"
             )
+    sup = paired[paired["peer"] == SUPERVISED_AGENT]
+    nothing = sup[sup["diff_lo"] <= 0]
     lines += [
         "",
         f"Over {total} (condition, BoR agent) pairs: at least every peer's mean reward in {met['reward']}, "
         f"within 10% of bor-dp in {met['dp']}, undominated by every peer in {met['pareto']}.",
         "",
+    ]
+    if len(sup):
+        ahead = sup[sup["diff_lo"] > 0]
+        named = ", ".join(f"{r['condition']} {r['agent']}" for _, r in ahead.iterrows())
+        lines += [
+            f"Where RL adds nothing over the supervised cut-off ({SUPERVISED_AGENT}: the same score-only state, "
+            f"no bootstrapping): in {len(nothing)} of {len(sup)} (condition, RL agent) pairs the RL agent is not "
+            "significantly ahead of it (paired interval reaching 0 or below); it is ahead in "
+            + (f"{len(ahead)}: {named}." if len(ahead) else "none."),
+            "",
+        ]
+    lines += [
         "## Methods",
         "",
     ]

@@ -20,7 +20,7 @@ from agents.evaluation import BUCKET_ORDER, depth_spread
 from experiments.config import method_group
 from experiments.figures import bucket_spread, with_splits
 from experiments.paper import PAPER
-from experiments.plan import BOR_AGENTS, GOAL_FRACTION_OF_DP, condition_order
+from experiments.plan import BOR_AGENTS, GOAL_FRACTION_OF_DP, RL_AGENTS, SUPERVISED_AGENT, condition_order
 
 METRICS = ("found_pct", "mean_k", "bor_bits", "mean_reward")
 
@@ -256,7 +256,8 @@ def dp_table(runs: Sequence[Path], summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def paired_differences(per_query: pd.DataFrame, seed: int = 0, n_boot: int = 10_000) -> pd.DataFrame:
-    """Mean reward of each BoR agent minus each peer's, with a paired bootstrap over test queries.
+    """Mean reward of each BoR agent minus each peer's, with a paired bootstrap over test queries;
+    each RL agent is also paired with the supervised expected-reward cut-off (``peer`` = bor-cutoff).
 
     Per test unit (a query of one split), a method's reward is its mean over seeds; the
     difference of means is resampled over units, stratified by split (the same resample for both
@@ -271,7 +272,10 @@ def paired_differences(per_query: pd.DataFrame, seed: int = 0, n_boot: int = 10_
         for agent in BOR_AGENTS:
             if agent not in by.index:
                 continue
-            for peer in sorted(m for m in by.index if method_group(m) == "peer"):
+            others = sorted(m for m in by.index if method_group(m) == "peer")
+            if agent in RL_AGENTS and SUPERVISED_AGENT in by.index:
+                others.append(SUPERVISED_AGENT)
+            for peer in others:
                 d = (by.loc[agent] - by.loc[peer]).to_numpy()
                 boot = d[idx].mean(axis=1)
                 rows.append(

@@ -1,0 +1,181 @@
+"""Expected-reward cut-off: predict P(a relevant item is within the top k), stop where the expected
+reward minus the step cost is largest.
+
+A supervised alternative to the RL agents on the same observation (the 13 score-only features of
+:func:`envs.feature_matrix` at every depth). A small torch network reads the features of depth k
+and predicts
+
+    p_k = P(found(k) | x_k)          (found(k): the top k hold a relevant item)
+
+trained by binary cross-entropy on every (query, depth) row of the training queries (depths
+1..cap; each query's rows weighted 1/cap, so every query counts once). Found(k) can only grow
+with k, so at inference the predictions are made monotone, ``p_k <- max_{j <= k} p_j``, and the
+policy stops at
+
+    K = argmax_k  p_k * T(k) - c * (k - 1)      (first maximum)
+
+with T(k) the terminal reward of the family's reward kind when found (BoR: -log2 P_rand(k; N, R))
+and c the step cost: the expected per-query reward net of step costs, undiscounted (the quantity
+the evaluator reports). With the BoR reward, T(N) = 0 (a shortlist of the whole list is no better
+than random), so for N > 1 the whole list is never the argmax: depth N pays -c (N - 1) < 0 <= the
+payoff of depth 1. No value is bootstrapped, so nothing can run away along a tied tail.
+
+Determinism: initialised under ``torch.manual_seed(seed)`` in a forked RNG, full-batch Adam on one
+CPU thread. Saved as JSON (no pickle).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from torch import nn
+
+from agents.base import row_depths, stacked_features
+from agents.registry import register
+from envs import EpisodeConfig, RankedQuery
+from envs.features import N_FEATURES
+from rewards import terminal_reward
+
+__all__ = ["CutoffConfig", "ExpectedRewardCutoff"]
+
+
+@dataclass(frozen=True)
+class CutoffConfig:
+    """Expected-reward cut-off settings."""
+
+    hidden: int = 32
+    """Hidden width of the two-layer MLP that predicts P(found by k)."""
+    epochs: int = 300
+    """Full-batch Adam steps."""
+    lr: float = 1e-2
+    """Adam learning rate."""
+    weight_decay: float = 1e-4
+    """Adam weight decay (L2)."""
+
+    def __post_init__(self) -> None:
+        if self.hidden < 1 or self.epochs < 1 or not self.lr > 0 or self.weight_decay < 0:
+            raise ValueError(f"CutoffConfig: hidden, epochs >= 1, lr > 0 and weight_decay >= 0 required, got {self}")
+
+
+def _net(hidden: int) -> nn.Module:
+    return nn.Sequential(
+        nn.Linear(N_FEATURES, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1)
+    )
+
+
+class ExpectedRewardCutoff:
+    """Supervised P(found by k) model + expected-reward argmax (see the module docstring).
+    Name ``<reward>-cutoff``."""
+
+    artifact = "agent.json"
+    stochastic = True
+
+    def __init__(self, reward: str = "bor", settings: CutoffConfig | None = None) -> None:
+        self.reward = reward
+        self.settings = settings or CutoffConfig()
+        self.name = f"{reward}-cutoff"
+        self.net: nn.Module | None = None
+        self.final_loss = float("nan")
+
+    def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int) -> ExpectedRewardCutoff:
+        config.check_queries(queries)
+        s = self.settings
+        torch.set_num_threads(1)
+        feats, offsets = stacked_features(queries, config)
+        depths = row_depths(offsets)
+        lengths = np.diff(offsets)
+        gold = np.repeat(np.array([q.gold_rank for q in queries], dtype=np.int64), lengths)
+        found = ((gold > 0) & (depths >= gold)).astype(np.float32)
+        weight = np.repeat(1.0 / lengths, lengths).astype(np.float32)
+        x = torch.from_numpy(feats)
+        y = torch.from_numpy(found)
+        w = torch.from_numpy(weight / weight.sum())
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))
+            net = _net(s.hidden)
+            opt = torch.optim.Adam(net.parameters(), lr=s.lr, weight_decay=s.weight_decay)
+            loss_fn = nn.BCEWithLogitsLoss(reduction="none")
+            for _ in range(s.epochs):
+                loss = (loss_fn(net(x).squeeze(-1), y) * w).sum()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        self.net = net.eval()
+        self.final_loss = float(loss.detach())
+        return self
+
+    def found_probability(
+        self, queries: Sequence[RankedQuery], config: EpisodeConfig
+    ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        """Monotone P(found by k) for every stacked (query, depth) row, and the offsets."""
+        if self.net is None:
+            raise RuntimeError(f"{self.name}: call fit() or load() first")
+        torch.set_num_threads(1)
+        feats, offsets = stacked_features(queries, config)
+        with torch.no_grad():
+            p = torch.sigmoid(self.net(torch.from_numpy(feats)).squeeze(-1)).double().numpy()
+        for a, b in zip(offsets[:-1], offsets[1:], strict=True):
+            p[a:b] = np.maximum.accumulate(p[a:b])
+        return p, offsets
+
+    def depths(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.int64]:
+        if len(queries) == 0:
+            return np.zeros(0, dtype=np.int64)
+        p, offsets = self.found_probability(queries, config)
+        k = row_depths(offsets)
+        lengths = np.diff(offsets)
+        n = np.repeat(np.array([q.n_candidates for q in queries], dtype=np.int64), lengths)
+        r = np.repeat(np.maximum(np.array([q.n_relevant for q in queries], dtype=np.int64), 1), lengths)
+        pay = np.asarray(terminal_reward(self.reward, np.ones(k.size, bool), k, n, r), dtype=np.float64)
+        value = p * pay - config.step_cost * (k - 1)
+        out = np.empty(len(queries), dtype=np.int64)
+        for i, (a, b) in enumerate(zip(offsets[:-1], offsets[1:], strict=True)):
+            out[i] = int(np.argmax(value[a:b])) + 1
+        return out
+
+    def save(self, path: Path) -> None:
+        """Weights and settings as JSON lists (no pickle)."""
+        if self.net is None:
+            raise RuntimeError(f"{self.name}: nothing to save")
+        payload = {
+            "name": self.name,
+            "params": {
+                "reward": self.reward,
+                "settings": asdict(self.settings),
+                "final_train_loss": self.final_loss,
+                "state": {k: v.tolist() for k, v in self.net.state_dict().items()},
+            },
+        }
+        Path(path).write_text(json.dumps(payload) + "\n")
+
+    @classmethod
+    def load(cls, path: Path, reward: str = "bor", settings: Any = None) -> ExpectedRewardCutoff:
+        """Rebuild a model written by :meth:`save` (JSON; never executes code)."""
+        try:
+            p = json.loads(Path(path).read_text())["params"]
+            out = cls(p["reward"], CutoffConfig(**p["settings"]))
+            net = _net(out.settings.hidden)
+            net.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in p["state"].items()})
+        except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError, RuntimeError) as e:
+            raise ValueError(f"{path}: malformed cut-off policy file ({e})") from e
+        out.net = net.eval()
+        return out
+
+
+register(
+    "cutoff",
+    lambda reward, settings: ExpectedRewardCutoff(reward, settings),
+    group="agent",
+    stochastic=True,
+    uses_reward=True,
+    description="supervised P(found by k) per depth (torch MLP on the score-only state), stop at the "
+    "argmax of expected reward minus step cost (see agents/cutoff.py)",
+    config=CutoffConfig,
+)

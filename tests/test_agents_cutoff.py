@@ -1,0 +1,102 @@
+"""The expected-reward cut-off: learns P(found by k), stops at the expected-reward argmax, never
+shows the whole list under the BoR reward, is deterministic per seed, round-trips through JSON and
+reads no labels at inference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from agents import registry
+from agents.cutoff import CutoffConfig, ExpectedRewardCutoff
+from envs import EpisodeConfig, RankedQuery
+from rewards import terminal_reward
+
+
+def toy_queries(gold_rank: int, n: int = 20, count: int = 40, seed: int = 0) -> list[RankedQuery]:
+    rng = np.random.default_rng(seed)
+    return [RankedQuery(np.sort(rng.random(n))[::-1].copy(), [gold_rank], f"q{i}") for i in range(count)]
+
+
+@pytest.mark.parametrize("gold_rank", [1, 3])
+def test_learns_the_known_optimum(gold_rank: int) -> None:
+    """Gold always at rank g: P(found by k) is a step at g, so the expected reward peaks at g."""
+    cfg = EpisodeConfig()
+    model = ExpectedRewardCutoff("bor", CutoffConfig(epochs=300)).fit(toy_queries(gold_rank, seed=1), cfg, 0)
+    test = toy_queries(gold_rank, seed=2)
+    np.testing.assert_array_equal(model.depths(test, cfg), gold_rank)
+    p, offsets = model.found_probability(test, cfg)
+    assert offsets[-1] == 40 * 20
+    rows = p.reshape(40, 20)
+    assert np.all(np.diff(rows, axis=1) >= 0)  # made monotone in k
+    assert rows[:, gold_rank - 1 :].min() > 0.8
+    if gold_rank > 1:
+        assert rows[:, : gold_rank - 1].max() < 0.2
+
+
+def test_depth_is_the_expected_reward_argmax() -> None:
+    """The chosen depth maximises p_k T(k) - c (k - 1) for the model's own p_k, first maximum."""
+    qs = toy_queries(4, seed=6)
+    cfg = EpisodeConfig(step_cost=0.05)
+    model = ExpectedRewardCutoff("bor", CutoffConfig(epochs=40)).fit(qs, cfg, 3)
+    p, _ = model.found_probability(qs, cfg)
+    k = np.arange(1, 21)
+    pay = terminal_reward("bor", np.ones(20, bool), k, 20, 1)
+    value = p.reshape(40, 20) * pay - 0.05 * (k - 1)
+    np.testing.assert_array_equal(model.depths(qs, cfg), np.argmax(value, axis=1) + 1)
+
+
+def test_never_the_whole_list_with_bor() -> None:
+    """Whatever the model predicts, BoR pays 0 at K = N, so K = N is never the argmax when N > 1,
+    even with no step cost and a tied tail where the gold always sits last."""
+    qs = [RankedQuery(np.r_[np.linspace(5, 3, 5), np.zeros(45)], [50], f"t{i}") for i in range(30)]
+    for cost in (0.0, 0.01):
+        cfg = EpisodeConfig(step_cost=cost)
+        model = ExpectedRewardCutoff("bor", CutoffConfig(epochs=50)).fit(qs, cfg, 0)
+        assert model.depths(qs, cfg).max() < 50
+
+
+def test_deterministic_per_seed_round_trip_and_global_rng(tmp_path) -> None:
+    qs = toy_queries(3, seed=3)
+    cfg = EpisodeConfig(max_depth=10)
+    torch.manual_seed(1234)
+    before = torch.rand(1)
+    torch.manual_seed(1234)
+    a = ExpectedRewardCutoff("bor", CutoffConfig(epochs=30)).fit(qs, cfg, 7)
+    assert torch.equal(before, torch.rand(1))  # fit forks the RNG
+    b = ExpectedRewardCutoff("bor", CutoffConfig(epochs=30)).fit(qs, cfg, 7)
+    c = ExpectedRewardCutoff("bor", CutoffConfig(epochs=30)).fit(qs, cfg, 8)
+    sa, sb, sc = (m.net.state_dict() for m in (a, b, c))
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert not all(torch.equal(sa[k], sc[k]) for k in sa)
+    a.save(tmp_path / "agent.json")
+    back = ExpectedRewardCutoff.load(tmp_path / "agent.json")
+    np.testing.assert_array_equal(back.depths(qs, cfg), a.depths(qs, cfg))
+    k = a.depths(qs, cfg)
+    assert k.min() >= 1 and k.max() <= 10
+
+
+def test_inference_reads_no_labels() -> None:
+    qs = toy_queries(2, seed=4)
+    cfg = EpisodeConfig()
+    model = ExpectedRewardCutoff("bor", CutoffConfig(epochs=20)).fit(qs, cfg, 0)
+    relabelled = [RankedQuery(q.scores, [15], q.qid) for q in qs]
+    np.testing.assert_array_equal(model.depths(qs, cfg), model.depths(relabelled, cfg))
+
+
+def test_registry_and_errors(tmp_path) -> None:
+    pol = registry.make("cutoff", "bor")
+    assert pol.name == "bor-cutoff" and pol.stochastic
+    assert registry.get("cutoff").group == "agent"
+    assert ExpectedRewardCutoff("f1").name == "f1-cutoff"
+    assert ExpectedRewardCutoff().depths([], EpisodeConfig()).size == 0
+    with pytest.raises(RuntimeError, match="fit"):
+        ExpectedRewardCutoff().depths(toy_queries(1), EpisodeConfig())
+    with pytest.raises(ValueError, match="CutoffConfig"):
+        CutoffConfig(epochs=0)
+    (tmp_path / "bad.json").write_text('{"params": {"reward": "bor"}}')
+    with pytest.raises(ValueError, match="malformed"):
+        ExpectedRewardCutoff.load(tmp_path / "bad.json")
+    with pytest.raises(ValueError, match="no queries"):
+        ExpectedRewardCutoff().fit([], EpisodeConfig(), 0)
