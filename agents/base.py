@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from envs import EpisodeConfig, RankedQuery, feature_matrix
+from envs.features import observation_width
 
 
 @runtime_checkable
@@ -131,7 +132,9 @@ class FixedK:
 def stacked_features(
     queries: Sequence[RankedQuery], config: EpisodeConfig
 ) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
-    """All observations of all queries at every depth, stacked: (sum of caps, F) and the offsets."""
+    """All observations of all queries at every depth, stacked: (sum of caps, F) and the offsets
+    (F = 13, or 20 when the queries carry a second scorer; a mixed set is refused, naming a query)."""
+    observation_width(queries)
     mats = [feature_matrix(q, config.cap(q)) for q in queries]
     offsets = np.zeros(len(mats) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum([m.shape[0] for m in mats])

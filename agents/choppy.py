@@ -37,7 +37,7 @@ from torch import nn
 from agents.peers import objective_matrix, query_caps
 from agents.registry import register
 from envs import EpisodeConfig, RankedQuery, feature_matrix
-from envs.features import N_FEATURES
+from envs.features import N_FEATURES, observation_width
 
 __all__ = ["ChoppyConfig", "CutoffModel"]
 
@@ -80,7 +80,7 @@ class _CutNet(nn.Module):
 def _inputs(queries: Sequence[RankedQuery], config: EpisodeConfig) -> tuple[torch.Tensor, torch.Tensor]:
     caps = query_caps(queries, config)
     d = int(caps.max())
-    x = np.zeros((len(queries), d, N_FEATURES), dtype=np.float32)
+    x = np.zeros((len(queries), d, observation_width(queries)), dtype=np.float32)
     for i, q in enumerate(queries):  # feature_matrix is per query (it is vectorised over depths)
         x[i, : caps[i]] = feature_matrix(q, int(caps[i]))
     mask = np.arange(d)[None, :] < caps[:, None]
@@ -98,7 +98,17 @@ class CutoffModel:
         self.settings = settings or ChoppyConfig()
         self.name = f"{reward}-choppy"
         self.net: _CutNet | None = None
+        self.n_features = N_FEATURES
         self.final_loss = float("nan")
+
+    def _inputs(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> tuple[torch.Tensor, torch.Tensor]:
+        x, mask = _inputs(queries, config)
+        if x.shape[-1] != self.n_features:
+            raise ValueError(
+                f"{self.name}: trained on {self.n_features} features per depth but these queries give {x.shape[-1]}: "
+                "train and apply it on the same observation set (with or without a second scorer)"
+            )
+        return x, mask
 
     def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int) -> CutoffModel:
         config.check_queries(queries)
@@ -106,11 +116,12 @@ class CutoffModel:
         torch.set_num_threads(1)
         pay, _ = objective_matrix(queries, config, self.reward)
         x, mask = _inputs(queries, config)
+        self.n_features = int(x.shape[-1])
         scale = float(np.abs(pay).max()) or 1.0
         target = torch.from_numpy((pay / scale).astype(np.float32))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(seed))
-            net = _CutNet(N_FEATURES, s.hidden)
+            net = _CutNet(self.n_features, s.hidden)
             opt = torch.optim.Adam(net.parameters(), lr=s.lr, weight_decay=s.weight_decay)
             for _ in range(s.epochs):
                 prob = torch.softmax(net(x, mask), dim=1)
@@ -126,7 +137,7 @@ class CutoffModel:
         """p(cut = k) for k = 1..D (D = largest cap), shape (Q, D); zero beyond each cap."""
         if self.net is None:
             raise RuntimeError(f"{self.name}: call fit() or load() first")
-        x, mask = _inputs(queries, config)
+        x, mask = self._inputs(queries, config)
         with torch.no_grad():
             return torch.softmax(self.net(x, mask), dim=1).double().numpy()
 
@@ -136,7 +147,7 @@ class CutoffModel:
         if self.net is None:
             raise RuntimeError(f"{self.name}: call fit() or load() first")
         torch.set_num_threads(1)
-        x, mask = _inputs(queries, config)
+        x, mask = self._inputs(queries, config)
         with torch.no_grad():
             logits = self.net(x, mask).numpy()
         return (np.argmax(logits, axis=1) + 1).astype(np.int64)
@@ -151,6 +162,7 @@ class CutoffModel:
                 "reward": self.reward,
                 "settings": asdict(self.settings),
                 "final_train_objective": -self.final_loss,
+                "n_features": self.n_features,
                 "state": {k: v.tolist() for k, v in self.net.state_dict().items()},
             },
         }
@@ -162,7 +174,8 @@ class CutoffModel:
         try:
             p = json.loads(Path(path).read_text())["params"]
             out = cls(p["reward"], ChoppyConfig(**p["settings"]))
-            net = _CutNet(N_FEATURES, out.settings.hidden)
+            out.n_features = int(p.get("n_features", N_FEATURES))
+            net = _CutNet(out.n_features, out.settings.hidden)
             net.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in p["state"].items()})
         except (OSError, json.JSONDecodeError, KeyError, TypeError, RuntimeError) as e:
             raise ValueError(f"{path}: malformed cut-off model file ({e})") from e

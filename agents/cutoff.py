@@ -64,9 +64,9 @@ class CutoffConfig:
             raise ValueError(f"CutoffConfig: hidden, epochs >= 1, lr > 0 and weight_decay >= 0 required, got {self}")
 
 
-def _net(hidden: int) -> nn.Module:
+def _net(n_features: int, hidden: int) -> nn.Module:
     return nn.Sequential(
-        nn.Linear(N_FEATURES, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1)
+        nn.Linear(n_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1)
     )
 
 
@@ -82,6 +82,7 @@ class ExpectedRewardCutoff:
         self.settings = settings or CutoffConfig()
         self.name = f"{reward}-cutoff"
         self.net: nn.Module | None = None
+        self.n_features = N_FEATURES
         self.final_loss = float("nan")
 
     def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int) -> ExpectedRewardCutoff:
@@ -94,12 +95,13 @@ class ExpectedRewardCutoff:
         gold = np.repeat(np.array([q.gold_rank for q in queries], dtype=np.int64), lengths)
         found = ((gold > 0) & (depths >= gold)).astype(np.float32)
         weight = np.repeat(1.0 / lengths, lengths).astype(np.float32)
+        self.n_features = int(feats.shape[1])
         x = torch.from_numpy(feats)
         y = torch.from_numpy(found)
         w = torch.from_numpy(weight / weight.sum())
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(seed))
-            net = _net(s.hidden)
+            net = _net(self.n_features, s.hidden)
             opt = torch.optim.Adam(net.parameters(), lr=s.lr, weight_decay=s.weight_decay)
             loss_fn = nn.BCEWithLogitsLoss(reduction="none")
             for _ in range(s.epochs):
@@ -119,6 +121,11 @@ class ExpectedRewardCutoff:
             raise RuntimeError(f"{self.name}: call fit() or load() first")
         torch.set_num_threads(1)
         feats, offsets = stacked_features(queries, config)
+        if feats.shape[1] != self.n_features:
+            raise ValueError(
+                f"{self.name}: trained on {self.n_features} features per depth but these queries give "
+                f"{feats.shape[1]}: train and apply it on the same observation set (with or without a second scorer)"
+            )
         with torch.no_grad():
             p = torch.sigmoid(self.net(torch.from_numpy(feats)).squeeze(-1)).double().numpy()
         for a, b in zip(offsets[:-1], offsets[1:], strict=True):
@@ -150,6 +157,7 @@ class ExpectedRewardCutoff:
                 "reward": self.reward,
                 "settings": asdict(self.settings),
                 "final_train_loss": self.final_loss,
+                "n_features": self.n_features,
                 "state": {k: v.tolist() for k, v in self.net.state_dict().items()},
             },
         }
@@ -161,7 +169,8 @@ class ExpectedRewardCutoff:
         try:
             p = json.loads(Path(path).read_text())["params"]
             out = cls(p["reward"], CutoffConfig(**p["settings"]))
-            net = _net(out.settings.hidden)
+            out.n_features = int(p["n_features"])
+            net = _net(out.n_features, out.settings.hidden)
             net.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in p["state"].items()})
         except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError, RuntimeError) as e:
             raise ValueError(f"{path}: malformed cut-off policy file ({e})") from e

@@ -64,6 +64,7 @@ from numpy.typing import NDArray
 from agents.base import greedy_depths, training_bar
 from agents.registry import register
 from envs import EpisodeConfig, RankedQuery, ShortlistEnv
+from envs.features import N_FEATURES, OBSERVATIONS, observation_width
 
 
 @dataclass(frozen=True)
@@ -237,6 +238,16 @@ class DQNAgent:
         return out.numpy()
 
     def depths(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.int64]:
+        if self.model is None:
+            raise RuntimeError(f"{self.name}: call fit() or load() first")
+        width = int(self.model.observation_space.shape[0])
+        if queries and observation_width(queries) != width:
+            raise ValueError(
+                f"{self.name}: trained on {width} features per depth but these queries give "
+                f"{observation_width(queries)}: train and apply it on the same observation set (with or without "
+                "a second scorer)"
+            )
+
         def stop(feats: NDArray[np.float32]) -> NDArray[np.bool_]:
             q = np.concatenate([self.q_values(feats[i : i + 65536]) for i in range(0, len(feats), 65536)])
             return q[:, 0] >= q[:, 1]
@@ -262,7 +273,12 @@ class DQNAgent:
                 state = torch.load(f, map_location="cpu", weights_only=True)
         except (zipfile.BadZipFile, KeyError, RuntimeError, EOFError, OSError) as e:
             raise ValueError(f"{path}: not a saved DQN agent ({e})") from e
-        dummy = ShortlistEnv([RankedQuery(np.array([1.0, 0.0]), np.array([1]), "dummy")])
+        first = state.get("q_net.q_net.0.weight") if isinstance(state, dict) else None
+        width = int(first.shape[1]) if first is not None and first.ndim == 2 else N_FEATURES
+        if width not in (len(v) for v in OBSERVATIONS.values()):
+            raise ValueError(f"{path}: the Q-network reads {width} features, not an observation set of this package")
+        aux = np.array([0.0, 1.0]) if width > N_FEATURES else None
+        dummy = ShortlistEnv([RankedQuery(np.array([1.0, 0.0]), np.array([1]), "dummy", aux_scores=aux)])
         agent.model = DQN(
             "MlpPolicy",
             dummy,

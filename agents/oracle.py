@@ -64,7 +64,7 @@ from numpy.typing import NDArray
 
 from agents.base import first_stop, read_json, row_depths, save_json, stacked_features
 from agents.registry import register
-from agents.tabular import N_DEPTH_BINS, N_STATES, discretise
+from agents.tabular import N_DEPTH_BINS, N_STATES, depth_bin, discretise, n_states_of
 from envs import EpisodeConfig, RankedQuery
 from rewards import terminal_reward
 
@@ -76,8 +76,6 @@ __all__ = [
     "solve_stopping",
     "stopping_rows",
 ]
-
-PER_DEPTH = N_STATES // N_DEPTH_BINS
 
 
 class HindsightOracle:
@@ -159,7 +157,7 @@ def stopping_rows(
     feats, offsets = stacked_features(queries, config)
     depth = row_depths(offsets)
     fine = discretise(feats, depth)
-    state = fine // PER_DEPTH if coarse else fine
+    state = depth_bin(fine) if coarse else fine
     caps = np.diff(offsets)
     cap_row = np.repeat(caps, caps)
     gold = np.repeat([q.gold_rank for q in queries], caps)
@@ -170,8 +168,8 @@ def stopping_rows(
     dec = np.flatnonzero(depth < cap_row)  # decision rows; row dec+1 is (q, k+1)
     at_cap = depth[dec] + 1 == cap_row[dec]
     next_state = np.where(at_cap, -1, state[np.minimum(dec + 1, state.size - 1)])
-    n_states = N_DEPTH_BINS if coarse else N_STATES
-    stage = np.arange(n_states) if coarse else np.arange(n_states) // PER_DEPTH
+    n_states = N_DEPTH_BINS if coarse else n_states_of(feats.shape[1])
+    stage = np.arange(n_states) if coarse else depth_bin(np.arange(n_states))
     first = offsets[:-1]
     start = np.where(caps > 1, state[first], -1)
     return StoppingModel(state[dec], pay[dec], next_state, pay[dec + 1], stage, start, pay[first])
@@ -334,7 +332,7 @@ class OptimalStopping:
 
     def stop_rule(self, states: NDArray[np.int64]) -> NDArray[np.bool_]:
         """STOP decision per fine state index, with the depth-bin back-off for unseen states."""
-        coarse = states // PER_DEPTH
+        coarse = depth_bin(states)
         back = np.where(self.coarse_seen[coarse], self.coarse_stop[coarse], True)
         return np.where(self.seen[states], self.stop[states], back)
 
@@ -342,6 +340,11 @@ class OptimalStopping:
         if len(queries) == 0:
             return np.zeros(0, dtype=np.int64)
         feats, offsets = stacked_features(queries, config)
+        if n_states_of(feats.shape[1]) != self.stop.size:
+            raise ValueError(
+                f"{self.name}: the policy was solved on {self.stop.size} states but these queries give "
+                f"{feats.shape[1]} features: solve and apply it on the same observation set"
+            )
         return first_stop(self.stop_rule(discretise(feats, row_depths(offsets))), offsets)
 
     def save(self, path: Path) -> None:
@@ -377,8 +380,12 @@ class OptimalStopping:
             out.model_value, out.train_value = float(p["model_value"]), float(p["train_value"])
         except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{path}: malformed optimal-stopping file ({e})") from e
-        if out.stop.shape != (N_STATES,) or out.coarse_stop.shape != (N_DEPTH_BINS,):
-            raise ValueError(f"{path}: policy tables must have {N_STATES} and {N_DEPTH_BINS} entries")
+        if out.stop.shape not in ((N_STATES,), (2 * N_STATES,)) or out.coarse_stop.shape != (N_DEPTH_BINS,):
+            raise ValueError(
+                f"{path}: policy tables must have {N_STATES} (or {2 * N_STATES}) and {N_DEPTH_BINS} entries"
+            )
+        if out.seen.shape != out.stop.shape:
+            raise ValueError(f"{path}: 'seen' must have one entry per state of 'stop'")
         return out
 
 

@@ -9,7 +9,9 @@ Discretisation (documented bins; all from score features, see :mod:`envs.feature
   edges 0.2, 0.5, 0.8 (4 bins);
 - z-distance between the top and the current item (``gap_top_cur * 16``): edges 0.5, 1.5, 3 (4 bins).
 
-13 x 7 x 4 x 4 = 1,456 states, 2 actions. A second, coarse table over the depth
+13 x 7 x 4 x 4 = 1,456 states, 2 actions. On the ``hybrid`` observation (queries with a
+second scorer) one more bin doubles them to 2,912: whether the second scorer's top item is
+already in the shortlist (``aux_top_seen``). A second, coarse table over the depth
 bin alone is updated with the same targets; a fine state where either action has
 not been tried during training backs off to the coarse table (at training and at
 inference), so an unseen score pattern inherits the depth-only policy instead of
@@ -34,7 +36,7 @@ from numpy.typing import NDArray
 from agents.base import first_stop, row_depths, stacked_features, training_bar
 from agents.registry import register
 from envs import EpisodeConfig, RankedQuery, feature_matrix
-from envs.features import FEATURE_NAMES, Z_CLIP
+from envs.features import N_FEATURES, OBSERVATIONS, Z_CLIP, observation_width
 from rewards import terminal_reward
 
 DEPTH_EDGES = np.array([2, 3, 4, 5, 6, 8, 11, 16, 21, 31, 51, 101])  # bin = searchsorted(right)
@@ -44,7 +46,17 @@ TOPGAP_EDGES = np.array([0.5, 1.5, 3.0])
 N_DEPTH_BINS = len(DEPTH_EDGES) + 1
 N_STATES = N_DEPTH_BINS * (len(Z_EDGES) + 1) * (len(GAP_EDGES) + 1) * (len(TOPGAP_EDGES) + 1)
 _PER_DEPTH = N_STATES // N_DEPTH_BINS
-_I = {n: i for i, n in enumerate(FEATURE_NAMES)}
+_I = {n: i for i, n in enumerate(OBSERVATIONS["hybrid"])}
+
+
+def n_states_of(width: int) -> int:
+    """Fine states of the table for observations of ``width`` features (hybrid: twice as many)."""
+    return N_STATES * (2 if width > N_FEATURES else 1)
+
+
+def depth_bin(states: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The depth bin (coarse state) of fine state indices."""
+    return (np.asarray(states) % N_STATES) // _PER_DEPTH
 
 
 def discretise(feats: NDArray[np.float32], depths: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -53,7 +65,10 @@ def discretise(feats: NDArray[np.float32], depths: NDArray[np.int64]) -> NDArray
     z = np.searchsorted(Z_EDGES, feats[:, _I["cur_z"]] * Z_CLIP, side="right")
     g = np.searchsorted(GAP_EDGES, feats[:, _I["gap_rel"]], side="right")
     t = np.searchsorted(TOPGAP_EDGES, feats[:, _I["gap_top_cur"]] * 2 * Z_CLIP, side="right")
-    return ((d * (len(Z_EDGES) + 1) + z) * (len(GAP_EDGES) + 1) + g) * (len(TOPGAP_EDGES) + 1) + t
+    out = ((d * (len(Z_EDGES) + 1) + z) * (len(GAP_EDGES) + 1) + g) * (len(TOPGAP_EDGES) + 1) + t
+    if feats.shape[1] > N_FEATURES:  # hybrid: is the second scorer's top item in the shortlist?
+        out = out + N_STATES * (feats[:, _I["aux_top_seen"]] > 0.5)
+    return out
 
 
 @dataclass(frozen=True)
@@ -100,10 +115,11 @@ class TabularQ:
 
     def values(self, states: NDArray[np.int64]) -> NDArray[np.float64]:
         """Q(s, STOP), Q(s, CONTINUE) with the documented back-off, shape (B, 2)."""
-        return np.where(self.tried[states, None], self.q[states], self.q_coarse[states // _PER_DEPTH])
+        return np.where(self.tried[states, None], self.q[states], self.q_coarse[depth_bin(states)])
 
     def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int) -> TabularQ:
         s = self.settings
+        n_states = n_states_of(observation_width(queries))
         rng = np.random.default_rng(seed)
         states, terms = [], []
         for q in queries:
@@ -116,21 +132,21 @@ class TabularQ:
                     dtype=np.float64,
                 ).tolist()
             )
-        Q = np.zeros((N_STATES, 2))
-        visits = np.zeros((N_STATES, 2))
+        Q = np.zeros((n_states, 2))
+        visits = np.zeros((n_states, 2))
         Qc = np.zeros((N_DEPTH_BINS, 2))
         visits_c = np.zeros((N_DEPTH_BINS, 2))
 
         def value(x: int) -> tuple[float, float]:
             if visits[x, 0] > 0 and visits[x, 1] > 0:
                 return Q[x, 0], Q[x, 1]
-            c = x // _PER_DEPTH
+            c = (x % N_STATES) // _PER_DEPTH
             return Qc[c, 0], Qc[c, 1]
 
         def update(x: int, a: int, target: float) -> None:
             visits[x, a] += 1
             Q[x, a] += visits[x, a] ** -s.lr_power * (target - Q[x, a])
-            c = x // _PER_DEPTH
+            c = (x % N_STATES) // _PER_DEPTH
             visits_c[c, a] += 1
             Qc[c, a] += visits_c[c, a] ** -s.lr_power * (target - Qc[c, a])
 
@@ -186,6 +202,12 @@ class TabularQ:
         if len(queries) == 0:
             return np.zeros(0, dtype=np.int64)
         feats, offsets = stacked_features(queries, config)
+        if n_states_of(feats.shape[1]) != self.q.shape[0]:
+            raise ValueError(
+                f"{self.name}: the table was trained on {self.q.shape[0]} states but these queries give "
+                f"{feats.shape[1]} features ({n_states_of(feats.shape[1])} states): train and apply it on the "
+                "same observation set (with or without a second scorer)"
+            )
         v = self.values(discretise(feats, row_depths(offsets)))
         return first_stop(v[:, 1] <= v[:, 0], offsets)
 
@@ -215,15 +237,19 @@ class TabularQ:
             tried = np.asarray(payload["tried"], dtype=bool)
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{path}: malformed Q-table file ({e!r})") from e
-        if q.shape != (N_STATES, 2) or qc.shape != (N_DEPTH_BINS, 2) or tried.shape != (N_STATES,):
-            raise ValueError(f"{path}: Q-table must be {N_STATES}x2 (+ {N_DEPTH_BINS}x2 coarse, {N_STATES} flags)")
+        fine = q.shape[0] if q.ndim == 2 and q.shape[0] in (N_STATES, 2 * N_STATES) else N_STATES
+        if q.shape != (fine, 2) or qc.shape != (N_DEPTH_BINS, 2) or tried.shape != (fine,):
+            raise ValueError(
+                f"{path}: Q-table must be {N_STATES}x2 or {2 * N_STATES}x2 (+ {N_DEPTH_BINS}x2 coarse, one flag per "
+                "fine state)"
+            )
         if not (np.all(np.isfinite(q)) and np.all(np.isfinite(qc))):
             raise ValueError(f"{path}: Q-table holds NaN or inf")
         agent.q, agent.q_coarse, agent.tried = q, qc, tried
         return agent
 
 
-__all__ = ["TabularQ", "TabularConfig", "discretise"]
+__all__ = ["TabularConfig", "TabularQ", "depth_bin", "discretise", "n_states_of"]
 
 
 register(

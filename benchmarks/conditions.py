@@ -115,6 +115,9 @@ class CandidateRule:
     tool_text: str = ""
     """Which tool text the scorers see: "" = the benchmark's default (BFCL: SPEC's description +
     parameter names); "rich" = BFCL's richer text with the function name (variant ``richtext``)."""
+    hybrid: bool = False
+    """Whether every query also carries the other scorer's scores of the same candidates (variant
+    ``hybrid``: the learners then observe the two-scorer features, :mod:`envs.features`)."""
 
     def __post_init__(self) -> None:
         if self.n is not None and self.n_similar + self.n_random + 1 > self.n:
@@ -162,7 +165,10 @@ def _beir(data_dir: Path | None, cache_dir: Path | None, opts: Mapping[str, str]
 BENCHMARKS: dict[
     str, tuple[Callable[[Path | None, Path | None, Mapping[str, str]], ToolCorpus], dict[str, CandidateRule]]
 ] = {
-    "bfcl": (_bfcl, {"": CandidateRule(), "richtext": CandidateRule(tool_text="rich")}),
+    "bfcl": (
+        _bfcl,
+        {"": CandidateRule(), "richtext": CandidateRule(tool_text="rich"), "hybrid": CandidateRule(hybrid=True)},
+    ),
     "metatool": (
         _metatool,
         {
@@ -171,9 +177,13 @@ BENCHMARKS: dict[
             "top50": CandidateRule(50, 49, 0, 1200, "narrow"),
             "top100": CandidateRule(100, 99, 0, 1200),
             "multi": CandidateRule(100, 24, 74, None, query_set="multi"),
+            "hybrid": CandidateRule(100, 24, 75, 2000, hybrid=True),
         },
     ),
-    "toolbench": (_toolbench, {"": CandidateRule(50, 49, 0), "full": CandidateRule()}),
+    "toolbench": (
+        _toolbench,
+        {"": CandidateRule(50, 49, 0), "full": CandidateRule(), "hybrid": CandidateRule(50, 49, 0, hybrid=True)},
+    ),
     "beir": (_beir, {"": CandidateRule()}),
 }
 _SUB = re.compile(r"^sub(\d+)$")
@@ -315,15 +325,14 @@ def multi_candidate_sets(
     return out
 
 
-def _multi_ranked(
+def _multi_candidates(
     corpus: ToolCorpus,
     records: list,
-    scores: NDArray[np.float64],
     rule: CandidateRule,
     cache_dir: Path | None,
     seed: int,
-) -> tuple[list[RankedQuery], list[NDArray[np.int64]]]:
-    """Ranked queries (R_q = len(gold)) and ranked registry indices for the ``multi`` rule."""
+) -> tuple[list[NDArray[np.int64]], list[list[int]]]:
+    """Candidate registry indices and the gold positions among them, per query, for the ``multi`` rule."""
     index = corpus.tool_index()
     gold_sets = [np.array([index[g] for g in q.gold], dtype=np.int64) for q in records]
     short = [q.qid for q in records if len(q.gold) < 2]
@@ -333,14 +342,47 @@ def _multi_ranked(
     sim = tool_similarity(corpus, rows, cache_dir) if rule.n_similar else None
     sim_rows = {int(g): i for i, g in enumerate(rows)}
     cands = multi_candidate_sets(gold_sets, len(corpus.tool_names), rule, sim, sim_rows, seed)
-    queries: list[RankedQuery] = []
-    ranked: list[NDArray[np.int64]] = []
-    for i, q in enumerate(records):
-        pos = np.flatnonzero(np.isin(cands[i], gold_sets[i]))
-        rq, order = RankedQuery.from_scores(scores[i, cands[i]], pos.tolist(), q.qid)
-        queries.append(rq)
-        ranked.append(cands[i][order])
-    return queries, ranked
+    return list(cands), [np.flatnonzero(np.isin(c, g)).tolist() for c, g in zip(cands, gold_sets, strict=True)]
+
+
+#: The two scorers of the package: a ``hybrid`` condition observes the other one beside its own.
+SCORER_PAIR: dict[str, str] = {"bm25": "minilm", "minilm": "bm25"}
+#: The fused-ranking scorer and the scorers it fuses (weighted z-fusion, weight fitted on train).
+FUSED = "fused"
+FUSED_SCORERS: tuple[str, str] = ("bm25", "minilm")
+FUSION_WEIGHTS = np.round(np.linspace(0.0, 1.0, 21), 2)
+
+
+def fused_scores(a: NDArray[np.float64], b: NDArray[np.float64], weight: float) -> NDArray[np.float64]:
+    """Weighted z-fusion of two scorers' scores of one candidate set: (1 - w) z(a) + w z(b), with z the
+    per-list z-score (0 for a constant list)."""
+    from envs.features import _zscores
+
+    return (1.0 - weight) * _zscores(np.asarray(a, dtype=np.float64)) + weight * _zscores(
+        np.asarray(b, dtype=np.float64)
+    )
+
+
+def fit_fusion_weight(
+    a: Sequence[NDArray[np.float64]], b: Sequence[NDArray[np.float64]], gold_pos: Sequence[Sequence[int]]
+) -> tuple[float, float]:
+    """The weight w in {0, 0.05, ..., 1} whose fused ranking has the largest mean reciprocal rank of the
+    first relevant candidate over the given (training) queries, and that MRR. Ties go to the weight
+    nearest 0.5 (then the smaller). Ranks count ties pessimistically: 1 + #{candidates with a strictly
+    higher fused score} + #{tied candidates before it in candidate order} (the stable sort's rule)."""
+    if not a:
+        raise ValueError("fit_fusion_weight: no training queries")
+    mrr = []
+    for w in FUSION_WEIGHTS:
+        rr = []
+        for x, y, g in zip(a, b, gold_pos, strict=True):
+            order = np.argsort(-fused_scores(x, y, float(w)), kind="stable")
+            rank = np.empty_like(order)
+            rank[order] = np.arange(1, order.size + 1)
+            rr.append(1.0 / float(rank[list(g)].min()) if len(g) else 0.0)
+        mrr.append(float(np.mean(rr)))
+    best = max(range(len(FUSION_WEIGHTS)), key=lambda i: (mrr[i], -abs(FUSION_WEIGHTS[i] - 0.5), -FUSION_WEIGHTS[i]))
+    return float(FUSION_WEIGHTS[best]), mrr[best]
 
 
 def build_condition(
@@ -369,6 +411,8 @@ def build_condition(
     """
     opts = dict(options or {})
     rule = candidate_rule(benchmark, variant)
+    if rule.hybrid and scorer not in SCORER_PAIR:
+        raise ValueError(f"variant 'hybrid' pairs bm25 with minilm: scorer must be one of them, got {scorer!r}")
     name = ConditionId(benchmark, scorer, variant).name
     if benchmark == "synthetic":
         from benchmarks.synthetic import synthetic_condition
@@ -387,33 +431,52 @@ def build_condition(
     picked = sample_queries(len(corpus.queries), rule.n_queries, candidate_seed)
     records = [corpus.queries[i] for i in picked]
     index = corpus.tool_index()
-    sc = make_scorer(scorer)
+    texts = [q.text for q in records]
     t1 = time.perf_counter()
-    scores, hit = cached_scores(sc, [q.text for q in records], list(corpus.tool_texts), cache_dir)
+    matrices: dict[str, NDArray[np.float64]] = {}
+    hits, identities = [], {}
+    for name_ in (FUSED_SCORERS if scorer == FUSED else (scorer,)) + ((SCORER_PAIR[scorer],) if rule.hybrid else ()):
+        sc = make_scorer(name_)
+        matrices[name_], hit = cached_scores(sc, texts, list(corpus.tool_texts), cache_dir)
+        hits.append(hit)
+        identities[name_] = sc.identity()
     t_score = time.perf_counter() - t1
-    ranked_tools: list[NDArray[np.int64]] = []
     if rule.n is None:
-        queries = []
-        for i, q in enumerate(records):
-            rq, order = RankedQuery.from_scores(scores[i], [index[g] for g in q.gold], q.qid)
-            queries.append(rq)
-            ranked_tools.append(order)
+        cands = [np.arange(len(corpus.tool_names))] * len(records)
+        gold_pos = [[index[g] for g in q.gold] for q in records]
     elif rule.query_set == "multi":
-        queries, ranked_tools = _multi_ranked(corpus, records, scores, rule, cache_dir, candidate_seed)
+        cands, gold_pos = _multi_candidates(corpus, records, rule, cache_dir, candidate_seed)
     else:
         if any(len(q.gold) != 1 for q in records):
             raise DataError(f"{benchmark}: candidate-set rules need exactly one gold tool per query")
         gold = np.array([index[q.gold[0]] for q in records])
         rows = np.unique(gold)
         sim = tool_similarity(corpus, rows, cache_dir) if rule.n_similar else None
-        cands = candidate_sets(np.searchsorted(rows, gold), gold, len(corpus.tool_names), rule, sim, candidate_seed)
-        queries = []
-        for i, q in enumerate(records):
-            pos = int(np.flatnonzero(cands[i] == gold[i])[0])
-            rq, order = RankedQuery.from_scores(scores[i, cands[i]], [pos], q.qid)
-            queries.append(rq)
-            ranked_tools.append(cands[i][order])
-    train_idx, test_idx = seeded_split(len(queries), train_frac, split_seed)
+        cands = list(
+            candidate_sets(np.searchsorted(rows, gold), gold, len(corpus.tool_names), rule, sim, candidate_seed)
+        )
+        gold_pos = [np.flatnonzero(c == g).tolist() for c, g in zip(cands, gold, strict=True)]
+    train_idx, test_idx = seeded_split(len(records), train_frac, split_seed)
+    fusion: dict[str, object] = {}
+    if scorer == FUSED:
+        weight, train_mrr = fit_fusion_weight(
+            [matrices[FUSED_SCORERS[0]][i, cands[i]] for i in train_idx],
+            [matrices[FUSED_SCORERS[1]][i, cands[i]] for i in train_idx],
+            [gold_pos[i] for i in train_idx],
+        )
+        fusion = {"fusion_weight": weight, "fusion_train_mrr": round(train_mrr, 6), "fusion_of": list(FUSED_SCORERS)}
+    queries: list[RankedQuery] = []
+    ranked_tools: list[NDArray[np.int64]] = []
+    for i, q in enumerate(records):
+        c = cands[i]
+        if scorer == FUSED:
+            primary = fused_scores(matrices[FUSED_SCORERS[0]][i, c], matrices[FUSED_SCORERS[1]][i, c], weight)
+        else:
+            primary = matrices[scorer][i, c]
+        aux = matrices[SCORER_PAIR[scorer]][i, c] if rule.hybrid else None
+        rq, order = RankedQuery.from_scores(primary, gold_pos[i], q.qid, aux_scores=aux)
+        queries.append(rq)
+        ranked_tools.append(c[order])
     return Condition(
         name=name,
         queries=queries,
@@ -435,7 +498,9 @@ def build_condition(
             },
             **({"tool_text": rule.tool_text or "spec"} if benchmark == "bfcl" else {}),
             "candidate_seed": candidate_seed,
-            "scorer_identity": sc.identity(),
+            "scorer_identity": identities[scorer] if scorer in identities else identities,
+            **({"second_scorer": SCORER_PAIR[scorer], "observation": "hybrid"} if rule.hybrid else {}),
+            **fusion,
             "inputs_sha256": corpus.inputs_sha256,
             "corpus_fingerprint": corpus.fingerprint(),
             "skipped": corpus.skipped,
@@ -446,7 +511,7 @@ def build_condition(
             "sampled_qids_sha256": _sha_lines([q.qid for q in records]),
             **tied_tail_stats(queries),
             **_split_meta(queries, train_idx, test_idx, split_seed, train_frac),
-            "score_cache_hit": hit,
+            "score_cache_hit": all(hits),
             "seconds_load": round(t_load, 3),
             "seconds_score": round(t_score, 3),
         },

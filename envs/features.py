@@ -3,6 +3,13 @@
 One function, :func:`feature_matrix`, serves the Gymnasium environment (row by row)
 and the batched evaluator (all depths at once), so both always see the same numbers.
 
+Two named observation sets (:data:`OBSERVATIONS`); which one a query gives is set by its data:
+
+- ``score`` (13 features, below): the ranking scorer's scores only;
+- ``hybrid`` (20 features): the 13 of ``score`` plus 7 two-scorer features (agreement and
+  fusion, table at the end), for queries that carry a second scorer's scores of the same
+  candidates (:attr:`envs.RankedQuery.aux_scores`; the ``hybrid`` condition variants).
+
 Per-query normalisation (so BM25 and cosine scores live on the same range): with
 ``mu`` and ``sd`` the mean and standard deviation of the query's full candidate
 score list (a list with ``sd <= 1e-12 * max|s|`` counts as constant: all z = 0),
@@ -32,9 +39,31 @@ the list), all float32 and bounded:
 12  max_gap_passed_rel    largest consecutive gap among ranks 1..k (gaps     [0, 1]
                           i -> i+1 with i < k) / the same window maximum
 ==  ====================  =================================================  ========
+
+Two-scorer features (``hybrid``): with ``a_i`` the second scorer's score of the item the first
+ranks at i, ``za`` its z-scores over the list (as ``z``), ``ra_i = 1 + #{j : a_j > a_i}`` its
+rank under the second scorer (ties share the best rank), ``f_i = z_i + za_i`` the equal-weight
+z-fusion and ``rf_i`` the rank by ``f`` (same tie rule); ranks are scaled as
+``lr(r) = log2(r) / log2(L)`` (0 for L = 1):
+
+==  ====================  =================================================  ========
+ #  name                  definition                                         range
+==  ====================  =================================================  ========
+13  aux_agree_top         1 if the first scorer's top item is also the       {0, 1}
+                          second's top (ra_1 = 1)
+14  aux_top_seen          1 if an item the second scorer ranks first lies    {0, 1}
+                          in the top k
+15  aux_rank_cur          lr(ra_k)                                           [0, 1]
+16  aux_best_unseen       lr(min ra_j over j > k); 1 at the end of the list  [0, 1]
+17  aux_z_cur             clip(za_k, -8, 8) / 8                              [-1, 1]
+18  fused_z_cur           clip(f_k / 2, -8, 8) / 8                           [-1, 1]
+19  fused_rank_cur        lr(rf_k)                                           [0, 1]
+==  ====================  =================================================  ========
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -57,12 +86,85 @@ FEATURE_NAMES: tuple[str, ...] = (
     "max_gap_passed_rel",
 )
 N_FEATURES = len(FEATURE_NAMES)
+HYBRID_NAMES: tuple[str, ...] = (
+    "aux_agree_top",
+    "aux_top_seen",
+    "aux_rank_cur",
+    "aux_best_unseen",
+    "aux_z_cur",
+    "fused_z_cur",
+    "fused_rank_cur",
+)
+#: The named observation sets: name -> feature names, in column order.
+OBSERVATIONS: dict[str, tuple[str, ...]] = {"score": FEATURE_NAMES, "hybrid": FEATURE_NAMES + HYBRID_NAMES}
 Z_CLIP = 8.0
 GAP_WINDOW = 50
 
 
+def observation_of(query: RankedQuery) -> str:
+    """The observation set a query gives: ``hybrid`` when it carries a second scorer's scores."""
+    return "hybrid" if query.hybrid else "score"
+
+
+def observation_width(queries: Sequence[RankedQuery]) -> int:
+    """The one feature width of a query set; ValueError naming the first query whose set differs."""
+    if not queries:
+        raise ValueError("no queries given")
+    kind = observation_of(queries[0])
+    for q in queries:
+        if observation_of(q) != kind:
+            raise ValueError(
+                f"query {q.qid!r} gives the {observation_of(q)!r} observation but query {queries[0].qid!r} "
+                f"gives {kind!r}: a query set must carry a second scorer on every query or on none"
+            )
+    return len(OBSERVATIONS[kind])
+
+
+def _zscores(s: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Per-list z-scores (all 0 for a list whose spread is at rounding level), overflow-safe."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if not (np.isfinite(s.mean()) and np.isfinite(s.std()) and np.isfinite(s.max() - s.min())):
+            s = s / float(np.abs(s).max())  # z-scores are scale-invariant
+    sd = s.std()
+    if sd <= 1e-12 * max(1.0, float(np.abs(s).max())):
+        return np.zeros_like(s)
+    return (s - s.mean()) / sd
+
+
+def _ranks(v: NDArray[np.float64]) -> NDArray[np.int64]:
+    """1 + the number of strictly larger entries (ties share the best rank)."""
+    srt = np.sort(v)
+    return (v.size - np.searchsorted(srt, v, side="right") + 1).astype(np.int64)
+
+
+def _hybrid_columns(query: RankedQuery, z: NDArray[np.float64], D: int) -> NDArray[np.float64]:
+    a = np.asarray(query.aux_scores, dtype=np.float64)
+    L = a.size
+    za = _zscores(a)
+    ra = _ranks(a)
+    rf = _ranks(z + za)
+    scale = np.log2(L) if L > 1 else 1.0
+
+    def lr(r: NDArray[np.int64]) -> NDArray[np.float64]:
+        return np.log2(r) / scale if L > 1 else np.zeros(r.shape)
+
+    k = np.arange(1, D + 1)
+    first_top = int(np.flatnonzero(ra == 1)[0]) + 1  # 1-based rank (first scorer) of the second's top
+    unseen = np.append(np.minimum.accumulate(ra[::-1])[::-1][1:], L)  # min ra_j over j > k, L at the end
+    out = np.empty((D, len(HYBRID_NAMES)), dtype=np.float64)
+    out[:, 0] = float(ra[0] == 1)
+    out[:, 1] = (k >= first_top).astype(np.float64)
+    out[:, 2] = lr(ra[:D])
+    out[:, 3] = lr(unseen[:D])
+    out[:, 4] = np.clip(za[:D], -Z_CLIP, Z_CLIP) / Z_CLIP
+    out[:, 5] = np.clip((z[:D] + za[:D]) / 2, -Z_CLIP, Z_CLIP) / Z_CLIP
+    out[:, 6] = lr(rf[:D])
+    return out
+
+
 def feature_matrix(query: RankedQuery, max_depth: int | None = None) -> NDArray[np.float32]:
-    """Observations for depths k = 1..D (D = ``max_depth`` or the list length), shape (D, 13)."""
+    """Observations for depths k = 1..D (D = ``max_depth`` or the list length), shape (D, 13), or
+    (D, 20) for a query with a second scorer (the ``hybrid`` set)."""
     s = query.scores
     with np.errstate(over="ignore", invalid="ignore"):
         if not (np.isfinite(s.mean()) and np.isfinite(s.std()) and np.isfinite(s[0] - s[-1])):
@@ -102,4 +204,6 @@ def feature_matrix(query: RankedQuery, max_depth: int | None = None) -> NDArray[
     out[:, 10] = np.minimum(1.0, np.log2(n / k) / 24.0)
     out[:, 11] = np.clip(gap_next / gmax, 0, 1)
     out[:, 12] = np.clip(passed / gmax, 0, 1)
+    if query.hybrid:
+        out = np.concatenate([out, _hybrid_columns(query, z, D)], axis=1)
     return out.astype(np.float32)

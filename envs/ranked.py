@@ -22,6 +22,9 @@ class RankedQuery:
             Larger when a run was truncated from a bigger corpus.
         n_relevant: number of relevant items R used by P_rand; defaults to
             ``len(relevant_ranks)`` (it may be larger for truncated runs).
+        aux_scores: optional, a second scorer's scores of the same ranked items, in this
+            ranking's order (not sorted; finite). Present on two-scorer ("hybrid") conditions,
+            where the learners then observe the two-scorer features of :mod:`envs.features`.
 
     Raises:
         ValueError: naming ``qid``, for empty/NaN/inf/unsorted scores, ranks out of
@@ -33,6 +36,7 @@ class RankedQuery:
     qid: str
     n_candidates: int = 0
     n_relevant: int = -1
+    aux_scores: NDArray[np.float64] | None = None
 
     def __post_init__(self) -> None:
         s = np.asarray(self.scores, dtype=np.float64)
@@ -61,6 +65,17 @@ class RankedQuery:
             raise ValueError(f"query {self.qid!r}: n_candidates={n} is smaller than the {s.size} ranked items")
         if r < rr.size or r > n:
             raise ValueError(f"query {self.qid!r}: n_relevant={r} must lie in [{rr.size}, {n}]")
+        if self.aux_scores is not None:
+            aux = np.array(self.aux_scores, dtype=np.float64)
+            if aux.shape != s.shape:
+                raise ValueError(
+                    f"query {self.qid!r}: aux_scores has shape {aux.shape}, expected one per ranked item {s.shape}"
+                )
+            if not np.all(np.isfinite(aux)):
+                pos = int(np.flatnonzero(~np.isfinite(aux))[0]) + 1
+                raise ValueError(f"query {self.qid!r}: second-scorer score at rank {pos} is {aux[pos - 1]}")
+            aux.setflags(write=False)
+            object.__setattr__(self, "aux_scores", aux)
         s.setflags(write=False)
         rr = np.sort(rr)
         rr.setflags(write=False)
@@ -68,6 +83,11 @@ class RankedQuery:
         object.__setattr__(self, "relevant_ranks", rr)
         object.__setattr__(self, "n_candidates", n)
         object.__setattr__(self, "n_relevant", r)
+
+    @property
+    def hybrid(self) -> bool:
+        """Whether a second scorer's scores come with the ranking (two-scorer features)."""
+        return self.aux_scores is not None
 
     @property
     def length(self) -> int:
@@ -93,6 +113,7 @@ class RankedQuery:
         qid: str,
         n_candidates: int = 0,
         n_relevant: int = -1,
+        aux_scores: ArrayLike | None = None,
     ) -> tuple[RankedQuery, NDArray[np.int64]]:
         """Rank unsorted candidate scores.
 
@@ -103,6 +124,7 @@ class RankedQuery:
             scores: one score per candidate, in candidate order.
             relevant: candidate positions (0-based) of the relevant items.
             qid: query id.
+            aux_scores: optional second-scorer scores, in candidate order (reordered with the ranking).
 
         Returns:
             The ranked query and the candidate order (``order[i]`` = candidate at rank i+1).
@@ -117,4 +139,10 @@ class RankedQuery:
         rel = np.asarray(list(relevant), dtype=np.int64)
         if rel.size and (rel.min() < 0 or rel.max() >= s.size):
             raise ValueError(f"query {qid!r}: relevant candidate index out of range 0..{s.size - 1}")
-        return cls(s[order], rank_of[rel], qid, n_candidates, n_relevant), order
+        aux = None
+        if aux_scores is not None:
+            aux = np.asarray(aux_scores, dtype=np.float64).ravel()
+            if aux.shape != s.shape:
+                raise ValueError(f"query {qid!r}: {aux.size} second-scorer scores for {s.size} candidates")
+            aux = aux[order]
+        return cls(s[order], rank_of[rel], qid, n_candidates, n_relevant, aux), order

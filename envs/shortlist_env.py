@@ -11,7 +11,7 @@ import numpy as np
 from gymnasium import spaces
 from numpy.typing import NDArray
 
-from envs.features import FEATURE_NAMES, N_FEATURES, feature_matrix
+from envs.features import OBSERVATIONS, feature_matrix, observation_of, observation_width
 from envs.ranked import RankedQuery
 from rewards import REWARD_KINDS, p_random, terminal_reward
 
@@ -72,7 +72,8 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
 
     ## Observation Space
     ``Box(-1, 1, (13,), float32)``: features of the scores at the current depth,
-    never of gold labels (see :mod:`envs.features` for the exact definitions).
+    never of gold labels (see :mod:`envs.features` for the exact definitions);
+    ``(20,)`` when the queries carry a second scorer's scores (the ``hybrid`` set).
 
     ## Starting State
     A query chosen with ``self.np_random`` (or ``options={"index": i}``), k = 1 (or, with
@@ -119,9 +120,10 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
         self.exploring_starts = float(exploring_starts)
         self.config.check_queries(queries)
         self.queries = list(queries)
-        self.observation_space = spaces.Box(-1.0, 1.0, shape=(N_FEATURES,), dtype=np.float32)
+        width = observation_width(self.queries)
+        self.observation_space = spaces.Box(-1.0, 1.0, shape=(width,), dtype=np.float32)
         self.action_space = spaces.Discrete(2)  # type: ignore[assignment]
-        self.feature_names = FEATURE_NAMES
+        self.feature_names = OBSERVATIONS[observation_of(self.queries[0])]
         # per query: (features (D, F), P_rand (D,), terminal reward (D,)), built on first use
         self._cache: dict[int, tuple[NDArray[np.float32], NDArray[np.float64], NDArray[np.float64]]] = {}
         self._index = 0

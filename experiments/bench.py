@@ -190,11 +190,11 @@ def cmd_bench(ba: BenchArgs, co: CommonArgs, command: str) -> int:
     from agents.choppy import CutoffModel
     from agents.oracle import OptimalStopping
     from envs import EpisodeConfig
-    from experiments.plan import COMPARE_SUITES, resolve_plans
+    from experiments.plan import BENCH_SUITES, resolve_plans
     from experiments.runner import get_condition
 
     torch.set_num_threads(1)
-    plans = resolve_plans(ba.only, COMPARE_SUITES)
+    plans = resolve_plans(ba.only, BENCH_SUITES)
     t_all = time.perf_counter()
     lines = [
         "# Speed benchmark",

@@ -158,11 +158,16 @@ class SourceArgs:
     benchmark: str = opt(
         "bfcl", "benchmark: bfcl, metatool, toolbench, beir (with --beir-dir) or run (with --run/--qrels)"
     )
-    scorer: str = opt("bm25", "scorer: bm25, minilm, or a local sentence-transformers model path")
+    scorer: str = opt(
+        "bm25",
+        "scorer: bm25, minilm, fused (their weighted z-fusion, weight fitted on the training split) or a "
+        "local sentence-transformers model path",
+    )
     variant: str = opt(
         "",
         "candidate-set variant: metatool top20/top50/top100, toolbench full, sub<N> (random "
-        "sub-registry of N tools holding the gold tool); empty: the benchmark's main rule",
+        "sub-registry of N tools holding the gold tool), hybrid (the main rule, with the other of bm25/minilm "
+        "observed beside the ranking scorer); empty: the benchmark's main rule",
     )
     buckets: str = opt(
         "", "difficulty buckets: default (1, 2-5, 6-20, 21+) or narrow (1, 2-3, 4-10, 11+); empty: the condition's own"

@@ -40,10 +40,12 @@ class ConditionPlan:
     constant_reward: bool = False
     """Also train the constant-reward ablation (the paper's BFCL+BM25 F1 row)."""
     suite: str = "main"
-    """``main`` (the paper's table), ``text`` (BFCL with the richer tool text, beside SPEC's:
-    BoR-DQN, BoR-tabular and fixed K), ``multi`` (several relevant tools), ``sweep`` (a registry-size
-    sweep point: BoR-DQN and fixed K in :data:`SWEEP_FIXED_KS`) or ``synthetic`` (the
-    controlled-difficulty study: every applicable peer and limit, tabular Q, DQN on :data:`DQN_SUBSET`)."""
+    """``main`` (the paper's table), ``hybrid`` (two scorers: the other scorer observed beside the
+    ranking one, the fused ranking, ToolBench with BM25: BoR-DQN, BoR-tabular, the BoR cut-off and fixed
+    K), ``text`` (BFCL with the richer tool text, beside SPEC's: the same methods), ``multi`` (several
+    relevant tools), ``sweep`` (a registry-size sweep point: BoR-DQN and fixed K in
+    :data:`SWEEP_FIXED_KS`) or ``synthetic`` (the controlled-difficulty study: every applicable peer and
+    limit, tabular Q, DQN on :data:`DQN_SUBSET`)."""
 
     @property
     def name(self) -> str:
@@ -155,9 +157,24 @@ SYNTHETIC_PLANS: tuple[ConditionPlan, ...] = tuple(
     ConditionPlan(ConditionId("synthetic", "gen", v), suite="synthetic") for v in SYNTHETIC_GRID
 )
 
+#: Two scorers on identical candidate sets, per benchmark: each scorer's ranking with the other's
+#: scores observed beside it (``hybrid``: the two-scorer features of envs/features.py), the fused
+#: ranking (weighted z-fusion, weight fitted on each training split) and ToolBench with BM25 (the
+#: score-only base of ``toolbench-bm25-hybrid``; the paper ran ToolBench with MiniLM only).
+HYBRID_PLANS: tuple[ConditionPlan, ...] = tuple(
+    replace(base_plan(ConditionId.parse(name)), suite="hybrid")
+    for b in ("bfcl", "metatool", "toolbench")
+    for name in (
+        *((f"{b}-bm25",) if b == "toolbench" else ()),
+        f"{b}-bm25-hybrid",
+        f"{b}-minilm-hybrid",
+        f"{b}-fused",
+    )
+)
+
 #: Every condition ``shortlist reproduce`` runs, in report order.
 PLANS: dict[str, ConditionPlan] = {
-    p.name: p for p in (*MAIN_PLANS, *TEXT_PLANS, *MULTI_PLANS, *_sweep_plans(), *SYNTHETIC_PLANS)
+    p.name: p for p in (*MAIN_PLANS, *HYBRID_PLANS, *TEXT_PLANS, *MULTI_PLANS, *_sweep_plans(), *SYNTHETIC_PLANS)
 }
 
 # ----------------------------------------------------------------------------- methods
@@ -199,7 +216,7 @@ def methods_for(plan: ConditionPlan, agents: Sequence[str] = ("dqn", "tabular", 
         return [MethodSpec("dqn", "bor"), *(MethodSpec("fixed", "bor", k) for k in SWEEP_FIXED_KS)]
     if plan.suite == "synthetic":
         return synthetic_methods(plan)
-    if plan.suite == "text":
+    if plan.suite in ("text", "hybrid"):
         return [
             MethodSpec("dqn", "bor"),
             MethodSpec("tabular", "bor"),
@@ -290,9 +307,9 @@ def cells_for(
 
 def plan_splits(plan: ConditionPlan, split_seeds: Sequence[int] | None) -> tuple[int, ...]:
     """The split seeds ``reproduce``/``compare`` run ``plan`` on: every one of ``split_seeds``
-    (default :data:`DEFAULT_SPLIT_SEEDS`) on a main or tool-text condition, the first elsewhere."""
+    (default :data:`DEFAULT_SPLIT_SEEDS`) on a main, two-scorer or tool-text condition, the first elsewhere."""
     splits = tuple(split_seeds) if split_seeds else DEFAULT_SPLIT_SEEDS
-    return splits if plan.suite in ("main", "text") else splits[:1]
+    return splits if plan.suite in ("main", "hybrid", "text") else splits[:1]
 
 
 def _split_by_seed(plan: ConditionPlan, methods: list[MethodSpec], seeds: Sequence[int], learn: dict) -> list[Cell]:
@@ -331,7 +348,7 @@ def compare_cells(plans: Sequence[ConditionPlan], seeds: Sequence[int], **learn:
 
 
 def resolve_plans(
-    only: Sequence[str], suites: Sequence[str] = ("main", "text", "multi", "sweep", "synthetic")
+    only: Sequence[str], suites: Sequence[str] = ("main", "hybrid", "text", "multi", "sweep", "synthetic")
 ) -> list[ConditionPlan]:
     """Plans named in ``only`` (ValueError naming unknown ones); default every plan of ``suites``."""
     unknown = [c for c in only if c not in PLANS]
@@ -342,8 +359,10 @@ def resolve_plans(
     return [p for p in PLANS.values() if p.suite in suites]
 
 
-#: ``compare`` and ``bench`` default to these suites (the sweep points and the synthetic study have their own reports).
-COMPARE_SUITES = ("main", "multi")
+#: ``compare`` defaults to these suites (the sweep points and the synthetic study have their own reports).
+COMPARE_SUITES = ("main", "hybrid", "multi")
+#: ``bench`` times the per-condition fits on these suites.
+BENCH_SUITES = ("main", "multi")
 
 
 def condition_order(conds: Sequence[str]) -> list[str]:

@@ -193,9 +193,9 @@ def test_dp_names_backoff_and_round_trip(tmp_path, bfcl) -> None:
     st = discretise(feats, row_depths(offsets))
     unseen = ~dp.seen[st]
     if unseen.any():
-        from agents.oracle import PER_DEPTH
+        from agents.tabular import depth_bin
 
-        np.testing.assert_array_equal(dp.stop_rule(st[unseen]), dp.coarse_stop[st[unseen] // PER_DEPTH])
+        np.testing.assert_array_equal(dp.stop_rule(st[unseen]), dp.coarse_stop[depth_bin(st[unseen])])
     (tmp_path / "bad.json").write_text('{"params": {}}')
     with pytest.raises(ValueError, match="malformed"):
         OptimalStopping.load(tmp_path / "bad.json")

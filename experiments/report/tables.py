@@ -601,3 +601,52 @@ def text_comparison(agg: pd.DataFrame, strength: pd.DataFrame, methods: Sequence
                     }
                 )
     return pd.DataFrame(rows)
+
+
+#: Two-scorer comparisons of the study: (score-only condition, condition with a second scorer or the
+#: fused ranking). Same candidate sets, splits and seeds, so test units pair up.
+HYBRID_PAIRS: tuple[tuple[str, str], ...] = tuple(
+    (f"{b}-{s}", f"{b}-{s}-hybrid") for b in ("bfcl", "metatool", "toolbench") for s in ("bm25", "minilm")
+) + tuple((f"{b}-{s}", f"{b}-fused") for b in ("bfcl", "metatool", "toolbench") for s in ("bm25", "minilm"))
+
+
+def paired_conditions(
+    per_query: pd.DataFrame,
+    pairs: Sequence[tuple[str, str]],
+    methods: Sequence[str],
+    seed: int = 0,
+    n_boot: int = N_BOOT,
+) -> pd.DataFrame:
+    """Mean reward of ``method`` on the second condition of a pair minus on the first, on the same
+    test units (split, query) with a stratified paired bootstrap (each unit's reward is its mean over
+    seeds). Pairs whose two conditions do not hold the same test units are skipped (they are not
+    paired); so are methods missing from either condition."""
+    rows = []
+    for base, other in pairs:
+        a = per_query[per_query["condition"] == base]
+        b = per_query[per_query["condition"] == other]
+        if a.empty or b.empty:
+            continue
+        wa, wb = _unit_wide(a, "reward", "method"), _unit_wide(b, "reward", "method")
+        if not wa.columns.equals(wb.columns):
+            continue
+        idx = unit_resamples(wa.columns.get_level_values(0).to_numpy(), n_boot, seed)
+        for method in methods:
+            if method not in wa.index or method not in wb.index:
+                continue
+            d = (wb.loc[method] - wa.loc[method]).to_numpy()
+            boot = d[idx].mean(axis=1)
+            rows.append(
+                {
+                    "base": base,
+                    "other": other,
+                    "method": method,
+                    "n_units": d.size,
+                    "base_mean_reward": float(wa.loc[method].mean()),
+                    "other_mean_reward": float(wb.loc[method].mean()),
+                    "diff": float(d.mean()),
+                    "diff_lo": float(np.quantile(boot, 0.025)),
+                    "diff_hi": float(np.quantile(boot, 0.975)),
+                }
+            )
+    return pd.DataFrame(rows)
