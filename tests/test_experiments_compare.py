@@ -204,3 +204,50 @@ def test_pareto_front_and_limits_by_hand() -> None:
     assert lim.loc["bor-dqn", "frac_dp_lo"] == pytest.approx(3.0 / 4.0)
     assert lim.loc["bor-dqn", "frac_dp_hi"] == pytest.approx(7.8 / 8.0)
     assert lim.loc["bor-dp", "frac_dp"] == pytest.approx(1.0)
+
+
+def test_split_goal_picks_the_best_bor_agent_and_checks_it(result: tuple[Path, str]) -> None:
+    out, _ = result
+    sg = pd.read_csv(out / "split_goal.csv")
+    agg = pd.read_csv(out / "aggregate.csv").set_index("method")
+    assert len(sg) == 1
+    r = sg.iloc[0]
+    agents = [m for m in ("bor-dqn", "bor-tabular", "bor-cutoff") if m in agg.index]
+    assert r["best_agent"] == max(agents, key=lambda m: agg.loc[m, "mean_reward"])
+    peers = agg[agg["group"] == "peer"]
+    assert r["best_peer"] == peers["mean_reward"].idxmax()
+    assert bool(r["at_least_every_peer"]) == bool(
+        (peers["mean_reward"] <= agg.loc[r["best_agent"], "mean_reward"]).all()
+    )
+    assert bool(r["significant"]) == bool(r["diff_lo"] > 0) and r["base"] and not r["second_scorer"]
+    readme = (out / "README.md").read_text()
+    assert "## Goal over repeated splits" in readme and "of the 5 base benchmark/scorer pairs" in readme
+
+
+def test_split_goal_oracle_part_only_with_a_second_scorer() -> None:
+    from experiments.report.tables import split_goal
+
+    agg = pd.DataFrame(
+        [
+            {"condition": c, "method": m, "group": g, "mean_reward": v, "n_splits": 5}
+            for c in ("bfcl-bm25", "bfcl-bm25-hybrid")
+            for m, g, v in (("bor-dqn", "agent", 6.0), ("bor-cutoff", "agent", 6.5), ("gap", "peer", 6.2))
+        ]
+    )
+    paired = pd.DataFrame(
+        [
+            {"condition": c, "agent": "bor-cutoff", "peer": "gap", "diff": 0.3, "diff_lo": lo, "diff_hi": 0.5}
+            for c, lo in (("bfcl-bm25", 0.1), ("bfcl-bm25-hybrid", -0.1))
+        ]
+    )
+    limits = pd.DataFrame(
+        [
+            {"condition": c, "method": "bor-cutoff", "frac_oracle": f}
+            for c, f in (("bfcl-bm25", 0.8), ("bfcl-bm25-hybrid", 0.85))
+        ]
+    )
+    sg = split_goal(agg, paired, limits).set_index("condition")
+    assert (sg["best_agent"] == "bor-cutoff").all() and sg["at_least_every_peer"].all()
+    assert sg.loc["bfcl-bm25", "significant"] and not sg.loc["bfcl-bm25-hybrid", "significant"]
+    assert sg.loc["bfcl-bm25", "oracle_goal_met"] is None or pd.isna(sg.loc["bfcl-bm25", "oracle_goal_met"])
+    assert sg.loc["bfcl-bm25-hybrid", "oracle_goal_met"] == False  # noqa: E712 (0.85 < 0.9)
