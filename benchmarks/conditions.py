@@ -26,12 +26,22 @@ toolbench  (none)     gold + 49 most similar (50)                 all 474      d
 toolbench  full       the whole registry (3,406)                  all 474      default
 bfcl/...   sub<N>     a random sub-registry of N tools holding    as the base  default
                       the query's gold tool (registry sweep)
+bfcl/...   hybrid     the main rule; each query also carries the  as the base  as the base
+                      other scorer's scores (bm25 <-> minilm)
+bfcl/...   q<shift>   the main rule with rewritten query text:    as the base  as the base
+                      qnotools, qtrunc20, qdrop30
+                      (:mod:`benchmarks.shift`)
 run        (none)     a TREC run + qrels (``run=...``, ``qrels=``) the run's   default
 beir       (none)     the whole corpus of a BEIR folder           split qrels  default
 synthetic  <spec>     generated score lists, scorer ``gen``       n_queries    default
                       (:mod:`benchmarks.synthetic`, e.g.
                       ``n100-sep2.0-normal``)
 =========  =========  ==========================================  ===========  =======
+
+Scorer ``fused`` (any benchmark with a candidate rule): the candidates ranked by the weighted
+z-fusion ``(1 - w) z(BM25) + w z(MiniLM)`` of each query's candidate scores, with ``w`` in
+{0, 0.05, ..., 1} chosen on the training split by the gold tool's mean reciprocal rank
+(:func:`fit_fusion_weight`; recorded in the meta as ``fusion_weight``).
 
 "Most similar distractors" are the nearest tools to the gold tool by cosine
 similarity of all-MiniLM-L6-v2 embeddings of the tool texts (tool-tool similarity),
@@ -47,7 +57,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +67,7 @@ from benchmarks.cache import cached_embeddings, cached_scores
 from benchmarks.corpus import DataError, ToolCorpus
 from benchmarks.names import ConditionId
 from benchmarks.scorers import EmbeddingScorer, make_scorer
+from benchmarks.shift import QUERY_SHIFTS, shift_queries
 from envs import RankedQuery
 
 SIMILARITY_MODEL = "minilm"
@@ -118,6 +129,9 @@ class CandidateRule:
     hybrid: bool = False
     """Whether every query also carries the other scorer's scores of the same candidates (variant
     ``hybrid``: the learners then observe the two-scorer features, :mod:`envs.features`)."""
+    query_shift: str = ""
+    """A rule-based rewrite of the query text (:data:`benchmarks.shift.QUERY_SHIFTS`; variants
+    ``qnotools``, ``qtrunc20``, ``qdrop30``); "" = the queries as written."""
 
     def __post_init__(self) -> None:
         if self.n is not None and self.n_similar + self.n_random + 1 > self.n:
@@ -186,6 +200,8 @@ BENCHMARKS: dict[
     ),
     "beir": (_beir, {"": CandidateRule()}),
 }
+for _b in ("bfcl", "metatool", "toolbench"):  # query-shift variants of each main candidate rule
+    BENCHMARKS[_b][1].update({k: replace(BENCHMARKS[_b][1][""], query_shift=k) for k in QUERY_SHIFTS})
 _SUB = re.compile(r"^sub(\d+)$")
 
 
@@ -432,6 +448,15 @@ def build_condition(
     records = [corpus.queries[i] for i in picked]
     index = corpus.tool_index()
     texts = [q.text for q in records]
+    if rule.query_shift:
+        shifted = shift_queries(rule.query_shift, texts, [q.qid for q in records], corpus.tool_names)
+        shift_meta = {
+            "query_shift": rule.query_shift,
+            "query_shift_rule": QUERY_SHIFTS[rule.query_shift],
+            "queries_changed": sum(a != b for a, b in zip(texts, shifted, strict=True)),
+            "queries_emptied": sum(not t.strip() for t in shifted),
+        }
+        texts = shifted
     t1 = time.perf_counter()
     matrices: dict[str, NDArray[np.float64]] = {}
     hits, identities = [], {}
@@ -501,6 +526,7 @@ def build_condition(
             "scorer_identity": identities[scorer] if scorer in identities else identities,
             **({"second_scorer": SCORER_PAIR[scorer], "observation": "hybrid"} if rule.hybrid else {}),
             **fusion,
+            **(shift_meta if rule.query_shift else {}),
             "inputs_sha256": corpus.inputs_sha256,
             "corpus_fingerprint": corpus.fingerprint(),
             "skipped": corpus.skipped,

@@ -206,11 +206,11 @@ def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
         benchmark = ea.benchmark or cfg["benchmark"]
         scorer = ea.scorer or cfg["scorer"]
         same = benchmark == cfg["benchmark"]
-        variant = cfg.get("variant", "") if same else ""
+        variant = ea.variant if ea.variant is not None else (cfg.get("variant", "") if same else "")
         options = tuple(sorted((cfg.get("options") or {}).items())) if same else ()
         cond = get_condition(benchmark, scorer, variant, cfg.get("split_seed", 0), ca.data_dir, ca.cache_dir, options)
         split = ea.split or "test"
-        changes = _input_changes(run, cond.meta) if same else []
+        changes = _input_changes(run, cond.meta) if same and variant == cfg.get("variant", "") else []
     for line in changes:
         print(f"shortlist: note: the inputs differ from the run's: {line}", file=sys.stderr)
     queries = {"test": cond.test, "train": cond.train, "all": cond.queries}[split]

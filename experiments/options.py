@@ -225,6 +225,11 @@ class EvaluateArgs:
     run_dir: str = opt("", "a run directory written by train/reproduce (OUT/runs/<run_id>)", required=True)
     benchmark: str | None = opt(None, "evaluate on this benchmark instead of the run's own")
     scorer: str | None = opt(None, "evaluate with this scorer instead of the run's own (scorer shift)")
+    variant: str | None = opt(
+        None,
+        "evaluate on this variant instead of the run's own, e.g. a query shift: qnotools (tool names "
+        "removed), qtrunc20 (first 20 words), qdrop30 (30%% of words dropped); '' = the main rule",
+    )
     run: str | None = opt(None, "evaluate on your own ranked lists: a TREC run file (with --qrels)")
     qrels: str | None = opt(None, "qrels for --run: TREC (qid 0 docid rel) or BEIR TSV")
     n_candidates: int | None = opt(None, "candidate-set size N for --run (unset: each query's run length)")
@@ -240,8 +245,8 @@ class EvaluateArgs:
             raise ValueError(f"--split must be test, train or all, got {self.split!r}")
         if bool(self.run) != bool(self.qrels):
             raise ValueError("--run and --qrels go together")
-        if self.run and (self.benchmark or self.scorer):
-            raise ValueError("--run/--qrels replace --benchmark/--scorer: give one or the other")
+        if self.run and (self.benchmark or self.scorer or self.variant is not None):
+            raise ValueError("--run/--qrels replace --benchmark/--scorer/--variant: give one or the other")
         if self.n_candidates is not None and not self.run:
             raise ValueError("--n-candidates goes with --run")
         if self.n_candidates is not None and not 1 <= self.n_candidates <= 2**53:
