@@ -169,7 +169,7 @@ class ExpectedRewardCutoff:
         try:
             p = json.loads(Path(path).read_text())["params"]
             out = cls(p["reward"], CutoffConfig(**p["settings"]))
-            out.n_features = int(p["n_features"])
+            out.n_features = int(p.get("n_features", N_FEATURES))
             net = _net(out.n_features, out.settings.hidden)
             net.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in p["state"].items()})
         except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError, RuntimeError) as e:
@@ -184,7 +184,7 @@ register(
     group="agent",
     stochastic=True,
     uses_reward=True,
-    description="supervised P(found by k) per depth (torch MLP on the score-only state), stop at the "
-    "argmax of expected reward minus step cost (see agents/cutoff.py)",
+    description="supervised P(found by k) per depth (torch MLP on the score features, plus the second scorer's "
+    "on -hybrid conditions), stop at the argmax of expected reward minus step cost (see agents/cutoff.py)",
     config=CutoffConfig,
 )

@@ -300,6 +300,7 @@ register(
     group="agent",
     stochastic=True,
     uses_reward=True,
-    description="SB3 DQN on the score-only state (paper network, optimiser and replay; see agents/dqn.py)",
+    description="SB3 DQN on the score features, plus the second scorer's on -hybrid conditions (paper network, "
+    "optimiser and replay; see agents/dqn.py)",
     config=DQNConfig,
 )

@@ -258,6 +258,7 @@ register(
     group="agent",
     stochastic=True,
     uses_reward=True,
-    description="tabular Q-learning on the discretised score-only state (depth-only back-off)",
+    description="tabular Q-learning on the discretised score features (+ one second-scorer bin on -hybrid "
+    "conditions; depth-only back-off)",
     config=TabularConfig,
 )

@@ -67,6 +67,12 @@ def _bench(a: o.BenchArgs, ca: o.CommonArgs, command: str) -> int:
     return cmd_bench(a, ca, command)
 
 
+def _shift(a: o.ShiftArgs, fa: o.FolderArgs, command: str) -> int:
+    from experiments.shift import cmd_shift
+
+    return cmd_shift(a, fa, command)
+
+
 def _tune(a: o.TuneArgs, command: str) -> int:
     from experiments.tune import cmd_tune
 
@@ -143,6 +149,14 @@ COMMANDS: tuple[Command, ...] = (
         (o.BenchArgs, o.CommonArgs),
         _bench,
         "speed and memory benchmark on this machine (writes results/bench.md)",
+    ),
+    Command(
+        "shift",
+        (o.ShiftArgs, o.FolderArgs),
+        _shift,
+        "trained policies, unchanged, under scorer, benchmark and query shift, against the largest-gap rule",
+        "Reads the run directories of reproduce/compare; writes OUT (default results/shift): per-query rows, "
+        "aggregates, paired differences, the comparison with the largest-gap rule and a generated README.",
     ),
     Command(
         "tune",

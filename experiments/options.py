@@ -348,6 +348,22 @@ class TuneArgs:
 
 
 @dataclass(frozen=True)
+class ShiftArgs:
+    """``shortlist shift``: trained policies, unchanged, under scorer, benchmark and query shift."""
+
+    only: tuple[str, ...] = opt(
+        (),
+        "source conditions whose runs are shifted (empty: the base pairs bfcl/metatool-bm25/minilm, toolbench-minilm)",
+    )
+    runs_dir: str = opt("results/runs", "run directories written by `shortlist reproduce` and `compare`")
+    out: str = opt("results/shift", "results folder")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "only", tuple(dict.fromkeys(self.only)))
+        _check_folder("--out", self.out)
+
+
+@dataclass(frozen=True)
 class DataListArgs:
     """``shortlist data list``."""
 

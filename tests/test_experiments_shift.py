@@ -1,0 +1,78 @@
+"""``shortlist shift``: trained runs evaluated unchanged under scorer, benchmark and query shift."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from experiments.cli import main
+from experiments.shift import shift_targets
+
+
+def test_shift_targets_per_source() -> None:
+    assert shift_targets("bfcl-bm25") == [
+        ("none", "bfcl-bm25"),
+        ("scorer", "bfcl-minilm"),
+        ("benchmark", "metatool-bm25"),
+        ("benchmark", "toolbench-bm25"),
+        ("query", "bfcl-bm25-qnotools"),
+        ("query", "bfcl-bm25-qtrunc20"),
+        ("query", "bfcl-bm25-qdrop30"),
+    ]
+    for bad in ("bfcl-bm25-hybrid", "synthetic-gen-n100", "bfcl-fused"):
+        with pytest.raises(ValueError, match="shift source"):
+            shift_targets(bad)
+
+
+@pytest.fixture(scope="module")
+def shifted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("shift")
+    cache = str(root / "cache")
+    out = root / "study"
+    for agent in (["tabular", "--tabular-episodes", "300"], ["cutoff"], ["gap"], ["threshold"]):
+        assert main(["train", "--agent", *agent, "--seeds", "3", "--out", str(out), "--cache-dir", cache]) == 0
+    res = root / "shift"
+    args = ["shift", "--only", "bfcl-bm25", "--runs-dir", str(out / "runs"), "--out", str(res), "--cache-dir", cache]
+    assert main(args) == 0
+    return out, res
+
+
+def test_shift_rows_cover_every_target_and_none_reproduces_the_runs(shifted: tuple[Path, Path]) -> None:
+    study, res = shifted
+    pq = pd.read_csv(res / "per_query.csv", dtype={"qid": str})
+    assert set(pq["target"]) == {t for _, t in shift_targets("bfcl-bm25")}
+    assert set(pq["method"]) == {"bor-tabular", "bor-cutoff", "gap", "bor-threshold"}
+    for method in ("bor-tabular", "bor-cutoff", "gap"):
+        own = pd.read_csv(study / "runs" / f"bfcl-bm25__{method}__s3" / "per_query.csv", dtype={"qid": str})
+        none = pq[(pq["shift"] == "none") & (pq["method"] == method)].set_index("qid")
+        assert sorted(none.index) == sorted(own["qid"])
+        none = none.loc[own["qid"]]
+        assert none["k"].tolist() == own["k"].tolist()
+        assert none["reward"].tolist() == pytest.approx(own["reward"].tolist())
+    q = pq[pq["target"] == "metatool-bm25"]
+    assert (q["n"] == 100).all() and q["qid"].str.startswith("metatool").all()  # the target's own test split
+
+
+def test_shift_report_compares_the_best_agent_with_the_gap_rule(shifted: tuple[Path, Path]) -> None:
+    _, res = shifted
+    vg = pd.read_csv(res / "versus_gap.csv")
+    agg = pd.read_csv(res / "aggregate.csv")
+    assert len(vg) == 7 and set(vg["shift"]) == {"none", "scorer", "benchmark", "query"}
+    for _, r in vg.iterrows():
+        a = agg[agg["condition"] == f"{r['source']}@{r['target']}"].set_index("method")
+        assert r["best_agent"] == max(("bor-tabular", "bor-cutoff"), key=lambda m: a.loc[m, "mean_reward"])
+        assert r["gap_mean_reward"] == pytest.approx(a.loc["gap", "mean_reward"])
+        assert r["diff_lo"] <= r["diff"] <= r["diff_hi"]
+        assert bool(r["at_least_gap"]) == bool(r["mean_reward"] >= r["gap_mean_reward"])
+    readme = (res / "README.md").read_text()
+    assert "## Against the largest-gap rule" in readme and "of 6 (source, shifted target) pairs" in readme
+    man = json.loads((res / "manifest.json").read_text())
+    assert man["sources"] == ["bfcl-bm25"] and man["n_runs"] == 4 * 7
+
+
+def test_shift_refuses_missing_runs(tmp_path: Path) -> None:
+    assert main(["shift", "--runs-dir", str(tmp_path / "none"), "--out", str(tmp_path / "o")]) == 2
+    assert not (tmp_path / "o").exists()
