@@ -32,15 +32,20 @@ n-step returns (``n_steps=4``) against the runaway to K = N. Some policies never
 the whole list (7% of MetaTool+BM25 test queries over five splits with one-step targets). The
 cause: a tied tail (MetaTool+BM25: 89% of each list ties at BM25 = 0) is a long chain of nearly
 identical observations, and a one-step target ``-c + gamma max_a Q(s', a)`` with s' ~ s feeds an
-over-estimate of CONTINUE back into itself; the trained networks valued CONTINUE about 0.05-0.09
-above STOP at every depth of such a tail, up to the cap. An n-step target sums n observed
+over-estimate of CONTINUE back into itself: the runaway policies of the earlier study valued
+CONTINUE above STOP at every depth of such a tail, up to the cap (:meth:`DQNAgent.q_values` on the
+features of one of their whole-list queries shows it). An n-step target sums n observed
 rewards before it bootstraps, so the chain of bootstraps through the tail is n times shorter.
 Chosen on validation with ``shortlist tune --benchmark B --scorer S --grid n_steps=1,4
-double_q=false,true`` (``results/tuning/n_steps/``): n_steps=4 is the only setting with no
-whole-list episode in any validation run, and it has the largest total gain on the benchmark
-conditions; Double-DQN targets (``double_q``, van Hasselt et al. 2016) reduced but did not remove
-the runaway and are off by default. On the hardest synthetic condition (d' = 0.5) n-step targets
-cost validation reward: the tuning files show how much.
+double_q=false,true`` (``results/tuning/n_steps/``, BFCL and MetaTool with both scorers and the
+hardest synthetic condition): the two settings with n_steps=4 are the only ones with no whole-list
+episode in any validation run (one-step targets: up to 40% on a MetaTool+BM25 seed; one-step
+Double-DQN targets, van Hasselt et al. 2016: up to 1.4%), and of the two, plain targets
+(``double_q=False``) have the higher mean reward. Against one-step targets, n_steps=4 changes
+validation mean reward by -0.08 (BFCL+BM25), -0.03 (BFCL+MiniLM), +0.38 (MetaTool+BM25), -0.03
+(MetaTool+MiniLM) and -0.12 (synthetic d' = 0.5, where it stops earlier); one-step Double-DQN
+targets would have gained slightly more on the four benchmark conditions (+0.25 against +0.23 in
+total) but kept the runaway.
 
 Inference is batched: the Q-network is applied to every (query, depth)
 observation at once and each query stops at its first depth where
