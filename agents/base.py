@@ -73,6 +73,26 @@ def save_json(path: Path, name: str, params: dict) -> None:
     Path(path).write_text(json.dumps({"name": name, "params": params}, sort_keys=True) + "\n")
 
 
+def save_torch_json(path: Path, name: str, params: dict, net: Any) -> None:
+    """A torch module's weights as JSON lists beside ``params`` (:func:`save_json`; no pickle)."""
+    save_json(path, name, {**params, "state": {k: v.tolist() for k, v in net.state_dict().items()}})
+
+
+def load_torch_json(path: Path, what: str, build: Callable[[dict], tuple[Any, Any]]) -> Any:
+    """Rebuild a policy saved by :func:`save_torch_json`: ``build(params)`` returns the policy and its
+    freshly built module, whose weights are then read from the file (JSON; never executes code)."""
+    import torch
+
+    params = read_json(path, what)
+    try:
+        out, net = build(params)
+        net.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in params["state"].items()})
+    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:
+        raise ValueError(f"{path}: malformed {what} file ({e})") from e
+    out.net = net.eval()
+    return out
+
+
 def read_json(path: Path, what: str) -> dict:
     """The ``params`` of a file written by :func:`save_json`; ValueError naming the file otherwise."""
     try:

@@ -23,7 +23,6 @@ CPU thread, so one seed always gives the same model. Saved as JSON (no pickle).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
+from agents.base import load_torch_json, save_torch_json
 from agents.peers import objective_matrix, query_caps
 from agents.registry import register
 from envs import EpisodeConfig, RankedQuery, feature_matrix
@@ -156,31 +156,25 @@ class CutoffModel:
         """Weights and settings as JSON lists (no pickle)."""
         if self.net is None:
             raise RuntimeError(f"{self.name}: nothing to save")
-        payload = {
-            "name": self.name,
-            "params": {
-                "reward": self.reward,
-                "settings": asdict(self.settings),
-                "final_train_objective": -self.final_loss,
-                "n_features": self.n_features,
-                "state": {k: v.tolist() for k, v in self.net.state_dict().items()},
-            },
+        params = {
+            "reward": self.reward,
+            "settings": asdict(self.settings),
+            "final_train_objective": -self.final_loss,
+            "n_features": self.n_features,
         }
-        Path(path).write_text(json.dumps(payload) + "\n")
+        save_torch_json(path, self.name, params, self.net)
 
     @classmethod
     def load(cls, path: Path, reward: str = "bor", settings: Any = None) -> CutoffModel:
         """Rebuild a model written by :meth:`save` (JSON; never executes code)."""
-        try:
-            p = json.loads(Path(path).read_text())["params"]
+
+        def build(p: dict) -> tuple[CutoffModel, nn.Module]:
             out = cls(p["reward"], ChoppyConfig(**p["settings"]))
             out.n_features = int(p.get("n_features", N_FEATURES))
-            net = _CutNet(out.n_features, out.settings.hidden)
-            net.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in p["state"].items()})
-        except (OSError, json.JSONDecodeError, KeyError, TypeError, RuntimeError) as e:
-            raise ValueError(f"{path}: malformed cut-off model file ({e})") from e
-        out.net = net.eval()
-        return out
+            return out, _CutNet(out.n_features, out.settings.hidden)
+
+        loaded: CutoffModel = load_torch_json(path, "cut-off model", build)
+        return loaded
 
 
 register(

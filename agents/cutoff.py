@@ -26,7 +26,6 @@ CPU thread. Saved as JSON (no pickle).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,7 +36,7 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from agents.base import row_depths, stacked_features
+from agents.base import load_torch_json, row_depths, save_torch_json, stacked_features
 from agents.registry import register
 from envs import EpisodeConfig, RankedQuery
 from envs.features import N_FEATURES
@@ -151,31 +150,25 @@ class ExpectedRewardCutoff:
         """Weights and settings as JSON lists (no pickle)."""
         if self.net is None:
             raise RuntimeError(f"{self.name}: nothing to save")
-        payload = {
-            "name": self.name,
-            "params": {
-                "reward": self.reward,
-                "settings": asdict(self.settings),
-                "final_train_loss": self.final_loss,
-                "n_features": self.n_features,
-                "state": {k: v.tolist() for k, v in self.net.state_dict().items()},
-            },
+        params = {
+            "reward": self.reward,
+            "settings": asdict(self.settings),
+            "final_train_loss": self.final_loss,
+            "n_features": self.n_features,
         }
-        Path(path).write_text(json.dumps(payload) + "\n")
+        save_torch_json(path, self.name, params, self.net)
 
     @classmethod
     def load(cls, path: Path, reward: str = "bor", settings: Any = None) -> ExpectedRewardCutoff:
         """Rebuild a model written by :meth:`save` (JSON; never executes code)."""
-        try:
-            p = json.loads(Path(path).read_text())["params"]
+
+        def build(p: dict) -> tuple[ExpectedRewardCutoff, nn.Module]:
             out = cls(p["reward"], CutoffConfig(**p["settings"]))
             out.n_features = int(p.get("n_features", N_FEATURES))
-            net = _net(out.n_features, out.settings.hidden)
-            net.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in p["state"].items()})
-        except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError, RuntimeError) as e:
-            raise ValueError(f"{path}: malformed cut-off policy file ({e})") from e
-        out.net = net.eval()
-        return out
+            return out, _net(out.n_features, out.settings.hidden)
+
+        loaded: ExpectedRewardCutoff = load_torch_json(path, "cut-off policy", build)
+        return loaded
 
 
 register(

@@ -255,6 +255,17 @@ def dp_table(runs: Sequence[Path], summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def diff_interval(d: np.ndarray, idx: np.ndarray) -> dict[str, float]:
+    """Mean of per-unit differences ``d`` and its 95% percentile interval over the resamples ``idx``
+    (:func:`unit_resamples`)."""
+    boot = d[idx].mean(axis=1)
+    return {
+        "diff": float(d.mean()),
+        "diff_lo": float(np.quantile(boot, 0.025)),
+        "diff_hi": float(np.quantile(boot, 0.975)),
+    }
+
+
 def paired_differences(per_query: pd.DataFrame, seed: int = 0, n_boot: int = 10_000) -> pd.DataFrame:
     """Mean reward of each BoR agent minus each peer's, with a paired bootstrap over test queries;
     each RL agent is also paired with the supervised expected-reward cut-off (``peer`` = bor-cutoff).
@@ -277,17 +288,8 @@ def paired_differences(per_query: pd.DataFrame, seed: int = 0, n_boot: int = 10_
                 others.append(SUPERVISED_AGENT)
             for peer in others:
                 d = (by.loc[agent] - by.loc[peer]).to_numpy()
-                boot = d[idx].mean(axis=1)
                 rows.append(
-                    {
-                        "condition": cond,
-                        "agent": agent,
-                        "peer": peer,
-                        "n_queries": d.size,
-                        "diff": float(d.mean()),
-                        "diff_lo": float(np.quantile(boot, 0.025)),
-                        "diff_hi": float(np.quantile(boot, 0.975)),
-                    }
+                    {"condition": cond, "agent": agent, "peer": peer, "n_queries": d.size, **diff_interval(d, idx)}
                 )
     return pd.DataFrame(rows)
 
@@ -635,7 +637,6 @@ def paired_conditions(
             if method not in wa.index or method not in wb.index:
                 continue
             d = (wb.loc[method] - wa.loc[method]).to_numpy()
-            boot = d[idx].mean(axis=1)
             rows.append(
                 {
                     "base": base,
@@ -644,9 +645,7 @@ def paired_conditions(
                     "n_units": d.size,
                     "base_mean_reward": float(wa.loc[method].mean()),
                     "other_mean_reward": float(wb.loc[method].mean()),
-                    "diff": float(d.mean()),
-                    "diff_lo": float(np.quantile(boot, 0.025)),
-                    "diff_hi": float(np.quantile(boot, 0.975)),
+                    **diff_interval(d, idx),
                 }
             )
     return pd.DataFrame(rows)
