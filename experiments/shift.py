@@ -11,7 +11,8 @@ the saved policy on the test split (same split seed) of each shift target:
 
 plus **none** (its own test split, which reproduces the run's own rows). Nothing is retrained; the
 fitted peers keep their fitted parameters. The largest-gap rule (``gap``) needs no training, so it
-is the reference a learned policy must not fall below under shift.
+is the reference a learned policy must not fall below under shift (built here, with the first
+study seed's label, when the runs folder holds no ``gap`` run of a source and split).
 
 Writes ``OUT/per_query.csv`` (one row per test query x run x target; ``condition`` is
 ``<source>@<target>``), ``aggregate.csv`` (means over runs with the split-stratified query
@@ -23,18 +24,19 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
 
-from agents import evaluate
+from agents import evaluate, registry
 from benchmarks.names import ConditionId
 from benchmarks.shift import QUERY_SHIFTS
 from envs import EpisodeConfig
 from experiments.config import MethodSpec
 from experiments.io import atomic_write_csv, atomic_write_text, write_manifest
 from experiments.options import FolderArgs, ShiftArgs
-from experiments.plan import BOR_AGENTS
+from experiments.plan import BOR_AGENTS, DEFAULT_SEEDS, base_plan
 from experiments.report.markdown import ci, fmt, table
 from experiments.report.tables import aggregate_with_groups, paired_differences
 from experiments.runner import RUN_KEYS, get_condition
@@ -87,6 +89,12 @@ def shift_rows(sa: ShiftArgs, fa: FolderArgs) -> pd.DataFrame:
     frames = []
     for (source, split), runs in shifted_runs(Path(sa.runs_dir), sources).items():
         policies = [(load_run_policy(run, cfg), cfg) for run, cfg in runs]
+        if not any(cfg["method"] == GAP_RULE for _, cfg in runs):  # untrained: built here when no run has it
+            plan = base_plan(ConditionId.parse(source))
+            episode = asdict(EpisodeConfig(step_cost=plan.step_cost, gamma=plan.gamma))
+            policies.append(
+                (registry.make(GAP_RULE), {"method": GAP_RULE, "seed": DEFAULT_SEEDS[0], "episode": episode})
+            )
         for kind, target in shift_targets(source):
             cid = ConditionId.parse(target)
             cond = get_condition(cid.benchmark, cid.scorer, cid.variant, split, fa.data_dir, fa.cache_dir)

@@ -76,3 +76,22 @@ def test_shift_report_compares_the_best_agent_with_the_gap_rule(shifted: tuple[P
 def test_shift_refuses_missing_runs(tmp_path: Path) -> None:
     assert main(["shift", "--runs-dir", str(tmp_path / "none"), "--out", str(tmp_path / "o")]) == 2
     assert not (tmp_path / "o").exists()
+
+
+def test_shift_builds_the_untrained_gap_rule_when_no_run_has_it(shifted: tuple[Path, Path], tmp_path: Path) -> None:
+    import shutil
+
+    study, res = shifted
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copytree(study / "runs" / "bfcl-bm25__bor-tabular__s3", runs / "bfcl-bm25__bor-tabular__s3")
+    out = tmp_path / "shift"
+    cache = str(study.parent / "cache")
+    assert main(["shift", "--only", "bfcl-bm25", "--runs-dir", str(runs), "--out", str(out), "--cache-dir", cache]) == 0
+    pq = pd.read_csv(out / "per_query.csv", dtype={"qid": str})
+    assert set(pq["method"]) == {"bor-tabular", "gap"}
+    full = pd.read_csv(res / "per_query.csv", dtype={"qid": str})
+    keys = ["target", "qid"]
+    built = pq[pq["method"] == "gap"].set_index(keys)["k"].sort_index()
+    trained = full[full["method"] == "gap"].set_index(keys)["k"].sort_index()
+    assert built.equals(trained)  # the same depths as the gap run of the study
