@@ -356,6 +356,9 @@ class ShiftArgs:
         "source conditions whose runs are shifted (empty: the base pairs bfcl/metatool-bm25/minilm, toolbench-minilm)",
     )
     runs_dir: str = opt("results/runs", "run directories written by `shortlist reproduce` and `compare`")
+    methods: tuple[str, ...] = opt(
+        (), "methods to shift, or 'all' for every BoR agent and peer (empty: the BoR agents and the gap rule)"
+    )
     out: str = opt("results/shift", "results folder")
 
     def __post_init__(self) -> None:

@@ -63,9 +63,13 @@ def shift_targets(source: str) -> list[tuple[str, str]]:
     return out
 
 
-def shifted_runs(runs_dir: Path, sources: tuple[str, ...]) -> dict[tuple[str, int], list[tuple[Path, dict]]]:
-    """The run directories to shift, grouped by (source condition, split seed): every BoR agent and
-    every peer (no fixed K, no limits) trained on one of ``sources``."""
+def shifted_runs(
+    runs_dir: Path, sources: tuple[str, ...], methods: tuple[str, ...] = ()
+) -> dict[tuple[str, int], list[tuple[Path, dict]]]:
+    """The run directories to shift, grouped by (source condition, split seed): the BoR agents and the
+    gap rule trained on one of ``sources`` (``methods``: these instead; ``("all",)``: every BoR agent
+    and every peer, no fixed K, no limits)."""
+    wanted = set(methods or (*BOR_AGENTS, GAP_RULE))
     if not runs_dir.is_dir():
         raise FileNotFoundError(f"{runs_dir}: no run directories (run `shortlist reproduce` and `compare` first)")
     groups: dict[tuple[str, int], list[tuple[Path, dict]]] = defaultdict(list)
@@ -74,10 +78,10 @@ def shifted_runs(runs_dir: Path, sources: tuple[str, ...]) -> dict[tuple[str, in
         if cfg["condition"] not in sources:
             continue
         group = MethodSpec.parse(cfg["method"]).kind.group
-        if cfg["method"] in BOR_AGENTS or group == "peer":
+        if cfg["method"] in wanted or ("all" in wanted and (cfg["method"] in BOR_AGENTS or group == "peer")):
             groups[(cfg["condition"], int(cfg.get("split_seed", 0)))].append((run, cfg))
     if not groups:
-        raise ValueError(f"{runs_dir}: no BoR agent or peer runs of {', '.join(sources)}")
+        raise ValueError(f"{runs_dir}: no runs of {', '.join(sorted(wanted))} on {', '.join(sources)}")
     return dict(sorted(groups.items()))
 
 
@@ -87,7 +91,7 @@ def shift_rows(sa: ShiftArgs, fa: FolderArgs) -> pd.DataFrame:
     for s in sources:
         shift_targets(s)  # refuses a bad source before any work
     frames = []
-    for (source, split), runs in shifted_runs(Path(sa.runs_dir), sources).items():
+    for (source, split), runs in shifted_runs(Path(sa.runs_dir), sources, sa.methods).items():
         policies = [(load_run_policy(run, cfg), cfg) for run, cfg in runs]
         if not any(cfg["method"] == GAP_RULE for _, cfg in runs):  # untrained: built here when no run has it
             plan = base_plan(ConditionId.parse(source))
@@ -246,6 +250,7 @@ def cmd_shift(sa: ShiftArgs, fa: FolderArgs, command: str) -> int:
         command=command,
         runs_dir=sa.runs_dir,
         sources=list(sa.only or SHIFT_SOURCES),
+        method_filter=list(sa.methods) or "BoR agents and the gap rule",
         n_runs=int(per_query.groupby([*RUN_KEYS]).ngroups),
         methods=sorted(per_query["method"].unique()),
         targets={s: [t for _, t in shift_targets(s)] for s in (sa.only or SHIFT_SOURCES)},

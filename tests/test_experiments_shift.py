@@ -36,6 +36,7 @@ def shifted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         assert main(["train", "--agent", *agent, "--seeds", "3", "--out", str(out), "--cache-dir", cache]) == 0
     res = root / "shift"
     args = ["shift", "--only", "bfcl-bm25", "--runs-dir", str(out / "runs"), "--out", str(res), "--cache-dir", cache]
+    args += ["--methods", "all"]
     assert main(args) == 0
     return out, res
 
