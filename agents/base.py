@@ -73,6 +73,16 @@ def save_json(path: Path, name: str, params: dict) -> None:
     Path(path).write_text(json.dumps({"name": name, "params": params}, sort_keys=True) + "\n")
 
 
+def check_observation(name: str, trained: int, given: int, unit: str = "features per depth") -> None:
+    """ValueError when a policy trained on one observation set (score-only or with a second scorer) is
+    applied to queries of the other: ``trained`` and ``given`` count ``unit`` (features or table states)."""
+    if trained != given:
+        raise ValueError(
+            f"{name}: trained on {trained} {unit} but these queries give {given}: train and apply it on the "
+            "same observation set (with or without a second scorer)"
+        )
+
+
 def save_torch_json(path: Path, name: str, params: dict, net: Any) -> None:
     """A torch module's weights as JSON lists beside ``params`` (:func:`save_json`; no pickle)."""
     save_json(path, name, {**params, "state": {k: v.tolist() for k, v in net.state_dict().items()}})

@@ -33,7 +33,7 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from agents.base import load_torch_json, save_torch_json
+from agents.base import check_observation, load_torch_json, save_torch_json
 from agents.peers import objective_matrix, query_caps
 from agents.registry import register
 from envs import EpisodeConfig, RankedQuery, feature_matrix
@@ -103,11 +103,7 @@ class CutoffModel:
 
     def _inputs(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> tuple[torch.Tensor, torch.Tensor]:
         x, mask = _inputs(queries, config)
-        if x.shape[-1] != self.n_features:
-            raise ValueError(
-                f"{self.name}: trained on {self.n_features} features per depth but these queries give {x.shape[-1]}: "
-                "train and apply it on the same observation set (with or without a second scorer)"
-            )
+        check_observation(self.name, self.n_features, int(x.shape[-1]))
         return x, mask
 
     def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int) -> CutoffModel:

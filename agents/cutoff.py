@@ -1,8 +1,9 @@
 """Expected-reward cut-off: predict P(a relevant item is within the top k), stop where the expected
 reward minus the step cost is largest.
 
-A supervised alternative to the RL agents on the same observation (the 13 score-only features of
-:func:`envs.feature_matrix` at every depth). A small torch network reads the features of depth k
+A supervised alternative to the RL agents on the same observation (the features of
+:func:`envs.feature_matrix` at every depth: 13 from the scores, 20 when the queries carry a second
+scorer). A small torch network reads the features of depth k
 and predicts
 
     p_k = P(found(k) | x_k)          (found(k): the top k hold a relevant item)
@@ -36,7 +37,7 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from agents.base import load_torch_json, row_depths, save_torch_json, stacked_features
+from agents.base import check_observation, load_torch_json, row_depths, save_torch_json, stacked_features
 from agents.registry import register
 from envs import EpisodeConfig, RankedQuery
 from envs.features import N_FEATURES
@@ -120,11 +121,7 @@ class ExpectedRewardCutoff:
             raise RuntimeError(f"{self.name}: call fit() or load() first")
         torch.set_num_threads(1)
         feats, offsets = stacked_features(queries, config)
-        if feats.shape[1] != self.n_features:
-            raise ValueError(
-                f"{self.name}: trained on {self.n_features} features per depth but these queries give "
-                f"{feats.shape[1]}: train and apply it on the same observation set (with or without a second scorer)"
-            )
+        check_observation(self.name, self.n_features, int(feats.shape[1]))
         with torch.no_grad():
             p = torch.sigmoid(self.net(torch.from_numpy(feats)).squeeze(-1)).double().numpy()
         for a, b in zip(offsets[:-1], offsets[1:], strict=True):

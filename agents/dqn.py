@@ -66,7 +66,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from agents.base import greedy_depths, training_bar
+from agents.base import check_observation, greedy_depths, training_bar
 from agents.registry import register
 from envs import EpisodeConfig, RankedQuery, ShortlistEnv
 from envs.features import N_FEATURES, OBSERVATIONS, observation_width
@@ -246,12 +246,8 @@ class DQNAgent:
         if self.model is None:
             raise RuntimeError(f"{self.name}: call fit() or load() first")
         width = int(self.model.observation_space.shape[0])
-        if queries and observation_width(queries) != width:
-            raise ValueError(
-                f"{self.name}: trained on {width} features per depth but these queries give "
-                f"{observation_width(queries)}: train and apply it on the same observation set (with or without "
-                "a second scorer)"
-            )
+        if queries:
+            check_observation(self.name, width, observation_width(queries))
 
         def stop(feats: NDArray[np.float32]) -> NDArray[np.bool_]:
             q = np.concatenate([self.q_values(feats[i : i + 65536]) for i in range(0, len(feats), 65536)])

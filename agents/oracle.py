@@ -62,7 +62,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from agents.base import first_stop, read_json, row_depths, save_json, stacked_features
+from agents.base import check_observation, first_stop, read_json, row_depths, save_json, stacked_features
 from agents.registry import register
 from agents.tabular import N_DEPTH_BINS, N_STATES, depth_bin, discretise, n_states_of
 from envs import EpisodeConfig, RankedQuery
@@ -340,11 +340,7 @@ class OptimalStopping:
         if len(queries) == 0:
             return np.zeros(0, dtype=np.int64)
         feats, offsets = stacked_features(queries, config)
-        if n_states_of(feats.shape[1]) != self.stop.size:
-            raise ValueError(
-                f"{self.name}: the policy was solved on {self.stop.size} states but these queries give "
-                f"{feats.shape[1]} features: solve and apply it on the same observation set"
-            )
+        check_observation(self.name, self.stop.size, n_states_of(feats.shape[1]), "table states")
         return first_stop(self.stop_rule(discretise(feats, row_depths(offsets))), offsets)
 
     def save(self, path: Path) -> None:

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from agents.base import first_stop, row_depths, stacked_features, training_bar
+from agents.base import check_observation, first_stop, row_depths, stacked_features, training_bar
 from agents.registry import register
 from envs import EpisodeConfig, RankedQuery, feature_matrix
 from envs.features import N_FEATURES, OBSERVATIONS, Z_CLIP, observation_width
@@ -206,12 +206,7 @@ class TabularQ:
         if len(queries) == 0:
             return np.zeros(0, dtype=np.int64)
         feats, offsets = stacked_features(queries, config)
-        if n_states_of(feats.shape[1]) != self.q.shape[0]:
-            raise ValueError(
-                f"{self.name}: the table was trained on {self.q.shape[0]} states but these queries give "
-                f"{feats.shape[1]} features ({n_states_of(feats.shape[1])} states): train and apply it on the "
-                "same observation set (with or without a second scorer)"
-            )
+        check_observation(self.name, self.q.shape[0], n_states_of(feats.shape[1]), "table states")
         v = self.values(discretise(feats, row_depths(offsets)))
         return first_stop(v[:, 1] <= v[:, 0], offsets)
 

@@ -372,11 +372,9 @@ FUSION_WEIGHTS = np.round(np.linspace(0.0, 1.0, 21), 2)
 def fused_scores(a: NDArray[np.float64], b: NDArray[np.float64], weight: float) -> NDArray[np.float64]:
     """Weighted z-fusion of two scorers' scores of one candidate set: (1 - w) z(a) + w z(b), with z the
     per-list z-score (0 for a constant list)."""
-    from envs.features import _zscores
+    from envs.features import zscores
 
-    return (1.0 - weight) * _zscores(np.asarray(a, dtype=np.float64)) + weight * _zscores(
-        np.asarray(b, dtype=np.float64)
-    )
+    return (1.0 - weight) * zscores(np.asarray(a, dtype=np.float64)) + weight * zscores(np.asarray(b, dtype=np.float64))
 
 
 def fit_fusion_weight(

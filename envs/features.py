@@ -120,8 +120,9 @@ def observation_width(queries: Sequence[RankedQuery]) -> int:
     return len(OBSERVATIONS[kind])
 
 
-def _zscores(s: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Per-list z-scores (all 0 for a list whose spread is at rounding level), overflow-safe."""
+def zscores(s: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Per-list z-scores (all 0 for a list whose spread is at rounding level), overflow-safe: the
+    ``z`` of every feature here and of the fused scorer (:func:`benchmarks.conditions.fused_scores`)."""
     with np.errstate(over="ignore", invalid="ignore"):
         if not (np.isfinite(s.mean()) and np.isfinite(s.std()) and np.isfinite(s.max() - s.min())):
             s = s / float(np.abs(s).max())  # z-scores are scale-invariant
@@ -140,7 +141,7 @@ def _ranks(v: NDArray[np.float64]) -> NDArray[np.int64]:
 def _hybrid_columns(query: RankedQuery, z: NDArray[np.float64], D: int) -> NDArray[np.float64]:
     a = np.asarray(query.aux_scores, dtype=np.float64)
     L = a.size
-    za = _zscores(a)
+    za = zscores(a)
     ra = _ranks(a)
     rf = _ranks(z + za)
     scale = np.log2(L) if L > 1 else 1.0
@@ -173,11 +174,7 @@ def feature_matrix(query: RankedQuery, max_depth: int | None = None) -> NDArray[
     D = L if max_depth is None else min(int(max_depth), L)
     if D < 1:
         raise ValueError(f"query {query.qid!r}: max_depth must be >= 1")
-    mu = s.mean()
-    sd = s.std()
-    # a list whose spread is at rounding level is constant: all z-scores are 0
-    flat = sd <= 1e-12 * max(1.0, float(np.abs(s).max()))
-    z = np.zeros_like(s) if flat else (s - mu) / sd
+    z = zscores(s)  # a list whose spread is at rounding level is constant: all z-scores are 0
     rng = s[0] - s[-1]
     u = (s - s[-1]) / rng if rng > 0 else np.ones_like(s)
     k = np.arange(1, D + 1)
