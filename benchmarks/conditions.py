@@ -383,17 +383,16 @@ def fit_fusion_weight(
     """The weight w in {0, 0.05, ..., 1} whose fused ranking has the largest mean reciprocal rank of the
     first relevant candidate over the given (training) queries, and that MRR. Ties go to the weight
     nearest 0.5 (then the smaller). Ranks count ties pessimistically: 1 + #{candidates with a strictly
-    higher fused score} + #{tied candidates before it in candidate order} (the stable sort's rule)."""
+    higher fused score} + #{tied candidates before it in candidate order}, the ranking rule of every
+    condition (:meth:`envs.RankedQuery.from_scores`)."""
     if not a:
         raise ValueError("fit_fusion_weight: no training queries")
     mrr = []
     for w in FUSION_WEIGHTS:
         rr = []
         for x, y, g in zip(a, b, gold_pos, strict=True):
-            order = np.argsort(-fused_scores(x, y, float(w)), kind="stable")
-            rank = np.empty_like(order)
-            rank[order] = np.arange(1, order.size + 1)
-            rr.append(1.0 / float(rank[list(g)].min()) if len(g) else 0.0)
+            gold_rank = RankedQuery.from_scores(fused_scores(x, y, float(w)), g, "fusion fit")[0].gold_rank
+            rr.append(1.0 / gold_rank if gold_rank else 0.0)
         mrr.append(float(np.mean(rr)))
     best = max(range(len(FUSION_WEIGHTS)), key=lambda i: (mrr[i], -abs(FUSION_WEIGHTS[i] - 0.5), -FUSION_WEIGHTS[i]))
     return float(FUSION_WEIGHTS[best]), mrr[best]
