@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -71,6 +71,12 @@ def training_bar(total: int, desc: str) -> Any:
 def save_json(path: Path, name: str, params: dict) -> None:
     """``{"name": ..., "params": ...}`` as JSON: the saved form of every JSON-backed policy."""
     Path(path).write_text(json.dumps({"name": name, "params": params}, sort_keys=True) + "\n")
+
+
+def learned_episode(config: EpisodeConfig, break_even: bool) -> EpisodeConfig:
+    """The episode a learned agent trains and acts in: ``config``, also capped at each query's
+    break-even depth when ``break_even`` (:class:`envs.EpisodeConfig`; deeper STOPs are dominated)."""
+    return replace(config, break_even=True) if break_even and not config.break_even else config
 
 
 def check_observation(name: str, trained: int, given: int, unit: str = "features per depth") -> None:

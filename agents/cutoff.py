@@ -37,7 +37,14 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from agents.base import check_observation, load_torch_json, row_depths, save_torch_json, stacked_features
+from agents.base import (
+    check_observation,
+    learned_episode,
+    load_torch_json,
+    row_depths,
+    save_torch_json,
+    stacked_features,
+)
 from agents.registry import register
 from envs import EpisodeConfig, RankedQuery
 from envs.features import N_FEATURES
@@ -58,6 +65,11 @@ class CutoffConfig:
     """Adam learning rate."""
     weight_decay: float = 1e-4
     """Adam weight decay (L2)."""
+    break_even: bool = True
+    """Stop at the latest at each query's break-even depth (:func:`rewards.break_even_depth`): every
+    deeper STOP earns <= 0 on every query whatever the labels, less than K = 1, so it is never worth
+    choosing; under BoR this excludes the whole list (K = N). A bound, not a learned behaviour: the
+    study reports how often a policy stops there (``break_even_pct``)."""
 
     def __post_init__(self) -> None:
         if self.hidden < 1 or self.epochs < 1 or not self.lr > 0 or self.weight_decay < 0:
@@ -89,7 +101,7 @@ class ExpectedRewardCutoff:
         config.check_queries(queries)
         s = self.settings
         torch.set_num_threads(1)
-        feats, offsets = stacked_features(queries, config)
+        feats, offsets = stacked_features(queries, learned_episode(config, s.break_even))
         depths = row_depths(offsets)
         lengths = np.diff(offsets)
         gold = np.repeat(np.array([q.gold_rank for q in queries], dtype=np.int64), lengths)
@@ -120,7 +132,7 @@ class ExpectedRewardCutoff:
         if self.net is None:
             raise RuntimeError(f"{self.name}: call fit() or load() first")
         torch.set_num_threads(1)
-        feats, offsets = stacked_features(queries, config)
+        feats, offsets = stacked_features(queries, learned_episode(config, self.settings.break_even))
         check_observation(self.name, self.n_features, int(feats.shape[1]))
         with torch.no_grad():
             p = torch.sigmoid(self.net(torch.from_numpy(feats)).squeeze(-1)).double().numpy()

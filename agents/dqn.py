@@ -66,7 +66,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from agents.base import check_observation, greedy_depths, training_bar
+from agents.base import check_observation, greedy_depths, learned_episode, training_bar
 from agents.registry import register
 from envs import EpisodeConfig, RankedQuery, ShortlistEnv
 from envs.features import N_FEATURES, OBSERVATIONS, observation_width
@@ -113,6 +113,11 @@ class DQNConfig:
     n_steps: int = 4
     """n-step returns (SB3's ``NStepReplayBuffer``): the target sums n observed rewards before it
     bootstraps (4: chosen on validation against the runaway to K = N; see the module docstring)."""
+    break_even: bool = True
+    """Stop at the latest at each query's break-even depth (:func:`rewards.break_even_depth`): every
+    deeper STOP earns <= 0 on every query whatever the labels, less than K = 1, so it is never worth
+    choosing; under BoR this excludes the whole list (K = N). A bound, not a learned behaviour: the
+    study reports how often a policy stops there (``break_even_pct``)."""
 
     def __post_init__(self) -> None:
         if self.n_envs < 1:
@@ -186,6 +191,7 @@ class DQNAgent:
         from stable_baselines3 import DQN
 
         s = self.settings
+        config = learned_episode(config, s.break_even)
         torch.set_num_threads(1)
         from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -197,6 +203,7 @@ class DQNAgent:
                     step_cost=config.step_cost,
                     max_depth=config.max_depth,
                     exploring_starts=s.exploring_starts,
+                    break_even=config.break_even,
                 )
 
             return build
@@ -253,7 +260,7 @@ class DQNAgent:
             q = np.concatenate([self.q_values(feats[i : i + 65536]) for i in range(0, len(feats), 65536)])
             return q[:, 0] >= q[:, 1]
 
-        return greedy_depths(queries, config, stop)
+        return greedy_depths(queries, learned_episode(config, self.settings.break_even), stop)
 
     def save(self, path: Path) -> None:
         """SB3 zip (see the module docstring on why it is only loaded from our own run dirs)."""

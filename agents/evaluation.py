@@ -27,6 +27,7 @@ from rewards import (
     bor_ceiling_all,
     bor_reward,
     bor_reward_all,
+    break_even_depth,
     hits_at_k,
     p_random,
     p_random_all,
@@ -61,7 +62,9 @@ def score_depths(
 
     ``reward`` is the per-query BoR reward without step costs, ``found * -log2 P_rand(K)``;
     with ``step_cost`` c, ``reward_net`` = reward - c (K - 1) charges the K - 1 CONTINUE steps
-    (undiscounted), the per-query reward an agent trained with that step cost pays for.
+    (undiscounted), the per-query reward an agent trained with that step cost pays for, and
+    ``break_even`` is the query's BoR break-even depth (:func:`rewards.break_even_depth`): at any
+    deeper K, ``reward_net`` <= 0 whatever the labels.
     """
     k = np.asarray(depths, dtype=np.int64)
     if k.shape != (len(queries),):
@@ -91,6 +94,8 @@ def score_depths(
     )
     if step_cost is not None:
         rows["reward_net"] = reward - float(step_cost) * (k - 1)
+        even = {int(v): break_even_depth("bor", int(v), float(step_cost)) for v in np.unique(n)}
+        rows["break_even"] = np.array([even[int(v)] for v in n], dtype=np.int64)
     return rows
 
 
@@ -112,22 +117,28 @@ def evaluate(
     return score_depths(queries, depths, buckets, config.step_cost)
 
 
-def depth_spread(k: ArrayLike, n: ArrayLike) -> dict[str, float]:
+def depth_spread(k: ArrayLike, n: ArrayLike, break_even: ArrayLike | None = None) -> dict[str, float]:
     """The spread of chosen depths, not only their mean.
 
     ``median_k``, ``p90_k`` (90th percentile, linear interpolation) and ``whole_list_pct``:
     the % of queries whose shortlist is the whole candidate list (K = N), the runaway a mean
-    K hides.
+    K hides. Given each query's ``break_even`` depth (the ``break_even`` column of
+    :func:`score_depths`), also ``break_even_pct``: the % of queries shown at least that deep (the
+    learned agents' cap; one item deeper, a shortlist cannot earn more than its steps cost).
     """
     kk = np.asarray(k, dtype=np.float64)
     nn = np.broadcast_to(np.asarray(n, dtype=np.float64), kk.shape)
-    if kk.size == 0:
-        return {"median_k": math.nan, "p90_k": math.nan, "whole_list_pct": math.nan}
-    return {
-        "median_k": float(np.median(kk)),
-        "p90_k": float(np.quantile(kk, 0.9)),
-        "whole_list_pct": 100.0 * float(np.mean(kk >= nn)),
-    }
+    out = {"median_k": math.nan, "p90_k": math.nan, "whole_list_pct": math.nan}
+    if kk.size:
+        out = {
+            "median_k": float(np.median(kk)),
+            "p90_k": float(np.quantile(kk, 0.9)),
+            "whole_list_pct": 100.0 * float(np.mean(kk >= nn)),
+        }
+    if break_even is not None:
+        be = np.broadcast_to(np.asarray(break_even, dtype=np.float64), kk.shape)
+        out["break_even_pct"] = 100.0 * float(np.mean(kk >= be)) if kk.size else math.nan
+    return out
 
 
 def summary_row(rows: pd.DataFrame) -> dict[str, float]:
@@ -140,7 +151,7 @@ def summary_row(rows: pd.DataFrame) -> dict[str, float]:
         "found_pct": 100.0 * float(found.mean()),
         "mean_k": float(k.mean()),
         "std_k": float(k.std()),
-        **depth_spread(k, n),
+        **depth_spread(k, n, rows["break_even"].to_numpy() if "break_even" in rows else None),
         "bor_bits": bor_aggregate(found, k, n, r),
         "bor_ceiling": bor_ceiling(k, n, r),
         "mean_reward": float(rows["reward"].mean()),
@@ -179,7 +190,9 @@ def bucket_table(per_query: pd.DataFrame, keys: Sequence[str] = KEYS) -> pd.Data
                 "found_pct": 100.0 * float(g["found"].mean()),
                 "mean_k": float(g["k"].mean()),
                 "std_k": float(g["k"].std(ddof=0)),
-                **depth_spread(g["k"].to_numpy(), g["n"].to_numpy()),
+                **depth_spread(
+                    g["k"].to_numpy(), g["n"].to_numpy(), g["break_even"].to_numpy() if "break_even" in g else None
+                ),
             }
         )
     df = pd.DataFrame(rows)

@@ -33,7 +33,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from agents.base import check_observation, first_stop, row_depths, stacked_features, training_bar
+from agents.base import (
+    check_observation,
+    first_stop,
+    learned_episode,
+    row_depths,
+    stacked_features,
+    training_bar,
+)
 from agents.registry import register
 from envs import EpisodeConfig, RankedQuery, feature_matrix
 from envs.features import N_FEATURES, OBSERVATIONS, Z_CLIP, observation_width
@@ -95,6 +102,11 @@ class TabularConfig:
     (``results/tuning/n_steps/``) showed no whole-list episode on validation at any n, validation
     reward changes within the seed ranges on BFCL and MetaTool (largest: +0.10 on MetaTool+BM25 at n = 4)
     and a loss on the hardest synthetic condition (0.75 -> 0.53 at n = 4)."""
+    break_even: bool = True
+    """Stop at the latest at each query's break-even depth (:func:`rewards.break_even_depth`): every
+    deeper STOP earns <= 0 on every query whatever the labels, less than K = 1, so it is never worth
+    choosing; under BoR this excludes the whole list (K = N). A bound, not a learned behaviour: the
+    study reports how often a policy stops there (``break_even_pct``)."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.exploring_starts <= 1.0:
@@ -123,6 +135,7 @@ class TabularQ:
 
     def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int) -> TabularQ:
         s = self.settings
+        config = learned_episode(config, s.break_even)
         n_states = n_states_of(observation_width(queries))
         rng = np.random.default_rng(seed)
         states, terms = [], []
@@ -205,7 +218,7 @@ class TabularQ:
     def depths(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.int64]:
         if len(queries) == 0:
             return np.zeros(0, dtype=np.int64)
-        feats, offsets = stacked_features(queries, config)
+        feats, offsets = stacked_features(queries, learned_episode(config, self.settings.break_even))
         check_observation(self.name, self.q.shape[0], n_states_of(feats.shape[1]), "table states")
         v = self.values(discretise(feats, row_depths(offsets)))
         return first_stop(v[:, 1] <= v[:, 0], offsets)

@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 
 from envs.features import OBSERVATIONS, feature_matrix, observation_of, observation_width
 from envs.ranked import RankedQuery
-from rewards import REWARD_KINDS, p_random, terminal_reward
+from rewards import REWARD_KINDS, break_even_depth, p_random, terminal_reward
 
 STOP = 0
 CONTINUE = 1
@@ -31,6 +31,12 @@ class EpisodeConfig:
     """Discount factor used by the learners (the environment itself does not discount)."""
     max_depth: int | None = None
     """Depth cap that forces a STOP; None = each query's full list length N."""
+    break_even: bool = False
+    """Also cap each query at its break-even depth (:func:`rewards.break_even_depth` of ``reward``, N
+    and ``step_cost``): the deepest k at which a found item still pays for its steps. Every deeper
+    STOP earns <= 0 on every query, labels or not, while STOP at k = 1 earns >= 0, so those depths are
+    dominated; the learned agents set it (their ``break_even`` setting), the environment's default
+    is the plain cap of the specification."""
 
     def __post_init__(self) -> None:
         if self.reward not in REWARD_KINDS:
@@ -43,8 +49,11 @@ class EpisodeConfig:
             raise ValueError(f"max_depth must be >= 1, got {self.max_depth}")
 
     def cap(self, query: RankedQuery) -> int:
-        """Depth cap for one query."""
-        return query.length if self.max_depth is None else min(int(self.max_depth), query.length)
+        """Depth cap for one query (``max_depth`` or N, and the break-even depth when ``break_even``)."""
+        cap = query.length if self.max_depth is None else min(int(self.max_depth), query.length)
+        if self.break_even:
+            cap = min(cap, break_even_depth(self.reward, query.n_candidates, self.step_cost))
+        return cap
 
     def check_queries(self, queries: Sequence[RankedQuery]) -> None:
         """Reject an empty query set and a max_depth larger than a query's list."""
@@ -85,7 +94,8 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
     "f1" = ``2 / (k + 1)``, "constant" = 1.
 
     ## Episode End
-    On STOP. At the depth cap (``max_depth``, default N) every action is a STOP: the
+    On STOP. At the depth cap (``max_depth``, default N; with ``break_even``, at most the
+    break-even depth, see :class:`EpisodeConfig`) every action is a STOP: the
     CONTINUE that reaches the cap pays ``-step_cost`` and shows the cap's observation,
     and the next step ends the episode with the terminal reward of the cap. So a
     terminal reward at depth k always arrives at step k (discounted ``gamma^(k-1)``),
@@ -100,7 +110,7 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
     ``exploring_starts`` (default 0): the probability that an episode starts at a depth
     drawn uniformly from 1..cap instead of 1 (exploring starts, a training device: deep
     states are then visited, so Q-values there are learned rather than extrapolated;
-    ``options={"index": i}`` resets are affected the same way).
+    ``options={"index": i}`` resets are affected the same way), ``break_even`` (default False).
     Created as ``gymnasium.make("ShortlistDepth-v0", queries=[...], ...)``.
     """
 
@@ -113,10 +123,11 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
         step_cost: float = 0.01,
         max_depth: int | None = None,
         exploring_starts: float = 0.0,
+        break_even: bool = False,
     ) -> None:
         if not 0.0 <= exploring_starts <= 1.0:
             raise ValueError(f"exploring_starts must lie in [0, 1], got {exploring_starts}")
-        self.config = EpisodeConfig(reward=reward, step_cost=step_cost, max_depth=max_depth)
+        self.config = EpisodeConfig(reward=reward, step_cost=step_cost, max_depth=max_depth, break_even=break_even)
         self.exploring_starts = float(exploring_starts)
         self.config.check_queries(queries)
         self.queries = list(queries)

@@ -18,6 +18,7 @@ from numpy.typing import ArrayLike, NDArray
 from rewards.hypergeom import log_hypergeom_pmf, log_p_none, validate_counts
 
 __all__ = [
+    "break_even_depth",
     "p_random",
     "bor_aggregate",
     "bor_ceiling",
@@ -198,3 +199,37 @@ def terminal_reward(
     if kind == "constant":
         return constant_reward(found)
     raise ValueError(f"unknown reward {kind!r}; expected one of {', '.join(REWARD_KINDS)}")
+
+
+def break_even_depth(kind: str, n: int, step_cost: float) -> int:
+    """The deepest depth k in 1..n at which a found item still pays for its steps:
+    ``ceiling(k) > step_cost * (k - 1)``, with ``ceiling(k)`` the largest terminal reward
+    of ``kind`` at depth k (BoR: R = 1, ``log2(n / k)``; F1: ``2 / (k + 1)``; constant: 1); 1 when
+    no depth pays.
+
+    Every deeper shortlist earns at most ``ceiling(k) - step_cost * (k - 1) <= 0`` on every query,
+    whatever its labels, while a shortlist of one item earns >= 0: deeper depths are dominated.
+    Under BoR ``ceiling(n) = 0``, so with any step cost the whole list (K = n) lies beyond it, and with
+    ``step_cost = 0`` the break-even depth is n - 1 (K = n ties K = n - 1 at best). The ceiling falls and the
+    cost rises with k, so the paying depths form a prefix 1..k*; a bisection finds k* in O(log n).
+    """
+    if kind not in REWARD_KINDS:
+        raise ValueError(f"unknown reward {kind!r}; expected one of {', '.join(REWARD_KINDS)}")
+    if int(n) != n or n < 1:
+        raise ValueError(f"n must be a whole number >= 1, got {n}")
+    if not (math.isfinite(step_cost) and step_cost >= 0):
+        raise ValueError(f"step_cost must be finite and >= 0, got {step_cost}")
+
+    def pays(k: int) -> bool:
+        return float(terminal_reward(kind, 1, k, int(n), 1)) - step_cost * (k - 1) > 0
+
+    if not pays(1):
+        return 1
+    lo, hi = 1, int(n)  # pays(lo) holds; find the last k that pays
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if pays(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

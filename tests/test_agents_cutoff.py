@@ -11,7 +11,7 @@ import torch
 from agents import registry
 from agents.cutoff import CutoffConfig, ExpectedRewardCutoff
 from envs import EpisodeConfig, RankedQuery
-from rewards import terminal_reward
+from rewards import break_even_depth, terminal_reward
 
 
 def toy_queries(gold_rank: int, n: int = 20, count: int = 40, seed: int = 0) -> list[RankedQuery]:
@@ -27,8 +27,9 @@ def test_learns_the_known_optimum(gold_rank: int) -> None:
     test = toy_queries(gold_rank, seed=2)
     np.testing.assert_array_equal(model.depths(test, cfg), gold_rank)
     p, offsets = model.found_probability(test, cfg)
-    assert offsets[-1] == 40 * 20
-    rows = p.reshape(40, 20)
+    depth = break_even_depth("bor", 20, cfg.step_cost)  # the rows stop at the break-even depth
+    assert offsets[-1] == 40 * depth
+    rows = p.reshape(40, depth)
     assert np.all(np.diff(rows, axis=1) >= 0)  # made monotone in k
     assert rows[:, gold_rank - 1 :].min() > 0.8
     if gold_rank > 1:
@@ -41,9 +42,10 @@ def test_depth_is_the_expected_reward_argmax() -> None:
     cfg = EpisodeConfig(step_cost=0.05)
     model = ExpectedRewardCutoff("bor", CutoffConfig(epochs=40)).fit(qs, cfg, 3)
     p, _ = model.found_probability(qs, cfg)
-    k = np.arange(1, 21)
-    pay = terminal_reward("bor", np.ones(20, bool), k, 20, 1)
-    value = p.reshape(40, 20) * pay - 0.05 * (k - 1)
+    depth = break_even_depth("bor", 20, 0.05)  # rows stop at the break-even depth
+    k = np.arange(1, depth + 1)
+    pay = terminal_reward("bor", np.ones(depth, bool), k, 20, 1)
+    value = p.reshape(40, depth) * pay - 0.05 * (k - 1)
     np.testing.assert_array_equal(model.depths(qs, cfg), np.argmax(value, axis=1) + 1)
 
 

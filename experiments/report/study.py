@@ -689,6 +689,24 @@ def whole_list_section(agg: pd.DataFrame, meta: dict[tuple[str, int], dict[str, 
         ),
         "",
     ]
+    if "break_even_pct" in learned:
+        deep = learned[learned["break_even_pct"] > 0]
+        lines += [
+            "Why none can: every learned agent stops at the latest at its query's break-even depth, the deepest k "
+            "with log2(N / k) > step_cost (k - 1) (`rewards.break_even_depth`). Any deeper shortlist earns at most "
+            "log2(N / k) - step_cost (k - 1) <= 0 whatever the labels, less than one item (>= 0), and with BoR the "
+            "whole list earns exactly -step_cost (N - 1). That cap bounds the runaway; it does not learn anything. "
+            "How often a policy reaches it (`break_even_pct`, the share of test queries shown at least that deep) "
+            "is what remains of the runaway: "
+            + (
+                "no learned pair reaches it."
+                if deep.empty
+                else f"{len(deep)} of {len(learned)} pairs reach it on some queries: "
+                + ", ".join(f"{r['condition']} {r['method']} {r['break_even_pct']:.2f}%" for _, r in deep.iterrows())
+                + "."
+            ),
+            "",
+        ]
     ties = []
     for cond in sorted(set(learned["condition"])):
         m = first_split_meta(meta, cond)

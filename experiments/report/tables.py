@@ -113,7 +113,8 @@ def aggregate(summary: pd.DataFrame, per_query: pd.DataFrame, seed: int = 0, n_b
       over seeds); ``n_splits`` says how many.
 
     Depth spread (:func:`agents.evaluation.depth_spread`) pools every seed's test rows:
-    ``median_k``, ``p90_k``, ``whole_list_pct``; and without whole-list episodes (K = N):
+    ``median_k``, ``p90_k``, ``whole_list_pct``, ``break_even_pct`` (when the rows carry each query's
+    break-even depth); and without whole-list episodes (K = N):
     ``found_pct_partial`` and ``mean_k_partial`` (NaN when every episode shows the whole list).
     """
     rows = []
@@ -145,7 +146,7 @@ def aggregate(summary: pd.DataFrame, per_query: pd.DataFrame, seed: int = 0, n_b
                 lo, hi = np.quantile(finite, [0.025, 0.975]) if finite.size else (math.nan, math.nan)
                 row[f"{m}_lo"], row[f"{m}_hi"] = float(lo), float(hi)
             k, n = rows_q["k"].to_numpy(), rows_q["n"].to_numpy()
-            row.update(depth_spread(k, n))
+            row.update(depth_spread(k, n, rows_q["break_even"].to_numpy() if "break_even" in rows_q else None))
             partial = k < n
             row["found_pct_partial"] = 100.0 * float(rows_q["found"][partial].mean()) if partial.any() else math.nan
             row["mean_k_partial"] = float(k[partial].mean()) if partial.any() else math.nan
