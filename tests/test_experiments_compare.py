@@ -251,3 +251,10 @@ def test_split_goal_oracle_part_only_with_a_second_scorer() -> None:
     assert sg.loc["bfcl-bm25", "significant"] and not sg.loc["bfcl-bm25-hybrid", "significant"]
     assert sg.loc["bfcl-bm25", "oracle_goal_met"] is None or pd.isna(sg.loc["bfcl-bm25", "oracle_goal_met"])
     assert sg.loc["bfcl-bm25-hybrid", "oracle_goal_met"] == False  # noqa: E712 (0.85 < 0.9)
+
+
+def test_two_scorer_suite_leaves_out_the_f1_ablation() -> None:
+    main = {c.method.name for c in compare_cells(resolve_plans(["bfcl-bm25"]), [42])}
+    hybrid = {c.method.name for c in compare_cells(resolve_plans(["bfcl-bm25-hybrid"]), [42])}
+    assert "f1-dqn" in main and "f1-dqn" not in hybrid
+    assert main - {"f1-dqn"} == hybrid
