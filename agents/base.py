@@ -170,8 +170,8 @@ def stacked_features(
 ) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
     """All observations of all queries at every depth, stacked: (sum of caps, F) and the offsets
     (F = 13, or 20 when the queries carry a second scorer; a mixed set is refused, naming a query)."""
-    observation_width(queries)
-    mats = [feature_matrix(q, config.cap(q)) for q in queries]
+    observation_width(queries, config.observation)
+    mats = [feature_matrix(q, config.cap(q), config.observation) for q in queries]
     offsets = np.zeros(len(mats) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum([m.shape[0] for m in mats])
     return np.concatenate(mats, axis=0), offsets

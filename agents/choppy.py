@@ -80,9 +80,9 @@ class _CutNet(nn.Module):
 def _inputs(queries: Sequence[RankedQuery], config: EpisodeConfig) -> tuple[torch.Tensor, torch.Tensor]:
     caps = query_caps(queries, config)
     d = int(caps.max())
-    x = np.zeros((len(queries), d, observation_width(queries)), dtype=np.float32)
+    x = np.zeros((len(queries), d, observation_width(queries, config.observation)), dtype=np.float32)
     for i, q in enumerate(queries):  # feature_matrix is per query (it is vectorised over depths)
-        x[i, : caps[i]] = feature_matrix(q, int(caps[i]))
+        x[i, : caps[i]] = feature_matrix(q, int(caps[i]), config.observation)
     mask = np.arange(d)[None, :] < caps[:, None]
     return torch.from_numpy(x), torch.from_numpy(mask)
 

@@ -204,6 +204,7 @@ class DQNAgent:
                     max_depth=config.max_depth,
                     exploring_starts=s.exploring_starts,
                     break_even=config.break_even,
+                    observation=config.observation,
                 )
 
             return build
@@ -254,7 +255,7 @@ class DQNAgent:
             raise RuntimeError(f"{self.name}: call fit() or load() first")
         width = int(self.model.observation_space.shape[0])
         if queries:
-            check_observation(self.name, width, observation_width(queries))
+            check_observation(self.name, width, observation_width(queries, config.observation))
 
         def stop(feats: NDArray[np.float32]) -> NDArray[np.bool_]:
             q = np.concatenate([self.q_values(feats[i : i + 65536]) for i in range(0, len(feats), 65536)])
@@ -285,8 +286,11 @@ class DQNAgent:
         width = int(first.shape[1]) if first is not None and first.ndim == 2 else N_FEATURES
         if width not in (len(v) for v in OBSERVATIONS.values()):
             raise ValueError(f"{path}: the Q-network reads {width} features, not an observation set of this package")
-        aux = np.array([0.0, 1.0]) if width > N_FEATURES else None
-        dummy = ShortlistEnv([RankedQuery(np.array([1.0, 0.0]), np.array([1]), "dummy", aux_scores=aux)])
+        observation = next(name for name, names in OBSERVATIONS.items() if len(names) == width)
+        aux = np.array([0.0, 1.0]) if observation == "hybrid" else None
+        dummy = ShortlistEnv(
+            [RankedQuery(np.array([1.0, 0.0]), np.array([1]), "dummy", aux_scores=aux)], observation=observation
+        )
         agent.model = DQN(
             "MlpPolicy",
             dummy,

@@ -9,6 +9,11 @@ Discretisation (documented bins; all from score features, see :mod:`envs.feature
   edges 0.2, 0.5, 0.8 (4 bins);
 - z-distance between the top and the current item (``gap_top_cur * 16``): edges 0.5, 1.5, 3 (4 bins).
 
+On the ``strict`` observation (examined items only) the three score bins read its own columns
+instead: the top item's z-score among the examined ones (``ex_top_z * 8``, the same edges), the
+last drop relative to the largest drop seen so far (``ex_last_drop_rel``) and the z-distance between
+the top and the current item among the examined ones (``ex_gap_top_cur * 16``).
+
 13 x 7 x 4 x 4 = 1,456 states, 2 actions. On the ``hybrid`` observation (queries with a
 second scorer) one more bin doubles them to 2,912: whether the second scorer's top item is
 already in the shortlist (``aux_top_seen``). A second, coarse table over the depth
@@ -54,6 +59,13 @@ N_DEPTH_BINS = len(DEPTH_EDGES) + 1
 N_STATES = N_DEPTH_BINS * (len(Z_EDGES) + 1) * (len(GAP_EDGES) + 1) * (len(TOPGAP_EDGES) + 1)
 _PER_DEPTH = N_STATES // N_DEPTH_BINS
 _I = {n: i for i, n in enumerate(OBSERVATIONS["hybrid"])}
+_S = {n: i for i, n in enumerate(OBSERVATIONS["strict"])}
+#: The (z, gap, top-gap) columns the bins read, by observation width.
+_BIN_COLUMNS = {
+    len(OBSERVATIONS["score"]): (_I["cur_z"], _I["gap_rel"], _I["gap_top_cur"]),
+    len(OBSERVATIONS["hybrid"]): (_I["cur_z"], _I["gap_rel"], _I["gap_top_cur"]),
+    len(OBSERVATIONS["strict"]): (_S["ex_top_z"], _S["ex_last_drop_rel"], _S["ex_gap_top_cur"]),
+}
 
 
 def n_states_of(width: int) -> int:
@@ -68,10 +80,11 @@ def depth_bin(states: NDArray[np.int64]) -> NDArray[np.int64]:
 
 def discretise(feats: NDArray[np.float32], depths: NDArray[np.int64]) -> NDArray[np.int64]:
     """State index for each observation row (see module docstring)."""
+    cz, cg, ct = _BIN_COLUMNS[feats.shape[1]]
     d = np.searchsorted(DEPTH_EDGES, depths, side="right")
-    z = np.searchsorted(Z_EDGES, feats[:, _I["cur_z"]] * Z_CLIP, side="right")
-    g = np.searchsorted(GAP_EDGES, feats[:, _I["gap_rel"]], side="right")
-    t = np.searchsorted(TOPGAP_EDGES, feats[:, _I["gap_top_cur"]] * 2 * Z_CLIP, side="right")
+    z = np.searchsorted(Z_EDGES, feats[:, cz] * Z_CLIP, side="right")
+    g = np.searchsorted(GAP_EDGES, feats[:, cg], side="right")
+    t = np.searchsorted(TOPGAP_EDGES, feats[:, ct] * 2 * Z_CLIP, side="right")
     out = ((d * (len(Z_EDGES) + 1) + z) * (len(GAP_EDGES) + 1) + g) * (len(TOPGAP_EDGES) + 1) + t
     if feats.shape[1] > N_FEATURES:  # hybrid: is the second scorer's top item in the shortlist?
         out = out + N_STATES * (feats[:, _I["aux_top_seen"]] > 0.5)
@@ -128,6 +141,7 @@ class TabularQ:
         self.q = np.zeros((N_STATES, 2))
         self.q_coarse = np.zeros((N_DEPTH_BINS, 2))
         self.tried = np.zeros(N_STATES, dtype=bool)
+        self.width = N_FEATURES  # features per depth of the observation it was trained on
 
     def values(self, states: NDArray[np.int64]) -> NDArray[np.float64]:
         """Q(s, STOP), Q(s, CONTINUE) with the documented back-off, shape (B, 2)."""
@@ -136,13 +150,14 @@ class TabularQ:
     def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int) -> TabularQ:
         s = self.settings
         config = learned_episode(config, s.break_even)
-        n_states = n_states_of(observation_width(queries))
+        self.width = observation_width(queries, config.observation)
+        n_states = n_states_of(self.width)
         rng = np.random.default_rng(seed)
         states, terms = [], []
         for q in queries:
             cap = config.cap(q)
             ks = np.arange(1, cap + 1)
-            states.append(discretise(feature_matrix(q, cap), ks).tolist())
+            states.append(discretise(feature_matrix(q, cap, config.observation), ks).tolist())
             terms.append(
                 np.asarray(
                     terminal_reward(config.reward, q.found_at(ks), ks, q.n_candidates, max(q.n_relevant, 1)),
@@ -219,7 +234,7 @@ class TabularQ:
         if len(queries) == 0:
             return np.zeros(0, dtype=np.int64)
         feats, offsets = stacked_features(queries, learned_episode(config, self.settings.break_even))
-        check_observation(self.name, self.q.shape[0], n_states_of(feats.shape[1]), "table states")
+        check_observation(self.name, self.width, int(feats.shape[1]))
         v = self.values(discretise(feats, row_depths(offsets)))
         return first_stop(v[:, 1] <= v[:, 0], offsets)
 
@@ -231,6 +246,7 @@ class TabularQ:
             "q": self.q.tolist(),
             "q_coarse": self.q_coarse.tolist(),
             "tried": self.tried.astype(int).tolist(),
+            "width": self.width,
         }
         path.write_text(json.dumps(payload))
 
@@ -247,6 +263,7 @@ class TabularQ:
             q = np.asarray(payload["q"], dtype=np.float64)
             qc = np.asarray(payload["q_coarse"], dtype=np.float64)
             tried = np.asarray(payload["tried"], dtype=bool)
+            width = int(payload.get("width", len(OBSERVATIONS["hybrid"]) if len(q) == 2 * N_STATES else N_FEATURES))
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{path}: malformed Q-table file ({e!r})") from e
         fine = q.shape[0] if q.ndim == 2 and q.shape[0] in (N_STATES, 2 * N_STATES) else N_STATES
@@ -257,7 +274,9 @@ class TabularQ:
             )
         if not (np.all(np.isfinite(q)) and np.all(np.isfinite(qc))):
             raise ValueError(f"{path}: Q-table holds NaN or inf")
-        agent.q, agent.q_coarse, agent.tried = q, qc, tried
+        if width not in _BIN_COLUMNS or n_states_of(width) != fine:
+            raise ValueError(f"{path}: a {fine}-state table cannot read {width} features per depth")
+        agent.q, agent.q_coarse, agent.tried, agent.width = q, qc, tried, width
         return agent
 
 

@@ -3,12 +3,16 @@
 One function, :func:`feature_matrix`, serves the Gymnasium environment (row by row)
 and the batched evaluator (all depths at once), so both always see the same numbers.
 
-Two named observation sets (:data:`OBSERVATIONS`); which one a query gives is set by its data:
+Three named observation sets (:data:`OBSERVATIONS`). By default (``observation="auto"``) a
+query's data sets which one it gives; ``EpisodeConfig.observation`` names one explicitly:
 
 - ``score`` (13 features, below): the ranking scorer's scores only;
 - ``hybrid`` (20 features): the 13 of ``score`` plus 7 two-scorer features (agreement and
-  fusion, table at the end), for queries that carry a second scorer's scores of the same
-  candidates (:attr:`envs.RankedQuery.aux_scores`; the ``hybrid`` condition variants).
+  fusion, table below), for queries that carry a second scorer's scores of the same
+  candidates (:attr:`envs.RankedQuery.aux_scores`; the ``hybrid`` condition variants);
+- ``strict`` (12 features, table at the end): the paper's examined-items-only view. At depth k it
+  reads the scores of items 1..k and the list length, nothing of the unexamined items k+1..L
+  (no next score, no statistics of the whole list).
 
 Per-query normalisation (so BM25 and cosine scores live on the same range): with
 ``mu`` and ``sd`` the mean and standard deviation of the query's full candidate
@@ -59,6 +63,34 @@ z-fusion and ``rf_i`` the rank by ``f`` (same tie rule); ranks are scaled as
 18  fused_z_cur           clip(f_k / 2, -8, 8) / 8                           [-1, 1]
 19  fused_rank_cur        lr(rf_k)                                           [0, 1]
 ==  ====================  =================================================  ========
+
+Examined-items-only features (``strict``): with ``m_k`` and ``sd_k`` the mean and standard
+deviation of the examined scores s_1..s_k (``sd_k`` at rounding level counts as 0: all z = 0),
+``e_k = (s_i - m_k) / sd_k`` their z-scores and ``d_i = s_i - s_{i+1}`` the drops already seen
+(i < k):
+
+==  ====================  =================================================  ========
+ #  name                  definition                                         range
+==  ====================  =================================================  ========
+ 0  ex_top_z              clip(e_1, -8, 8) / 8                               [0, 1]
+ 1  ex_cur_z              clip(e_k, -8, 8) / 8                               [-1, 0]
+ 2  ex_gap_top_cur        clip(e_1 - e_k, 0, 16) / 16                        [0, 1]
+ 3  ex_cur_over_top       clip(s_k / s_1, -1, 1) when s_1 > 0, else          [-1, 1]
+                          1 if s_k = s_1 and 0 otherwise
+ 4  ex_last_drop_rel      d_{k-1} / max(d_1..d_{k-1}); 0 at k = 1            [0, 1]
+ 5  ex_last_drop_top      d_{k-1} / (s_1 - s_k); 0 at k = 1 or s_k = s_1     [0, 1]
+ 6  ex_spread             min(1, 2 sd_k / (s_1 - s_k)); 0 when s_k = s_1      [0, 1]
+ 7  ex_tie_run            (items equal to s_k among s_1..s_k, minus 1) / k   [0, 1)
+ 8  depth_frac            k / L                                              [0, 1]
+ 9  log_depth             log2(k + 1) / log2(L + 1)                          [0, 1]
+10  log_n                 min(1, log10(N) / 7)                               [0, 1]
+11  ceiling               min(1, log2(N/k) / 24)                             [0, 1]
+==  ====================  =================================================  ========
+
+For numerical range the strict features are computed on ``(s - s_1) / (s_1 - s_L)`` (a falling,
+affine rescaling of the whole list, 0 for a constant list). None of them changes under such a
+rescaling except ``ex_cur_over_top``, which reads the raw scores, so the rescaling carries nothing of
+the unexamined items into them (a test changes items k+1..L and checks rows 1..k).
 """
 
 from __future__ import annotations
@@ -95,27 +127,54 @@ HYBRID_NAMES: tuple[str, ...] = (
     "fused_z_cur",
     "fused_rank_cur",
 )
+STRICT_NAMES: tuple[str, ...] = (
+    "ex_top_z",
+    "ex_cur_z",
+    "ex_gap_top_cur",
+    "ex_cur_over_top",
+    "ex_last_drop_rel",
+    "ex_last_drop_top",
+    "ex_spread",
+    "ex_tie_run",
+    "depth_frac",
+    "log_depth",
+    "log_n",
+    "ceiling",
+)
 #: The named observation sets: name -> feature names, in column order.
-OBSERVATIONS: dict[str, tuple[str, ...]] = {"score": FEATURE_NAMES, "hybrid": FEATURE_NAMES + HYBRID_NAMES}
+OBSERVATIONS: dict[str, tuple[str, ...]] = {
+    "score": FEATURE_NAMES,
+    "hybrid": FEATURE_NAMES + HYBRID_NAMES,
+    "strict": STRICT_NAMES,
+}
+#: Accepted values of ``observation``: ``auto`` (the query's own set) or a named set.
+OBSERVATION_CHOICES: tuple[str, ...] = ("auto", *OBSERVATIONS)
 Z_CLIP = 8.0
 GAP_WINDOW = 50
 
 
-def observation_of(query: RankedQuery) -> str:
-    """The observation set a query gives: ``hybrid`` when it carries a second scorer's scores."""
-    return "hybrid" if query.hybrid else "score"
+def observation_of(query: RankedQuery, observation: str = "auto") -> str:
+    """The observation set a query gives: with ``auto``, ``hybrid`` when it carries a second scorer's
+    scores and ``score`` otherwise; a named set as asked (``hybrid`` needs the second scorer)."""
+    if observation not in OBSERVATION_CHOICES:
+        raise ValueError(f"unknown observation {observation!r}; expected one of {', '.join(OBSERVATION_CHOICES)}")
+    if observation == "auto":
+        return "hybrid" if query.hybrid else "score"
+    if observation == "hybrid" and not query.hybrid:
+        raise ValueError(f"query {query.qid!r}: the hybrid observation needs a second scorer's scores (aux_scores)")
+    return observation
 
 
-def observation_width(queries: Sequence[RankedQuery]) -> int:
+def observation_width(queries: Sequence[RankedQuery], observation: str = "auto") -> int:
     """The one feature width of a query set; ValueError naming the first query whose set differs."""
     if not queries:
         raise ValueError("no queries given")
-    kind = observation_of(queries[0])
+    kind = observation_of(queries[0], observation)
     for q in queries:
-        if observation_of(q) != kind:
+        if observation_of(q, observation) != kind:
             raise ValueError(
-                f"query {q.qid!r} gives the {observation_of(q)!r} observation but query {queries[0].qid!r} "
-                f"gives {kind!r}: a query set must carry a second scorer on every query or on none"
+                f"query {q.qid!r} gives the {observation_of(q, observation)!r} observation but query "
+                f"{queries[0].qid!r} gives {kind!r}: a query set must carry a second scorer on every query or on none"
             )
     return len(OBSERVATIONS[kind])
 
@@ -163,9 +222,62 @@ def _hybrid_columns(query: RankedQuery, z: NDArray[np.float64], D: int) -> NDArr
     return out
 
 
-def feature_matrix(query: RankedQuery, max_depth: int | None = None) -> NDArray[np.float32]:
-    """Observations for depths k = 1..D (D = ``max_depth`` or the list length), shape (D, 13), or
-    (D, 20) for a query with a second scorer (the ``hybrid`` set)."""
+def _strict_matrix(query: RankedQuery, D: int) -> NDArray[np.float64]:
+    raw = query.scores
+    L = raw.size
+    k = np.arange(1, D + 1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        rng = raw[0] - raw[-1]
+        if not np.isfinite(rng):
+            rng = raw[0] / 2 - raw[-1] / 2
+        x = (raw - raw[0]) / rng if rng > 0 else np.zeros(L)  # <= 0, falling, affine in the scores
+        if not np.all(np.isfinite(x)):
+            x = raw / 2 / np.abs(raw).max() - raw[0] / 2 / np.abs(raw).max()
+            x = x / (x[0] - x[-1]) if x[0] > x[-1] else np.zeros(L)
+    xe = x[:D]
+    mean = np.cumsum(xe) / k
+    sd = np.sqrt(np.maximum(np.cumsum(xe**2) / k - mean**2, 0.0))  # x_1 = 0: the shift keeps this exact
+    flat = sd <= 1e-12
+    safe = np.where(flat, 1.0, sd)
+    top_z = np.where(flat, 0.0, (xe[0] - mean) / safe)
+    cur_z = np.where(flat, 0.0, (xe - mean) / safe)
+    fall = xe[0] - xe  # s_1 - s_k, rescaled
+    drops = np.concatenate([[0.0], -np.diff(xe)])  # d_{k-1} at depth k (0 at k = 1)
+    seen = np.maximum.accumulate(drops)
+    tie = np.concatenate([[True], drops[1:] <= 0])  # s_k equals s_{k-1}
+    start = np.maximum.accumulate(np.where(tie, 0, k - 1))  # 0-based index where the tie run starts
+    run = k - start  # items equal to s_k among s_1..s_k
+    s1 = float(raw[0])
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        ratio = np.clip(raw[:D] / s1, -1, 1) if s1 > 0 else (raw[:D] == s1).astype(np.float64)
+    n = query.n_candidates
+    out = np.empty((D, len(STRICT_NAMES)), dtype=np.float64)
+    out[:, 0] = np.clip(top_z, -Z_CLIP, Z_CLIP) / Z_CLIP
+    out[:, 1] = np.clip(cur_z, -Z_CLIP, Z_CLIP) / Z_CLIP
+    out[:, 2] = np.clip(top_z - cur_z, 0, 2 * Z_CLIP) / (2 * Z_CLIP)
+    out[:, 3] = np.nan_to_num(ratio, nan=0.0)
+    out[:, 4] = np.where(seen > 0, drops / np.where(seen > 0, seen, 1.0), 0.0)
+    out[:, 5] = np.where(fall > 0, np.clip(drops / np.where(fall > 0, fall, 1.0), 0, 1), 0.0)
+    out[:, 6] = np.where(fall > 0, np.minimum(1.0, 2 * sd / np.where(fall > 0, fall, 1.0)), 0.0)
+    out[:, 7] = (run - 1) / k
+    out[:, 8] = k / L
+    out[:, 9] = np.log2(k + 1) / np.log2(L + 1)
+    out[:, 10] = min(1.0, np.log10(n) / 7.0)
+    out[:, 11] = np.minimum(1.0, np.log2(n / k) / 24.0)
+    return out
+
+
+def feature_matrix(query: RankedQuery, max_depth: int | None = None, observation: str = "auto") -> NDArray[np.float32]:
+    """Observations for depths k = 1..D (D = ``max_depth`` or the list length): shape (D, 13) for the
+    ``score`` set, (D, 20) for ``hybrid`` (the default for a query with a second scorer) and (D, 12)
+    for ``strict`` (:func:`observation_of` resolves ``observation``)."""
+    kind = observation_of(query, observation)
+    if kind == "strict":
+        L = query.scores.size
+        D = L if max_depth is None else min(int(max_depth), L)
+        if D < 1:
+            raise ValueError(f"query {query.qid!r}: max_depth must be >= 1")
+        return _strict_matrix(query, D).astype(np.float32)
     s = query.scores
     with np.errstate(over="ignore", invalid="ignore"):
         if not (np.isfinite(s.mean()) and np.isfinite(s.std()) and np.isfinite(s[0] - s[-1])):
@@ -201,6 +313,6 @@ def feature_matrix(query: RankedQuery, max_depth: int | None = None) -> NDArray[
     out[:, 10] = np.minimum(1.0, np.log2(n / k) / 24.0)
     out[:, 11] = np.clip(gap_next / gmax, 0, 1)
     out[:, 12] = np.clip(passed / gmax, 0, 1)
-    if query.hybrid:
+    if kind == "hybrid":
         out = np.concatenate([out, _hybrid_columns(query, z, D)], axis=1)
     return out.astype(np.float32)

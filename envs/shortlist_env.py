@@ -11,7 +11,7 @@ import numpy as np
 from gymnasium import spaces
 from numpy.typing import NDArray
 
-from envs.features import OBSERVATIONS, feature_matrix, observation_of, observation_width
+from envs.features import OBSERVATION_CHOICES, OBSERVATIONS, feature_matrix, observation_of, observation_width
 from envs.ranked import RankedQuery
 from rewards import REWARD_KINDS, break_even_depth, p_random, terminal_reward
 
@@ -31,6 +31,10 @@ class EpisodeConfig:
     """Discount factor used by the learners (the environment itself does not discount)."""
     max_depth: int | None = None
     """Depth cap that forces a STOP; None = each query's full list length N."""
+    observation: str = "auto"
+    """Observation set of every learner (:data:`envs.features.OBSERVATIONS`): ``auto`` = each query's
+    own (``hybrid`` with a second scorer, else ``score``), or ``score``, ``hybrid``, ``strict``
+    (examined items only)."""
     break_even: bool = False
     """Also cap each query at its break-even depth (:func:`rewards.break_even_depth` of ``reward``, N
     and ``step_cost``): the deepest k at which a found item still pays for its steps. Every deeper
@@ -47,6 +51,10 @@ class EpisodeConfig:
             raise ValueError(f"gamma must lie in (0, 1], got {self.gamma}")
         if self.max_depth is not None and int(self.max_depth) < 1:
             raise ValueError(f"max_depth must be >= 1, got {self.max_depth}")
+        if self.observation not in OBSERVATION_CHOICES:
+            raise ValueError(
+                f"unknown observation {self.observation!r}; expected one of {', '.join(OBSERVATION_CHOICES)}"
+            )
 
     def cap(self, query: RankedQuery) -> int:
         """Depth cap for one query (``max_depth`` or N, and the break-even depth when ``break_even``)."""
@@ -110,7 +118,8 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
     ``exploring_starts`` (default 0): the probability that an episode starts at a depth
     drawn uniformly from 1..cap instead of 1 (exploring starts, a training device: deep
     states are then visited, so Q-values there are learned rather than extrapolated;
-    ``options={"index": i}`` resets are affected the same way), ``break_even`` (default False).
+    ``options={"index": i}`` resets are affected the same way), ``break_even`` (default False),
+    ``observation`` (default "auto"; see :class:`EpisodeConfig`).
     Created as ``gymnasium.make("ShortlistDepth-v0", queries=[...], ...)``.
     """
 
@@ -124,17 +133,20 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
         max_depth: int | None = None,
         exploring_starts: float = 0.0,
         break_even: bool = False,
+        observation: str = "auto",
     ) -> None:
         if not 0.0 <= exploring_starts <= 1.0:
             raise ValueError(f"exploring_starts must lie in [0, 1], got {exploring_starts}")
-        self.config = EpisodeConfig(reward=reward, step_cost=step_cost, max_depth=max_depth, break_even=break_even)
+        self.config = EpisodeConfig(
+            reward=reward, step_cost=step_cost, max_depth=max_depth, break_even=break_even, observation=observation
+        )
         self.exploring_starts = float(exploring_starts)
         self.config.check_queries(queries)
         self.queries = list(queries)
-        width = observation_width(self.queries)
+        width = observation_width(self.queries, observation)
         self.observation_space = spaces.Box(-1.0, 1.0, shape=(width,), dtype=np.float32)
         self.action_space = spaces.Discrete(2)  # type: ignore[assignment]
-        self.feature_names = OBSERVATIONS[observation_of(self.queries[0])]
+        self.feature_names = OBSERVATIONS[observation_of(self.queries[0], observation)]
         # per query: (features (D, F), P_rand (D,), terminal reward (D,)), built on first use
         self._cache: dict[int, tuple[NDArray[np.float32], NDArray[np.float64], NDArray[np.float64]]] = {}
         self._index = 0
@@ -154,7 +166,7 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
                 terminal_reward(self.config.reward, found, ks, q.n_candidates, max(q.n_relevant, 1)),
                 dtype=np.float64,
             )
-            t = (feature_matrix(q, cap), pr, term)
+            t = (feature_matrix(q, cap, self.config.observation), pr, term)
             self._cache[i] = t
         return t
 

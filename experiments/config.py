@@ -58,7 +58,8 @@ class MethodSpec:
 
     @classmethod
     def parse(cls, name: str) -> MethodSpec:
-        """Inverse of :attr:`name`."""
+        """Inverse of :attr:`name` (a ``@<observation>`` suffix, see :attr:`Cell.label`, is ignored)."""
+        name = name.partition("@")[0]
         head, _, tail = name.partition("-")
         if head in registry.KINDS and registry.KINDS[head].config is FixedConfig:
             if not tail.isdigit():
@@ -113,11 +114,19 @@ class Cell:
         return self.condition_id.name
 
     @property
+    def label(self) -> str:
+        """The method's name in run ids and tables: :attr:`MethodSpec.name`, plus ``@<set>`` when the
+        episode names an observation set (``bor-dqn@strict``), so runs on another set never share a
+        run directory or a table row with the default ones."""
+        obs = self.episode.observation
+        return self.method.name if obs == "auto" else f"{self.method.name}@{obs}"
+
+    @property
     def run_id(self) -> str:
         """Deterministic id, e.g. ``bfcl-bm25__bor-dqn__s42``; a split seed other than 0 adds
         ``__split<n>`` (``bfcl-bm25__bor-dqn__s42__split3``), so cells of different splits
         never share a run directory."""
-        base = f"{self.condition}__{self.method.name}__s{self.seed}"
+        base = f"{self.condition}__{self.label}__s{self.seed}"
         return base if self.split_seed == 0 else f"{base}__split{self.split_seed}"
 
     def settings(self) -> Any:

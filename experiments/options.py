@@ -18,6 +18,7 @@ from typing import Any
 from agents import registry
 from agents.dqn import DQNConfig
 from agents.tabular import TabularConfig
+from envs.features import OBSERVATION_CHOICES
 from experiments.plan import DEFAULT_SEEDS, DEFAULT_SPLIT_SEEDS, FIXED_KS
 from rewards import REWARD_KINDS
 
@@ -89,6 +90,12 @@ class LearnArgs:
     step_cost: float | None = opt(None, "cost of each CONTINUE (default: the condition's paper setting)")
     gamma: float | None = opt(None, "discount factor (default: the condition's paper setting)")
     max_depth: int | None = opt(None, "depth cap that forces a STOP (default: N, the whole candidate list)")
+    observation: str = opt(
+        "auto",
+        "observation set of the learners: auto (each query's own: hybrid with a second scorer, else score), "
+        "score, hybrid or strict (the scores of the examined items only); a named set tags the method "
+        "(bor-dqn@strict)",
+    )
     split_seeds: tuple[int, ...] | None = opt(
         None,
         "seeds of the train/test splits (70/30), one run per split and seed (default: "
@@ -128,6 +135,8 @@ class LearnArgs:
             raise ValueError(f"--dqn-n-envs must lie in 1..64, got {self.dqn_n_envs}")
         if self.tabular_episodes < 1:
             raise ValueError(f"--tabular-episodes must be >= 1, got {self.tabular_episodes}")
+        if self.observation not in OBSERVATION_CHOICES:
+            raise ValueError(f"--observation must be one of {', '.join(OBSERVATION_CHOICES)}, got {self.observation!r}")
 
     def learn_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of :func:`experiments.plan.cells_for`."""
@@ -147,6 +156,7 @@ class LearnArgs:
             "step_cost": self.step_cost,
             "gamma": self.gamma,
             "max_depth": self.max_depth,
+            "observation": self.observation,
             "split_seeds": self.split_seeds,
         }
 

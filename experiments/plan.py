@@ -273,6 +273,7 @@ def cells_for(
     step_cost: float | None = None,
     gamma: float | None = None,
     max_depth: int | None = None,
+    observation: str = "auto",
     split_seeds: Sequence[int] | None = None,
     buckets: str = "",
     options: tuple[tuple[str, str], ...] = (),
@@ -285,6 +286,7 @@ def cells_for(
             step_cost=plan.step_cost if step_cost is None else step_cost,
             gamma=plan.gamma if gamma is None else gamma,
             max_depth=max_depth,
+            observation=observation,
         )
         for m in (methods or {}).get(plan.name) or methods_for(plan):
             for split in split_seeds or (0,):

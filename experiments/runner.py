@@ -119,7 +119,7 @@ def run_cell(
     rows = evaluate(policy, cond.test, cell.episode, cell.buckets or cond.buckets)
     t_eval = time.perf_counter() - t_eval
     rows.insert(0, "seed", cell.seed)
-    rows.insert(0, "method", cell.method.name)
+    rows.insert(0, "method", cell.label)
     rows.insert(0, "condition", cell.condition)
     summary = summarise(rows)
     buckets = bucket_table(rows)
