@@ -20,16 +20,19 @@ from experiments.figures import bucket_figure, candidate_set_size, pareto_figure
 from experiments.io import atomic_write_csv, atomic_write_text, write_manifest
 from experiments.plan import BOR_AGENTS, COMPARE_BUCKET_METHODS, SUPERVISED_AGENT, condition_order
 from experiments.report.markdown import bucket_table, ci, figure_line, fmt
+from experiments.report.study import hybrid_section
 from experiments.report.tables import (
     GOAL_BASE_CONDITIONS,
     GOAL_FRACTION_OF_ORACLE,
     GOAL_MIN_SIGNIFICANT,
     aggregate_with_groups,
     bucket_aggregate,
+    condition_meta,
     dp_table,
     goal_checks,
     limits_table,
     paired_differences,
+    scorer_strength,
     split_goal,
 )
 
@@ -126,9 +129,9 @@ def _condition_section(
     lines = [
         f"## {cond}",
         "",
-        "| method | group | seeds x splits | found % | mean K | median / p90 K | whole list % | BoR bits | mean reward "
-        "| % of bor-dp | % of oracle |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| method | group | seeds x splits | found % | mean K | median / p90 K | whole list % | at break-even % | BoR bits "
+        "| mean reward | % of bor-dp | % of oracle |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for _, r in a.iterrows():
         m = r["method"]
@@ -137,7 +140,7 @@ def _condition_section(
         lines.append(
             f"| {m} | {r['group']} | {int(r['n_seeds'])} x {int(r['n_splits'])} | {ci(r, 'found_pct', 1)} | {ci(r, 'mean_k')} | "
             f"{fmt(r['median_k'], nd=0)} / {fmt(r['p90_k'], nd=1)} | {fmt(r['whole_list_pct'], nd=1)} | "
-            f"{ci(r, 'bor_bits')} | {ci(r, 'mean_reward', 3)} | {fmt(fd, nd=1)} | {fmt(fo, nd=1)} |"
+            f"{fmt(r.get('break_even_pct', math.nan), nd=1)} | {ci(r, 'bor_bits')} | {ci(r, 'mean_reward', 3)} | {fmt(fd, nd=1)} | {fmt(fo, nd=1)} |"
         )
     idx = a.set_index("method")
     peers = idx[idx["group"] == "peer"]
@@ -377,6 +380,7 @@ def write_compare_report(
             "",
         ]
     lines += split_goal_lines(sg)
+    lines += hybrid_section(per_query, scorer_strength(per_query), condition_meta(runs[0].parent) if runs else {}, out)
     lines += [
         "## Methods",
         "",

@@ -22,7 +22,7 @@ from experiments.figures import (
 from experiments.io import atomic_write_csv, atomic_write_text
 from experiments.paper import PAPER
 from experiments.plan import MAIN_CONDITIONS, PLANS, STUDY_BUCKET_METHODS, SWEEPS
-from experiments.report.markdown import bucket_table, ci, figure_line, fmt, table
+from experiments.report.markdown import bucket_table, ci, figure_line, fmt, rates, table
 from experiments.report.multi import write_multi_section
 from experiments.report.synthetic import write_synthetic_report
 from experiments.report.tables import (
@@ -683,9 +683,7 @@ def whole_list_section(agg: pd.DataFrame, meta: dict[tuple[str, int], dict[str, 
         + (
             "none shows the whole candidate list on any test query."
             if shown.empty
-            else f"{len(shown)} pairs show it on some test queries: "
-            + ", ".join(f"{r['condition']} {r['method']} {r['whole_list_pct']:.2f}%" for _, r in shown.iterrows())
-            + "."
+            else f"{len(shown)} pairs show it on some test queries: " + rates(shown, "whole_list_pct")
         ),
         "",
     ]
@@ -701,9 +699,7 @@ def whole_list_section(agg: pd.DataFrame, meta: dict[tuple[str, int], dict[str, 
             + (
                 "no learned pair reaches it."
                 if deep.empty
-                else f"{len(deep)} of {len(learned)} pairs reach it on some queries: "
-                + ", ".join(f"{r['condition']} {r['method']} {r['break_even_pct']:.2f}%" for _, r in deep.iterrows())
-                + "."
+                else f"{len(deep)} of {len(learned)} pairs reach it on some queries: " + rates(deep, "break_even_pct")
             ),
             "",
         ]
