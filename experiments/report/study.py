@@ -691,9 +691,10 @@ def whole_list_section(agg: pd.DataFrame, meta: dict[tuple[str, int], dict[str, 
         deep = learned[learned["break_even_pct"] > 0]
         lines += [
             "Why none can: every learned agent stops at the latest at its query's break-even depth, the deepest k "
-            "with log2(N / k) > step_cost (k - 1) (`rewards.break_even_depth`). Any deeper shortlist earns at most "
-            "log2(N / k) - step_cost (k - 1) <= 0 whatever the labels, less than one item (>= 0), and with BoR the "
-            "whole list earns exactly -step_cost (N - 1). That cap bounds the runaway; it does not learn anything. "
+            "with log2(N / k) > step_cost (k - 1) (`rewards.break_even_depth`). In the agents' objective (terminal "
+            "reward minus step costs) any deeper shortlist earns at most log2(N / k) - step_cost (k - 1) <= 0 "
+            "whatever the labels, no more than one item (>= 0), and with BoR the whole list earns exactly "
+            "-step_cost (N - 1). That cap bounds the runaway; it does not learn anything. "
             "How often a policy reaches it (`break_even_pct`, the share of test queries shown at least that deep) "
             "is what remains of the runaway: "
             + (
