@@ -1,0 +1,53 @@
+"""No learned policy shows the whole candidate list, in-domain or under shift, in the committed results.
+
+Reads the aggregate tables that ``shortlist compare`` (results/peers), the README main job
+(results/bfcl) and ``shortlist shift`` (results/shift) wrote, and checks that every learned method
+(registry group ``agent``: DQN, tabular Q, the expected-reward cut-off, any reward, any observation
+set) has a whole-list rate (K = N) of exactly 0 on every condition, shifted or not. Each table must
+come from a commit that has the break-even bound (so an old table cannot pass by accident) and
+carry the ``break_even_pct`` column that reports how often the bound decided.
+
+The full study table (results/aggregate.csv) is not listed until it is regenerated with the bound:
+its manifest names a commit before it (see the README's "Results" section).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from experiments.config import method_group
+
+REPO = Path(__file__).resolve().parents[1]
+#: The commit that introduced the break-even bound of the learned agents.
+BOUND_COMMIT = "ad2d1a0b"
+TABLES = ("results/peers", "results/bfcl", "results/shift")
+
+
+def _is_ancestor(old: str, new: str) -> bool:
+    return (
+        subprocess.run(
+            ["git", "merge-base", "--is-ancestor", old, new], cwd=REPO, capture_output=True, check=False
+        ).returncode
+        == 0
+    )
+
+
+@pytest.mark.parametrize("folder", TABLES)
+def test_no_learned_policy_shows_the_whole_list(folder: str) -> None:
+    manifest = json.loads((REPO / folder / "manifest.json").read_text(encoding="utf-8"))
+    commit = manifest["git_sha"]
+    assert not manifest["git_dirty"], f"{folder} was made from a dirty tree"
+    assert _is_ancestor(BOUND_COMMIT, commit), f"{folder} was made at {commit}, before the break-even bound"
+    agg = pd.read_csv(REPO / folder / "aggregate.csv")
+    learned = agg[[method_group(m) == "agent" for m in agg["method"]]]
+    assert len(learned) > 0, f"{folder}: no learned method in aggregate.csv"
+    assert "break_even_pct" in agg.columns, f"{folder}: aggregate.csv predates the break_even_pct column"
+    shown = learned[learned["whole_list_pct"] > 0]
+    assert shown.empty, f"{folder}: whole-list episodes of learned policies:\n" + shown[
+        ["condition", "method", "whole_list_pct"]
+    ].to_string(index=False)
