@@ -74,8 +74,12 @@ def save_json(path: Path, name: str, params: dict) -> None:
 
 
 def learned_episode(config: EpisodeConfig, break_even: bool) -> EpisodeConfig:
-    """The episode a learned agent trains and acts in: ``config``, also capped at each query's
-    break-even depth when ``break_even`` (:class:`envs.EpisodeConfig`; deeper STOPs are dominated)."""
+    """The episode a learned agent (DQN, tabular Q, the cut-off) trains and acts in: ``config``, also
+    capped at each query's break-even depth (:func:`rewards.break_even_depth`) when its ``break_even``
+    setting is on. Every deeper STOP earns <= 0 in the agents' objective on every query whatever the
+    labels, no more than K = 1, so it is never worth choosing; under BoR with a step cost this excludes
+    the whole list (K = N). A bound, not a learned behaviour: the reports say how often a policy stops
+    there (``break_even_pct``)."""
     return replace(config, break_even=True) if break_even and not config.break_even else config
 
 

@@ -66,10 +66,7 @@ class CutoffConfig:
     weight_decay: float = 1e-4
     """Adam weight decay (L2)."""
     break_even: bool = True
-    """Stop at the latest at each query's break-even depth (:func:`rewards.break_even_depth`): every
-    deeper STOP earns <= 0 on every query whatever the labels, less than K = 1, so it is never worth
-    choosing; under BoR this excludes the whole list (K = N). A bound, not a learned behaviour: the
-    study reports how often a policy stops there (``break_even_pct``)."""
+    """Stop at the latest at each query's break-even depth (:func:`agents.base.learned_episode`)."""
 
     def __post_init__(self) -> None:
         if self.hidden < 1 or self.epochs < 1 or not self.lr > 0 or self.weight_decay < 0:

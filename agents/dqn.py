@@ -114,10 +114,7 @@ class DQNConfig:
     """n-step returns (SB3's ``NStepReplayBuffer``): the target sums n observed rewards before it
     bootstraps (4: chosen on validation against the runaway to K = N; see the module docstring)."""
     break_even: bool = True
-    """Stop at the latest at each query's break-even depth (:func:`rewards.break_even_depth`): every
-    deeper STOP earns <= 0 on every query whatever the labels, less than K = 1, so it is never worth
-    choosing; under BoR this excludes the whole list (K = N). A bound, not a learned behaviour: the
-    study reports how often a policy stops there (``break_even_pct``)."""
+    """Stop at the latest at each query's break-even depth (:func:`agents.base.learned_episode`)."""
 
     def __post_init__(self) -> None:
         if self.n_envs < 1:

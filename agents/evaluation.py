@@ -94,8 +94,7 @@ def score_depths(
     )
     if step_cost is not None:
         rows["reward_net"] = reward - float(step_cost) * (k - 1)
-        even = {int(v): break_even_depth("bor", int(v), float(step_cost)) for v in np.unique(n)}
-        rows["break_even"] = np.array([even[int(v)] for v in n], dtype=np.int64)
+        rows["break_even"] = np.array([break_even_depth("bor", int(v), float(step_cost)) for v in n], dtype=np.int64)
     return rows
 
 
@@ -141,6 +140,13 @@ def depth_spread(k: ArrayLike, n: ArrayLike, break_even: ArrayLike | None = None
     return out
 
 
+def spread_of(rows: pd.DataFrame) -> dict[str, float]:
+    """:func:`depth_spread` of per-query rows (with ``break_even_pct`` when they carry ``break_even``)."""
+    return depth_spread(
+        rows["k"].to_numpy(), rows["n"].to_numpy(), rows["break_even"].to_numpy() if "break_even" in rows else None
+    )
+
+
 def summary_row(rows: pd.DataFrame) -> dict[str, float]:
     """Aggregate metrics of one (condition, method, seed) group of per-query rows."""
     found = rows["found"].to_numpy()
@@ -151,7 +157,7 @@ def summary_row(rows: pd.DataFrame) -> dict[str, float]:
         "found_pct": 100.0 * float(found.mean()),
         "mean_k": float(k.mean()),
         "std_k": float(k.std()),
-        **depth_spread(k, n, rows["break_even"].to_numpy() if "break_even" in rows else None),
+        **spread_of(rows),
         "bor_bits": bor_aggregate(found, k, n, r),
         "bor_ceiling": bor_ceiling(k, n, r),
         "mean_reward": float(rows["reward"].mean()),
@@ -190,9 +196,7 @@ def bucket_table(per_query: pd.DataFrame, keys: Sequence[str] = KEYS) -> pd.Data
                 "found_pct": 100.0 * float(g["found"].mean()),
                 "mean_k": float(g["k"].mean()),
                 "std_k": float(g["k"].std(ddof=0)),
-                **depth_spread(
-                    g["k"].to_numpy(), g["n"].to_numpy(), g["break_even"].to_numpy() if "break_even" in g else None
-                ),
+                **spread_of(g),
             }
         )
     df = pd.DataFrame(rows)

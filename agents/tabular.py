@@ -116,10 +116,7 @@ class TabularConfig:
     reward changes within the seed ranges on BFCL and MetaTool (largest: +0.10 on MetaTool+BM25 at n = 4)
     and a loss on the hardest synthetic condition (0.75 -> 0.53 at n = 4)."""
     break_even: bool = True
-    """Stop at the latest at each query's break-even depth (:func:`rewards.break_even_depth`): every
-    deeper STOP earns <= 0 on every query whatever the labels, less than K = 1, so it is never worth
-    choosing; under BoR this excludes the whole list (K = N). A bound, not a learned behaviour: the
-    study reports how often a policy stops there (``break_even_pct``)."""
+    """Stop at the latest at each query's break-even depth (:func:`agents.base.learned_episode`)."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.exploring_starts <= 1.0:

@@ -88,7 +88,8 @@ deviation of the examined scores s_1..s_k (``sd_k`` at rounding level counts as 
 ==  ====================  =================================================  ========
 
 For numerical range the strict features are computed on ``(s - s_1) / (s_1 - s_L)`` (a falling,
-affine rescaling of the whole list, 0 for a constant list). None of them changes under such a
+affine rescaling of the whole list, 0 for a constant list; scores whose range overflows are first
+divided by their largest magnitude, as for the other sets). None of them changes under such a
 rescaling except ``ex_cur_over_top``, which reads the raw scores, so the rescaling carries nothing of
 the unexamined items into them (a test changes items k+1..L and checks rows 1..k).
 """
@@ -222,18 +223,28 @@ def _hybrid_columns(query: RankedQuery, z: NDArray[np.float64], D: int) -> NDArr
     return out
 
 
+def _depth_columns(k: NDArray[np.int64], L: int, n: int) -> NDArray[np.float64]:
+    """depth_frac, log_depth, log_n and ceiling at depths ``k`` (shared by the score and strict sets)."""
+    return np.column_stack(
+        [
+            k / L,
+            np.log2(k + 1) / np.log2(L + 1),
+            np.full(k.size, min(1.0, np.log10(n) / 7.0)),
+            np.minimum(1.0, np.log2(n / k) / 24.0),
+        ]
+    )
+
+
 def _strict_matrix(query: RankedQuery, D: int) -> NDArray[np.float64]:
     raw = query.scores
     L = raw.size
     k = np.arange(1, D + 1)
+    s = raw
     with np.errstate(over="ignore", invalid="ignore"):
-        rng = raw[0] - raw[-1]
-        if not np.isfinite(rng):
-            rng = raw[0] / 2 - raw[-1] / 2
-        x = (raw - raw[0]) / rng if rng > 0 else np.zeros(L)  # <= 0, falling, affine in the scores
-        if not np.all(np.isfinite(x)):
-            x = raw / 2 / np.abs(raw).max() - raw[0] / 2 / np.abs(raw).max()
-            x = x / (x[0] - x[-1]) if x[0] > x[-1] else np.zeros(L)
+        if not np.isfinite(s[0] - s[-1]):
+            s = s / float(np.abs(s).max())  # the features below are scale-invariant
+    rng = s[0] - s[-1]
+    x = (s - s[0]) / rng if rng > 0 else np.zeros(L)  # <= 0, falling, affine in the scores
     xe = x[:D]
     mean = np.cumsum(xe) / k
     sd = np.sqrt(np.maximum(np.cumsum(xe**2) / k - mean**2, 0.0))  # x_1 = 0: the shift keeps this exact
@@ -250,7 +261,6 @@ def _strict_matrix(query: RankedQuery, D: int) -> NDArray[np.float64]:
     s1 = float(raw[0])
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         ratio = np.clip(raw[:D] / s1, -1, 1) if s1 > 0 else (raw[:D] == s1).astype(np.float64)
-    n = query.n_candidates
     out = np.empty((D, len(STRICT_NAMES)), dtype=np.float64)
     out[:, 0] = np.clip(top_z, -Z_CLIP, Z_CLIP) / Z_CLIP
     out[:, 1] = np.clip(cur_z, -Z_CLIP, Z_CLIP) / Z_CLIP
@@ -260,10 +270,7 @@ def _strict_matrix(query: RankedQuery, D: int) -> NDArray[np.float64]:
     out[:, 5] = np.where(fall > 0, np.clip(drops / np.where(fall > 0, fall, 1.0), 0, 1), 0.0)
     out[:, 6] = np.where(fall > 0, np.minimum(1.0, 2 * sd / np.where(fall > 0, fall, 1.0)), 0.0)
     out[:, 7] = (run - 1) / k
-    out[:, 8] = k / L
-    out[:, 9] = np.log2(k + 1) / np.log2(L + 1)
-    out[:, 10] = min(1.0, np.log10(n) / 7.0)
-    out[:, 11] = np.minimum(1.0, np.log2(n / k) / 24.0)
+    out[:, 8:12] = _depth_columns(k, L, query.n_candidates)
     return out
 
 
@@ -272,20 +279,16 @@ def feature_matrix(query: RankedQuery, max_depth: int | None = None, observation
     ``score`` set, (D, 20) for ``hybrid`` (the default for a query with a second scorer) and (D, 12)
     for ``strict`` (:func:`observation_of` resolves ``observation``)."""
     kind = observation_of(query, observation)
+    L = query.scores.size
+    D = L if max_depth is None else min(int(max_depth), L)
+    if D < 1:
+        raise ValueError(f"query {query.qid!r}: max_depth must be >= 1")
     if kind == "strict":
-        L = query.scores.size
-        D = L if max_depth is None else min(int(max_depth), L)
-        if D < 1:
-            raise ValueError(f"query {query.qid!r}: max_depth must be >= 1")
         return _strict_matrix(query, D).astype(np.float32)
     s = query.scores
     with np.errstate(over="ignore", invalid="ignore"):
         if not (np.isfinite(s.mean()) and np.isfinite(s.std()) and np.isfinite(s[0] - s[-1])):
             s = s / float(np.abs(s).max())  # z-scores and min-max are scale-invariant
-    L = s.size
-    D = L if max_depth is None else min(int(max_depth), L)
-    if D < 1:
-        raise ValueError(f"query {query.qid!r}: max_depth must be >= 1")
     z = zscores(s)  # a list whose spread is at rounding level is constant: all z-scores are 0
     rng = s[0] - s[-1]
     u = (s - s[-1]) / rng if rng > 0 else np.ones_like(s)
@@ -298,7 +301,6 @@ def feature_matrix(query: RankedQuery, max_depth: int | None = None, observation
     gap_next = np.where(k < L, cur - nxt, 0.0)
     # largest drop already passed at depth k: among drops between ranks i and i+1, i < k
     passed = np.concatenate([[0.0], np.maximum.accumulate(drops)])[:D]
-    n = query.n_candidates
     out = np.empty((D, 13), dtype=np.float64)
     out[:, 0] = np.clip(z[0], -Z_CLIP, Z_CLIP) / Z_CLIP
     out[:, 1] = np.clip(cur, -Z_CLIP, Z_CLIP) / Z_CLIP
@@ -307,10 +309,7 @@ def feature_matrix(query: RankedQuery, max_depth: int | None = None, observation
     out[:, 4] = np.clip(gap_next, 0, Z_CLIP) / Z_CLIP
     out[:, 5] = min(1.0, 2.0 * float(u.std()))
     out[:, 6] = u[:D]
-    out[:, 7] = k / L
-    out[:, 8] = np.log2(k + 1) / np.log2(L + 1)
-    out[:, 9] = min(1.0, np.log10(n) / 7.0)
-    out[:, 10] = np.minimum(1.0, np.log2(n / k) / 24.0)
+    out[:, 7:11] = _depth_columns(k, L, query.n_candidates)
     out[:, 11] = np.clip(gap_next / gmax, 0, 1)
     out[:, 12] = np.clip(passed / gmax, 0, 1)
     if kind == "hybrid":

@@ -10,6 +10,7 @@ set holds at least one relevant item.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -219,13 +220,20 @@ def break_even_depth(kind: str, n: int, step_cost: float) -> int:
         raise ValueError(f"n must be a whole number >= 1, got {n}")
     if not (math.isfinite(step_cost) and step_cost >= 0):
         raise ValueError(f"step_cost must be finite and >= 0, got {step_cost}")
+    return _break_even(kind, int(n), float(step_cost))
+
+
+@functools.lru_cache(maxsize=4096)
+def _break_even(kind: str, n: int, step_cost: float) -> int:
+    """:func:`break_even_depth` on checked arguments, cached: environments ask for it at every episode
+    reset and a bisection costs about a millisecond (a handful of distinct (kind, N, cost) per study)."""
 
     def pays(k: int) -> bool:
-        return float(terminal_reward(kind, 1, k, int(n), 1)) - step_cost * (k - 1) > 0
+        return float(terminal_reward(kind, 1, k, n, 1)) - step_cost * (k - 1) > 0
 
     if not pays(1):
         return 1
-    lo, hi = 1, int(n)  # pays(lo) holds; find the last k that pays
+    lo, hi = 1, n  # pays(lo) holds; find the last k that pays
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if pays(mid):

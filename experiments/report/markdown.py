@@ -28,12 +28,12 @@ def ci(row: pd.Series, col: str, nd: int = 2, scale: float = 1.0) -> str:
     return fmt(scale * row[col], scale * row[f"{col}_lo"], scale * row[f"{col}_hi"], nd)
 
 
-def rates(rows: pd.DataFrame, col: str, none: str = "none.") -> str:
+def rates(rows: pd.DataFrame, col: str) -> str:
     """``condition method x.xx%`` for each row with ``col`` > 0, joined and ended by a full stop;
-    ``none`` when no row has it (the whole-list and break-even sentences of the reports)."""
+    ``none.`` when no row has it (the whole-list and break-even sentences of the reports)."""
     shown = rows[rows[col] > 0] if col in rows else rows.iloc[:0]
     if shown.empty:
-        return none
+        return "none."
     return ", ".join(f"{r['condition']} {r['method']} {r[col]:.2f}%" for _, r in shown.iterrows()) + "."
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agents.evaluation import BUCKET_ORDER, depth_spread
+from agents.evaluation import BUCKET_ORDER, spread_of
 from experiments.config import method_group
 from experiments.figures import bucket_spread, with_splits
 from experiments.paper import PAPER
@@ -146,7 +146,7 @@ def aggregate(summary: pd.DataFrame, per_query: pd.DataFrame, seed: int = 0, n_b
                 lo, hi = np.quantile(finite, [0.025, 0.975]) if finite.size else (math.nan, math.nan)
                 row[f"{m}_lo"], row[f"{m}_hi"] = float(lo), float(hi)
             k, n = rows_q["k"].to_numpy(), rows_q["n"].to_numpy()
-            row.update(depth_spread(k, n, rows_q["break_even"].to_numpy() if "break_even" in rows_q else None))
+            row.update(spread_of(rows_q))
             partial = k < n
             row["found_pct_partial"] = 100.0 * float(rows_q["found"][partial].mean()) if partial.any() else math.nan
             row["mean_k_partial"] = float(k[partial].mean()) if partial.any() else math.nan
