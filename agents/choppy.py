@@ -181,4 +181,5 @@ register(
     uses_reward=True,
     description="Choppy-style cut-off model (torch) trained to maximise expected reward",
     config=ChoppyConfig,
+    observes=True,
 )

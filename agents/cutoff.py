@@ -186,4 +186,5 @@ register(
     description="supervised P(found by k) per depth (torch MLP on the score features, plus the second scorer's "
     "on -hybrid conditions), stop at the argmax of expected reward minus step cost (see agents/cutoff.py)",
     config=CutoffConfig,
+    observes=True,
 )

@@ -312,4 +312,5 @@ register(
     description="SB3 DQN on the score features, plus the second scorer's on -hybrid conditions (paper network, "
     "optimiser and replay; see agents/dqn.py)",
     config=DQNConfig,
+    observes=True,
 )

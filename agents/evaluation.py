@@ -94,7 +94,9 @@ def score_depths(
     )
     if step_cost is not None:
         rows["reward_net"] = reward - float(step_cost) * (k - 1)
-        rows["break_even"] = np.array([break_even_depth("bor", int(v), float(step_cost)) for v in n], dtype=np.int64)
+        distinct, where = np.unique(n, return_inverse=True)
+        depth = np.array([break_even_depth("bor", int(v), float(step_cost)) for v in distinct], dtype=np.int64)
+        rows["break_even"] = depth[where.reshape(-1)]
     return rows
 
 

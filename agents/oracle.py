@@ -401,6 +401,7 @@ register(
     stochastic=False,
     uses_reward=True,
     description="DP optimum of the tabular model estimated on train (mean reward; a reference, not a bound)",
+    observes=True,
 )
 register(
     "dp-mdp",
@@ -409,4 +410,5 @@ register(
     stochastic=False,
     uses_reward=True,
     description="DP optimum of the tabular model for the RL episode return (gamma, step cost; not a bound)",
+    observes=True,
 )

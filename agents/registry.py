@@ -44,6 +44,10 @@ class PolicyKind:
             limit that needs a known generator.
         reads_labels: whether its depths read the labels (the hindsight oracle): then it is a
             reference, never a policy to apply to unlabelled lists.
+        observes: whether it reads an observation set of :mod:`envs.features` (the episode's
+            ``observation``): only then does a named set (``--observation strict``) change its
+            cell and tag its method (``bor-dqn@strict``); a rule on the raw scores is the same
+            policy under every set.
     """
 
     name: str
@@ -55,6 +59,7 @@ class PolicyKind:
     config: type | None = None
     only_benchmarks: tuple[str, ...] = ()
     reads_labels: bool = False
+    observes: bool = False
 
     def applies_to(self, benchmark: str) -> bool:
         """Whether the kind can run on ``benchmark``."""
@@ -86,13 +91,16 @@ def register(
     config: type | None = None,
     only_benchmarks: tuple[str, ...] = (),
     reads_labels: bool = False,
+    observes: bool = False,
 ) -> PolicyKind:
     """Add a kind to :data:`KINDS` (names are unique and contain no ``_``)."""
     if not name or "_" in name or name in KINDS:
         raise ValueError(f"invalid or duplicate policy kind name {name!r}")
     if group not in GROUPS:
         raise ValueError(f"policy kind {name!r}: group must be one of {GROUPS}, got {group!r}")
-    kind = PolicyKind(name, group, stochastic, uses_reward, description, build, config, only_benchmarks, reads_labels)
+    kind = PolicyKind(
+        name, group, stochastic, uses_reward, description, build, config, only_benchmarks, reads_labels, observes
+    )
     KINDS[name] = kind
     return kind
 

@@ -289,4 +289,5 @@ register(
     description="tabular Q-learning on the discretised score features (+ one second-scorer bin on -hybrid "
     "conditions; depth-only back-off)",
     config=TabularConfig,
+    observes=True,
 )

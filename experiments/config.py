@@ -94,6 +94,9 @@ class Cell:
     def __post_init__(self) -> None:
         if self.episode.reward != self.method.reward:  # the method's reward is the one stored
             object.__setattr__(self, "episode", replace(self.episode, reward=self.method.reward))
+        if self.episode.observation != "auto" and not self.method.kind.observes:
+            # a rule on the raw scores is the same policy under every observation set: one cell, no tag
+            object.__setattr__(self, "episode", replace(self.episode, observation="auto"))
 
     @property
     def benchmark(self) -> str:
@@ -117,7 +120,8 @@ class Cell:
     def label(self) -> str:
         """The method's name in run ids and tables: :attr:`MethodSpec.name`, plus ``@<set>`` when the
         episode names an observation set (``bor-dqn@strict``), so runs on another set never share a
-        run directory or a table row with the default ones."""
+        run directory or a table row with the default ones. Only kinds that read an observation set
+        (:attr:`agents.registry.PolicyKind.observes`) carry one; the others keep their plain name."""
         obs = self.episode.observation
         return self.method.name if obs == "auto" else f"{self.method.name}@{obs}"
 

@@ -135,13 +135,22 @@ def test_every_learner_trains_and_acts_on_the_strict_set(kind: str, tmp_path) ->
     np.testing.assert_array_equal(again.depths(toy(2), cfg), k)
 
 
-def test_cli_option_tags_the_method_and_keeps_runs_apart() -> None:
+def test_cli_option_tags_the_learners_and_keeps_their_runs_apart() -> None:
     plans = resolve_plans(["bfcl-bm25"])
     auto = cells_for(plans, [42], **LearnArgs().learn_kwargs())
     strict = cells_for(plans, [42], **LearnArgs(observation="strict").learn_kwargs())
     assert {c.label for c in auto} == {c.method.name for c in auto}
-    assert {c.label for c in strict} == {f"{c.method.name}@strict" for c in strict}
-    assert not {c.run_id for c in auto} & {c.run_id for c in strict}
+    observing = {c.method.name for c in strict if c.method.kind.observes}
+    assert {"bor-dqn", "bor-tabular", "bor-cutoff"} <= observing
+    assert {c.label for c in strict} == {f"{m}@strict" if m in observing else m for m in (c.method.name for c in strict)}
+    # a learner's strict run never shares a directory with its default run ...
+    learners = {c.run_id for c in strict if c.method.kind.observes}
+    assert learners and not learners & {c.run_id for c in auto}
+    # ... while a rule on the raw scores (fixed K, gap, threshold) is the same cell under every set
+    rules = [c for c in strict if not c.method.kind.observes]
+    assert rules and all(c.episode.observation == "auto" for c in rules)
+    same = {c.run_id: c.config_hash() for c in auto}
+    assert all(same[c.run_id] == c.config_hash() for c in rules)
     assert MethodSpec.parse("bor-dqn@strict") == MethodSpec.parse("bor-dqn")
     assert method_group("bor-tabular@strict") == "agent"
     with pytest.raises(ValueError, match="--observation"):
