@@ -342,15 +342,16 @@ def study_cells(plans: Sequence[ConditionPlan], seeds: Sequence[int], **learn: o
 def compare_cells(plans: Sequence[ConditionPlan], seeds: Sequence[int], **learn: object) -> list[Cell]:
     """Every cell of the comparison: stochastic methods on all seeds, the rest on the first.
 
-    The two-scorer suite leaves out the F1 ablation (F1-DQN): it asks what a second scorer adds to the
-    state, while the F1 question is about the reward and is answered on the main conditions.
+    The two-scorer suite and a comparison on a named observation set (``observation`` other than
+    ``auto``) leave out the F1 ablation (F1-DQN): they ask what the state adds, while the F1
+    question is about the reward and is answered on the main conditions.
     """
     if not seeds:
         raise ValueError("give at least one seed")
     cells: list[Cell] = []
     for plan in plans:
         methods = compare_methods(plan.condition.benchmark)
-        if plan.suite == "hybrid":
+        if plan.suite == "hybrid" or learn.get("observation", "auto") != "auto":
             methods = [m for m in methods if m.reward != "f1"]
         cells += _split_by_seed(plan, methods, seeds, learn)
     return cells

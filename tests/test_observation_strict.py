@@ -142,7 +142,9 @@ def test_cli_option_tags_the_learners_and_keeps_their_runs_apart() -> None:
     assert {c.label for c in auto} == {c.method.name for c in auto}
     observing = {c.method.name for c in strict if c.method.kind.observes}
     assert {"bor-dqn", "bor-tabular", "bor-cutoff"} <= observing
-    assert {c.label for c in strict} == {f"{m}@strict" if m in observing else m for m in (c.method.name for c in strict)}
+    assert {c.label for c in strict} == {
+        f"{m}@strict" if m in observing else m for m in (c.method.name for c in strict)
+    }
     # a learner's strict run never shares a directory with its default run ...
     learners = {c.run_id for c in strict if c.method.kind.observes}
     assert learners and not learners & {c.run_id for c in auto}
