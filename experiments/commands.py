@@ -6,9 +6,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -51,13 +55,94 @@ def run_with(
     )
 
 
-def collect_and_write(runs: Sequence[Path], out: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Combine the runs' per-query rows, recompute summary and bucket tables, write all three to ``out``."""
+def collect_and_write(
+    runs: Sequence[Path], out: Path, observation: str = "auto"
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Combine the runs' per-query rows, recompute summary and bucket tables, write all three to
+    ``out`` with the index of the runs they come from (``runs.csv``, :func:`run_index`).
+
+    A study or comparison on a named ``observation`` set gives its tables plain method names
+    (:func:`untag`); ``train`` keeps the tags (``auto``: names as the runs wrote them).
+    """
     from experiments.runner import collect
 
-    per_query, summary, buckets = collect(runs)
-    write_tables(out, {"per_query.csv": per_query, "summary.csv": summary, "buckets.csv": buckets})
+    per_query, summary, buckets = (untag(t, observation) for t in collect(runs))
+    write_tables(
+        out,
+        {"per_query.csv": per_query, "summary.csv": summary, "buckets.csv": buckets, "runs.csv": run_index(runs)},
+    )
     return per_query, summary, buckets
+
+
+def untag(frame: pd.DataFrame, observation: str) -> pd.DataFrame:
+    """``frame`` with the ``@<observation>`` tag taken off its method names (``bor-dqn@strict`` ->
+    ``bor-dqn``).
+
+    A study or comparison runs on one observation set, named in its README and manifest, so inside its folder
+    the learners keep their plain names and every report lookup (the BoR agents, the supervised
+    cut-off, the peers) matches them. Rows tagged with another set are refused, naming the method.
+    """
+    if observation == "auto":
+        return frame
+    methods = frame["method"].astype(str)
+    tags = methods.str.partition("@")[2]
+    foreign = sorted(set(methods[(tags != "") & (tags != observation)]))
+    if foreign:
+        raise ValueError(f"methods {foreign} carry another observation set than {observation!r}")
+    return frame.assign(method=methods.str.partition("@")[0])
+
+
+#: The tables of a run directory whose sha256 the run index records.
+RUN_TABLES = ("per_query.csv", "summary.csv", "buckets.csv")
+
+
+def run_index(runs: Sequence[Path]) -> pd.DataFrame:
+    """One row per run directory: its id, config hash, code fingerprint, commit, wall time and the
+    sha256 of its tables (:data:`RUN_TABLES`).
+
+    Run directories are not committed (they are large and any command remakes them); this index is,
+    so a committed table names exactly the runs behind it and a rerun can be checked against it
+    byte for byte (``tests/test_results_reproduce.py``).
+    """
+    from benchmarks.corpus import sha256_file
+
+    rows = []
+    for run in runs:
+        cfg = json.loads((run / "config.json").read_text(encoding="utf-8"))
+        man = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+        row = {
+            "run_id": run.name,
+            "config_hash": cfg.get("config_hash", ""),
+            "code_fingerprint": man.get("code_fingerprint", ""),
+            "git_sha": man.get("git_sha", ""),
+            "git_dirty": man.get("git_dirty"),
+            "wall_seconds": man.get("wall_seconds"),
+        }
+        row |= {f"sha256_{t.removesuffix('.csv')}": sha256_file(str(run / t)) for t in RUN_TABLES}
+        rows.append(row)
+    return pd.DataFrame(rows).sort_values("run_id", kind="stable").reset_index(drop=True)
+
+
+@contextlib.contextmanager
+def staged(out: Path) -> Iterator[Path]:
+    """A temporary sibling folder for a command's outputs, moved into ``out`` only once all are written.
+
+    A failure while writing (a report error, an interrupt) removes the temporary folder and leaves
+    ``out`` as it was: never a folder with some tables but no README or manifest. On success each
+    file is renamed into ``out`` (files ``out`` holds that this invocation did not write are kept).
+    """
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.staged-", dir=out.parent))
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for src in sorted(p for p in tmp.rglob("*") if p.is_file()):
+        dst = out / src.relative_to(tmp)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(src, dst)
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def source_options(sa: SourceArgs) -> tuple[tuple[str, str], ...]:
@@ -138,12 +223,13 @@ def cmd_reproduce(ra: ReproduceArgs, la: LearnArgs, ca: CommonArgs, command: str
     t0 = time.perf_counter()
     runs = run_with(cells, out, ca, command)
     t_runs = time.perf_counter() - t0
-    per_query, summary, buckets = collect_and_write(runs, out)
+    per_query, summary, buckets = collect_and_write(runs, out, la.observation)
     first_split = plan_splits(MULTI_PLANS[0], la.split_seeds)[0]  # the split the multi-tool suite runs on
     write_study_report(out, per_query, summary, buckets, ca.data_dir, ca.cache_dir, split_seed=first_split)
     write_manifest(
         out / "manifest.json",
         command=command,
+        observation=la.observation,
         runs=[p.name for p in runs],
         timings_seconds={"cells": t_runs, "total": time.perf_counter() - t0},
     )

@@ -30,14 +30,18 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from experiments.commands import collect_and_write, run_with
+from experiments.commands import collect_and_write, run_with, staged
 from experiments.options import CommonArgs, CompareArgs, LearnArgs
 from experiments.plan import COMPARE_SUITES, compare_cells, resolve_plans
 from experiments.report.peers import write_compare_report
 
 
 def cmd_compare(ca: CompareArgs, la: LearnArgs, co: CommonArgs, command: str) -> int:
-    """Run (or resume) every comparison cell, then write tables, figures and the README."""
+    """Run (or resume) every comparison cell, then write tables, figures and the README.
+
+    The outputs are written into a temporary folder and moved into ``out`` only when all of them are
+    (:func:`experiments.commands.staged`), so a failing report leaves ``out`` as it was.
+    """
     t0 = time.perf_counter()
     plans = resolve_plans(ca.only, COMPARE_SUITES)
     cells = compare_cells(plans, la.seeds, **la.learn_kwargs())
@@ -49,16 +53,18 @@ def cmd_compare(ca: CompareArgs, la: LearnArgs, co: CommonArgs, command: str) ->
         return 0
     runs = run_with(cells, out, co, command, runs_dir=Path(ca.runs_dir))
     t_runs = time.perf_counter() - t0
-    per_query, summary, buckets = collect_and_write(runs, out)
-    write_compare_report(
-        out,
-        per_query,
-        summary,
-        buckets,
-        runs,
-        command=command,
-        seeds=la.seeds,
-        timings={"cells (this invocation)": t_runs},
-    )
+    with staged(out) as tmp:
+        per_query, summary, buckets = collect_and_write(runs, tmp, la.observation)
+        write_compare_report(
+            tmp,
+            per_query,
+            summary,
+            buckets,
+            runs,
+            command=command,
+            seeds=la.seeds,
+            observation=la.observation,
+            timings={"cells (this invocation)": t_runs},
+        )
     print(f"wrote {len(runs)} runs, tables, figures and README.md to {out}")
     return 0

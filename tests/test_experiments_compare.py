@@ -258,3 +258,82 @@ def test_two_scorer_suite_leaves_out_the_f1_ablation() -> None:
     hybrid = {c.method.name for c in compare_cells(resolve_plans(["bfcl-bm25-hybrid"]), [42])}
     assert "f1-dqn" in main and "f1-dqn" not in hybrid
     assert main - {"f1-dqn"} == hybrid
+
+
+@pytest.fixture(scope="module")
+def strict(result: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``shortlist compare --observation strict`` into its own folder, over the default comparison's runs."""
+    out, cache = result
+    strict_out = tmp_path_factory.mktemp("strict")
+    rc = cmd_compare(
+        CompareArgs(only=("bfcl-bm25",), out=str(strict_out), runs_dir=str(out / "runs")),
+        LearnArgs(**TINY, observation="strict"),
+        CommonArgs(cache_dir=cache, no_progress=True),
+        "shortlist compare --observation strict (test)",
+    )
+    assert rc == 0
+    return strict_out
+
+
+def test_compare_on_a_named_observation_set_end_to_end(result: tuple[Path, str], strict: Path) -> None:
+    out, _ = result
+    index = pd.read_csv(strict / "runs.csv")
+    runs = set(index["run_id"])
+    # the learners ran on the strict set, in their own run directories ...
+    for learner in ("bor-dqn", "bor-tabular", "bor-cutoff", "bor-choppy", "bor-dp"):
+        tagged = {r for r in runs if r.startswith(f"bfcl-bm25__{learner}@strict__")}
+        assert tagged, learner
+        for r in tagged:
+            assert json.loads((out / "runs" / r / "config.json").read_text())["episode"]["observation"] == "strict"
+    # ... while the rules on raw scores are the default comparison's cells, reused untagged
+    default = set(pd.read_csv(out / "runs.csv")["run_id"])
+    rules = {r for r in runs if "@" not in r}
+    assert {"bfcl-bm25__gap__s1", "bfcl-bm25__fixed-3__s1", "bfcl-bm25__oracle__s1"} <= rules <= default
+    # every table names the learners plainly, so the report's lookups find them
+    for table in ("per_query.csv", "summary.csv", "aggregate.csv", "paired.csv", "split_goal.csv", "limits.csv"):
+        assert "@" not in (strict / table).read_text(), table
+    paired = pd.read_csv(strict / "paired.csv")
+    assert {"bor-dqn", "bor-tabular"} <= set(paired.loc[paired["peer"] == "bor-cutoff", "agent"])
+    assert set(pd.read_csv(strict / "split_goal.csv")["condition"]) == {"bfcl-bm25"}
+    readme = (strict / "README.md").read_text()
+    assert "Observation set: `strict`" in readme and "Where RL adds nothing" in readme
+    assert json.loads((strict / "manifest.json").read_text())["observation"] == "strict"
+    # the strict cut-off read the 12 strict features, the default one the 13 score features
+    width = {
+        name: json.loads((out / "runs" / f"bfcl-bm25__{name}__s1" / "agent.json").read_text())["params"]["n_features"]
+        for name in ("bor-cutoff@strict", "bor-cutoff")
+    }
+    assert width == {"bor-cutoff@strict": 12, "bor-cutoff": 13}
+
+
+def test_a_failing_report_leaves_the_folder_as_it_was(
+    result: tuple[Path, str], strict: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out, cache = result
+    before = {p.relative_to(strict): p.read_bytes() for p in strict.rglob("*") if p.is_file()}
+
+    def broken(folder: Path, *args: object, **kwargs: object) -> None:
+        (folder / "aggregate.csv").write_text("half written\n")
+        raise KeyError("peer")
+
+    monkeypatch.setattr("experiments.compare.write_compare_report", broken)
+    with pytest.raises(KeyError):
+        cmd_compare(
+            CompareArgs(only=("bfcl-bm25",), out=str(strict), runs_dir=str(out / "runs")),
+            LearnArgs(**TINY, observation="strict"),
+            CommonArgs(cache_dir=cache, no_progress=True),
+            "shortlist compare (failing report)",
+        )
+    after = {p.relative_to(strict): p.read_bytes() for p in strict.rglob("*") if p.is_file()}
+    assert after == before
+    assert not [p for p in strict.parent.iterdir() if ".staged-" in p.name]
+
+
+def test_untag_refuses_another_observation_set() -> None:
+    from experiments.commands import untag
+
+    frame = pd.DataFrame({"method": ["bor-dqn@strict", "gap", "bor-cutoff@strict"]})
+    assert untag(frame, "strict")["method"].tolist() == ["bor-dqn", "gap", "bor-cutoff"]
+    assert untag(frame, "auto").equals(frame)
+    with pytest.raises(ValueError, match="bor-dqn@hybrid"):
+        untag(pd.DataFrame({"method": ["bor-dqn@hybrid"]}), "strict")

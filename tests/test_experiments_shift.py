@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from benchmarks.corpus import sha256_file
 from experiments.cli import main
 from experiments.shift import shift_targets
 
@@ -58,7 +59,7 @@ def test_shift_rows_cover_every_target_and_none_reproduces_the_runs(shifted: tup
 
 
 def test_shift_report_compares_the_best_agent_with_the_gap_rule(shifted: tuple[Path, Path]) -> None:
-    _, res = shifted
+    study, res = shifted
     vg = pd.read_csv(res / "versus_gap.csv")
     agg = pd.read_csv(res / "aggregate.csv")
     assert len(vg) == 7 and set(vg["shift"]) == {"none", "scorer", "benchmark", "query"}
@@ -72,6 +73,14 @@ def test_shift_report_compares_the_best_agent_with_the_gap_rule(shifted: tuple[P
     assert "## Against the largest-gap rule" in readme and "of 6 (source, shifted target) pairs" in readme
     man = json.loads((res / "manifest.json").read_text())
     assert man["sources"] == ["bfcl-bm25"] and man["n_runs"] == 4 * 7
+    index = pd.read_csv(res / "runs.csv")  # the evaluated runs, with the sha256 of their own tables
+    assert (
+        sorted(index["run_id"])
+        == sorted(man["runs"])
+        == sorted(f"bfcl-bm25__{m}__s3" for m in ("bor-tabular", "bor-cutoff", "gap", "bor-threshold"))
+    )
+    run = index.set_index("run_id").loc["bfcl-bm25__gap__s3"]
+    assert run["sha256_per_query"] == sha256_file(str(study / "runs" / "bfcl-bm25__gap__s3" / "per_query.csv"))
 
 
 def test_shift_refuses_missing_runs(tmp_path: Path) -> None:
