@@ -1,10 +1,12 @@
 """The committed results come from the committed code.
 
-Re-running a few committed cells of the README main job (``results/bfcl``: fixed K, tabular
-Q-learning and one full-budget BoR-DQN) from this checkout must give their ``per_query.csv``
-byte for byte; and every committed manifest must name a clean tree at a commit of this
-history. A code change that moves a committed number fails here until ``results/`` is
-regenerated.
+Run directories are not committed; every results folder commits ``runs.csv``, the index of the
+runs behind its tables (run id, config hash, code fingerprint, commit, sha256 of each run's
+``per_query.csv``, ``summary.csv`` and ``buckets.csv``). Re-running a few cells of the README main
+job (``results/bfcl``: fixed K, tabular Q-learning and one full-budget BoR-DQN) from this checkout
+must give tables with exactly the recorded sha256; every committed manifest must name a clean tree
+at a commit of this history; and each folder's index must list exactly the runs its manifest names.
+A code change that moves a committed number fails here until ``results/`` is regenerated.
 """
 
 from __future__ import annotations
@@ -13,14 +15,17 @@ import json
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+from benchmarks.corpus import sha256_file
+from experiments.commands import RUN_TABLES
 from experiments.plan import resolve_plans, study_cells
 from experiments.runner import run_cell
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "results"
-MAIN_JOB_RUNS = RESULTS / "bfcl" / "runs"
+MAIN_JOB_INDEX = RESULTS / "bfcl" / "runs.csv"
 
 #: Cheap and deterministic cells of both scorers, and one DQN cell at its full budget (about
 #: 40 s on 2 cores) so that the learned policies are covered too.
@@ -40,17 +45,17 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.mark.parametrize("run_id", CELLS)
 def test_committed_cell_regenerates_byte_for_byte(run_id: str, tmp_path: Path, cache_dir: str) -> None:
-    committed = MAIN_JOB_RUNS / run_id
-    assert (committed / "per_query.csv").is_file(), f"{committed}: not committed (run the README's first command)"
-    cfg = json.loads((committed / "config.json").read_text())
-    cells = {c.run_id: c for c in study_cells(resolve_plans([cfg["condition"]]), [cfg["seed"]])}
+    index = pd.read_csv(MAIN_JOB_INDEX).set_index("run_id")
+    assert run_id in index.index, (
+        f"{run_id} is not in {MAIN_JOB_INDEX.relative_to(REPO)} (run the README's first command)"
+    )
+    condition, _, seed = run_id.split("__")[:3]
+    cells = {c.run_id: c for c in study_cells(resolve_plans([condition]), [int(seed.removeprefix("s"))])}
     assert run_id in cells, f"{run_id} is no longer a cell of the study plan"
-    cell = cells[run_id]
-    resolved = cell.resolved()
-    assert {k: cfg.get(k) for k in resolved} == json.loads(json.dumps(resolved)), "the plan's settings changed"
-    run_dir = run_cell(cell, tmp_path / "runs", None, cache_dir, "test")
-    for table in ("per_query.csv", "summary.csv", "buckets.csv"):
-        assert (run_dir / table).read_bytes() == (committed / table).read_bytes(), (
+    run_dir = run_cell(cells[run_id], tmp_path / "runs", None, cache_dir, "test")
+    for table in RUN_TABLES:
+        recorded = index.loc[run_id, f"sha256_{table.removesuffix('.csv')}"]
+        assert sha256_file(str(run_dir / table)) == recorded, (
             f"{run_id}/{table} differs from the committed result: regenerate results/ from a clean tree"
         )
 
@@ -73,3 +78,19 @@ def test_committed_manifests_name_a_clean_tree_of_this_history() -> None:
         elif _git("merge-base", "--is-ancestor", sha, "HEAD").returncode != 0:
             bad.append(f"{path.relative_to(REPO)}: git_sha {sha[:12]} is not a commit of this history")
     assert not bad, "results not produced from a clean committed tree:\n" + "\n".join(bad[:20])
+
+
+def test_every_index_lists_the_runs_its_manifest_names() -> None:
+    tracked = _git("ls-files", "results").stdout.split()
+    assert not [p for p in tracked if "/runs/" in p], "run directories are not committed (runs.csv indexes them)"
+    indexed = [RESULTS.parent / p for p in tracked if p.endswith("/runs.csv") or p == "results/runs.csv"]
+    assert MAIN_JOB_INDEX in indexed
+    for path in indexed:
+        index = pd.read_csv(path)
+        man = json.loads((path.parent / "manifest.json").read_text())
+        name = path.relative_to(REPO)
+        assert sorted(index["run_id"]) == sorted(man["runs"]), f"{name}: runs differ from the manifest's"
+        assert not index["git_dirty"].any(), f"{name}: a run was made from a dirty tree"
+        assert index["code_fingerprint"].nunique() == 1, f"{name}: runs of different code in one table"
+        for table in RUN_TABLES:
+            assert index[f"sha256_{table.removesuffix('.csv')}"].str.fullmatch("[0-9a-f]{64}").all(), (name, table)
