@@ -64,9 +64,13 @@ def collect_and_write(
     A study or comparison on a named ``observation`` set gives its tables plain method names
     (:func:`untag`); ``train`` keeps the tags (``auto``: names as the runs wrote them).
     """
-    from experiments.runner import collect
+    from agents import bucket_table, summarise
+    from experiments.runner import RUN_KEYS, collect
 
-    per_query, summary, buckets = (untag(t, observation) for t in collect(runs))
+    per_query, summary, buckets = collect(runs)
+    if observation != "auto":  # plain names, then the run order and summaries of the default tables
+        per_query = untag(per_query, observation).sort_values(list(RUN_KEYS), kind="stable").reset_index(drop=True)
+        summary, buckets = summarise(per_query, RUN_KEYS), bucket_table(per_query, RUN_KEYS)
     write_tables(
         out,
         {"per_query.csv": per_query, "summary.csv": summary, "buckets.csv": buckets, "runs.csv": run_index(runs)},
@@ -82,7 +86,7 @@ def untag(frame: pd.DataFrame, observation: str) -> pd.DataFrame:
     the learners keep their plain names and every report lookup (the BoR agents, the supervised
     cut-off, the peers) matches them. Rows tagged with another set are refused, naming the method.
     """
-    if observation == "auto":
+    if observation == "auto" or "method" not in frame.columns:
         return frame
     methods = frame["method"].astype(str)
     tags = methods.str.partition("@")[2]
@@ -131,6 +135,7 @@ def staged(out: Path) -> Iterator[Path]:
     ``out`` as it was: never a folder with some tables but no README or manifest. On success each
     file is renamed into ``out`` (files ``out`` holds that this invocation did not write are kept).
     """
+    out = out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.staged-", dir=out.parent))
     try:
@@ -138,11 +143,13 @@ def staged(out: Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    for src in sorted(p for p in tmp.rglob("*") if p.is_file()):
-        dst = out / src.relative_to(tmp)
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(src, dst)
-    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        for src in sorted(p for p in tmp.rglob("*") if p.is_file()):
+            dst = out / src.relative_to(tmp)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dst)  # same file system: the folder is a sibling of ``out``
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def source_options(sa: SourceArgs) -> tuple[tuple[str, str], ...]:
@@ -225,7 +232,9 @@ def cmd_reproduce(ra: ReproduceArgs, la: LearnArgs, ca: CommonArgs, command: str
     t_runs = time.perf_counter() - t0
     per_query, summary, buckets = collect_and_write(runs, out, la.observation)
     first_split = plan_splits(MULTI_PLANS[0], la.split_seeds)[0]  # the split the multi-tool suite runs on
-    write_study_report(out, per_query, summary, buckets, ca.data_dir, ca.cache_dir, split_seed=first_split)
+    write_study_report(
+        out, per_query, summary, buckets, ca.data_dir, ca.cache_dir, split_seed=first_split, observation=la.observation
+    )
     write_manifest(
         out / "manifest.json",
         command=command,

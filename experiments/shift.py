@@ -77,8 +77,8 @@ def shifted_runs(
     groups: dict[tuple[str, int], list[tuple[Path, dict]]] = defaultdict(list)
     for run in sorted(p for p in runs_dir.iterdir() if (p / "config.json").is_file()):
         cfg = read_run_config(run)
-        if cfg["condition"] not in sources:
-            continue
+        if cfg["condition"] not in sources or cfg["episode"].get("observation", "auto") != "auto":
+            continue  # another condition, or a learner on a named observation set (its own comparison)
         group = MethodSpec.parse(cfg["method"]).kind.group
         if cfg["method"] in wanted or ("all" in wanted and (cfg["method"] in BOR_AGENTS or group == "peer")):
             groups[(cfg["condition"], int(cfg.get("split_seed", 0)))].append((run, cfg))

@@ -105,3 +105,18 @@ def test_shift_builds_the_untrained_gap_rule_when_no_run_has_it(shifted: tuple[P
     built = pq[pq["method"] == "gap"].set_index(keys)["k"].sort_index()
     trained = full[full["method"] == "gap"].set_index(keys)["k"].sort_index()
     assert built.equals(trained)  # the same depths as the gap run of the study
+
+
+def test_shift_leaves_out_learners_on_a_named_observation_set(tmp_path: Path) -> None:
+    """A strict comparison's runs (``bor-tabular@strict``) sit in the same runs folder under the same
+    method name; shift evaluates the default runs only, never both as one method."""
+    from experiments.shift import shifted_runs
+
+    for run_id, obs in (("bfcl-bm25__bor-tabular__s3", "auto"), ("bfcl-bm25__bor-tabular@strict__s3", "strict")):
+        (tmp_path / run_id).mkdir()
+        cfg = {"condition": "bfcl-bm25", "method": "bor-tabular", "seed": 3, "split_seed": 0, "episode": {}}
+        cfg["episode"] = {"observation": obs, "step_cost": 0.01, "gamma": 0.99}
+        extra = {"benchmark": "bfcl", "scorer": "bm25", "agent": "tabular", "train_reward": "bor"}
+        (tmp_path / run_id / "config.json").write_text(json.dumps({**cfg, **extra}))
+    groups = shifted_runs(tmp_path, ("bfcl-bm25",))
+    assert [run.name for run, _ in groups[("bfcl-bm25", 0)]] == ["bfcl-bm25__bor-tabular__s3"]

@@ -83,12 +83,17 @@ def test_committed_manifests_name_a_clean_tree_of_this_history() -> None:
 def test_every_index_lists_the_runs_its_manifest_names() -> None:
     tracked = _git("ls-files", "results").stdout.split()
     assert not [p for p in tracked if "/runs/" in p], "run directories are not committed (runs.csv indexes them)"
-    indexed = [RESULTS.parent / p for p in tracked if p.endswith("/runs.csv") or p == "results/runs.csv"]
-    assert MAIN_JOB_INDEX in indexed
-    for path in indexed:
-        index = pd.read_csv(path)
-        man = json.loads((path.parent / "manifest.json").read_text())
-        name = path.relative_to(REPO)
+    folders = [
+        (RESULTS.parent / p).parent
+        for p in tracked
+        if p.endswith("/manifest.json") and "runs" in json.loads((RESULTS.parent / p).read_text())
+    ]
+    assert RESULTS / "bfcl" in folders and RESULTS in folders
+    for folder in folders:
+        name = folder.relative_to(REPO)
+        assert f"{name}/runs.csv" in tracked, f"{name}: its manifest names runs but no runs.csv indexes them"
+        index = pd.read_csv(folder / "runs.csv")
+        man = json.loads((folder / "manifest.json").read_text())
         assert sorted(index["run_id"]) == sorted(man["runs"]), f"{name}: runs differ from the manifest's"
         assert not index["git_dirty"].any(), f"{name}: a run was made from a dirty tree"
         assert index["code_fingerprint"].nunique() == 1, f"{name}: runs of different code in one table"

@@ -72,3 +72,28 @@ def figure_line(alt: str, png: str, caption: str = "") -> str:
     """An image line with its sibling CSV named (every figure has one)."""
     csv = png.rsplit(".", 1)[0] + ".csv"
     return f"![{alt}]({png}) {caption + ' ' if caption else ''}(numbers: `{csv}`)"
+
+
+def reads_second_scorer(observation: str) -> bool:
+    """Whether learners on ``observation`` see a second scorer's view on ``-hybrid`` conditions (``auto``,
+    ``hybrid``); on ``score`` or ``strict`` they do not, so no two-scorer section is written."""
+    return observation in ("auto", "hybrid")
+
+
+def observation_lines(observation: str) -> list[str]:
+    """The README paragraph naming the learners' observation set (none for ``auto``)."""
+    if observation == "auto":
+        return []
+    return [
+        f"**Observation set: `{observation}`.** The methods that read an observation set (DQN, tabular Q, "
+        "the expected-reward cut-off, the Choppy-style model and the DP references) were trained and "
+        f"applied on the `{observation}` set (`envs/features.py`); their run ids carry `@{observation}` "
+        "(`runs.csv`), the tables here their plain names. Rules on the raw scores (fixed K, gap, threshold, "
+        "top-p, greedy K, random, the oracle) are the same cells as in the default run."
+        + (
+            ""
+            if reads_second_scorer(observation)
+            else " The learners do not see a second scorer on this set, so there is no two-scorer section."
+        ),
+        "",
+    ]

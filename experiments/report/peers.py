@@ -19,7 +19,7 @@ from experiments.config import MethodSpec, method_group
 from experiments.figures import bucket_figure, candidate_set_size, pareto_figure
 from experiments.io import atomic_write_csv, atomic_write_text, write_manifest
 from experiments.plan import BOR_AGENTS, COMPARE_BUCKET_METHODS, SUPERVISED_AGENT, condition_order
-from experiments.report.markdown import bucket_table, ci, figure_line, fmt
+from experiments.report.markdown import bucket_table, ci, figure_line, fmt, observation_lines, reads_second_scorer
 from experiments.report.study import hybrid_section
 from experiments.report.tables import (
     GOAL_BASE_CONDITIONS,
@@ -268,20 +268,6 @@ def _condition_section(
     return lines
 
 
-def observation_lines(observation: str) -> list[str]:
-    """The README paragraph naming the learners' observation set (none for ``auto``)."""
-    if observation == "auto":
-        return []
-    return [
-        f"**Observation set: `{observation}`.** The methods that read an observation set (DQN, tabular Q, "
-        "the expected-reward cut-off, the Choppy-style model and the DP references) were trained and "
-        f"applied on the `{observation}` set (`envs/features.py`); their run ids carry `@{observation}` "
-        "(`runs.csv`), the tables here their plain names. Rules on the raw scores (fixed K, gap, threshold, "
-        "top-p, greedy K, random, the oracle) are the same cells as in the default comparison.",
-        "",
-    ]
-
-
 def write_compare_report(
     out: Path,
     per_query: pd.DataFrame,
@@ -401,7 +387,10 @@ def write_compare_report(
             "",
         ]
     lines += split_goal_lines(sg)
-    lines += hybrid_section(per_query, scorer_strength(per_query), condition_meta(runs[0].parent) if runs else {}, out)
+    if reads_second_scorer(observation):
+        lines += hybrid_section(
+            per_query, scorer_strength(per_query), condition_meta(runs[0].parent) if runs else {}, out
+        )
     lines += [
         "## Methods",
         "",
