@@ -270,14 +270,15 @@ def test_whole_list_section_lists_runaways_and_reads_the_validation_tests(tmp_pa
 
     agg = pd.DataFrame(
         {
-            "condition": ["c1", "c1", "c1", "c2"],
-            "method": ["bor-dqn", "bor-cutoff", "gap", "bor-tabular"],
-            "whole_list_pct": [2.5, 0.0, 40.0, 0.0],
+            "condition": ["c1", "c1", "c1", "c2", "c2"],
+            "method": ["bor-dqn", "bor-cutoff", "gap", "bor-tabular", "bor-dqn@strict"],
+            "whole_list_pct": [2.5, 0.0, 40.0, 0.0, 1.0],
         }
     )
     meta = {("c1", 0): {"tied_tail_pct": 88.0, "gold_in_tied_tail_pct": 30.0}}
     lines = "\n".join(whole_list_section(agg, meta, tmp_path))
-    assert "3 condition x method pairs" in lines and "1 pairs show it" in lines and "c1 bor-dqn 2.50%" in lines
+    assert "4 condition x method pairs" in lines and "2 pairs show it" in lines and "c1 bor-dqn 2.50%" in lines
+    assert "c2 bor-dqn@strict 1.00%" in lines  # learned by registry group, tagged or not
     assert "gap" not in lines.split("Tied tails")[0]  # peers are not learned policies
     assert "c1 88.0% / 30.0% (has whole-list episodes)" in lines
     assert "Why BoR-DQN" not in lines  # no tuning folders yet

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from experiments.config import method_group
 from experiments.figures import (
     bucket_figure,
     candidate_set_size,
@@ -685,7 +686,7 @@ def _chosen_setting(grid: str) -> str:
 def whole_list_section(agg: pd.DataFrame, meta: dict[tuple[str, int], dict[str, Any]], out: Path) -> list[str]:
     """Whole-list episodes (K = N) of the learned policies on every condition, and the validation
     runs behind the fixes (:data:`WHOLE_LIST_TESTS`), when ``out/tuning/<folder>`` holds them."""
-    learned = agg[agg["method"].str.endswith(("-dqn", "-tabular", "-cutoff"))]
+    learned = agg[[method_group(m) == "agent" for m in agg["method"]]]  # the registry's learned kinds
     if learned.empty:
         return []
     shown = learned[learned["whole_list_pct"] > 0]
