@@ -78,12 +78,20 @@ def test_depths_validate_scores(trained: Path) -> None:
     assert k.shape == (2,) and (k >= 1).all() and k[0] <= 3 and k[1] <= 4
 
 
-def test_readme_python_snippet_runs() -> None:
-    """The README's load_policy snippet, executed as written (on the committed BFCL results)."""
+def test_readme_python_snippet_runs(tmp_path: Path) -> None:
+    """The README's load_policy snippet, executed as written, in a folder where the README main job's
+    tabular run exists (run directories are not committed: ``shortlist train`` makes the same cell)."""
     text = (REPO / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     snippet = next(b for b in blocks if "load_policy" in b)
-    done = subprocess.run([sys.executable, "-c", snippet], cwd=REPO, env=cli_env(), capture_output=True, text=True)
+    path = re.search(r'load_policy\("([^"]+)"\)', snippet)
+    assert path and path.group(1) == "results/bfcl/runs/bfcl-bm25__bor-tabular__s42", "update this test's cell"
+    made = shortlist(
+        "train", "--benchmark", "bfcl", "--scorer", "bm25", "--agent", "tabular", "--seeds", "42",
+        "--out", "results/bfcl", cwd=tmp_path,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    done = subprocess.run([sys.executable, "-c", snippet], cwd=tmp_path, env=cli_env(), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 
 
