@@ -100,16 +100,38 @@ def untag(frame: pd.DataFrame, observation: str) -> pd.DataFrame:
 RUN_TABLES = ("per_query.csv", "summary.csv", "buckets.csv")
 
 
-def run_index(runs: Sequence[Path]) -> pd.DataFrame:
-    """One row per run directory: its id, config hash, code fingerprint, commit, wall time and the
-    sha256 of its tables (:data:`RUN_TABLES`).
+def float_path() -> str:
+    """This machine's floating-point path for torch: its SIMD level and CPU model.
+
+    Learned torch cells (DQN, the cut-off, the Choppy-style model) repeat byte for byte on the same
+    path; on another one their float rounding differs and training drifts a little (seen here: 8 of
+    120 depths of one BFCL DQN cell, -0.03 in its mean reward, between two machines of this project).
+    """
+    import platform
+
+    import torch
+
+    model = platform.processor()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        names = [ln.split(":", 1)[1].strip() for ln in cpuinfo.read_text().splitlines() if ln.startswith("model name")]
+        model = names[0] if names else model
+    return f"{torch.backends.cpu.get_cpu_capability()} {model}".strip()
+
+
+def run_index(runs: Sequence[Path], machine: str | None = None) -> pd.DataFrame:
+    """One row per run directory: its id, config hash, code fingerprint, commit, wall time, mean
+    reward, the sha256 of its tables (:data:`RUN_TABLES`) and ``float_path``, the machine that wrote
+    the index (:func:`float_path` unless ``machine`` names it; empty: not known).
 
     Run directories are not committed (they are large and any command remakes them); this index is,
     so a committed table names exactly the runs behind it and a rerun can be checked against it
-    byte for byte (``tests/test_results_reproduce.py``).
+    byte for byte (``tests/test_results_reproduce.py``; on another float path, torch cells to within
+    a tolerance).
     """
     from benchmarks.corpus import sha256_file
 
+    path = float_path() if machine is None else machine
     rows = []
     for run in runs:
         cfg = json.loads((run / "config.json").read_text(encoding="utf-8"))
@@ -121,6 +143,8 @@ def run_index(runs: Sequence[Path]) -> pd.DataFrame:
             "git_sha": man.get("git_sha", ""),
             "git_dirty": man.get("git_dirty"),
             "wall_seconds": man.get("wall_seconds"),
+            "mean_reward": float(pd.read_csv(run / "summary.csv")["mean_reward"].mean()),
+            "float_path": path,
         }
         row |= {f"sha256_{t.removesuffix('.csv')}": sha256_file(str(run / t)) for t in RUN_TABLES}
         rows.append(row)

@@ -4,7 +4,8 @@ Run directories are not committed; every results folder commits ``runs.csv``, th
 runs behind its tables (run id, config hash, code fingerprint, commit, sha256 of each run's
 ``per_query.csv``, ``summary.csv`` and ``buckets.csv``). Re-running a few cells of the README main
 job (``results/bfcl``: fixed K, tabular Q-learning and one full-budget BoR-DQN) from this checkout
-must give tables with exactly the recorded sha256; every committed manifest must name a clean tree
+must give tables with exactly the recorded sha256 (a torch cell made on another float path: its
+mean reward within ``TORCH_TOLERANCE``); every committed manifest must name a clean tree
 at a commit of this history; and each folder's index must list exactly the runs its manifest names.
 A code change that moves a committed number fails here until ``results/`` is regenerated.
 """
@@ -19,13 +20,16 @@ import pandas as pd
 import pytest
 
 from benchmarks.corpus import sha256_file
-from experiments.commands import RUN_TABLES
+from experiments.commands import RUN_TABLES, float_path
+from experiments.config import MethodSpec
 from experiments.plan import resolve_plans, study_cells
 from experiments.runner import run_cell
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "results"
 MAIN_JOB_INDEX = RESULTS / "bfcl" / "runs.csv"
+#: The commit after which run directories are no longer committed (each folder indexes them in runs.csv).
+RUNS_LEFT_GIT = "70caaa16"
 
 #: Cheap and deterministic cells of both scorers, and one DQN cell at its full budget (about
 #: 40 s on 2 cores) so that the learned policies are covered too.
@@ -43,19 +47,34 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(tmp_path_factory.mktemp("cache"))
 
 
+#: Kinds trained through torch: their cells repeat byte for byte on the float path (SIMD level and
+#: CPU) that made them; on another one float rounding makes training drift a little.
+TORCH_KINDS = frozenset({"dqn", "cutoff", "choppy"})
+#: How far such a cell's mean reward (bits per query) may move on another float path. Measured between
+#: two machines of this project: -0.03 for bfcl-bm25__bor-dqn__s42 (8 of 120 depths differ). It is
+#: about the spread over seeds (0.01-0.22 between the 3 DQN seeds of one bfcl-bm25 split), so on
+#: another machine the check says "the same learner", not "the same numbers".
+TORCH_TOLERANCE = 0.1
+
+
 @pytest.mark.parametrize("run_id", CELLS)
 def test_committed_cell_regenerates_byte_for_byte(run_id: str, tmp_path: Path, cache_dir: str) -> None:
-    index = pd.read_csv(MAIN_JOB_INDEX).set_index("run_id")
-    assert run_id in index.index, (
-        f"{run_id} is not in {MAIN_JOB_INDEX.relative_to(REPO)} (run the README's first command)"
-    )
-    condition, _, seed = run_id.split("__")[:3]
+    index = pd.read_csv(MAIN_JOB_INDEX, keep_default_na=False).set_index("run_id")
+    assert run_id in index.index, f"{run_id} is not in {MAIN_JOB_INDEX.relative_to(REPO)}"
+    condition, method, seed = run_id.split("__")[:3]
     cells = {c.run_id: c for c in study_cells(resolve_plans([condition]), [int(seed.removeprefix("s"))])}
     assert run_id in cells, f"{run_id} is no longer a cell of the study plan"
     run_dir = run_cell(cells[run_id], tmp_path / "runs", None, cache_dir, "test")
+    recorded = index.loc[run_id]
+    if MethodSpec.parse(method).agent in TORCH_KINDS and recorded["float_path"] != float_path():
+        mean = float(pd.read_csv(run_dir / "summary.csv")["mean_reward"].mean())
+        assert abs(mean - float(recorded["mean_reward"])) <= TORCH_TOLERANCE, (
+            f"{run_id}: mean reward {mean:.3f} against the committed {float(recorded['mean_reward']):.3f} "
+            f"(made on {recorded['float_path'] or 'an unrecorded machine'}, here {float_path()})"
+        )
+        return
     for table in RUN_TABLES:
-        recorded = index.loc[run_id, f"sha256_{table.removesuffix('.csv')}"]
-        assert sha256_file(str(run_dir / table)) == recorded, (
+        assert sha256_file(str(run_dir / table)) == recorded[f"sha256_{table.removesuffix('.csv')}"], (
             f"{run_id}/{table} differs from the committed result: regenerate results/ from a clean tree"
         )
 
@@ -83,12 +102,16 @@ def test_committed_manifests_name_a_clean_tree_of_this_history() -> None:
 def test_every_index_lists_the_runs_its_manifest_names() -> None:
     tracked = _git("ls-files", "results").stdout.split()
     assert not [p for p in tracked if "/runs/" in p], "run directories are not committed (runs.csv indexes them)"
-    folders = [
-        (RESULTS.parent / p).parent
-        for p in tracked
-        if p.endswith("/manifest.json") and "runs" in json.loads((RESULTS.parent / p).read_text())
-    ]
-    assert RESULTS / "bfcl" in folders and RESULTS in folders
+    folders = []
+    for p in tracked:
+        man = json.loads((RESULTS.parent / p).read_text()) if p.endswith("/manifest.json") else {}
+        if "runs" not in man:
+            continue
+        folder = (RESULTS.parent / p).parent
+        written_since = _git("merge-base", "--is-ancestor", RUNS_LEFT_GIT, man["git_sha"]).returncode == 0
+        if written_since or (folder / "runs.csv").is_file():  # an older folder's later index is checked too
+            folders.append(folder)
+    assert RESULTS / "bfcl" in folders and RESULTS / "strict" in folders
     for folder in folders:
         name = folder.relative_to(REPO)
         assert f"{name}/runs.csv" in tracked, f"{name}: its manifest names runs but no runs.csv indexes them"
