@@ -120,9 +120,11 @@ def float_path() -> str:
 
 
 def run_index(runs: Sequence[Path], machine: str | None = None) -> pd.DataFrame:
-    """One row per run directory: its id, config hash, code fingerprint, commit, wall time, mean
-    reward, the sha256 of its tables (:data:`RUN_TABLES`) and ``float_path``, the machine that wrote
-    the index (:func:`float_path` unless ``machine`` names it; empty: not known).
+    """One row per run directory: its id, config hash, code fingerprint, commit, mean reward, the
+    sha256 of its tables (:data:`RUN_TABLES`) and ``float_path``, the machine that wrote the index
+    (:func:`float_path` unless ``machine`` names it; empty: not known). No timings: like every
+    table, the index is byte-identical when the same commit remakes it (wall times stay in the runs'
+    manifests and the folder's).
 
     Run directories are not committed (they are large and any command remakes them); this index is,
     so a committed table names exactly the runs behind it and a rerun can be checked against it
@@ -142,7 +144,6 @@ def run_index(runs: Sequence[Path], machine: str | None = None) -> pd.DataFrame:
             "code_fingerprint": man.get("code_fingerprint", ""),
             "git_sha": man.get("git_sha", ""),
             "git_dirty": man.get("git_dirty"),
-            "wall_seconds": man.get("wall_seconds"),
             "mean_reward": float(pd.read_csv(run / "summary.csv")["mean_reward"].mean()),
             "float_path": path,
         }
