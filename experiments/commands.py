@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import io
 import json
 import os
 import shutil
@@ -131,23 +133,22 @@ def run_index(runs: Sequence[Path], machine: str | None = None) -> pd.DataFrame:
     byte for byte (``tests/test_results_reproduce.py``; on another float path, torch cells to within
     a tolerance).
     """
-    from benchmarks.corpus import sha256_file
-
     path = float_path() if machine is None else machine
     rows = []
     for run in runs:
         cfg = json.loads((run / "config.json").read_text(encoding="utf-8"))
         man = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+        tables = {t: (run / t).read_bytes() for t in RUN_TABLES}  # read once: hashed, and the summary parsed
         row = {
             "run_id": run.name,
             "config_hash": cfg.get("config_hash", ""),
             "code_fingerprint": man.get("code_fingerprint", ""),
             "git_sha": man.get("git_sha", ""),
             "git_dirty": man.get("git_dirty"),
-            "mean_reward": float(pd.read_csv(run / "summary.csv")["mean_reward"].mean()),
+            "mean_reward": float(pd.read_csv(io.BytesIO(tables["summary.csv"]))["mean_reward"].mean()),
             "float_path": path,
         }
-        row |= {f"sha256_{t.removesuffix('.csv')}": sha256_file(str(run / t)) for t in RUN_TABLES}
+        row |= {f"sha256_{t.removesuffix('.csv')}": hashlib.sha256(data).hexdigest() for t, data in tables.items()}
         rows.append(row)
     return pd.DataFrame(rows).sort_values("run_id", kind="stable").reset_index(drop=True)
 
@@ -165,10 +166,6 @@ def staged(out: Path) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.staged-", dir=out.parent))
     try:
         yield tmp
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    try:
         for src in sorted(p for p in tmp.rglob("*") if p.is_file()):
             dst = out / src.relative_to(tmp)
             dst.parent.mkdir(parents=True, exist_ok=True)

@@ -87,13 +87,11 @@ def shifted_runs(
     return dict(sorted(groups.items()))
 
 
-def shift_rows(sa: ShiftArgs, fa: FolderArgs) -> pd.DataFrame:
-    """Per-query rows of every shifted run on every target (see the module docstring)."""
-    sources = sa.only or SHIFT_SOURCES
-    for s in sources:
-        shift_targets(s)  # refuses a bad source before any work
+def shift_rows(groups: dict[tuple[str, int], list[tuple[Path, dict]]], fa: FolderArgs) -> pd.DataFrame:
+    """Per-query rows of every shifted run (``groups``, from :func:`shifted_runs`) on every target (see
+    the module docstring)."""
     frames = []
-    for (source, split), runs in shifted_runs(Path(sa.runs_dir), sources, sa.methods).items():
+    for (source, split), runs in groups.items():
         policies = [(load_run_policy(run, cfg), cfg) for run, cfg in runs]
         if not any(cfg["method"] == GAP_RULE for _, cfg in runs):  # untrained: built here when no run has it
             plan = base_plan(ConditionId.parse(source))
@@ -246,9 +244,12 @@ def write_shift_report(out: Path, per_query: pd.DataFrame, command: str, runs_di
 def cmd_shift(sa: ShiftArgs, fa: FolderArgs, command: str) -> int:
     """``shortlist shift``: evaluate, aggregate and report (see the module docstring)."""
     t0 = time.perf_counter()
-    per_query = shift_rows(sa, fa)
     sources = sa.only or SHIFT_SOURCES
-    runs = sorted(run for group in shifted_runs(Path(sa.runs_dir), sources, sa.methods).values() for run, _ in group)
+    for s in sources:
+        shift_targets(s)  # refuses a bad source before any work
+    groups = shifted_runs(Path(sa.runs_dir), sources, sa.methods)
+    per_query = shift_rows(groups, fa)
+    runs = sorted(run for group in groups.values() for run, _ in group)
     out = Path(sa.out)
     with staged(out) as tmp:
         vg = write_shift_report(tmp, per_query, command, sa.runs_dir)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from agents import registry
 from agents.evaluation import BUCKET_ORDER
 
 
@@ -85,11 +86,11 @@ def observation_lines(observation: str) -> list[str]:
     if observation == "auto":
         return []
     return [
-        f"**Observation set: `{observation}`.** The methods that read an observation set (DQN, tabular Q, "
-        "the expected-reward cut-off, the Choppy-style model and the DP references) were trained and "
-        f"applied on the `{observation}` set (`envs/features.py`); their run ids carry `@{observation}` "
-        "(`runs.csv`), the tables here their plain names. Rules on the raw scores (fixed K, gap, threshold, "
-        "top-p, greedy K, random, the oracle) are the same cells as in the default run."
+        f"**Observation set: `{observation}`.** The kinds that read an observation set ("
+        + ", ".join(f"`{k}`" for k, kind in registry.KINDS.items() if kind.observes)
+        + f") were trained and applied on the `{observation}` set (`envs/features.py`); their run ids carry "
+        f"`@{observation}` (`runs.csv`), the tables here their plain names. The other kinds are rules on the "
+        "raw scores: the same cells as in the default run."
         + (
             ""
             if reads_second_scorer(observation)
