@@ -252,19 +252,28 @@ def cmd_reproduce(ra: ReproduceArgs, la: LearnArgs, ca: CommonArgs, command: str
     t0 = time.perf_counter()
     runs = run_with(cells, out, ca, command)
     t_runs = time.perf_counter() - t0
-    per_query, summary, buckets = collect_and_write(runs, out, la.observation)
     first_split = plan_splits(MULTI_PLANS[0], la.split_seeds)[0]  # the split the multi-tool suite runs on
-    write_study_report(
-        out, per_query, summary, buckets, ca.data_dir, ca.cache_dir, split_seed=first_split, observation=la.observation
-    )
-    write_manifest(
-        out / "manifest.json",
-        command=command,
-        observation=la.observation,
-        runs=[p.name for p in runs],
-        timings_seconds={"cells": t_runs, "total": time.perf_counter() - t0},
-    )
-    from experiments.html import write_index
+    with staged(out) as tmp:  # a failing report leaves ``out`` as it was
+        per_query, summary, buckets = collect_and_write(runs, tmp, la.observation)
+        write_study_report(
+            tmp,
+            per_query,
+            summary,
+            buckets,
+            ca.data_dir,
+            ca.cache_dir,
+            split_seed=first_split,
+            observation=la.observation,
+            source=out,
+        )
+        write_manifest(
+            tmp / "manifest.json",
+            command=command,
+            observation=la.observation,
+            runs=[p.name for p in runs],
+            timings_seconds={"cells": t_runs, "total": time.perf_counter() - t0},
+        )
+    from experiments.html import write_index  # after the move: the index renders every README under out
 
     write_index(out)
     print(f"wrote {len(runs)} runs, tables, figures and README.md to {out}")

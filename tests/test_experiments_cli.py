@@ -164,7 +164,7 @@ def test_reproduce_unknown_condition(capsys: pytest.CaptureFixture[str], cache_d
     assert "unknown condition" in capsys.readouterr().err
 
 
-def test_reproduce_tiny_sweep_writes_report(tmp_path: Path, cache_dir: str) -> None:
+def test_reproduce_tiny_sweep_writes_report(tmp_path: Path, cache_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "r"
     args = [
         "reproduce",
@@ -184,7 +184,14 @@ def test_reproduce_tiny_sweep_writes_report(tmp_path: Path, cache_dir: str) -> N
         "--out",
         str(out),
     ]
+    # a validation run in out/tuning (kept by the study, not written by it) reaches the README
+    (out / "tuning" / "n_steps").mkdir(parents=True)
+    (out / "tuning" / "n_steps" / "bfcl-bm25_mean.csv").write_text(
+        "setting,mean_reward_mean,mean_reward_min,mean_reward_max,whole_list_pct_mean,whole_list_pct_min,"
+        "whole_list_pct_max,mean_k_mean\n" + '"n_steps=1, double_q=False",6.6,6.5,6.7,0.4,0,1.2,4.7\n'
+    )
     assert run(args, cache_dir) == 0
+    assert "files in `tuning/n_steps/`" in (out / "README.md").read_text()
     for f in (
         "README.md",
         "aggregate.csv",
@@ -218,6 +225,20 @@ def test_reproduce_tiny_sweep_writes_report(tmp_path: Path, cache_dir: str) -> N
     assert (row["found_pct_split_min"], row["found_pct_split_max"]) == (fixed.min(), fixed.max())
     factors = pd.read_csv(out / "factors.csv").iloc[0]
     assert factors["n_splits"] == 2 and factors["tool_text"] == "description + parameter names"
+    assert set(pd.read_csv(out / "runs.csv")["run_id"]) == {p.name for p in (out / "runs").iterdir()}
+
+    # a report that fails half-way leaves the study folder byte for byte as it was (staged writes)
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    def broken(folder: Path, *a: object, **kw: object) -> None:
+        (folder / "aggregate.csv").write_text("half written\n")
+        raise KeyError("report")
+
+    monkeypatch.setattr("experiments.report.study.write_study_report", broken)
+    with pytest.raises(KeyError):
+        run(args, cache_dir)
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert not [p for p in tmp_path.iterdir() if ".staged-" in p.name]
 
 
 def test_ray_backend_matches_local(tmp_path: Path, cache_dir: str) -> None:

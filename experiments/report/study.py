@@ -438,12 +438,16 @@ def write_study_report(
     cache_dir: str | None = None,
     split_seed: int = 0,
     observation: str = "auto",
+    source: Path | None = None,
 ) -> None:
     """table2.csv, aggregate.csv, scorer_strength.csv, splits.csv, factors.csv, figures/*.png (+csv) and
     README.md of a study folder, with the tool-text comparison, the multi-tool section (on split
     ``split_seed``, the one the multi-tool suite runs on) and the synthetic study's folder when
     those conditions ran. ``observation`` names the learners' observation set (README paragraph;
-    no two-scorer section on a set without the second scorer)."""
+    no two-scorer section on a set without the second scorer). ``source`` is the folder whose
+    ``runs/`` and ``tuning/`` the report reads (default ``out``; ``shortlist reproduce`` writes
+    into a staging folder and reads the results folder)."""
+    source = out if source is None else source
     agg = aggregate(summary, per_query)
     atomic_write_csv(agg, out / "aggregate.csv")
     strength = scorer_strength(per_query)
@@ -480,7 +484,7 @@ def write_study_report(
     ]
     lines += split_section(agg, main_conds)
     atomic_write_csv(split_variance(agg, main_conds), out / "splits.csv")
-    meta = condition_meta(out / "runs")
+    meta = condition_meta(source / "runs")
     factors = measured_factors(per_query, meta, main_conds)
     atomic_write_csv(factors, out / "factors.csv")
     lines += [
@@ -495,7 +499,7 @@ def write_study_report(
     why = explain(t2, agg, factors)
     if why:
         lines += ["### Differences from the paper larger than our interval", "", *[f"- {w}" for w in why], ""]
-    lines += whole_list_section(agg, meta, out)
+    lines += whole_list_section(agg, meta, source)
     if reads_second_scorer(observation):
         lines += hybrid_section(per_query, strength, meta, out)
     lines += text_section(agg, strength, out)
