@@ -22,6 +22,7 @@ and a generated README with its manifest.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections import defaultdict
@@ -36,7 +37,7 @@ from benchmarks.shift import QUERY_SHIFTS
 from envs import EpisodeConfig
 from experiments.commands import run_index, staged
 from experiments.config import MethodSpec
-from experiments.io import atomic_write_csv, atomic_write_text, write_manifest
+from experiments.io import atomic_write_csv, atomic_write_text, code_fingerprint, write_manifest
 from experiments.options import FolderArgs, ShiftArgs
 from experiments.plan import BOR_AGENTS, DEFAULT_SEEDS, base_plan
 from experiments.report.markdown import ci, fmt, rates, table
@@ -70,10 +71,17 @@ def shifted_runs(
 ) -> dict[tuple[str, int], list[tuple[Path, dict]]]:
     """The run directories to shift, grouped by (source condition, split seed): the BoR agents and the
     gap rule trained on one of ``sources`` (``methods``: these instead; ``("all",)``: every BoR agent
-    and every peer, no fixed K, no limits)."""
+    and every peer, no fixed K, no limits).
+
+    Only runs made by the current code are taken (their manifest's code fingerprint is
+    :func:`experiments.io.code_fingerprint`): a stale run left in a shared runs folder is never
+    shifted beside current ones; when none is current the error says how many were passed over.
+    """
     wanted = set(methods or (*BOR_AGENTS, GAP_RULE))
     if not runs_dir.is_dir():
         raise FileNotFoundError(f"{runs_dir}: no run directories (run `shortlist reproduce` and `compare` first)")
+    current = code_fingerprint()
+    stale = 0
     groups: dict[tuple[str, int], list[tuple[Path, dict]]] = defaultdict(list)
     for run in sorted(p for p in runs_dir.iterdir() if (p / "config.json").is_file()):
         cfg = read_run_config(run)
@@ -81,10 +89,22 @@ def shifted_runs(
             continue  # another condition, or a learner on a named observation set (its own comparison)
         group = MethodSpec.parse(cfg["method"]).kind.group
         if cfg["method"] in wanted or ("all" in wanted and (cfg["method"] in BOR_AGENTS or group == "peer")):
+            if _fingerprint(run) != current:
+                stale += 1
+                continue
             groups[(cfg["condition"], int(cfg.get("split_seed", 0)))].append((run, cfg))
     if not groups:
-        raise ValueError(f"{runs_dir}: no runs of {', '.join(sorted(wanted))} on {', '.join(sources)}")
+        why = f" ({stale} made by other code: rerun them with this checkout)" if stale else ""
+        raise ValueError(f"{runs_dir}: no runs of {', '.join(sorted(wanted))} on {', '.join(sources)}{why}")
     return dict(sorted(groups.items()))
+
+
+def _fingerprint(run: Path) -> str | None:
+    """The code fingerprint a run's manifest records (None when it has no readable manifest)."""
+    try:
+        return json.loads((run / "manifest.json").read_text(encoding="utf-8")).get("code_fingerprint")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def shift_rows(groups: dict[tuple[str, int], list[tuple[Path, dict]]], fa: FolderArgs) -> pd.DataFrame:

@@ -113,10 +113,33 @@ def test_shift_leaves_out_learners_on_a_named_observation_set(tmp_path: Path) ->
     from experiments.shift import shifted_runs
 
     for run_id, obs in (("bfcl-bm25__bor-tabular__s3", "auto"), ("bfcl-bm25__bor-tabular@strict__s3", "strict")):
-        (tmp_path / run_id).mkdir()
-        cfg = {"condition": "bfcl-bm25", "method": "bor-tabular", "seed": 3, "split_seed": 0, "episode": {}}
-        cfg["episode"] = {"observation": obs, "step_cost": 0.01, "gamma": 0.99}
-        extra = {"benchmark": "bfcl", "scorer": "bm25", "agent": "tabular", "train_reward": "bor"}
-        (tmp_path / run_id / "config.json").write_text(json.dumps({**cfg, **extra}))
+        fake_run(tmp_path / run_id, obs)
     groups = shifted_runs(tmp_path, ("bfcl-bm25",))
     assert [run.name for run, _ in groups[("bfcl-bm25", 0)]] == ["bfcl-bm25__bor-tabular__s3"]
+
+
+def fake_run(folder: Path, observation: str = "auto", fingerprint: str | None = None) -> None:
+    """A run directory's config and manifest (what :func:`shifted_runs` reads), made by the current
+    code unless ``fingerprint`` names another."""
+    from experiments.io import code_fingerprint
+
+    folder.mkdir()
+    cfg = {"condition": "bfcl-bm25", "method": "bor-tabular", "seed": 3, "split_seed": 0, "episode": {}}
+    cfg["episode"] = {"observation": observation, "step_cost": 0.01, "gamma": 0.99}
+    extra = {"benchmark": "bfcl", "scorer": "bm25", "agent": "tabular", "train_reward": "bor"}
+    (folder / "config.json").write_text(json.dumps({**cfg, **extra}))
+    (folder / "manifest.json").write_text(json.dumps({"code_fingerprint": fingerprint or code_fingerprint()}))
+
+
+def test_shift_passes_over_runs_made_by_other_code(tmp_path: Path) -> None:
+    """A stale run (another code fingerprint) left in a shared runs folder is never shifted beside
+    current ones; when no run is current the error says why."""
+    from experiments.shift import shifted_runs
+
+    fake_run(tmp_path / "bfcl-bm25__bor-tabular__s3")
+    fake_run(tmp_path / "bfcl-bm25__bor-tabular__s3__split1", fingerprint="0" * 64)
+    groups = shifted_runs(tmp_path, ("bfcl-bm25",))
+    assert [run.name for run, _ in groups[("bfcl-bm25", 0)]] == ["bfcl-bm25__bor-tabular__s3"]
+    (tmp_path / "bfcl-bm25__bor-tabular__s3" / "manifest.json").unlink()  # unreadable: not current either
+    with pytest.raises(ValueError, match="2 made by other code"):
+        shifted_runs(tmp_path, ("bfcl-bm25",))
