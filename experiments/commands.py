@@ -7,10 +7,12 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -22,6 +24,7 @@ import pandas as pd
 from agents import registry
 from agents.base import FixedConfig
 from experiments.config import Cell, MethodSpec
+from experiments.io import _pid_alive as pid_alive  # the resume cleanup's test of a writer's pid
 from experiments.io import write_manifest, write_tables
 from experiments.options import (
     CommonArgs,
@@ -160,10 +163,13 @@ def staged(out: Path) -> Iterator[Path]:
     A failure while writing (a report error, an interrupt) removes the temporary folder and leaves
     ``out`` as it was: never a folder with some tables but no README or manifest. On success each
     file is renamed into ``out`` (files ``out`` holds that this invocation did not write are kept).
+    The folder's name carries the writer's pid (``.<out>.staged-<pid>-*``): one left by a killed
+    process is removed by the next invocation on the same ``out``.
     """
     out = out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.staged-", dir=out.parent))
+    remove_stale_staging(out)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.staged-{os.getpid()}-", dir=out.parent))
     try:
         yield tmp
         for src in sorted(p for p in tmp.rglob("*") if p.is_file()):
@@ -172,6 +178,15 @@ def staged(out: Path) -> Iterator[Path]:
             os.replace(src, dst)  # same file system: the folder is a sibling of ``out``
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def remove_stale_staging(out: Path) -> None:
+    """Remove the staging folders of ``out`` (see :func:`staged`) whose writer process is gone."""
+    pattern = re.compile(rf"^\.{re.escape(out.name)}\.staged-(\d+)-")
+    for folder in out.parent.glob(f".{glob.escape(out.name)}.staged-*"):
+        m = pattern.match(folder.name)
+        if m and int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1))):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def source_options(sa: SourceArgs) -> tuple[tuple[str, str], ...]:

@@ -337,3 +337,31 @@ def test_untag_refuses_another_observation_set() -> None:
     assert untag(frame, "auto").equals(frame)
     with pytest.raises(ValueError, match="bor-dqn@hybrid"):
         untag(pd.DataFrame({"method": ["bor-dqn@hybrid"]}), "strict")
+
+
+def test_staged_moves_files_in_and_removes_what_a_killed_writer_left(tmp_path: Path) -> None:
+    """``staged``: files land in ``out`` only at the end; a staging folder whose writer is gone (a
+    SIGKILL during a report) is removed by the next invocation, a live writer's is kept."""
+    import os
+    import subprocess
+    import sys
+
+    from experiments.commands import staged
+
+    out = tmp_path / "peers"
+    out.mkdir()
+    (out / "keep.csv").write_text("old\n")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    gone = tmp_path / f".peers.staged-{int(dead.stdout)}-abc"
+    live = tmp_path / f".peers.staged-{os.getppid()}-abc"
+    other = tmp_path / f".shift.staged-{int(dead.stdout)}-abc"  # another folder's: not ours to remove
+    for folder in (gone, live, other):
+        folder.mkdir()
+    with staged(out) as tmp:
+        assert tmp.parent == tmp_path and tmp.name.startswith(f".peers.staged-{os.getpid()}-")
+        (tmp / "figures").mkdir()
+        (tmp / "figures" / "a.csv").write_text("new\n")
+        assert not (out / "figures").exists()
+    assert (out / "figures" / "a.csv").read_text() == "new\n" and (out / "keep.csv").read_text() == "old\n"
+    assert not gone.exists() and live.is_dir() and other.is_dir()
+    assert not tmp.exists()
