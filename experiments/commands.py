@@ -12,7 +12,6 @@ import hashlib
 import io
 import json
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -182,10 +181,10 @@ def staged(out: Path) -> Iterator[Path]:
 
 def remove_stale_staging(out: Path) -> None:
     """Remove the staging folders of ``out`` (see :func:`staged`) whose writer process is gone."""
-    pattern = re.compile(rf"^\.{re.escape(out.name)}\.staged-(\d+)-")
-    for folder in out.parent.glob(f".{glob.escape(out.name)}.staged-*"):
-        m = pattern.match(folder.name)
-        if m and int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1))):
+    prefix = f".{out.name}.staged-"
+    for folder in out.parent.glob(f"{glob.escape(prefix)}*"):
+        pid, sep, _ = folder.name.removeprefix(prefix).partition("-")
+        if sep and pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
 
 
