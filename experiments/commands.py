@@ -156,12 +156,15 @@ def run_index(runs: Sequence[Path], machine: str | None = None) -> pd.DataFrame:
 
 
 @contextlib.contextmanager
-def staged(out: Path) -> Iterator[Path]:
+def staged(out: Path, owned: Sequence[str] = ()) -> Iterator[Path]:
     """A temporary sibling folder for a command's outputs, moved into ``out`` only once all are written.
 
     A failure while writing (a report error, an interrupt) removes the temporary folder and leaves
     ``out`` as it was: never a folder with some tables but no README or manifest. On success each
-    file is renamed into ``out`` (files ``out`` holds that this invocation did not write are kept).
+    file is renamed into ``out``. Files ``out`` holds that this invocation did not write are kept,
+    except under the subfolders named in ``owned`` (a report's ``figures``): those hold this
+    invocation's files only, so a figure of a condition an earlier, wider run plotted is removed
+    rather than left beside a README that no longer covers it.
     The folder's name carries the writer's pid (``.<out>.staged-<pid>-*``): one left by a killed
     process is removed by the next invocation on the same ``out``.
     """
@@ -171,10 +174,14 @@ def staged(out: Path) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.staged-{os.getpid()}-", dir=out.parent))
     try:
         yield tmp
-        for src in sorted(p for p in tmp.rglob("*") if p.is_file()):
-            dst = out / src.relative_to(tmp)
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(src, dst)  # same file system: the folder is a sibling of ``out``
+        written = {p.relative_to(tmp) for p in tmp.rglob("*") if p.is_file()}
+        owned_now = (p for sub in owned for p in (out / sub).rglob("*") if p.is_file())
+        stale = [p for p in owned_now if p.relative_to(out) not in written]
+        for rel in sorted(written):
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp / rel, out / rel)  # same file system: the folder is a sibling of ``out``
+        for path in stale:
+            path.unlink()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -267,7 +274,7 @@ def cmd_reproduce(ra: ReproduceArgs, la: LearnArgs, ca: CommonArgs, command: str
     runs = run_with(cells, out, ca, command)
     t_runs = time.perf_counter() - t0
     first_split = plan_splits(MULTI_PLANS[0], la.split_seeds)[0]  # the split the multi-tool suite runs on
-    with staged(out) as tmp:  # a failing report leaves ``out`` as it was
+    with staged(out, owned=("figures",)) as tmp:  # a failing report leaves ``out`` as it was
         per_query, summary, buckets = collect_and_write(runs, tmp, la.observation)
         write_study_report(
             tmp,

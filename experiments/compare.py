@@ -53,7 +53,7 @@ def cmd_compare(ca: CompareArgs, la: LearnArgs, co: CommonArgs, command: str) ->
         return 0
     runs = run_with(cells, out, co, command, runs_dir=Path(ca.runs_dir))
     t_runs = time.perf_counter() - t0
-    with staged(out) as tmp:
+    with staged(out, owned=("figures",)) as tmp:
         per_query, summary, buckets = collect_and_write(runs, tmp, la.observation)
         write_compare_report(
             tmp,

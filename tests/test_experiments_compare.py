@@ -340,8 +340,9 @@ def test_untag_refuses_another_observation_set() -> None:
 
 
 def test_staged_moves_files_in_and_removes_what_a_killed_writer_left(tmp_path: Path) -> None:
-    """``staged``: files land in ``out`` only at the end; a staging folder whose writer is gone (a
-    SIGKILL during a report) is removed by the next invocation, a live writer's is kept."""
+    """``staged``: files land in ``out`` only at the end, files of an owned subfolder the invocation
+    did not write are removed (others kept); a staging folder whose writer is gone (a SIGKILL
+    during a report) is removed by the next invocation, a live writer's is kept."""
     import os
     import subprocess
     import sys
@@ -357,11 +358,14 @@ def test_staged_moves_files_in_and_removes_what_a_killed_writer_left(tmp_path: P
     other = tmp_path / f".shift.staged-{int(dead.stdout)}-abc"  # another folder's: not ours to remove
     for folder in (gone, live, other):
         folder.mkdir()
-    with staged(out) as tmp:
+    (out / "figures").mkdir()
+    (out / "figures" / "gone.png").write_text("old\n")  # plotted by an earlier, wider run
+    with staged(out, owned=("figures",)) as tmp:
         assert tmp.parent == tmp_path and tmp.name.startswith(f".peers.staged-{os.getpid()}-")
         (tmp / "figures").mkdir()
         (tmp / "figures" / "a.csv").write_text("new\n")
-        assert not (out / "figures").exists()
+        assert not (out / "figures" / "a.csv").exists() and (out / "figures" / "gone.png").exists()
     assert (out / "figures" / "a.csv").read_text() == "new\n" and (out / "keep.csv").read_text() == "old\n"
+    assert not (out / "figures" / "gone.png").exists()  # the owned folder holds this invocation's files only
     assert not gone.exists() and live.is_dir() and other.is_dir()
     assert not tmp.exists()
