@@ -186,6 +186,20 @@ def staged(out: Path, owned: Sequence[str] = ()) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def refresh_enclosing_index(out: Path) -> None:
+    """Rebuild the ``index.html`` of the results folder that holds ``out``, if it has one.
+
+    That page embeds every README under it (:mod:`experiments.html`), so a ``compare`` or ``shift``
+    written into ``results/peers`` or ``results/shift`` would otherwise leave ``results/index.html``
+    showing the folder's previous report.
+    """
+    from experiments.html import write_index
+
+    parent = out.resolve().parent
+    if (parent / "index.html").is_file():
+        write_index(parent)
+
+
 def remove_stale_staging(out: Path) -> None:
     """Remove the staging folders of ``out`` (see :func:`staged`) whose writer process is gone."""
     prefix = f".{out.name}.staged-"

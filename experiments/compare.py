@@ -30,7 +30,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from experiments.commands import collect_and_write, run_with, staged
+from experiments.commands import collect_and_write, refresh_enclosing_index, run_with, staged
 from experiments.options import CommonArgs, CompareArgs, LearnArgs
 from experiments.plan import COMPARE_SUITES, compare_cells, resolve_plans
 from experiments.report.peers import write_compare_report
@@ -66,5 +66,6 @@ def cmd_compare(ca: CompareArgs, la: LearnArgs, co: CommonArgs, command: str) ->
             observation=la.observation,
             timings={"cells (this invocation)": t_runs},
         )
+    refresh_enclosing_index(out)
     print(f"wrote {len(runs)} runs, tables, figures and README.md to {out}")
     return 0

@@ -35,7 +35,7 @@ from agents import evaluate, registry
 from benchmarks.names import ConditionId
 from benchmarks.shift import QUERY_SHIFTS
 from envs import EpisodeConfig
-from experiments.commands import run_index, staged
+from experiments.commands import refresh_enclosing_index, run_index, staged
 from experiments.config import MethodSpec
 from experiments.io import atomic_write_csv, atomic_write_text, code_fingerprint, write_manifest
 from experiments.options import FolderArgs, ShiftArgs
@@ -286,6 +286,7 @@ def cmd_shift(sa: ShiftArgs, fa: FolderArgs, command: str) -> int:
             targets={s: [t for _, t in shift_targets(s)] for s in sources},
             wall_seconds=round(time.perf_counter() - t0, 1),
         )
+    refresh_enclosing_index(out)
     print(vg.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print(f"wrote {out}")
     return 0

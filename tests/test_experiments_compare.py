@@ -369,3 +369,24 @@ def test_staged_moves_files_in_and_removes_what_a_killed_writer_left(tmp_path: P
     assert not (out / "figures" / "gone.png").exists()  # the owned folder holds this invocation's files only
     assert not gone.exists() and live.is_dir() and other.is_dir()
     assert not tmp.exists()
+
+
+def test_a_sub_report_refreshes_the_enclosing_index(tmp_path: Path) -> None:
+    """``compare`` / ``shift`` into ``results/<folder>`` rebuild ``results/index.html`` (which embeds
+    the folder's README), and create none where the parent has no index."""
+    from experiments.commands import refresh_enclosing_index
+    from experiments.html import write_index
+
+    results = tmp_path / "results"
+    (results / "peers").mkdir(parents=True)
+    (results / "README.md").write_text("# Study\n")
+    (results / "peers" / "README.md").write_text("# Peers\n\nold numbers\n")
+    write_index(results)
+    (results / "peers" / "README.md").write_text("# Peers\n\nnew numbers\n")
+    refresh_enclosing_index(results / "peers")
+    page = (results / "index.html").read_text(encoding="utf-8")
+    assert "new numbers" in page and "old numbers" not in page
+    lone = tmp_path / "elsewhere" / "peers"
+    lone.mkdir(parents=True)
+    refresh_enclosing_index(lone)
+    assert not (lone.parent / "index.html").exists()
