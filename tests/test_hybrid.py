@@ -221,3 +221,26 @@ def test_paired_conditions_is_the_mean_difference_over_shared_units() -> None:
     by = pq.groupby(["condition", "split_seed", "qid"])["reward"].mean()
     assert out.iloc[0]["diff"] == pytest.approx(float((by["a-hybrid"] - by["a"]).mean()))
     assert out.iloc[0]["diff_lo"] < out.iloc[0]["diff"] < out.iloc[0]["diff_hi"]
+
+
+def test_hybrid_section_shows_one_found_at_1_per_ranking(tmp_path: Path) -> None:
+    """A -hybrid pair ranks by one scorer (one found@1); a -fused pair shows score-only -> fused."""
+    from experiments.report.study import hybrid_section
+    from experiments.report.tables import scorer_strength
+
+    rows = []
+    # gold at rank 1 on 3 of 10 queries for the BM25 ranking (and its -hybrid), 7 of 10 fused
+    for cond, n_top in (("bfcl-bm25", 3), ("bfcl-bm25-hybrid", 3), ("bfcl-fused", 7)):
+        for seed in (1, 2):
+            for q in range(10):
+                rows.append(
+                    {"condition": cond, "method": "bor-cutoff", "seed": seed, "split_seed": 0, "qid": f"q{q}",
+                     "reward": 1.0 + 0.1 * q, "gold_rank": 1 if q < n_top else 2}
+                )  # fmt: skip
+    pq = pd.DataFrame(rows)
+    lines = hybrid_section(pq, scorer_strength(pq), {}, tmp_path)
+    body = [ln for ln in lines if ln.startswith("| bfcl-bm25 |")]
+    assert len(body) == 2 and (tmp_path / "hybrid.csv").exists()
+    cells = {ln.split("|")[2].strip(): ln.split("|")[3].strip() for ln in body}
+    assert cells == {"bfcl-bm25-hybrid": "30.0", "bfcl-fused": "30.0 -> 70.0"}
+    assert "found@1 of the ranking" in "\n".join(lines)

@@ -575,6 +575,12 @@ def hybrid_section(
     def found1(c: str) -> str:
         return fmt(st.loc[c, "found@1"], nd=1) if c in st.index else "-"
 
+    def ranking_found1(base: str, other: str) -> str:
+        # a -hybrid condition ranks by its base condition's scorer: one ranking, one found@1
+        if other == f"{base}-hybrid":
+            return found1(base)
+        return f"{found1(base)} -> {found1(other)}"
+
     def weight(c: str) -> str:
         ws = [m["fusion_weight"] for (cond, _), m in meta.items() if cond == c and "fusion_weight" in m]
         return f"{min(ws):.2f}-{max(ws):.2f}" if ws else "-"
@@ -583,7 +589,7 @@ def hybrid_section(
         [
             r["base"],
             r["other"],
-            f"{found1(r['base'])} / {found1(r['other'])}",
+            ranking_found1(r["base"], r["other"]),
             weight(r["other"]),
             r["method"],
             f"{r['base_mean_reward']:.3f}",
@@ -595,7 +601,7 @@ def hybrid_section(
     up = hp[hp["diff_lo"] > 0]
     down = hp[hp["diff_hi"] < 0]
     header = [
-        "score-only", "with two scorers", "scorer found@1 (each)", "fusion weight of MiniLM (splits)",
+        "score-only", "with two scorers", "found@1 of the ranking", "fusion weight of MiniLM (splits)",
         "method", "mean reward (score-only)", "mean reward (two scorers)", "difference [95% paired]",
     ]  # fmt: skip
     return [
@@ -606,7 +612,9 @@ def hybrid_section(
         "conditions rank by the weighted z-fusion of BM25 and MiniLM, the weight chosen on each training "
         "split by the mean reciprocal rank of the gold tool (`benchmarks/conditions.py::fit_fusion_weight`). "
         "Same candidate sets, splits and seeds as the score-only condition, so each difference is paired over "
-        "the same test units (bootstrap stratified by split). `hybrid.csv` holds these numbers.",
+        "the same test units (bootstrap stratified by split). The found@1 of the ranking is one number for a "
+        "`-hybrid` pair (both conditions rank by the same scorer) and score-only -> fused for a `-fused` pair. "
+        "`hybrid.csv` holds these numbers.",
         "",
         *table(header, rows),
         "",
