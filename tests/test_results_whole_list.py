@@ -1,7 +1,8 @@
 """No learned policy shows the whole candidate list, in-domain or under shift, in the committed results.
 
 Reads the aggregate tables that ``shortlist reproduce`` (the full study, results/), ``shortlist
-compare`` (results/peers and, on the strict observation set, results/strict), the README main job
+compare`` (results/peers, its top-N and multi-tool conditions in results/peers-topn and, on the
+strict observation set, results/strict), the README main job
 (results/bfcl) and ``shortlist shift`` (results/shift) wrote, and checks that every learned method
 (registry group ``agent``: DQN, tabular Q, the expected-reward cut-off, any reward, any observation
 set) has a whole-list rate (K = N) of exactly 0 on every condition, shifted or not. Each table must
@@ -23,7 +24,7 @@ from experiments.config import method_group
 REPO = Path(__file__).resolve().parents[1]
 #: The commit that introduced the break-even bound of the learned agents.
 BOUND_COMMIT = "ad2d1a0b"
-TABLES = ("results", "results/peers", "results/strict", "results/bfcl", "results/shift")
+TABLES = ("results", "results/peers", "results/peers-topn", "results/strict", "results/bfcl", "results/shift")
 
 
 def _is_ancestor(old: str, new: str) -> bool:
