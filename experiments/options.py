@@ -298,7 +298,11 @@ class ReproduceArgs:
 class CompareArgs:
     """``shortlist compare``."""
 
-    only: tuple[str, ...] = opt((), "conditions to compare (empty: every study condition but the registry sweep)")
+    only: tuple[str, ...] = opt(
+        (),
+        "conditions to compare (empty: the main, two-scorer and multi-tool conditions; the registry sweep, "
+        "BFCL with the richer tool text and the synthetic study are in the study's report)",
+    )
     out: str = opt("results/peers", "results folder")
     runs_dir: str = opt(
         "results/runs",
@@ -315,7 +319,9 @@ class CompareArgs:
 class BenchArgs:
     """``shortlist bench``."""
 
-    only: tuple[str, ...] = opt((), "conditions for the per-condition timings (empty: every study condition)")
+    only: tuple[str, ...] = opt(
+        (), "conditions for the per-condition timings (empty: those of `compare`: main, two-scorer, multi-tool)"
+    )
     out: str = opt("results/bench.md", "markdown file the figures are written to")
     queries: int = opt(100_000, "ranked lists in the batch-evaluation benchmark")
     depth: int = opt(100, "list length (= depth cap) in the batch-evaluation benchmark")

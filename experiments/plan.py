@@ -371,8 +371,8 @@ def resolve_plans(
 
 #: ``compare`` defaults to these suites (the sweep points and the synthetic study have their own reports).
 COMPARE_SUITES = ("main", "hybrid", "multi")
-#: ``bench`` times the per-condition fits on these suites.
-BENCH_SUITES = ("main", "multi")
+#: ``bench`` times the per-condition fits on the conditions ``compare`` runs (two-scorer ones included).
+BENCH_SUITES = COMPARE_SUITES
 
 
 def condition_order(conds: Sequence[str]) -> list[str]:
