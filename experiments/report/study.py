@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchmarks.names import ConditionId
 from experiments.config import method_group
 from experiments.figures import (
     bucket_figure,
@@ -576,8 +577,8 @@ def hybrid_section(
         return fmt(st.loc[c, "found@1"], nd=1) if c in st.index else "-"
 
     def ranking_found1(base: str, other: str) -> str:
-        # a -hybrid condition ranks by its base condition's scorer: one ranking, one found@1
-        if other == f"{base}-hybrid":
+        # the same scorer ranks both (a -hybrid pair): one ranking, one found@1
+        if ConditionId.parse(base).scorer == ConditionId.parse(other).scorer:
             return found1(base)
         return f"{found1(base)} -> {found1(other)}"
 
