@@ -55,6 +55,10 @@ class ChoppyConfig:
     weight_decay: float = 1e-4
     """Adam weight decay (L2)."""
 
+    def __post_init__(self) -> None:
+        if self.hidden < 1 or self.epochs < 1 or not self.lr > 0 or self.weight_decay < 0:
+            raise ValueError(f"ChoppyConfig: hidden, epochs >= 1, lr > 0 and weight_decay >= 0 required, got {self}")
+
 
 class _CutNet(nn.Module):
     def __init__(self, n_features: int, hidden: int) -> None:

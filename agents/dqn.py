@@ -56,6 +56,7 @@ Q(STOP) >= Q(CONTINUE) (ties pick STOP). Agents are saved in SB3's zip format;
 
 from __future__ import annotations
 
+import math
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -117,8 +118,24 @@ class DQNConfig:
     """Stop at the latest at each query's break-even depth (:func:`agents.base.learned_episode`)."""
 
     def __post_init__(self) -> None:
-        if self.n_envs < 1:
-            raise ValueError(f"DQNConfig.n_envs must be >= 1, got {self.n_envs}")
+        if self.total_timesteps < 1:
+            raise ValueError(f"DQNConfig.total_timesteps must be >= 1, got {self.total_timesteps}")
+        if not 0 <= self.learning_starts < self.total_timesteps:
+            raise ValueError(
+                f"DQNConfig.learning_starts ({self.learning_starts}) must lie in [0, total_timesteps = "
+                f"{self.total_timesteps}): the network would never train"
+            )
+        if not (math.isfinite(self.exploration_fraction) and 0 < self.exploration_fraction <= 1):
+            raise ValueError(f"DQNConfig.exploration_fraction must lie in (0, 1], got {self.exploration_fraction}")
+        for name in ("train_freq", "target_update_interval", "gradient_steps", "batch_size", "buffer_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"DQNConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
+            raise ValueError(f"DQNConfig.learning_rate must be finite and > 0, got {self.learning_rate}")
+        if not self.net_arch or any(h < 1 for h in self.net_arch):
+            raise ValueError(f"DQNConfig.net_arch must be hidden sizes >= 1, got {self.net_arch}")
+        if not 1 <= self.n_envs <= 64:
+            raise ValueError(f"DQNConfig.n_envs must lie in 1..64, got {self.n_envs}")
         if not 0.0 <= self.exploring_starts <= 1.0:
             raise ValueError(f"DQNConfig.exploring_starts must lie in [0, 1], got {self.exploring_starts}")
         if self.n_steps < 1:

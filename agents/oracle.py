@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -394,21 +395,39 @@ register(
     description="hindsight oracle: stop at the gold rank (reads labels; the ceiling of mean reward, not of BoR bits)",
     reads_labels=True,
 )
+
+
+@dataclass(frozen=True)
+class StoppingConfig:
+    """Settings of exact optimal stopping on the tabular state (:class:`OptimalStopping`)."""
+
+    objective: str = "reward"
+    """What the solution maximises: ``reward`` (mean terminal reward) or ``return`` (the RL episode
+    return with the episode's gamma and step cost); see the module docstring."""
+
+    def __post_init__(self) -> None:
+        if self.objective not in ("reward", "return"):
+            raise ValueError(f"StoppingConfig.objective must be 'reward' or 'return', got {self.objective!r}")
+
+
 register(
     "dp",
-    lambda reward, settings: OptimalStopping(reward, "reward"),
+    lambda reward, settings: OptimalStopping(reward, settings.objective),
     group="limit",
     stochastic=False,
     uses_reward=True,
     description="DP optimum of the tabular model estimated on train (mean reward; a reference, not a bound)",
+    config=StoppingConfig,
     observes=True,
 )
 register(
     "dp-mdp",
-    lambda reward, settings: OptimalStopping(reward, "return"),
+    lambda reward, settings: OptimalStopping(reward, settings.objective),
     group="limit",
     stochastic=False,
     uses_reward=True,
     description="DP optimum of the tabular model for the RL episode return (gamma, step cost; not a bound)",
+    config=StoppingConfig,
+    defaults=StoppingConfig("return"),
     observes=True,
 )

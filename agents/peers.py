@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,11 @@ from envs import EpisodeConfig, RankedQuery
 from rewards import p_random, terminal_reward
 
 __all__ = [
+    "GapConfig",
     "GapPolicy",
+    "GreedyKConfig",
+    "ThresholdConfig",
+    "TopPConfig",
     "GreedyK",
     "RandomDepth",
     "ThresholdPolicy",
@@ -634,61 +639,123 @@ class RandomDepth(_Saved):
         return out
 
 
-GAP_VARIANTS = {"gap": (0.0, 0), "gap-tail10": (0.1, 0), "gap-buffer5": (0.0, 5), "gap-tail10-buffer5": (0.1, 5)}
+@dataclass(frozen=True)
+class GapConfig:
+    """Settings of the largest-gap rule (:func:`gap_depths`)."""
+
+    tail: float = 0.0
+    """Fraction of the list whose gaps are ignored at the bottom, in [0, 1)."""
+    buffer: int = 0
+    """Extra items shown after the cut (>= 0)."""
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= self.tail < 1.0):
+            raise ValueError(f"GapConfig.tail must lie in [0, 1), got {self.tail}")
+        if isinstance(self.buffer, bool) or int(self.buffer) != self.buffer or self.buffer < 0:
+            raise ValueError(f"GapConfig.buffer must be a whole number >= 0, got {self.buffer}")
 
 
-def _gap_factory(tail: float, buffer: int) -> Any:
-    return lambda reward, settings: GapPolicy(tail, buffer)
+@dataclass(frozen=True)
+class ThresholdConfig:
+    """Settings of the min-max score threshold (:class:`ThresholdPolicy`)."""
+
+    target: float | None = None
+    """None: fit t for the training reward; a coverage c in (0, 1]: the largest t with training
+    coverage >= c."""
+
+    def __post_init__(self) -> None:
+        if self.target is not None and not (0.0 < self.target <= 1.0):
+            raise ValueError(f"ThresholdConfig.target must lie in (0, 1], got {self.target}")
 
 
-for _name, (_tail, _buf) in GAP_VARIANTS.items():
+@dataclass(frozen=True)
+class TopPConfig:
+    """Settings of the top-p softmax-mass rule (:class:`TopPPolicy`)."""
+
+    temperatures: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.0)
+    """Softmax temperatures (z units) searched when fitting p."""
+
+    def __post_init__(self) -> None:
+        if not self.temperatures or not all(math.isfinite(t) and t > 0 for t in self.temperatures):
+            raise ValueError(f"TopPConfig.temperatures must be finite and > 0, got {self.temperatures}")
+
+
+@dataclass(frozen=True)
+class GreedyKConfig:
+    """Settings of the best fixed K on the training split (:class:`GreedyK`)."""
+
+    by: str = "reward"
+    """What K maximises on train: ``reward`` (mean reward) or ``bits`` (BoR bits)."""
+
+    def __post_init__(self) -> None:
+        if self.by not in ("reward", "bits"):
+            raise ValueError(f"GreedyKConfig.by must be 'reward' or 'bits', got {self.by!r}")
+
+
+GAP_VARIANTS = {
+    "gap": GapConfig(0.0, 0),
+    "gap-tail10": GapConfig(0.1, 0),
+    "gap-buffer5": GapConfig(0.0, 5),
+    "gap-tail10-buffer5": GapConfig(0.1, 5),
+}
+
+for _name, _gap in GAP_VARIANTS.items():
     register(
         _name,
-        _gap_factory(_tail, _buf),
+        lambda reward, settings: GapPolicy(settings.tail, settings.buffer),
         group="peer",
         stochastic=False,
         uses_reward=False,
-        description=f"largest score gap (Adaptive-k), tail {int(_tail * 100)}% ignored, buffer +{_buf}",
+        description=f"largest score gap (Adaptive-k), tail {int(_gap.tail * 100)}% ignored, buffer +{_gap.buffer}",
+        config=GapConfig,
+        defaults=_gap,
     )
 register(
     "threshold",
-    lambda reward, settings: ThresholdPolicy(reward),
+    lambda reward, settings: ThresholdPolicy(reward, settings.target),
     group="peer",
     stochastic=False,
     uses_reward=True,
     description="min-max score threshold t fitted on train to maximise mean reward",
+    config=ThresholdConfig,
 )
 register(
     "threshold-cov90",
-    lambda reward, settings: ThresholdPolicy(reward, 0.9),
+    lambda reward, settings: ThresholdPolicy(reward, settings.target),
     group="peer",
     stochastic=False,
     uses_reward=False,
     description="min-max score threshold: the largest t with 90% training coverage",
+    config=ThresholdConfig,
+    defaults=ThresholdConfig(0.9),
 )
 register(
     "topp",
-    lambda reward, settings: TopPPolicy(reward),
+    lambda reward, settings: TopPPolicy(reward, settings.temperatures),
     group="peer",
     stochastic=False,
     uses_reward=True,
     description="top-p softmax mass of z-scores (p, T fitted on train to maximise mean reward)",
+    config=TopPConfig,
 )
 register(
     "greedyk",
-    lambda reward, settings: GreedyK(reward, "reward"),
+    lambda reward, settings: GreedyK(reward, settings.by),
     group="peer",
     stochastic=False,
     uses_reward=True,
     description="best fixed K on train by mean reward",
+    config=GreedyKConfig,
 )
 register(
     "greedyk-bits",
-    lambda reward, settings: GreedyK(reward, "bits"),
+    lambda reward, settings: GreedyK(reward, settings.by),
     group="peer",
     stochastic=False,
     uses_reward=False,
     description="best fixed K on train by BoR bits",
+    config=GreedyKConfig,
+    defaults=GreedyKConfig("bits"),
 )
 register(
     "random",

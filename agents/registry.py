@@ -1,20 +1,31 @@
 """Registry of every depth-policy kind: learned agents, fixed K, practitioners' peers and limits.
 
 One :class:`PolicyKind` per kind holds everything the rest of the package needs to know
-about it: its group, whether its result depends on the seed, its settings dataclass, how
-to build it untrained and how to load a trained one from the file it saved. The runner,
-the CLI (``shortlist train --agent X`` / ``evaluate``), the comparison and the reports read
-this table; none of them switch on kind names. Adding a policy is one :func:`register`
-call beside its class.
+about it: its group, whether its result depends on the seed, its settings dataclass and
+default settings, how to build it untrained and how to load a trained one from the file it
+saved. The runner, the CLI (``shortlist train --agent X --set key=value`` / ``evaluate``),
+the comparison and the reports read this table; none of them switch on kind names. Adding a
+policy is one :func:`register` call beside its class, in ``agents/``.
 
-Method names: ``fixed-<K>`` for the fixed baseline, ``<reward>-<kind>`` for kinds trained
+Settings: every kind has one frozen settings dataclass (a field per setting, a docstring per
+field, validated in ``__post_init__``; :class:`NoSettings` when there is nothing to set), and
+its default instance. ``key=value`` strings (the CLI's ``--set``, ``tune --grid``) are parsed
+against that dataclass by :func:`parse_settings`: an unknown key or a bad value is one
+ValueError naming the kind and the key.
+
+Method names: ``<kind>-<value>`` for a kind whose settings field names the method
+(:attr:`PolicyKind.name_field`; fixed K: ``fixed-5``), ``<reward>-<kind>`` for kinds trained
 towards a reward (``bor-dqn``), else the kind's name (``gap``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,19 +38,28 @@ or solve a model)."""
 
 
 @dataclass(frozen=True)
+class NoSettings:
+    """Settings of a kind with nothing to set (its behaviour is fixed by its definition)."""
+
+
+@dataclass(frozen=True)
 class PolicyKind:
     """A registered depth-policy kind.
 
     Attributes:
-        name: kind name (``dqn``, ``tabular``, ``fixed``, ``gap``, ...); no ``_``.
-        group: ``agent`` (learned by RL), ``peer`` (heuristic or supervised method
+        name: kind name (``dqn``, ``tabular``, ``fixed``, ``gap``, ...); no ``_`` and no ``.``.
+        group: ``agent`` (learned policy), ``peer`` (heuristic or supervised method
             practitioners use), ``baseline`` (fixed K) or ``limit`` (oracle, exact optimum).
         stochastic: whether the result depends on the seed (then it runs on every seed).
         uses_reward: whether it is trained towards a reward (its method name then starts with it).
         description: one line for reports and ``--help``.
         build: ``build(reward, settings)`` -> an untrained policy; ``settings`` is an instance
-            of ``config`` or None for its defaults.
-        config: the settings dataclass, or None when the kind has no settings.
+            of ``config`` (never None: :meth:`make` fills in ``defaults``).
+        config: the settings dataclass (frozen; :class:`NoSettings` when there is nothing to set).
+        defaults: the kind's default settings, an instance of ``config`` (kinds sharing a
+            dataclass differ here, e.g. the gap rule's tail and buffer variants).
+        name_field: the settings field that is part of the method name (fixed K: ``k``, so
+            ``fixed-5``); empty for every other kind.
         only_benchmarks: the benchmarks the kind applies to (empty: every benchmark), e.g. a
             limit that needs a known generator.
         reads_labels: whether its depths read the labels (the hindsight oracle): then it is a
@@ -56,7 +76,9 @@ class PolicyKind:
     uses_reward: bool
     description: str
     build: Callable[[str, Any], DepthPolicy]
-    config: type | None = None
+    config: type
+    defaults: Any
+    name_field: str = ""
     only_benchmarks: tuple[str, ...] = ()
     reads_labels: bool = False
     observes: bool = False
@@ -65,16 +87,36 @@ class PolicyKind:
         """Whether the kind can run on ``benchmark``."""
         return not self.only_benchmarks or benchmark in self.only_benchmarks
 
-    def make(self, reward: str = "bor", settings: Any = None) -> DepthPolicy:
-        """An untrained policy (``settings`` defaults to ``config()``)."""
-        if settings is not None and self.config is not None and not isinstance(settings, self.config):
+    def settings(self, settings: Any = None) -> Any:
+        """``settings`` checked to be this kind's dataclass, or the kind's defaults when None."""
+        if settings is None:
+            return self.defaults
+        if not isinstance(settings, self.config):
             raise TypeError(f"{self.name}: settings must be a {self.config.__name__}, got {type(settings).__name__}")
-        return self.build(reward, settings)
+        return settings
+
+    def make(self, reward: str = "bor", settings: Any = None) -> DepthPolicy:
+        """An untrained policy (``settings`` defaults to :attr:`defaults`)."""
+        return self.build(reward, self.settings(settings))
 
     def load(self, path: Path, reward: str = "bor", settings: Any = None) -> DepthPolicy:
         """A trained policy from the file it saved (``path`` = run dir / artifact)."""
         policy = self.make(reward, settings)
-        return type(policy).load(Path(path), reward, settings)
+        return type(policy).load(Path(path), reward, self.settings(settings))
+
+    def from_dict(self, values: Mapping[str, Any], where: str = "") -> Any:
+        """Settings from a plain mapping (a run's ``config.json``), over the defaults; ValueError naming
+        ``where`` and the kind on an unknown key or a bad value. JSON lists become tuples."""
+        known = {f.name for f in fields(self.config)}
+        unknown = sorted(set(values) - known)
+        at = f"{where}: " if where else ""
+        if unknown:
+            raise ValueError(f"{at}policy kind {self.name!r} has no setting {unknown[0]!r}{_known(self)}")
+        plain = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+        try:
+            return replace(self.defaults, **plain)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{at}bad {self.name} settings ({e})") from e
 
 
 KINDS: dict[str, PolicyKind] = {}
@@ -88,18 +130,42 @@ def register(
     stochastic: bool,
     uses_reward: bool,
     description: str,
-    config: type | None = None,
+    config: type = NoSettings,
+    defaults: Any = None,
+    name_field: str = "",
     only_benchmarks: tuple[str, ...] = (),
     reads_labels: bool = False,
     observes: bool = False,
 ) -> PolicyKind:
-    """Add a kind to :data:`KINDS` (names are unique and contain no ``_``)."""
-    if not name or "_" in name or name in KINDS:
+    """Add a kind to :data:`KINDS` (names are unique and contain no ``_`` or ``.``).
+
+    ``config`` is the kind's settings dataclass (frozen), ``defaults`` its default instance
+    (default: ``config()``).
+    """
+    if not name or "_" in name or "." in name or name in KINDS:
         raise ValueError(f"invalid or duplicate policy kind name {name!r}")
     if group not in GROUPS:
         raise ValueError(f"policy kind {name!r}: group must be one of {GROUPS}, got {group!r}")
+    if not (dataclasses.is_dataclass(config) and isinstance(config, type)):
+        raise TypeError(f"policy kind {name!r}: config must be a dataclass, got {config!r}")
+    defaults = config() if defaults is None else defaults
+    if not isinstance(defaults, config):
+        raise TypeError(f"policy kind {name!r}: defaults must be a {config.__name__}")
+    if name_field and name_field not in {f.name for f in fields(config)}:
+        raise ValueError(f"policy kind {name!r}: name_field {name_field!r} is not a field of {config.__name__}")
     kind = PolicyKind(
-        name, group, stochastic, uses_reward, description, build, config, only_benchmarks, reads_labels, observes
+        name,
+        group,
+        stochastic,
+        uses_reward,
+        description,
+        build,
+        config,
+        defaults,
+        name_field,
+        only_benchmarks,
+        reads_labels,
+        observes,
     )
     KINDS[name] = kind
     return kind
@@ -122,12 +188,127 @@ def kinds(group: Group | None = None) -> list[str]:
     return [k for k, v in KINDS.items() if group is None or v.group == group]
 
 
+# ----------------------------------------------------------------------------- key=value settings
+
+
+def _known(kind: PolicyKind) -> str:
+    names = [f.name for f in fields(kind.config)]
+    return f"; its settings: {', '.join(names)}" if names else "; it has no settings"
+
+
+def _field_type(kind: PolicyKind, key: str) -> Any:
+    hints = typing.get_type_hints(kind.config)
+    if key not in hints:
+        raise ValueError(f"policy kind {kind.name!r} has no setting {key!r}{_known(kind)}")
+    return hints[key]
+
+
+def _scalar(typ: Any, text: str) -> Any:
+    if typ is bool:
+        if text.lower() not in ("true", "false"):
+            raise ValueError(f"expected true or false, got {text!r}")
+        return text.lower() == "true"
+    if typ is int:
+        return int(text)
+    if typ is float:
+        value = float(text)
+        if math.isnan(value):
+            raise ValueError("NaN is not a setting")
+        return value
+    if typ is str:
+        return text
+    raise ValueError(f"settings of type {typ} cannot be given as text")
+
+
+def parse_value(kind: PolicyKind, key: str, text: str) -> Any:
+    """One setting's value from text, typed from the kind's settings dataclass.
+
+    Booleans are ``true``/``false``; an optional field takes ``none``; a tuple field takes
+    comma-separated items (``net_arch=64,64``).
+    """
+    typ = _field_type(kind, key)
+    if key == kind.name_field:
+        raise ValueError(
+            f"policy kind {kind.name!r}: {key!r} names the method ({kind.name}-<{key}>); give it with --{key}"
+        )
+    args = typing.get_args(typ)
+    try:
+        if typing.get_origin(typ) in (typing.Union, types.UnionType) and type(None) in args:
+            if text.lower() == "none":
+                return None
+            typ = next(a for a in args if a is not type(None))
+            args = typing.get_args(typ)
+        if typing.get_origin(typ) is tuple:
+            return tuple(_scalar(args[0], item.strip()) for item in text.split(",") if item.strip())
+        return _scalar(typ, text)
+    except ValueError as e:
+        raise ValueError(f"policy kind {kind.name!r}, setting {key!r}: bad value {text!r} ({e})") from e
+
+
+def format_value(value: Any) -> str:
+    """The text :func:`parse_value` reads back as ``value`` (floats by ``repr``, so they round-trip)."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join(format_value(v) for v in value)
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def changed_items(kind: PolicyKind, settings: Any) -> list[str]:
+    """``kind.key=value`` for every setting of ``settings`` that differs from the kind's defaults (its
+    name field excluded): the ``--set`` items that rebuild ``settings``."""
+    settings = kind.settings(settings)
+    return [
+        f"{kind.name}.{f.name}={format_value(getattr(settings, f.name))}"
+        for f in fields(kind.config)
+        if f.name != kind.name_field and getattr(settings, f.name) != getattr(kind.defaults, f.name)
+    ]
+
+
+def split_item(item: str) -> tuple[str, str, str]:
+    """``[kind.]key=value`` -> (kind or "", key, value); ValueError when there is no ``=``."""
+    lhs, sep, value = item.partition("=")
+    if not sep or not lhs.strip():
+        raise ValueError(f"bad setting {item!r}: expected [kind.]key=value, e.g. dqn.total_timesteps=5000")
+    kind, dot, key = lhs.strip().rpartition(".")
+    return (kind if dot else ""), key, value.strip()
+
+
+def parse_settings(items: Iterable[str], default_kind: str | None = None) -> dict[str, Any]:
+    """``--set`` items -> {kind name: settings instance over its defaults}.
+
+    Each item is ``kind.key=value``, or ``key=value`` for ``default_kind`` (the command's
+    ``--agent``). Unknown kinds, keys and bad values are one ValueError naming the kind and key;
+    a setting the dataclass rejects (its ``__post_init__``) is reported the same way.
+    """
+    by_kind: dict[str, dict[str, Any]] = {}
+    for item in items:
+        kind_name, key, text = split_item(item)
+        if not kind_name:
+            if default_kind is None:
+                raise ValueError(f"bad setting {item!r}: name the policy kind, e.g. dqn.{key}={text}")
+            kind_name = default_kind
+        kind = get(kind_name)
+        by_kind.setdefault(kind.name, {})[key] = parse_value(kind, key, text)
+    out = {}
+    for name, values in by_kind.items():
+        kind = get(name)
+        try:
+            out[name] = replace(kind.defaults, **values)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"policy kind {name!r}: bad settings {values} ({e})") from e
+    return out
+
+
 register(
     "fixed",
-    lambda reward, settings: FixedK((settings or FixedConfig()).k),
+    lambda reward, settings: FixedK(settings.k),
     group="baseline",
     stochastic=False,
     uses_reward=False,
     description="always the top K",
     config=FixedConfig,
+    name_field="k",
 )

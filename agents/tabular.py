@@ -119,6 +119,16 @@ class TabularConfig:
     """Stop at the latest at each query's break-even depth (:func:`agents.base.learned_episode`)."""
 
     def __post_init__(self) -> None:
+        if self.episodes < 1:
+            raise ValueError(f"TabularConfig.episodes must be >= 1, got {self.episodes}")
+        if not (0.0 <= self.eps_end <= self.eps_start <= 1.0):
+            raise ValueError(
+                f"TabularConfig needs 0 <= eps_end <= eps_start <= 1, got {self.eps_end} and {self.eps_start}"
+            )
+        if not 0.0 < self.explore_fraction <= 1.0:
+            raise ValueError(f"TabularConfig.explore_fraction must lie in (0, 1], got {self.explore_fraction}")
+        if not self.lr_power > 0:
+            raise ValueError(f"TabularConfig.lr_power must be > 0, got {self.lr_power}")
         if not 0.0 <= self.exploring_starts <= 1.0:
             raise ValueError(f"TabularConfig.exploring_starts must lie in [0, 1], got {self.exploring_starts}")
         if self.n_steps < 1:

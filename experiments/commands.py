@@ -6,24 +6,11 @@
 
 from __future__ import annotations
 
-import contextlib
-import glob
-import hashlib
-import io
 import json
-import os
-import shutil
-import tempfile
-import time
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-import pandas as pd
-
 from agents import registry
-from agents.base import FixedConfig
-from experiments.config import Cell, MethodSpec
-from experiments.io import _pid_alive as pid_alive  # the resume cleanup's test of a writer's pid
+from experiments.config import MethodSpec
 from experiments.io import write_manifest, write_tables
 from experiments.options import (
     CommonArgs,
@@ -37,176 +24,6 @@ from experiments.options import (
     SourceArgs,
     TrainArgs,
 )
-
-
-def run_with(
-    cells: Sequence[Cell], out: Path, ca: CommonArgs, command: str, runs_dir: Path | None = None
-) -> list[Path]:
-    """Run cells with the common options (workers, backend, caches, progress) of any command."""
-    from experiments.runner import run_cells
-
-    return run_cells(
-        cells,
-        out,
-        data_dir=ca.data_dir,
-        cache_dir=ca.cache_dir,
-        command=command,
-        workers=ca.workers,
-        progress=not ca.no_progress,
-        backend=ca.backend,
-        ray_address=ca.ray_address,
-        runs_dir=runs_dir,
-    )
-
-
-def collect_and_write(
-    runs: Sequence[Path], out: Path, observation: str = "auto"
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Combine the runs' per-query rows, recompute summary and bucket tables, write all three to
-    ``out`` with the index of the runs they come from (``runs.csv``, :func:`run_index`).
-
-    A study or comparison on a named ``observation`` set gives its tables plain method names
-    (:func:`untag`); ``train`` keeps the tags (``auto``: names as the runs wrote them).
-    """
-    from agents import bucket_table, summarise
-    from experiments.runner import RUN_KEYS, collect
-
-    per_query, summary, buckets = collect(runs)
-    if observation != "auto":  # plain names, then the run order and summaries of the default tables
-        per_query = untag(per_query, observation).sort_values(list(RUN_KEYS), kind="stable").reset_index(drop=True)
-        summary, buckets = summarise(per_query, RUN_KEYS), bucket_table(per_query, RUN_KEYS)
-    write_tables(
-        out,
-        {"per_query.csv": per_query, "summary.csv": summary, "buckets.csv": buckets, "runs.csv": run_index(runs)},
-    )
-    return per_query, summary, buckets
-
-
-def untag(frame: pd.DataFrame, observation: str) -> pd.DataFrame:
-    """``frame`` with the ``@<observation>`` tag taken off its method names (``bor-dqn@strict`` ->
-    ``bor-dqn``).
-
-    A study or comparison runs on one observation set, named in its README and manifest, so inside its folder
-    the learners keep their plain names and every report lookup (the BoR agents, the supervised
-    cut-off, the peers) matches them. Rows tagged with another set are refused, naming the method.
-    """
-    if observation == "auto" or "method" not in frame.columns:
-        return frame
-    methods = frame["method"].astype(str)
-    tags = methods.str.partition("@")[2]
-    foreign = sorted(set(methods[(tags != "") & (tags != observation)]))
-    if foreign:
-        raise ValueError(f"methods {foreign} carry another observation set than {observation!r}")
-    return frame.assign(method=methods.str.partition("@")[0])
-
-
-#: The tables of a run directory whose sha256 the run index records.
-RUN_TABLES = ("per_query.csv", "summary.csv", "buckets.csv")
-
-
-def float_path() -> str:
-    """This machine's floating-point path for torch: its SIMD level and CPU model.
-
-    Learned torch cells (DQN, the cut-off, the Choppy-style model) repeat byte for byte on the same
-    path; on another one their float rounding differs and training drifts a little (seen here: 8 of
-    120 depths of one BFCL DQN cell, -0.03 in its mean reward, between two machines of this project).
-    """
-    import platform
-
-    import torch
-
-    model = platform.processor()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        names = [ln.split(":", 1)[1].strip() for ln in cpuinfo.read_text().splitlines() if ln.startswith("model name")]
-        model = names[0] if names else model
-    return f"{torch.backends.cpu.get_cpu_capability()} {model}".strip()
-
-
-def run_index(runs: Sequence[Path], machine: str | None = None) -> pd.DataFrame:
-    """One row per run directory: its id, config hash, code fingerprint, commit, mean reward, the
-    sha256 of its tables (:data:`RUN_TABLES`) and ``float_path``, the machine that wrote the index
-    (:func:`float_path` unless ``machine`` names it; empty: not known). No timings: like every
-    table, the index is byte-identical when the same commit remakes it (wall times stay in the runs'
-    manifests and the folder's).
-
-    Run directories are not committed (they are large and any command remakes them); this index is,
-    so a committed table names exactly the runs behind it and a rerun can be checked against it
-    byte for byte (``tests/test_results_reproduce.py``; on another float path, torch cells to within
-    a tolerance).
-    """
-    path = float_path() if machine is None else machine
-    rows = []
-    for run in runs:
-        cfg = json.loads((run / "config.json").read_text(encoding="utf-8"))
-        man = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
-        tables = {t: (run / t).read_bytes() for t in RUN_TABLES}  # read once: hashed, and the summary parsed
-        row = {
-            "run_id": run.name,
-            "config_hash": cfg.get("config_hash", ""),
-            "code_fingerprint": man.get("code_fingerprint", ""),
-            "git_sha": man.get("git_sha", ""),
-            "git_dirty": man.get("git_dirty"),
-            "mean_reward": float(pd.read_csv(io.BytesIO(tables["summary.csv"]))["mean_reward"].mean()),
-            "float_path": path,
-        }
-        row |= {f"sha256_{t.removesuffix('.csv')}": hashlib.sha256(data).hexdigest() for t, data in tables.items()}
-        rows.append(row)
-    return pd.DataFrame(rows).sort_values("run_id", kind="stable").reset_index(drop=True)
-
-
-@contextlib.contextmanager
-def staged(out: Path, owned: Sequence[str] = ()) -> Iterator[Path]:
-    """A temporary sibling folder for a command's outputs, moved into ``out`` only once all are written.
-
-    A failure while writing (a report error, an interrupt) removes the temporary folder and leaves
-    ``out`` as it was: never a folder with some tables but no README or manifest. On success each
-    file is renamed into ``out``. Files ``out`` holds that this invocation did not write are kept,
-    except under the subfolders named in ``owned`` (a report's ``figures``): those hold this
-    invocation's files only, so a figure of a condition an earlier, wider run plotted is removed
-    rather than left beside a README that no longer covers it.
-    The folder's name carries the writer's pid (``.<out>.staged-<pid>-*``): one left by a killed
-    process is removed by the next invocation on the same ``out``.
-    """
-    out = out.resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_staging(out)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.staged-{os.getpid()}-", dir=out.parent))
-    try:
-        yield tmp
-        written = {p.relative_to(tmp) for p in tmp.rglob("*") if p.is_file()}
-        owned_now = (p for sub in owned for p in (out / sub).rglob("*") if p.is_file())
-        stale = [p for p in owned_now if p.relative_to(out) not in written]
-        for rel in sorted(written):
-            (out / rel).parent.mkdir(parents=True, exist_ok=True)
-            os.replace(tmp / rel, out / rel)  # same file system: the folder is a sibling of ``out``
-        for path in stale:
-            path.unlink()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def refresh_enclosing_index(out: Path) -> None:
-    """Rebuild the ``index.html`` of the results folder that holds ``out``, if it has one.
-
-    That page embeds every README under it (:mod:`experiments.html`), so a ``compare`` or ``shift``
-    written into ``results/peers`` or ``results/shift`` would otherwise leave ``results/index.html``
-    showing the folder's previous report.
-    """
-    from experiments.html import write_index
-
-    parent = out.resolve().parent
-    if (parent / "index.html").is_file():
-        write_index(parent)
-
-
-def remove_stale_staging(out: Path) -> None:
-    """Remove the staging folders of ``out`` (see :func:`staged`) whose writer process is gone."""
-    prefix = f".{out.name}.staged-"
-    for folder in out.parent.glob(f"{glob.escape(prefix)}*"):
-        pid, sep, _ = folder.name.removeprefix(prefix).partition("-")
-        if sep and pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 def source_options(sa: SourceArgs) -> tuple[tuple[str, str], ...]:
@@ -242,22 +59,23 @@ def source_options(sa: SourceArgs) -> tuple[tuple[str, str], ...]:
 def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int:
     """Train one condition's policies (one run per seed), evaluate them and write the tables."""
     from benchmarks.names import ConditionId
+    from experiments.pipeline import run_with
     from experiments.plan import PLANS, base_plan, cells_for
+    from experiments.runner import collect_runs, run_index
 
     options = source_options(ta)
     cid = ConditionId(ta.source, ta.scorer if ta.source != "run" else "run", ta.variant)
     plan = PLANS.get(cid.name) or base_plan(cid)
     kind = registry.get(ta.agent)
-    methods = (
-        [MethodSpec(ta.agent, "bor", k) for k in ta.k]
-        if kind.config is FixedConfig
-        else [MethodSpec(ta.agent, ta.reward)]
-    )
+    methods = [MethodSpec(ta.agent, "bor", k) for k in ta.k] if kind.name_field else [MethodSpec(ta.agent, ta.reward)]
     seeds = la.seeds if kind.stochastic else la.seeds[:1]
-    cells = cells_for([plan], seeds, {plan.name: methods}, buckets=ta.buckets, options=options, **la.learn_kwargs())
+    learn = la.learn_kwargs(ta.agent)
+    cells = cells_for([plan], seeds, {plan.name: methods}, buckets=ta.buckets, options=options, **learn)
     out = Path(ta.out)
     runs = run_with(cells, out, ca, command)
-    _, summary, _ = collect_and_write(runs, out)
+    per_query, summary, buckets = collect_runs(runs)
+    tables = {"per_query.csv": per_query, "summary.csv": summary, "buckets.csv": buckets, "runs.csv": run_index(runs)}
+    write_tables(out, tables)
     cols = ["condition", "method", "seed", "found_pct", "mean_k", "std_k", "bor_bits", "mean_reward"]
     print(summary[cols].to_string(index=False, float_format=lambda x: f"{x:.2f}"))
     print(f"wrote {len(runs)} run(s) under {out / 'runs'}; {out}/summary.csv holds this command's runs only")
@@ -266,53 +84,38 @@ def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int
 
 def cmd_reproduce(ra: ReproduceArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int:
     """Run (or resume) the study and write its tables, figures, README, manifest and HTML index."""
+    from experiments.pipeline import Pipeline, Produced, cells_plan, cells_producer, run_pipeline
     from experiments.plan import MULTI_PLANS, plan_splits, resolve_plans, study_cells
     from experiments.report.study import write_study_report
 
-    plans = resolve_plans(ra.only)
-    cells = study_cells(plans, la.seeds, **la.learn_kwargs())
+    cells = study_cells(resolve_plans(ra.only), la.seeds, **la.learn_kwargs())
     out = Path(ra.out)
-    if ra.dry_run:
-        for c in cells:
-            m = c.method
-            agent = f"--agent fixed --k {m.k}" if m.agent == "fixed" else f"--agent {m.agent} --reward {m.reward}"
-            print(
-                f"{c.run_id}\tshortlist train --benchmark {c.benchmark} --scorer {c.scorer} {agent} "
-                f"--seeds {c.seed} --step-cost {c.episode.step_cost} --gamma {c.episode.gamma} --out {out}"
-                + (f" --variant {c.variant}" if c.variant else "")
-                + (f" --split-seeds {c.split_seed}" if c.split_seed else "")
-            )
-        print(f"{len(cells)} cells")
-        return 0
-    t0 = time.perf_counter()
-    runs = run_with(cells, out, ca, command)
-    t_runs = time.perf_counter() - t0
     first_split = plan_splits(MULTI_PLANS[0], la.split_seeds)[0]  # the split the multi-tool suite runs on
-    with staged(out, owned=("figures",)) as tmp:  # a failing report leaves ``out`` as it was
-        per_query, summary, buckets = collect_and_write(runs, tmp, la.observation)
+
+    def report(tmp: Path, p: Produced) -> dict:
         write_study_report(
             tmp,
-            per_query,
-            summary,
-            buckets,
+            p.per_query,
+            p.summary,
+            p.buckets,
             ca.data_dir,
             ca.cache_dir,
             split_seed=first_split,
             observation=la.observation,
             source=out,
         )
-        write_manifest(
-            tmp / "manifest.json",
-            command=command,
-            observation=la.observation,
-            runs=[p.name for p in runs],
-            timings_seconds={"cells": t_runs, "total": time.perf_counter() - t0},
-        )
-    from experiments.html import write_index  # after the move: the index renders every README under out
+        return {"observation": la.observation}
 
-    write_index(out)
-    print(f"wrote {len(runs)} runs, tables, figures and README.md to {out}")
-    return 0
+    pipeline = Pipeline(
+        "reproduce",
+        out,
+        command,
+        plan=cells_plan(cells, out),
+        produce=cells_producer(cells, out, ca, command, None, la.observation),
+        report=report,
+        index="own",
+    )
+    return run_pipeline(pipeline, ra.dry_run)
 
 
 def _input_changes(run: Path, cond_meta: dict) -> list[str]:
@@ -349,9 +152,9 @@ def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
     """
     import sys
 
-    from agents import bucket_table, evaluate, summarise
+    from agents import bucket_table, summarise
     from envs import EpisodeConfig
-    from experiments.runner import get_condition
+    from experiments.runner import get_condition, labelled_rows
     from experiments.trained import load_run_policy, read_run_config
 
     run = Path(ea.run_dir)
@@ -377,10 +180,8 @@ def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
     queries = {"test": cond.test, "train": cond.train, "all": cond.queries}[split]
     out = Path(ea.out) if ea.out else Path("evaluations") / run.name / f"{cond.name}-{split}"
     _check_out(out, run)
-    rows = evaluate(policy, queries, episode, cond.buckets)
-    rows.insert(0, "seed", cfg["seed"])
-    rows.insert(0, "method", cfg["method"])
-    rows.insert(0, "condition", cond.name)
+    labels = {"condition": cond.name, "method": cfg["method"], "seed": cfg["seed"]}
+    rows = labelled_rows(policy, queries, episode, cond.buckets, **labels)
     summary = summarise(rows)
     write_tables(out, {"per_query.csv": rows, "summary.csv": summary, "buckets.csv": bucket_table(rows)})
     write_manifest(

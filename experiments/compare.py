@@ -27,45 +27,32 @@ CSV of exactly the plotted numbers, ``figures/buckets_<condition>.png`` (+ CSV),
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-from experiments.commands import collect_and_write, refresh_enclosing_index, run_with, staged
 from experiments.options import CommonArgs, CompareArgs, LearnArgs
+from experiments.pipeline import Pipeline, Produced, cells_plan, cells_producer, run_pipeline
 from experiments.plan import COMPARE_SUITES, compare_cells, resolve_plans
 from experiments.report.peers import write_compare_report
 
 
 def cmd_compare(ca: CompareArgs, la: LearnArgs, co: CommonArgs, command: str) -> int:
-    """Run (or resume) every comparison cell, then write tables, figures and the README.
-
-    The outputs are written into a temporary folder and moved into ``out`` only when all of them are
-    (:func:`experiments.commands.staged`), so a failing report leaves ``out`` as it was.
-    """
-    t0 = time.perf_counter()
-    plans = resolve_plans(ca.only, COMPARE_SUITES)
-    cells = compare_cells(plans, la.seeds, **la.learn_kwargs())
+    """Run (or resume) every comparison cell, then write tables, figures and the README through the one
+    pipeline (:mod:`experiments.pipeline`): a failing report leaves ``out`` as it was."""
+    cells = compare_cells(resolve_plans(ca.only, COMPARE_SUITES), la.seeds, **la.learn_kwargs())
     out = Path(ca.out)
-    if ca.dry_run:
-        for c in cells:
-            print(c.run_id)
-        print(f"{len(cells)} cells")
-        return 0
-    runs = run_with(cells, out, co, command, runs_dir=Path(ca.runs_dir))
-    t_runs = time.perf_counter() - t0
-    with staged(out, owned=("figures",)) as tmp:
-        per_query, summary, buckets = collect_and_write(runs, tmp, la.observation)
-        write_compare_report(
-            tmp,
-            per_query,
-            summary,
-            buckets,
-            runs,
-            command=command,
-            seeds=la.seeds,
-            observation=la.observation,
-            timings={"cells (this invocation)": t_runs},
+
+    def report(tmp: Path, p: Produced) -> dict:
+        conditions = write_compare_report(
+            tmp, p.per_query, p.summary, p.buckets, p.runs, command=command, seeds=la.seeds, observation=la.observation
         )
-    refresh_enclosing_index(out)
-    print(f"wrote {len(runs)} runs, tables, figures and README.md to {out}")
-    return 0
+        return {"conditions": conditions, "seeds": list(la.seeds), "observation": la.observation}
+
+    pipeline = Pipeline(
+        "compare",
+        out,
+        command,
+        plan=cells_plan(cells, Path(ca.runs_dir).parent),
+        produce=cells_producer(cells, out, co, command, Path(ca.runs_dir), la.observation),
+        report=report,
+    )
+    return run_pipeline(pipeline, ca.dry_run)

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, replace
+import shlex
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from agents import registry
-from agents.base import FixedConfig
-from agents.dqn import DQNConfig
-from agents.tabular import TabularConfig
 from benchmarks.names import ConditionId
 from envs import EpisodeConfig
 from experiments.io import code_fingerprint
@@ -22,10 +20,12 @@ from rewards import REWARD_KINDS
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """One depth policy: a registered kind, its training reward, and K for the fixed baseline.
+    """One depth policy: a registered kind, its training reward, and the value of its name field.
 
     The reward is stored here only: a cell's episode reward is derived from it. Kinds not
-    trained towards a reward always carry ``"bor"`` (the evaluation reward).
+    trained towards a reward always carry ``"bor"`` (the evaluation reward). ``k`` is the value
+    of the kind's :attr:`~agents.registry.PolicyKind.name_field` (fixed K's K: ``fixed-5``), 0 for
+    kinds without one.
     """
 
     agent: str
@@ -38,17 +38,23 @@ class MethodSpec:
             raise ValueError(f"unknown reward {self.reward!r}; expected one of {', '.join(REWARD_KINDS)}")
         if not kind.uses_reward:
             object.__setattr__(self, "reward", "bor")
-        if kind.config is FixedConfig:
-            FixedConfig(self.k)  # validates k
+        if kind.name_field:
+            self.settings()  # validates the named value (e.g. K >= 1)
 
     @property
     def kind(self) -> registry.PolicyKind:
         return registry.get(self.agent)
 
+    def settings(self, base: Any = None) -> Any:
+        """The kind's settings (``base``, else its defaults) with the method's name field applied."""
+        settings = self.kind.settings(base)
+        return replace(settings, **{self.kind.name_field: self.k}) if self.kind.name_field else settings
+
     @property
     def name(self) -> str:
-        """``fixed-<K>``, ``<reward>-<agent>`` for trained methods, else ``<agent>``."""
-        if self.kind.config is FixedConfig:
+        """``<kind>-<value>`` for a kind with a name field (``fixed-5``), ``<reward>-<agent>`` for trained
+        methods, else ``<agent>``."""
+        if self.kind.name_field:
             return f"{self.agent}-{self.k}"
         return f"{self.reward}-{self.agent}" if self.kind.uses_reward else self.agent
 
@@ -61,9 +67,9 @@ class MethodSpec:
         """Inverse of :attr:`name` (a ``@<observation>`` suffix, see :attr:`Cell.label`, is ignored)."""
         name = name.partition("@")[0]
         head, _, tail = name.partition("-")
-        if head in registry.KINDS and registry.KINDS[head].config is FixedConfig:
+        if head in registry.KINDS and registry.KINDS[head].name_field:
             if not tail.isdigit():
-                raise ValueError(f"bad method {name!r}: expected {head}-<K>")
+                raise ValueError(f"bad method {name!r}: expected {head}-<{registry.KINDS[head].name_field}>")
             return cls(head, "bor", int(tail))
         if head in REWARD_KINDS and tail:
             return cls(tail, head)
@@ -83,8 +89,9 @@ class Cell:
     method: MethodSpec
     seed: int
     episode: EpisodeConfig
-    dqn: DQNConfig = field(default_factory=DQNConfig)
-    tabular: TabularConfig = field(default_factory=TabularConfig)
+    settings: Any = None
+    """The policy kind's settings (an instance of its settings dataclass; None: the kind's defaults).
+    A kind's name field (fixed K's K) comes from the method, never from here."""
     split_seed: int = 0
     buckets: str = ""
     """Bucket scheme override ("default" or "narrow"); empty = the condition's own."""
@@ -92,6 +99,8 @@ class Cell:
     """Source options for user data (run/qrels paths, N, BEIR folder), with the inputs' sha256."""
 
     def __post_init__(self) -> None:
+        if self.settings is not None:
+            self.method.kind.settings(self.settings)  # the kind's own dataclass, or TypeError
         if self.episode.reward != self.method.reward:  # the method's reward is the one stored
             object.__setattr__(self, "episode", replace(self.episode, reward=self.method.reward))
         if self.episode.observation != "auto" and not self.method.kind.observes:
@@ -133,13 +142,10 @@ class Cell:
         base = f"{self.condition}__{self.label}__s{self.seed}"
         return base if self.split_seed == 0 else f"{base}__split{self.split_seed}"
 
-    def settings(self) -> Any:
-        """The settings the cell's policy kind is built with (None: the kind's defaults)."""
-        config = self.method.kind.config
-        if config is FixedConfig:
-            return FixedConfig(self.method.k)
-        configured: dict[type | None, Any] = {DQNConfig: self.dqn, TabularConfig: self.tabular}
-        return configured.get(config)
+    def policy_settings(self) -> Any:
+        """The settings the cell's policy kind is built with: :attr:`settings` (or the kind's defaults)
+        with the method's name field applied."""
+        return self.method.settings(self.settings)
 
     def resolved(self) -> dict:
         """Plain-dict config (only the agent settings the method uses)."""
@@ -158,10 +164,36 @@ class Cell:
             "options": dict(self.options) or None,
             "episode": asdict(self.episode),
         }
-        settings = self.settings()
-        if settings is not None and not isinstance(settings, FixedConfig):
-            d[self.method.agent] = asdict(settings)
+        settings = asdict(self.policy_settings())
+        if self.method.kind.name_field:
+            settings.pop(self.method.kind.name_field)  # named by the method (fixed-5) and by ``k``
+        if settings:
+            d["settings"] = settings
         return d
+
+    def command(self, out: str = "runs") -> str:
+        """The exact ``shortlist train`` command that recreates this cell (the same config hash, hence the
+        same tables byte for byte on the same machine) under ``out/runs``."""
+        m, e, c = self.method, self.episode, self.condition_id
+        opts = dict(self.options)
+        if c.benchmark == "run":
+            args = ["--run", opts["run"], "--qrels", opts["qrels"]]
+            args += ["--n-candidates", opts["n_candidates"]] if "n_candidates" in opts else []
+        else:
+            args = ["--benchmark", c.benchmark, "--scorer", c.scorer] + (["--variant", c.variant] if c.variant else [])
+            if c.benchmark == "beir":
+                args += ["--beir-dir", opts["beir_dir"], "--beir-split", opts["split"]]
+        args += ["--agent", m.agent]
+        args += ["--reward", m.reward] if m.kind.uses_reward else []
+        args += [f"--{m.kind.name_field}", str(m.k)] if m.kind.name_field else []
+        args += ["--seeds", str(self.seed), "--split-seeds", str(self.split_seed)]
+        args += ["--step-cost", repr(e.step_cost), "--gamma", repr(e.gamma)]
+        args += ["--max-depth", str(e.max_depth)] if e.max_depth is not None else []
+        args += ["--observation", e.observation] if e.observation != "auto" else []
+        args += ["--buckets", self.buckets] if self.buckets else []
+        for item in registry.changed_items(m.kind, self.policy_settings()):
+            args += ["--set", item]
+        return shlex.join(["shortlist", "train", *args, "--out", out])
 
     def config_hash(self) -> str:
         """sha256 of the resolved config and of the package code (:func:`experiments.io.code_fingerprint`):

@@ -9,7 +9,9 @@ byte-reproducible. This module imports neither torch nor the agents.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import glob
 import hashlib
 import json
 import os
@@ -17,13 +19,15 @@ import platform
 import re
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from benchmarks.atomic import atomic_path
+from benchmarks.atomic import DIR_MODE, atomic_path, temp_prefix
 
 FLOAT_FORMAT = "%.10g"
 """Float format of every CSV table (10 significant digits: byte-stable across runs)."""
@@ -218,3 +222,78 @@ def remove_stale_temporaries(folder: Path) -> None:
         pid = next((int(x) for x in m.group("tail").split(".") if x.isdigit()), None)
         if pid is None or (pid != os.getpid() and not _pid_alive(pid)):
             shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+
+
+# ----------------------------------------------------------------------------- folders
+
+
+@contextlib.contextmanager
+def staged_folder(
+    final: Path,
+    *,
+    merge: bool = False,
+    owned: Sequence[str] = (),
+    keep_existing: Callable[[Path], bool] | None = None,
+) -> Iterator[Path]:
+    """The one way a folder is written: into a temporary sibling, moved into ``final`` only once all of
+    it is written.
+
+    The temporary folder is ``.<final name>.<pid>.<random>`` beside ``final`` (:func:`temp_prefix`), so
+    a reader never sees a folder with some files but not the rest, and one left by a killed process is
+    removed by the next call on the same ``final`` (:func:`remove_stale_staging`). A failure (an error,
+    an interrupt) removes the temporary folder and leaves ``final`` as it was.
+
+    - ``merge=False`` (a run directory): the temporary folder replaces ``final`` as a whole. When
+      ``final`` exists already, ``keep_existing(final)`` decides: True keeps it (another process
+      finished the same work) and drops this one; otherwise it is moved aside and removed.
+    - ``merge=True`` (a results folder): each written file is renamed into ``final``; files ``final``
+      holds that this invocation did not write are kept, except under the subfolders named in
+      ``owned`` (a report's ``figures``): those hold this invocation's files only, so a figure of a
+      condition an earlier, wider run plotted is removed rather than left beside a README that no longer
+      covers it.
+    """
+    final = Path(final).resolve()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_staging(final)
+    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=temp_prefix(final)))
+    os.chmod(tmp, DIR_MODE)
+    try:
+        yield tmp
+        if merge:
+            _merge_into(tmp, final, owned)
+        else:
+            _replace_with(tmp, final, keep_existing)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _merge_into(tmp: Path, final: Path, owned: Sequence[str]) -> None:
+    written = {p.relative_to(tmp) for p in tmp.rglob("*") if p.is_file()}
+    owned_now = (p for sub in owned for p in (final / sub).rglob("*") if p.is_file())
+    stale = [p for p in owned_now if p.relative_to(final) not in written]
+    for rel in sorted(written):
+        (final / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp / rel, final / rel)  # same file system: the folder is a sibling of ``final``
+    for path in stale:
+        path.unlink()
+
+
+def _replace_with(tmp: Path, final: Path, keep_existing: Callable[[Path], bool] | None) -> None:
+    try:
+        os.replace(tmp, final)
+    except OSError:  # ``final`` exists and is not empty
+        if keep_existing is not None and keep_existing(final):
+            return
+        aside = final.parent / f"{temp_prefix(final)}old"
+        os.replace(final, aside)
+        os.replace(tmp, final)
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def remove_stale_staging(final: Path) -> None:
+    """Remove the temporary folders of ``final`` (see :func:`staged_folder`) whose writer process is gone."""
+    prefix = f".{final.name}."
+    for folder in final.parent.glob(f"{glob.escape(prefix)}*"):
+        pid, sep, _ = folder.name.removeprefix(prefix).partition(".")
+        if folder.is_dir() and sep and pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)

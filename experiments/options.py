@@ -10,14 +10,11 @@ as one line and exits with status 2.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agents import registry
-from agents.dqn import DQNConfig
-from agents.tabular import TabularConfig
 from envs.features import OBSERVATION_CHOICES
 from experiments.plan import DEFAULT_SEEDS, DEFAULT_SPLIT_SEEDS, FIXED_KS
 from rewards import REWARD_KINDS
@@ -44,10 +41,6 @@ def _check_seeds(flag: str, seeds: tuple[int, ...]) -> None:
         raise ValueError(f"{flag} must lie in [0, 2**32), got {list(seeds)}")
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"{flag} holds duplicates: {list(seeds)}")
-
-
-_DQN = DQNConfig()
-_TAB = TabularConfig()
 
 
 @dataclass(frozen=True)
@@ -102,57 +95,36 @@ class LearnArgs:
         f"{' '.join(map(str, DEFAULT_SPLIT_SEEDS))} on the main conditions of reproduce and compare, the first of "
         "them elsewhere; 0 for train)",
     )
-    dqn_timesteps: int = opt(_DQN.total_timesteps, "DQN training environment steps")
-    dqn_exploration_fraction: float = opt(
-        _DQN.exploration_fraction, "fraction of DQN training over which epsilon decays"
+    set: tuple[str, ...] = opt(
+        (),
+        "policy settings, [kind.]key=value, repeatable (e.g. --set dqn.total_timesteps=5000 tabular.episodes=300); "
+        "key=value alone sets the kind of --agent; `shortlist kinds` lists every kind's settings and defaults",
+        repeat=True,
     )
-    dqn_learning_starts: int = opt(_DQN.learning_starts, "DQN random steps before learning")
-    dqn_train_freq: int = opt(_DQN.train_freq, "DQN environment steps per gradient update")
-    dqn_target_update: int = opt(_DQN.target_update_interval, "DQN steps between target-network syncs")
-    dqn_n_envs: int = opt(_DQN.n_envs, "DQN environments stepped together (train-freq counts their joint steps)")
-    tabular_episodes: int = opt(_TAB.episodes, "tabular Q-learning training episodes")
 
     def __post_init__(self) -> None:
         _check_seeds("--seeds", self.seeds)
         if self.split_seeds is not None:
             _check_seeds("--split-seeds", self.split_seeds)
-        if self.dqn_timesteps < 1:
-            raise ValueError(f"--dqn-timesteps must be >= 1, got {self.dqn_timesteps}")
-        if self.dqn_learning_starts < 0:
-            raise ValueError(f"--dqn-learning-starts must be >= 0, got {self.dqn_learning_starts}")
-        if self.dqn_learning_starts >= self.dqn_timesteps:
-            raise ValueError(
-                f"--dqn-learning-starts ({self.dqn_learning_starts}) must be below --dqn-timesteps "
-                f"({self.dqn_timesteps}): the network would never train"
-            )
-        if not (math.isfinite(self.dqn_exploration_fraction) and 0 < self.dqn_exploration_fraction <= 1):
-            raise ValueError(f"--dqn-exploration-fraction must lie in (0, 1], got {self.dqn_exploration_fraction}")
-        if self.dqn_train_freq < 1:
-            raise ValueError(f"--dqn-train-freq must be >= 1, got {self.dqn_train_freq}")
-        if self.dqn_target_update < 1:
-            raise ValueError(f"--dqn-target-update must be >= 1, got {self.dqn_target_update}")
-        if not 1 <= self.dqn_n_envs <= 64:
-            raise ValueError(f"--dqn-n-envs must lie in 1..64, got {self.dqn_n_envs}")
-        if self.tabular_episodes < 1:
-            raise ValueError(f"--tabular-episodes must be >= 1, got {self.tabular_episodes}")
         if self.observation not in OBSERVATION_CHOICES:
             raise ValueError(f"--observation must be one of {', '.join(OBSERVATION_CHOICES)}, got {self.observation!r}")
+        named = [item for item in self.set if registry.split_item(item)[0]]
+        try:  # named kinds are checked now, the keys of train's --agent kind by settings_for
+            registry.parse_settings(named)
+        except ValueError as e:
+            raise ValueError(f"--set: {e}") from e
 
-    def learn_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`experiments.plan.cells_for`."""
-        from dataclasses import replace
+    def settings_for(self, agent: str | None = None) -> dict[str, Any]:
+        """``--set`` as {kind: settings}; ``key=value`` items belong to ``agent`` (train's --agent)."""
+        try:
+            return registry.parse_settings(self.set, agent)
+        except ValueError as e:
+            raise ValueError(f"--set: {e}") from e
 
+    def learn_kwargs(self, agent: str | None = None) -> dict[str, Any]:
+        """Keyword arguments of :func:`experiments.plan.cells_for` (``agent``: see :meth:`settings_for`)."""
         return {
-            "dqn": replace(
-                _DQN,
-                total_timesteps=self.dqn_timesteps,
-                exploration_fraction=self.dqn_exploration_fraction,
-                learning_starts=self.dqn_learning_starts,
-                train_freq=self.dqn_train_freq,
-                target_update_interval=self.dqn_target_update,
-                n_envs=self.dqn_n_envs,
-            ),
-            "tabular": replace(_TAB, episodes=self.tabular_episodes),
+            "settings": self.settings_for(agent),
             "step_cost": self.step_cost,
             "gamma": self.gamma,
             "max_depth": self.max_depth,
@@ -308,7 +280,7 @@ class CompareArgs:
         "results/runs",
         "run directories (shared with `shortlist reproduce --out results`, so cells both commands run train once)",
     )
-    dry_run: bool = opt(False, "print the cells without running them")
+    dry_run: bool = opt(False, "print the cells and their commands without running them")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "only", tuple(dict.fromkeys(self.only)))
@@ -327,7 +299,9 @@ class BenchArgs:
     depth: int = opt(100, "list length (= depth cap) in the batch-evaluation benchmark")
     env_steps: int = opt(200_000, "environment steps timed (single env, random actions)")
     dqn_steps: int = opt(10_000, "DQN training steps timed")
-    tabular_episodes: int = opt(_TAB.episodes, "tabular Q-learning training episodes per condition")
+    tabular_episodes: int = opt(
+        registry.get("tabular").defaults.episodes, "tabular Q-learning training episodes per condition"
+    )
     repeats: int = opt(3, "repeats of each fast measurement (the best is reported)")
     seed: int = opt(0, "seed of the synthetic scores, the random actions and the learners")
 
@@ -341,12 +315,17 @@ class BenchArgs:
 class TuneArgs:
     """``shortlist tune``: agent settings compared on an inner validation split of the training queries."""
 
-    agent: str = opt("dqn", "agent kind whose settings are tuned (dqn, tabular, cutoff)")
+    agent: str = opt("dqn", "policy kind whose settings are tuned", choices=tuple(registry.KINDS))
     benchmark: str = opt("bfcl", "benchmark")
     scorer: str = opt("bm25", "scorer")
     variant: str = opt("", "candidate-set variant (empty: the benchmark's main rule)")
     grid: tuple[str, ...] = opt(
-        (), "settings fields and values, e.g. train_freq=1,4 for DQN (empty: the defaults only)"
+        (),
+        "settings of --agent and their values, key=v1,v2 (e.g. train_freq=1,4 for DQN; a tuple setting's "
+        "values are separated by ';'); every combination is trained (empty: the defaults only)",
+    )
+    set: tuple[str, ...] = opt(
+        (), "settings of --agent kept fixed under the grid, key=value (as train's --set)", repeat=True
     )
     seeds: tuple[int, ...] = opt(DEFAULT_SEEDS, "seeds")
     reward: str = opt("bor", "training reward", choices=REWARD_KINDS)
@@ -358,9 +337,19 @@ class TuneArgs:
 
     def __post_init__(self) -> None:
         _check_seeds("--seeds", self.seeds)
+        if self.agent not in registry.KINDS:
+            raise ValueError(f"unknown agent {self.agent!r}; expected one of {', '.join(registry.KINDS)}")
         if self.reward not in REWARD_KINDS:
             raise ValueError(f"unknown reward {self.reward!r}; expected one of {', '.join(REWARD_KINDS)}")
         _check_folder("--out", self.out)
+
+    @property
+    def settings(self) -> Any:
+        """The --agent kind's settings under ``--set`` (its defaults when none)."""
+        try:
+            return registry.parse_settings(self.set, self.agent).get(self.agent)
+        except ValueError as e:
+            raise ValueError(f"--set: {e}") from e
 
 
 @dataclass(frozen=True)
@@ -376,6 +365,7 @@ class ShiftArgs:
         (), "methods to shift, or 'all' for every BoR agent and peer (empty: the BoR agents and the gap rule)"
     )
     out: str = opt("results/shift", "results folder")
+    dry_run: bool = opt(False, "print every evaluation and its command without running them")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "only", tuple(dict.fromkeys(self.only)))

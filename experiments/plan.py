@@ -8,12 +8,11 @@ thresholds checked in the reports. :func:`cells_for` turns plans into cells.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from agents import registry
-from agents.dqn import DQNConfig
-from agents.tabular import TabularConfig
 from benchmarks.names import ConditionId
 from benchmarks.synthetic import SyntheticSpec
 from envs import EpisodeConfig
@@ -268,8 +267,7 @@ def cells_for(
     seeds: Sequence[int],
     methods: dict[str, list[MethodSpec]] | None = None,
     *,
-    dqn: DQNConfig | None = None,
-    tabular: TabularConfig | None = None,
+    settings: Mapping[str, Any] | None = None,
     step_cost: float | None = None,
     gamma: float | None = None,
     max_depth: int | None = None,
@@ -279,7 +277,9 @@ def cells_for(
     options: tuple[tuple[str, str], ...] = (),
 ) -> list[Cell]:
     """Every (condition, method, split, seed) cell; explicit step_cost/gamma override the plan's;
-    ``split_seeds`` default to split 0 only."""
+    ``split_seeds`` default to split 0 only; ``settings`` maps a kind name to its settings (the
+    ``--set`` of :class:`experiments.options.LearnArgs`; other kinds keep their defaults)."""
+    settings = settings or {}
     cells = []
     for plan in plans:
         episode = EpisodeConfig(
@@ -297,8 +297,7 @@ def cells_for(
                             m,
                             int(seed),
                             episode,
-                            dqn or DQNConfig(),
-                            tabular or TabularConfig(),
+                            settings.get(m.agent),
                             int(split),
                             buckets,
                             options,

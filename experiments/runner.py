@@ -12,11 +12,12 @@ with the same config hash is skipped (resume).
 from __future__ import annotations
 
 import functools
+import hashlib
+import io
 import json
 import os
-import shutil
+import platform
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -27,11 +28,11 @@ import numpy as np
 import pandas as pd
 
 from agents import bucket_table, evaluate, summarise
-from agents.base import set_training_progress
-from benchmarks.atomic import DIR_MODE, temp_prefix
+from agents.base import DepthPolicy, set_training_progress
 from benchmarks.conditions import Condition, build_condition
+from envs import EpisodeConfig, RankedQuery
 from experiments.config import Cell
-from experiments.io import manifest, now_utc, remove_stale_temporaries, write_csv
+from experiments.io import manifest, now_utc, remove_stale_temporaries, staged_folder, write_csv
 
 RUN_FILES = ("config.json", "command.txt", "manifest.json", "per_query.csv", "summary.csv", "buckets.csv")
 
@@ -111,28 +112,29 @@ def run_cell(
     started = now_utc()
     cond = cell_condition(cell, data_dir, cache_dir)
     seed_everything(cell.seed)
-    policy = cell.method.kind.make(cell.method.reward, cell.settings())
+    policy = cell.method.kind.make(cell.method.reward, cell.policy_settings())
     t_fit = time.perf_counter()
     policy.fit(cond.train, cell.episode, cell.seed)
     t_fit = time.perf_counter() - t_fit
     t_eval = time.perf_counter()
-    rows = evaluate(policy, cond.test, cell.episode, cell.buckets or cond.buckets)
+    rows = labelled_rows(
+        policy,
+        cond.test,
+        cell.episode,
+        cell.buckets or cond.buckets,
+        condition=cell.condition,
+        method=cell.label,
+        seed=cell.seed,
+    )
     t_eval = time.perf_counter() - t_eval
-    rows.insert(0, "seed", cell.seed)
-    rows.insert(0, "method", cell.label)
-    rows.insert(0, "condition", cell.condition)
-    summary = summarise(rows)
-    buckets = bucket_table(rows)
     runs.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=runs, prefix=temp_prefix(final)))
-    os.chmod(tmp, DIR_MODE)
-    try:
+    with staged_folder(final, keep_existing=lambda p: is_done(cell, p)) as tmp:
         config = {"config_hash": cell.config_hash(), **cell.resolved()}
         (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
         (tmp / "command.txt").write_text(command + "\n")
         write_csv(rows, tmp / "per_query.csv")
-        write_csv(summary, tmp / "summary.csv")
-        write_csv(buckets, tmp / "buckets.csv")
+        write_csv(summarise(rows), tmp / "summary.csv")
+        write_csv(bucket_table(rows), tmp / "buckets.csv")
         policy.save(tmp / policy.artifact)  # agent.zip (SB3 weights) or agent.json
         man = manifest(
             run_id=cell.run_id,
@@ -145,20 +147,19 @@ def run_cell(
             eval_seconds=t_eval,
         )
         (tmp / "manifest.json").write_text(json.dumps(man, indent=2, sort_keys=True) + "\n")
-        try:
-            os.replace(tmp, final)
-        except OSError:
-            if is_done(cell, final):  # another process finished the same cell: keep its result
-                shutil.rmtree(tmp, ignore_errors=True)
-                return final
-            aside = runs / f".{cell.run_id}.{os.getpid()}.old"
-            os.replace(final, aside)
-            os.replace(tmp, final)
-            shutil.rmtree(aside, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return final
+
+
+def labelled_rows(
+    policy: DepthPolicy, queries: Sequence[RankedQuery], episode: EpisodeConfig, buckets: str, **labels: object
+) -> pd.DataFrame:
+    """The one evaluator's per-query rows (:func:`agents.evaluate`) with ``labels`` as their first
+    columns, in the order given (e.g. condition, method, seed): the rows of a run, of an evaluation and
+    of a shifted policy alike."""
+    rows = evaluate(policy, queries, episode, buckets)
+    for name, value in reversed(labels.items()):
+        rows.insert(0, name, value)
+    return rows
 
 
 def is_done(cell: Cell, run_dir: Path) -> bool:
@@ -297,3 +298,85 @@ def collect(run_dirs: Sequence[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.Da
     per_query = pd.concat(frames, ignore_index=True)
     per_query = per_query.sort_values(list(RUN_KEYS), kind="stable").reset_index(drop=True)
     return per_query, summarise(per_query, RUN_KEYS), bucket_table(per_query, RUN_KEYS)
+
+
+def collect_runs(runs: Sequence[Path], observation: str = "auto") -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """:func:`collect`, with plain method names on a named ``observation`` set (:func:`untag`): a study or
+    comparison on one set gives its tables plain names (then in the run order and with the summaries of
+    the default tables); ``auto`` keeps the names as the runs wrote them."""
+    per_query, summary, buckets = collect(runs)
+    if observation != "auto":
+        per_query = untag(per_query, observation).sort_values(list(RUN_KEYS), kind="stable").reset_index(drop=True)
+        summary, buckets = summarise(per_query, RUN_KEYS), bucket_table(per_query, RUN_KEYS)
+    return per_query, summary, buckets
+
+
+def untag(frame: pd.DataFrame, observation: str) -> pd.DataFrame:
+    """``frame`` with the ``@<observation>`` tag taken off its method names (``bor-dqn@strict`` ->
+    ``bor-dqn``).
+
+    A study or comparison runs on one observation set, named in its README and manifest, so inside its folder
+    the learners keep their plain names and every report lookup (the BoR agents, the supervised
+    cut-off, the peers) matches them. Rows tagged with another set are refused, naming the method.
+    """
+    if observation == "auto" or "method" not in frame.columns:
+        return frame
+    methods = frame["method"].astype(str)
+    tags = methods.str.partition("@")[2]
+    foreign = sorted(set(methods[(tags != "") & (tags != observation)]))
+    if foreign:
+        raise ValueError(f"methods {foreign} carry another observation set than {observation!r}")
+    return frame.assign(method=methods.str.partition("@")[0])
+
+
+#: The tables of a run directory whose sha256 the run index records.
+RUN_TABLES = ("per_query.csv", "summary.csv", "buckets.csv")
+
+
+def float_path() -> str:
+    """This machine's floating-point path for torch: its SIMD level and CPU model.
+
+    Learned torch cells (DQN, the cut-off, the Choppy-style model) repeat byte for byte on the same
+    path; on another one their float rounding differs and training drifts a little (seen here: 8 of
+    120 depths of one BFCL DQN cell, -0.03 in its mean reward, between two machines of this project).
+    """
+    import torch
+
+    model = platform.processor()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        names = [ln.split(":", 1)[1].strip() for ln in cpuinfo.read_text().splitlines() if ln.startswith("model name")]
+        model = names[0] if names else model
+    return f"{torch.backends.cpu.get_cpu_capability()} {model}".strip()
+
+
+def run_index(runs: Sequence[Path], machine: str | None = None) -> pd.DataFrame:
+    """One row per run directory: its id, config hash, code fingerprint, commit, mean reward, the
+    sha256 of its tables (:data:`RUN_TABLES`) and ``float_path``, the machine that wrote the index
+    (:func:`float_path` unless ``machine`` names it; empty: not known). No timings: like every
+    table, the index is byte-identical when the same commit remakes it (wall times stay in the runs'
+    manifests and the folder's).
+
+    Run directories are not committed (they are large and any command remakes them); this index is,
+    so a committed table names exactly the runs behind it and a rerun can be checked against it
+    byte for byte (``tests/test_results_reproduce.py``; on another float path, torch cells to within
+    a tolerance).
+    """
+    path = float_path() if machine is None else machine
+    rows = []
+    for run in runs:
+        cfg = json.loads((run / "config.json").read_text(encoding="utf-8"))
+        man = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+        tables = {t: (run / t).read_bytes() for t in RUN_TABLES}  # read once: hashed, and the summary parsed
+        row = {
+            "run_id": run.name,
+            "config_hash": cfg.get("config_hash", ""),
+            "code_fingerprint": man.get("code_fingerprint", ""),
+            "git_sha": man.get("git_sha", ""),
+            "git_dirty": man.get("git_dirty"),
+            "mean_reward": float(pd.read_csv(io.BytesIO(tables["summary.csv"]))["mean_reward"].mean()),
+            "float_path": path,
+        }
+        row |= {f"sha256_{t.removesuffix('.csv')}": hashlib.sha256(data).hexdigest() for t, data in tables.items()}
+        rows.append(row)
+    return pd.DataFrame(rows).sort_values("run_id", kind="stable").reset_index(drop=True)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from agents.base import DepthPolicy, FixedConfig
+from agents.base import DepthPolicy, FixedK
 from envs import EpisodeConfig, RankedQuery
 from experiments.config import MethodSpec
 
@@ -67,16 +67,14 @@ def read_run_config(run_dir: str | Path) -> dict[str, Any]:
 
 
 def _settings(cfg: dict[str, Any], spec: MethodSpec, run: Path) -> Any:
-    kind = spec.kind
-    if kind.config is FixedConfig:
-        return FixedConfig(spec.k)
-    raw = cfg.get(kind.name)
-    if kind.config is None or not isinstance(raw, dict):
-        return None
-    try:
-        return kind.config(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"{run / 'config.json'}: malformed {kind.name} settings ({e})") from e
+    """The run's policy settings: ``settings`` of its config (older runs: the key named after the kind),
+    over the kind's defaults, with the method's name field (fixed K's K) applied."""
+    raw = cfg.get("settings", cfg.get(spec.kind.name)) or {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"{run / 'config.json'}: malformed {spec.kind.name} settings (not an object)")
+    if spec.kind.name_field:
+        raw = {k: v for k, v in raw.items() if k != spec.kind.name_field}
+    return spec.settings(spec.kind.from_dict(raw, str(run / "config.json")))
 
 
 def load_run_policy(run_dir: str | Path, cfg: dict[str, Any] | None = None) -> DepthPolicy:
@@ -93,7 +91,7 @@ def load_run_policy(run_dir: str | Path, cfg: dict[str, Any] | None = None) -> D
     artifact = run / policy.artifact
     if artifact.is_file():
         return spec.kind.load(artifact, spec.reward, settings)
-    if spec.kind.config is FixedConfig:
+    if isinstance(policy, FixedK):  # learns nothing: older run directories hold no policy file
         return policy
     raise FileNotFoundError(f"{artifact}: missing")
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import itertools
 import time
+import typing
 from collections.abc import Sequence
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -31,40 +33,22 @@ INNER_SPLIT_SEED = 99
 TUNE_METRICS = ["found_pct", "mean_k", "median_k", "p90_k", "whole_list_pct", "bor_bits", "mean_reward"]
 
 
-def _settings_class(agent: str) -> type:
-    config = registry.get(agent).config
-    if config is None or registry.get(agent).group != "agent":
-        tunable = [k for k in registry.kinds("agent") if registry.get(k).config is not None]
-        raise ValueError(f"--agent {agent!r} has no settings to tune; expected one of {', '.join(tunable)}")
-    return config
-
-
-def _typed(kind: type, text: str) -> object:
-    """One grid value as the field's type; booleans are spelled true/false (``bool("false")`` is True)."""
-    if kind is bool:
-        if text.lower() not in ("true", "false"):
-            raise ValueError(f"expected true or false, got {text!r}")
-        return text.lower() == "true"
-    return kind(text)
-
-
 def parse_grid(items: Sequence[str], agent: str = "dqn") -> dict[str, list]:
-    """``["train_freq=1,4", ...]`` -> {"train_freq": [1, 4], ...}, typed from the settings dataclass of
-    the registered kind ``agent`` (DQN: :class:`agents.DQNConfig`)."""
-    config = _settings_class(agent)
-    types = {f.name: type(getattr(config(), f.name)) for f in fields(config)}
+    """``["train_freq=1,4", ...]`` -> {"train_freq": [1, 4], ...}, each value typed from the settings
+    dataclass of the registered kind ``agent`` by the parser of ``--set``
+    (:func:`agents.registry.parse_value`); the values of a tuple-valued setting are separated by ``;``
+    (``net_arch=64,64;128,128``)."""
+    kind = registry.get(agent)
     grid: dict[str, list] = {}
     for item in items:
-        key, sep, values = item.partition("=")
-        if not sep or key not in types or key == "net_arch":
-            raise ValueError(
-                f"bad --grid item {item!r}: expected <{config.__name__} field>=v1,v2 with a field among "
-                f"{', '.join(k for k in types if k != 'net_arch')}"
-            )
-        try:
-            grid[key] = [_typed(types[key], v) for v in values.split(",") if v]
-        except ValueError as e:
-            raise ValueError(f"bad value in --grid {item!r}: {e}") from e
+        named, key, values = registry.split_item(item)
+        if named and named != kind.name:
+            raise ValueError(f"bad --grid item {item!r}: it names kind {named!r}, not --agent {kind.name!r}")
+        tuple_valued = typing.get_origin(typing.get_type_hints(kind.config).get(key)) is tuple
+        texts = [v for v in values.split(";" if tuple_valued else ",") if v]
+        if not texts:
+            raise ValueError(f"bad --grid item {item!r}: expected {key}=v1,v2")
+        grid[key] = [registry.parse_value(kind, key, v) for v in texts]
     return grid
 
 
@@ -80,10 +64,12 @@ def tune(
     cache_dir: str | None,
     command: str = "",
     agent: str = "dqn",
+    settings: Any = None,
 ) -> pd.DataFrame:
     """Train/evaluate every grid point x seed on the inner split; write the rows, the per-setting
     means and a manifest (``OUT/<condition>_manifest.json``: command, grid, git state, fit times);
     return the rows."""
+    base = registry.get(agent).settings(settings)
     cond = get_condition(benchmark, scorer, variant, 0, data_dir, cache_dir)
     train = cond.train
     inner_train, inner_val = seeded_split(len(train), 0.7, INNER_SPLIT_SEED)
@@ -91,7 +77,7 @@ def tune(
     keys = list(grid)
     rows = []
     for values in itertools.product(*(grid[k] for k in keys)) if keys else [()]:
-        setting = replace(_settings_class(agent)(), **dict(zip(keys, values, strict=True)))
+        setting = replace(base, **dict(zip(keys, values, strict=True)))
         label = ", ".join(f"{k}={v}" for k, v in zip(keys, values, strict=True)) or "defaults"
         for seed in seeds:
             seed_everything(seed)
@@ -164,6 +150,7 @@ def cmd_tune(ta: TuneArgs, command: str = "") -> int:
         ta.cache_dir,
         command,
         ta.agent,
+        ta.settings,
     )
     print(f"wrote {out}")
     return 0

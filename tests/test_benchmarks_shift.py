@@ -68,7 +68,7 @@ def test_query_shift_conditions_keep_candidates_gold_and_split(variant: str, tmp
 def test_evaluate_a_trained_policy_under_query_shift(tmp_path: Path) -> None:
     cache_dir = str(tmp_path / "cache")
     out = tmp_path / "o"
-    args = ["train", "--agent", "tabular", "--tabular-episodes", "300", "--seeds", "3", "--out", str(out)]
+    args = ["train", "--agent", "tabular", "--set", "tabular.episodes=300", "--seeds", "3", "--out", str(out)]
     assert main([*args, "--cache-dir", cache_dir]) == 0
     run_dir = out / "runs" / "bfcl-bm25__bor-tabular__s3"
     ev = tmp_path / "ev"

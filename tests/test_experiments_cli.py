@@ -79,8 +79,8 @@ def test_same_command_twice_is_byte_identical_and_resumes(tmp_path: Path, cache_
         "bm25",
         "--agent",
         "tabular",
-        "--tabular-episodes",
-        "300",
+        "--set",
+        "tabular.episodes=300",
         "--seeds",
         "1",
         "2",
@@ -95,14 +95,17 @@ def test_same_command_twice_is_byte_identical_and_resumes(tmp_path: Path, cache_
     assert run([*args, "--out", str(a)], cache_dir) == 0  # finished cells are skipped
     assert (run_dir / "manifest.json").stat().st_mtime_ns == stamp
     # a changed config re-runs the cell
-    assert run([*args[:-3], "--seeds", "1", "--tabular-episodes", "301", "--out", str(a)], cache_dir) == 0
-    assert json.loads((run_dir / "config.json").read_text())["tabular"]["episodes"] == 301
+    assert run([*args[:-3], "--seeds", "1", "--set", "tabular.episodes=301", "--out", str(a)], cache_dir) == 0
+    assert json.loads((run_dir / "config.json").read_text())["settings"]["episodes"] == 301
 
 
 def test_evaluate_reloads_a_trained_agent(tmp_path: Path, cache_dir: str) -> None:
     out = tmp_path / "o"
     assert (
-        run(["train", "--agent", "tabular", "--tabular-episodes", "300", "--seeds", "3", "--out", str(out)], cache_dir)
+        run(
+            ["train", "--agent", "tabular", "--set", "tabular.episodes=300", "--seeds", "3", "--out", str(out)],
+            cache_dir,
+        )
         == 0
     )
     run_dir = out / "runs" / "bfcl-bm25__bor-tabular__s3"
@@ -149,7 +152,7 @@ def test_reproduce_dry_run_lists_cells(capsys: pytest.CaptureFixture[str], cache
     # 22 cells on each of the 5 default train/test splits of a main condition
     assert out.strip().endswith("110 cells")
     split4 = [line for line in out.splitlines() if line.startswith("bfcl-bm25__fixed-3__s2__split4\t")]
-    assert len(split4) == 1 and split4[0].endswith("--split-seeds 4")
+    assert len(split4) == 1 and " --split-seeds 4 " in split4[0]
     assert (
         run(["reproduce", "--only", "bfcl-bm25-richtext", "--seeds", "1", "--split-seeds", "2", "--dry-run"], cache_dir)
         == 0
@@ -157,6 +160,39 @@ def test_reproduce_dry_run_lists_cells(capsys: pytest.CaptureFixture[str], cache
     out = capsys.readouterr().out
     # the tool-text suite: BoR-DQN, BoR-tabular, the BoR cut-off and 6 fixed K on the given split
     assert out.strip().endswith("9 cells") and "bfcl-bm25-richtext__bor-dqn__s1__split2" in out
+
+
+@pytest.mark.parametrize(
+    ("method", "learn"),
+    [
+        (("tabular", "bor", 0), {"set": ("tabular.episodes=250", "tabular.eps_end=0.1"), "max_depth": 40}),
+        (("cutoff", "bor", 0), {"set": ("cutoff.epochs=30",), "observation": "strict", "split_seeds": (2,)}),
+        (("fixed", "bor", 3), {"step_cost": 0.02, "gamma": 1.0}),
+    ],
+)
+def test_cell_command_recreates_the_cell(
+    tmp_path: Path, cache_dir: str, method: tuple[str, str, int], learn: dict
+) -> None:
+    """``Cell.command()`` (what ``--dry-run`` prints) is the exact ``shortlist train`` command of the cell:
+    run as printed, it makes a run with the same config hash and byte-identical tables."""
+    import shlex
+
+    from experiments.config import MethodSpec
+    from experiments.options import LearnArgs
+    from experiments.plan import PLANS, cells_for
+    from experiments.runner import run_cells
+
+    la = LearnArgs(seeds=(7,), **learn)
+    (cell,) = cells_for([PLANS["bfcl-bm25"]], la.seeds, {"bfcl-bm25": [MethodSpec(*method)]}, **la.learn_kwargs())
+    (made,) = run_cells([cell], tmp_path / "a", data_dir=None, cache_dir=cache_dir, command="test", progress=False)
+    argv = shlex.split(cell.command(str(tmp_path / "b")))
+    assert argv[:2] == ["shortlist", "train"]
+    assert run(argv[1:], cache_dir) == 0
+    again = tmp_path / "b" / "runs" / cell.run_id
+    config = json.loads((again / "config.json").read_text())
+    assert config["config_hash"] == cell.config_hash()
+    for t in TABLES:
+        assert (again / t).read_bytes() == (made / t).read_bytes(), t
 
 
 def test_reproduce_unknown_condition(capsys: pytest.CaptureFixture[str], cache_dir: str) -> None:
@@ -172,12 +208,11 @@ def test_reproduce_tiny_sweep_writes_report(tmp_path: Path, cache_dir: str, monk
         "bfcl-bm25",
         "--seeds",
         "1",
-        "--dqn-timesteps",
-        "400",
-        "--dqn-learning-starts",
-        "100",
-        "--tabular-episodes",
-        "200",
+        "--set",
+        "dqn.total_timesteps=400",
+        "dqn.learning_starts=100",
+        "--set",
+        "tabular.episodes=200",
         "--split-seeds",
         "0",
         "2",
@@ -238,14 +273,14 @@ def test_reproduce_tiny_sweep_writes_report(tmp_path: Path, cache_dir: str, monk
     with pytest.raises(KeyError):
         run(args, cache_dir)
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
-    assert not [p for p in tmp_path.iterdir() if ".staged-" in p.name]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(f".{out.name}.")]
 
 
 def test_ray_backend_matches_local(tmp_path: Path, cache_dir: str) -> None:
     """The same cells as Ray tasks on a local Ray instance give byte-identical tables."""
     import ray  # noqa: F401 - in the test extras: a missing Ray is a set-up error, not a skip
 
-    args = ["train", "--agent", "tabular", "--tabular-episodes", "300", "--seeds", "5", "6"]
+    args = ["train", "--agent", "tabular", "--set", "tabular.episodes=300", "--seeds", "5", "6"]
     local, ray_out = tmp_path / "local", tmp_path / "ray"
     assert run([*args, "--out", str(local)], cache_dir) == 0
     assert run([*args, "--out", str(ray_out), "--backend", "ray", "--workers", "2"], cache_dir) == 0

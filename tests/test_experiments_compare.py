@@ -23,9 +23,7 @@ from experiments.report.tables import limits_table
 TINY = {
     "seeds": (1, 2),
     "split_seeds": (0,),
-    "dqn_timesteps": 400,
-    "dqn_learning_starts": 100,
-    "tabular_episodes": 200,
+    "set": ("dqn.total_timesteps=400", "dqn.learning_starts=100", "tabular.episodes=200"),
     "max_depth": 20,
 }
 
@@ -161,7 +159,7 @@ def test_argparse_wiring_and_dry_run(capsys: pytest.CaptureFixture[str]) -> None
     ca, la, co = build(CompareArgs, ns), build(LearnArgs, ns), build(CommonArgs, ns)
     assert ca.out == "results/peers"
     assert cmd_compare(ca, la, co, "dry") == 0
-    lines = capsys.readouterr().out.strip().splitlines()
+    lines = [line.split("\t")[0] for line in capsys.readouterr().out.strip().splitlines()]
     # per condition and split (5 by default on main conditions): 6 stochastic methods x 3 seeds
     # + 18 deterministic methods x 1 seed
     assert lines[-1] == f"{2 * 5 * (6 * 3 + 18)} cells"
@@ -169,8 +167,10 @@ def test_argparse_wiring_and_dry_run(capsys: pytest.CaptureFixture[str]) -> None
     assert "bfcl-bm25__bor-choppy__s3" in lines and "bfcl-bm25__bor-choppy__s3__split4" in lines
     ns = parser.parse_args(["--only", "bfcl-bm25", "--seeds", "1", "--split-seeds", "7", "--dry-run"])
     assert cmd_compare(build(CompareArgs, ns), build(LearnArgs, ns), build(CommonArgs, ns), "dry") == 0
-    lines = capsys.readouterr().out.strip().splitlines()
+    printed = capsys.readouterr().out.strip().splitlines()
+    lines = [line.split("\t")[0] for line in printed]
     assert lines[-1] == f"{6 + 18} cells" and all(line.endswith("__split7") for line in lines[:-1])
+    assert all("\tshortlist train " in line and " --split-seeds 7 " in line for line in printed[:-1])
 
 
 def test_unknown_condition_and_no_seeds() -> None:
@@ -326,11 +326,11 @@ def test_a_failing_report_leaves_the_folder_as_it_was(
         )
     after = {p.relative_to(strict): p.read_bytes() for p in strict.rglob("*") if p.is_file()}
     assert after == before
-    assert not [p for p in strict.parent.iterdir() if ".staged-" in p.name]
+    assert not [p for p in strict.parent.iterdir() if p.name.startswith(".strict.")]
 
 
 def test_untag_refuses_another_observation_set() -> None:
-    from experiments.commands import untag
+    from experiments.runner import untag
 
     frame = pd.DataFrame({"method": ["bor-dqn@strict", "gap", "bor-cutoff@strict"]})
     assert untag(frame, "strict")["method"].tolist() == ["bor-dqn", "gap", "bor-cutoff"]
@@ -340,28 +340,28 @@ def test_untag_refuses_another_observation_set() -> None:
 
 
 def test_staged_moves_files_in_and_removes_what_a_killed_writer_left(tmp_path: Path) -> None:
-    """``staged``: files land in ``out`` only at the end, files of an owned subfolder the invocation
+    """``staged_folder(merge=True)``: files land in ``out`` only at the end, files of an owned subfolder the invocation
     did not write are removed (others kept); a staging folder whose writer is gone (a SIGKILL
     during a report) is removed by the next invocation, a live writer's is kept."""
     import os
     import subprocess
     import sys
 
-    from experiments.commands import staged
+    from experiments.io import staged_folder
 
     out = tmp_path / "peers"
     out.mkdir()
     (out / "keep.csv").write_text("old\n")
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    gone = tmp_path / f".peers.staged-{int(dead.stdout)}-abc"
-    live = tmp_path / f".peers.staged-{os.getppid()}-abc"
-    other = tmp_path / f".shift.staged-{int(dead.stdout)}-abc"  # another folder's: not ours to remove
+    gone = tmp_path / f".peers.{int(dead.stdout)}.abc"
+    live = tmp_path / f".peers.{os.getppid()}.abc"
+    other = tmp_path / f".shift.{int(dead.stdout)}.abc"  # another folder's: not ours to remove
     for folder in (gone, live, other):
         folder.mkdir()
     (out / "figures").mkdir()
     (out / "figures" / "gone.png").write_text("old\n")  # plotted by an earlier, wider run
-    with staged(out, owned=("figures",)) as tmp:
-        assert tmp.parent == tmp_path and tmp.name.startswith(f".peers.staged-{os.getpid()}-")
+    with staged_folder(out, merge=True, owned=("figures",)) as tmp:
+        assert tmp.parent == tmp_path and tmp.name.startswith(f".peers.{os.getpid()}.")
         (tmp / "figures").mkdir()
         (tmp / "figures" / "a.csv").write_text("new\n")
         assert not (out / "figures" / "a.csv").exists() and (out / "figures" / "gone.png").exists()
@@ -374,8 +374,8 @@ def test_staged_moves_files_in_and_removes_what_a_killed_writer_left(tmp_path: P
 def test_a_sub_report_refreshes_the_enclosing_index(tmp_path: Path) -> None:
     """``compare`` / ``shift`` into ``results/<folder>`` rebuild ``results/index.html`` (which embeds
     the folder's README), and create none where the parent has no index."""
-    from experiments.commands import refresh_enclosing_index
     from experiments.html import write_index
+    from experiments.pipeline import refresh_index
 
     results = tmp_path / "results"
     (results / "peers").mkdir(parents=True)
@@ -383,10 +383,10 @@ def test_a_sub_report_refreshes_the_enclosing_index(tmp_path: Path) -> None:
     (results / "peers" / "README.md").write_text("# Peers\n\nold numbers\n")
     write_index(results)
     (results / "peers" / "README.md").write_text("# Peers\n\nnew numbers\n")
-    refresh_enclosing_index(results / "peers")
+    refresh_index(results / "peers")
     page = (results / "index.html").read_text(encoding="utf-8")
     assert "new numbers" in page and "old numbers" not in page
     lone = tmp_path / "elsewhere" / "peers"
     lone.mkdir(parents=True)
-    refresh_enclosing_index(lone)
+    refresh_index(lone)
     assert not (lone.parent / "index.html").exists()

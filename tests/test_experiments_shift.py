@@ -33,7 +33,7 @@ def shifted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("shift")
     cache = str(root / "cache")
     out = root / "study"
-    for agent in (["tabular", "--tabular-episodes", "300"], ["cutoff"], ["gap"], ["threshold"]):
+    for agent in (["tabular", "--set", "tabular.episodes=300"], ["cutoff"], ["gap"], ["threshold"]):
         assert main(["train", "--agent", *agent, "--seeds", "3", "--out", str(out), "--cache-dir", cache]) == 0
     res = root / "shift"
     args = ["shift", "--only", "bfcl-bm25", "--runs-dir", str(out / "runs"), "--out", str(res), "--cache-dir", cache]

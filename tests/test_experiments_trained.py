@@ -22,7 +22,7 @@ from experiments.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 SYN = "n20-sep2.0-normal-q200"  # a generated condition: no data, builds in well under a second
-TINY = ["--dqn-timesteps", "400", "--dqn-learning-starts", "100", "--tabular-episodes", "300", "--no-progress"]
+TINY = ["--set", "dqn.total_timesteps=400", "dqn.learning_starts=100", "--set", "tabular.episodes=300", "--no-progress"]
 
 
 def shortlist(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -193,7 +193,7 @@ def test_evaluate_says_when_inputs_differ(tmp_path: Path) -> None:
 
 def test_progress_bars_under_the_cells_bar_and_no_progress_silences_all(tmp_path: Path) -> None:
     argv = ["train", "--benchmark", "synthetic", "--scorer", "gen", "--variant", SYN, "--agent", "dqn",
-            "--seeds", "1", "--dqn-timesteps", "300", "--dqn-learning-starts", "100"]  # fmt: skip
+            "--seeds", "1", "--set", "dqn.total_timesteps=300", "dqn.learning_starts=100"]  # fmt: skip
     shown = shortlist(*argv, "--out", str(tmp_path / "a"), cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert "cells" in shown.stderr and "bor-dqn s1" in shown.stderr and "step" in shown.stderr
@@ -209,7 +209,7 @@ def test_help_text_lists_every_kind_and_only_useful_options(tmp_path: Path) -> N
     assert [k.strip() for k in text.split(",")] == list(registry.KINDS)
     assert "this command's runs only" in train
     evaluate = shortlist("evaluate", "--help", cwd=tmp_path).stdout
-    for useless in ("--workers", "--backend", "--ray-address", "--seeds", "--dqn-timesteps"):
+    for useless in ("--workers", "--backend", "--ray-address", "--seeds", "--set"):
         assert useless not in evaluate
     for text in (train, evaluate, shortlist("reproduce", "--help", cwd=tmp_path).stdout):
         assert "(default: none)" not in text

@@ -200,7 +200,7 @@ class Bad:
 
 FIXED = ["--agent", "fixed", "--k", "1", "--seeds", "1"]
 TRAIN_FIXED = ["train", *FIXED]
-TINY_DQN = ["--dqn-timesteps", "200", "--dqn-learning-starts", "50"]
+TINY_DQN = ["--set", "dqn.total_timesteps=200", "dqn.learning_starts=50"]
 
 
 def args(*a: str) -> Callable[[Path], list[str]]:
@@ -315,10 +315,9 @@ CLI_CASES: list[Bad] = [
     Bad("cli-arg:--workers=two", args(*TRAIN_FIXED, "--workers", "two"), ("argument --workers",), argparse=True),
     Bad("cli-arg:--gamma=abc", args(*TRAIN_FIXED, "--gamma", "abc"), ("argument --gamma",), argparse=True),
     Bad(
-        "cli-arg:--dqn-timesteps=1e3",
-        args(*TRAIN_FIXED, "--dqn-timesteps", "1e3"),
-        ("argument --dqn-timesteps",),
-        argparse=True,
+        "cli-arg:--set=int-as-float",
+        args("train", "--agent", "dqn", "--seeds", "1", "--set", "total_timesteps=1e3"),
+        ("--set", "'dqn'", "'total_timesteps'", "1e3"),
     ),
     Bad("cli-arg:unknown-flag", args(*TRAIN_FIXED, "--frobnicate"), ("--frobnicate",), argparse=True),
     Bad("cli-arg:unknown-command", args("bake"), ("bake",), argparse=True),
@@ -340,60 +339,80 @@ CLI_CASES: list[Bad] = [
     Bad("cli-value:--split-seeds=dup", args(*TRAIN_FIXED, "--split-seeds", "2", "2"), ("--split-seeds", "duplicates")),
     Bad(
         "cli-value:--seeds=-1(tabular)",
-        args("train", "--agent", "tabular", "--tabular-episodes", "10", "--seeds", "-1"),
+        args("train", "--agent", "tabular", "--set", "tabular.episodes=10", "--seeds", "-1"),
         ("seed",),
     ),
     Bad("cli-value:--seeds=-1(dqn)", args("train", "--agent", "dqn", *TINY_DQN, "--seeds", "-1"), ("seed",)),
     Bad("cli-value:--seeds=2**70", args("train", "--agent", "fixed", "--k", "1", "--seeds", str(2**70)), ("seed",)),
     Bad(
-        "cli-value:--tabular-episodes=-2",
-        args("train", "--agent", "tabular", "--seeds", "1", "--tabular-episodes", "-2"),
-        ("tabular",),
+        "cli-value:--set-tabular.episodes=-2",
+        args("train", "--agent", "tabular", "--seeds", "1", "--set", "tabular.episodes=-2"),
+        ("tabular", "episodes"),
     ),
     Bad(
-        "cli-value:--tabular-episodes=0",
-        args("train", "--agent", "tabular", "--seeds", "1", "--tabular-episodes", "0"),
-        ("tabular",),
+        "cli-value:--set-episodes=0",
+        args("train", "--agent", "tabular", "--seeds", "1", "--set", "episodes=0"),
+        ("tabular", "episodes"),
     ),
     Bad(
-        "cli-value:--dqn-timesteps=0",
-        args("train", "--agent", "dqn", "--seeds", "1", "--dqn-timesteps", "0"),
+        "cli-value:--set-dqn.total_timesteps=0",
+        args("train", "--agent", "dqn", "--seeds", "1", "--set", "dqn.total_timesteps=0"),
         ("timesteps",),
     ),
     Bad(
-        "cli-value:--dqn-timesteps=-5",
-        args("train", "--agent", "dqn", "--seeds", "1", "--dqn-timesteps", "-5"),
+        "cli-value:--set-dqn.total_timesteps=-5",
+        args("train", "--agent", "dqn", "--seeds", "1", "--set", "dqn.total_timesteps=-5"),
         ("timesteps",),
     ),
     Bad(
-        "cli-value:--dqn-timesteps<learning-starts",
-        args("train", "--agent", "dqn", "--seeds", "1", "--dqn-timesteps", "300", "--dqn-learning-starts", "1000"),
+        "cli-value:--set-timesteps<learning-starts",
+        args("train", "--agent", "dqn", "--seeds", "1", "--set", "dqn.total_timesteps=300", "dqn.learning_starts=1000"),
         ("learning",),
     ),
     Bad(
-        "cli-value:--dqn-exploration-fraction=nan",
-        args("train", "--agent", "dqn", "--seeds", "1", *TINY_DQN, "--dqn-exploration-fraction", "nan"),
+        "cli-value:--set-dqn.exploration_fraction=nan",
+        args("train", "--agent", "dqn", "--seeds", "1", *TINY_DQN, "--set", "dqn.exploration_fraction=nan"),
         ("exploration",),
     ),
     Bad(
-        "cli-value:--dqn-exploration-fraction=2",
-        args("train", "--agent", "dqn", "--seeds", "1", *TINY_DQN, "--dqn-exploration-fraction", "2"),
+        "cli-value:--set-dqn.exploration_fraction=2",
+        args("train", "--agent", "dqn", "--seeds", "1", *TINY_DQN, "--set", "dqn.exploration_fraction=2"),
         ("exploration",),
     ),
     Bad(
-        "cli-value:--dqn-learning-starts=-1",
-        args("train", "--agent", "dqn", "--seeds", "1", "--dqn-timesteps", "200", "--dqn-learning-starts", "-1"),
+        "cli-value:--set-dqn.learning_starts=-1",
+        args("train", "--agent", "dqn", "--seeds", "1", "--set", "dqn.total_timesteps=200", "dqn.learning_starts=-1"),
         ("learning",),
     ),
     Bad(
-        "cli-value:--dqn-train-freq=0",
-        args("train", "--agent", "dqn", "--seeds", "1", *TINY_DQN, "--dqn-train-freq", "0"),
-        ("train",),
+        "cli-value:--set-dqn.train_freq=0",
+        args("train", "--agent", "dqn", "--seeds", "1", *TINY_DQN, "--set", "dqn.train_freq=0"),
+        ("train_freq",),
     ),
     Bad(
-        "cli-value:--dqn-target-update=0",
-        args("train", "--agent", "dqn", "--seeds", "1", *TINY_DQN, "--dqn-target-update", "0"),
+        "cli-value:--set-dqn.target_update_interval=0",
+        args("train", "--agent", "dqn", "--seeds", "1", *TINY_DQN, "--set", "dqn.target_update_interval=0"),
         ("target",),
+    ),
+    Bad(
+        "cli-value:--set-unknown-key",
+        args("train", "--agent", "dqn", "--seeds", "1", "--set", "dqn.frobnicate=3"),
+        ("'dqn'", "'frobnicate'"),
+    ),
+    Bad(
+        "cli-value:--set-unknown-kind",
+        args("train", "--agent", "dqn", "--seeds", "1", "--set", "nosuch.episodes=3"),
+        ("'nosuch'",),
+    ),
+    Bad(
+        "cli-value:--set-no-equals",
+        args("train", "--agent", "dqn", "--seeds", "1", "--set", "dqn.total_timesteps"),
+        ("key=value",),
+    ),
+    Bad(
+        "cli-value:--set-unqualified-in-reproduce",
+        args("reproduce", "--only", "bfcl-bm25", "--set", "episodes=3", "--dry-run"),
+        ("--set", "name the policy kind"),
     ),
     Bad("cli-value:--n-candidates=0", with_run(extra=("--n-candidates", "0")), ("candidates",)),
     Bad("cli-value:--n-candidates=-3", with_run(extra=("--n-candidates", "-3")), ("candidates",)),
@@ -678,7 +697,7 @@ def trained_runs(tmp_path_factory: pytest.TempPathFactory, cache_dir: str) -> di
     out = tmp_path_factory.mktemp("trained")
     get_condition.cache_clear()
     common = ["--seeds", "1", "--out", str(out), "--cache-dir", cache_dir, "--no-progress"]
-    assert main(["train", "--agent", "tabular", "--tabular-episodes", "200", *common]) == 0
+    assert main(["train", "--agent", "tabular", "--set", "tabular.episodes=200", *common]) == 0
     assert main(["train", "--agent", "dqn", *TINY_DQN, *common]) == 0
     assert main(["train", "--agent", "fixed", "--k", "3", *common]) == 0
     runs = out / "runs"

@@ -20,10 +20,9 @@ import pandas as pd
 import pytest
 
 from benchmarks.corpus import sha256_file
-from experiments.commands import RUN_TABLES, float_path
 from experiments.config import MethodSpec
 from experiments.plan import resolve_plans, study_cells
-from experiments.runner import run_cell
+from experiments.runner import RUN_TABLES, float_path, run_cell
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "results"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pandas as pd
 from agents import registry
 from experiments.config import MethodSpec, method_group
 from experiments.figures import bucket_figure, candidate_set_size, pareto_figure
-from experiments.io import atomic_write_csv, atomic_write_text, write_manifest
+from experiments.io import atomic_write_csv, atomic_write_text
 from experiments.plan import BOR_AGENTS, COMPARE_BUCKET_METHODS, SUPERVISED_AGENT, condition_order
 from experiments.report.markdown import bucket_table, ci, figure_line, fmt, observation_lines, reads_second_scorer
 from experiments.report.study import hybrid_section
@@ -41,8 +40,8 @@ GROUP_ORDER: dict[str, int] = {g: i for i, g in enumerate(registry.GROUPS)}
 
 def _describe(method: str) -> str:
     spec = MethodSpec.parse(method)
-    if spec.kind.config is not None and spec.agent == "fixed":
-        return f"always the top {spec.k}"
+    if spec.kind.name_field:  # fixed K: the description of its value
+        return f"{spec.kind.description} ({spec.kind.name_field} = {spec.k})"
     text = spec.kind.description
     return f"{text}; trained with the {spec.reward.upper()} reward" if spec.kind.uses_reward else text
 
@@ -278,14 +277,13 @@ def write_compare_report(
     command: str,
     seeds: Sequence[int],
     observation: str = "auto",
-    timings: dict[str, float] | None = None,
-) -> None:
-    """aggregate.csv, buckets_aggregate.csv, limits.csv, dp.csv, goals.csv, figures, manifest and README.
+) -> list[str]:
+    """aggregate.csv, buckets_aggregate.csv, limits.csv, dp.csv, goals.csv, figures and README; returns the
+    conditions reported, in report order.
 
     ``observation`` is the observation set the learners read (``auto``: each query's own, score or
     hybrid); on a named set the tables carry the learners' plain names and the README says which set.
     """
-    t0 = time.perf_counter()
     agg = aggregate_with_groups(summary, per_query)
     atomic_write_csv(agg, out / "aggregate.csv")
     bagg = bucket_aggregate(buckets)
@@ -427,15 +425,5 @@ def write_compare_report(
     ]
     lines += [f"| {m} | {int(r['count'])} | {r['sum']:.1f} |" for m, r in w.iterrows()]
     lines += [f"| total | {int(w['count'].sum())} | {w['sum'].sum():.1f} |", ""]
-    if timings:  # this invocation's timings go to the manifest only, so the README is reproducible
-        timings = {**timings, "report": time.perf_counter() - t0}
     atomic_write_text(out / "README.md", "\n".join(lines))
-    write_manifest(
-        out / "manifest.json",
-        command=command,
-        conditions=conds,
-        seeds=list(seeds),
-        observation=observation,
-        runs=[p.name for p in runs],
-        timings_seconds=timings or {},
-    )
+    return conds

@@ -1,0 +1,168 @@
+"""The one pipeline of every command that writes a results folder: ``reproduce``, ``compare`` and ``shift``.
+
+Each command only configures a :class:`Pipeline`; :func:`run_pipeline` does the rest, the same way for all:
+
+1. **plan**: the lines ``--dry-run`` prints, one per unit of work, each an exact command that redoes it
+   (``shortlist train ...`` for a cell, :meth:`experiments.config.Cell.command`; ``shortlist evaluate ...``
+   for a shifted policy);
+2. **produce**: the per-query rows and the run directories behind them (run the cells resumably through
+   :func:`experiments.runner.run_cells`; or evaluate trained runs);
+3. **write**: the combined tables (``per_query.csv``, ``summary.csv``, ``buckets.csv``, ``runs.csv``), then
+   the command's report, then ``manifest.json``, all into a staging folder that is moved into ``out`` only
+   once everything is written (:func:`experiments.io.staged_folder`): a failing report leaves ``out`` as
+   it was;
+4. **index**: the static HTML page that shows the folder is rebuilt (``out/index.html`` for the study,
+   the enclosing results folder's for a sub-folder such as ``results/peers``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+
+from experiments.config import Cell
+from experiments.io import staged_folder, write_manifest, write_tables
+from experiments.options import CommonArgs
+
+
+@dataclass(frozen=True)
+class Produced:
+    """What the produce step gives the report: the combined tables and the runs behind them."""
+
+    per_query: pd.DataFrame
+    summary: pd.DataFrame
+    buckets: pd.DataFrame
+    runs: list[Path]
+    """The run directories behind the tables, indexed in ``runs.csv``."""
+    seconds: float = 0.0
+    """Wall time of the produce step (cells run or policies evaluated by this invocation)."""
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A command's configuration of the one pipeline (see the module docstring)."""
+
+    name: str
+    """The command (``reproduce``, ``compare``, ``shift``), recorded in the manifest."""
+    out: Path
+    """The results folder written."""
+    command: str
+    """The command line, recorded in the manifest."""
+    plan: Callable[[], list[tuple[str, str]]]
+    """(unit id, exact command) for every unit of work, printed by ``--dry-run``."""
+    produce: Callable[[], Produced]
+    """Runs the work (resumably) and returns the combined tables."""
+    report: Callable[[Path, Produced], dict[str, Any]]
+    """Writes the report's files into the staging folder it is given; returns the manifest's own fields."""
+    owned: tuple[str, ...] = ("figures",)
+    """Subfolders of ``out`` holding this invocation's files only (:func:`experiments.io.staged_folder`)."""
+    index: Literal["own", "enclosing"] = "enclosing"
+    """``own``: ``out`` gets its own ``index.html``; ``enclosing``: the results folder holding ``out`` has
+    its index rebuilt, if it has one."""
+    unit: str = "cells"
+    """What a plan line is, for the ``--dry-run`` total."""
+    tables: tuple[str, ...] = field(default=("per_query.csv", "summary.csv", "buckets.csv", "runs.csv"))
+    """The combined tables written (a report may add its own)."""
+
+
+def run_pipeline(p: Pipeline, dry_run: bool = False) -> int:
+    """Print the plan (``dry_run``), or produce, write and index (see the module docstring)."""
+    if dry_run:
+        lines = p.plan()
+        for unit, command in lines:
+            print(f"{unit}\t{command}")
+        print(f"{len(lines)} {p.unit}")
+        return 0
+    from experiments.runner import run_index
+
+    t0 = time.perf_counter()
+    produced = p.produce()
+    with staged_folder(p.out, merge=True, owned=p.owned) as tmp:
+        tables = {
+            "per_query.csv": produced.per_query,
+            "summary.csv": produced.summary,
+            "buckets.csv": produced.buckets,
+            "runs.csv": run_index(produced.runs),
+        }
+        write_tables(tmp, {name: df for name, df in tables.items() if name in p.tables})
+        t_report = time.perf_counter()
+        fields = p.report(tmp, produced)
+        write_manifest(
+            tmp / "manifest.json",
+            pipeline=p.name,
+            command=p.command,
+            runs=[run.name for run in produced.runs],
+            **fields,
+            timings_seconds={
+                "produce": produced.seconds,
+                "report": time.perf_counter() - t_report,
+                "total": time.perf_counter() - t0,
+            },
+        )
+    refresh_index(p.out, own=p.index == "own")
+    print(f"wrote {len(produced.runs)} runs, tables, figures and README.md to {p.out}")
+    return 0
+
+
+def refresh_index(out: Path, own: bool = False) -> None:
+    """Rebuild the static HTML page that shows ``out``: its own ``index.html`` (``own``), else that of the
+    results folder holding it, if it has one (that page embeds every README under it, so a ``compare``
+    written into ``results/peers`` would otherwise leave ``results/index.html`` showing the folder's
+    previous report)."""
+    from experiments.html import write_index
+
+    if own:
+        write_index(out)
+        return
+    parent = out.resolve().parent
+    if (parent / "index.html").is_file():
+        write_index(parent)
+
+
+def cells_plan(cells: Sequence[Cell], out: Path) -> Callable[[], list[tuple[str, str]]]:
+    """The plan of a cell-based pipeline: each cell's run id and the ``shortlist train`` command that
+    recreates it (run directories under ``out/runs``)."""
+    return lambda: [(c.run_id, c.command(str(out))) for c in cells]
+
+
+def cells_producer(
+    cells: Sequence[Cell], out: Path, ca: CommonArgs, command: str, runs_dir: Path | None, observation: str
+) -> Callable[[], Produced]:
+    """The produce step of ``reproduce`` and ``compare``: run (or resume) the cells, then collect their
+    per-query rows (plain method names on a named ``observation`` set)."""
+
+    def produce() -> Produced:
+        from experiments.runner import collect_runs
+
+        t0 = time.perf_counter()
+        runs = run_with(cells, out, ca, command, runs_dir)
+        seconds = time.perf_counter() - t0
+        per_query, summary, buckets = collect_runs(runs, observation)
+        return Produced(per_query, summary, buckets, runs, seconds)
+
+    return produce
+
+
+def run_with(
+    cells: Sequence[Cell], out: Path, ca: CommonArgs, command: str, runs_dir: Path | None = None
+) -> list[Path]:
+    """Run cells with the common options (workers, backend, caches, progress) of any command."""
+    from experiments.runner import run_cells
+
+    return run_cells(
+        cells,
+        out,
+        data_dir=ca.data_dir,
+        cache_dir=ca.cache_dir,
+        command=command,
+        workers=ca.workers,
+        progress=not ca.no_progress,
+        backend=ca.backend,
+        ray_address=ca.ray_address,
+        runs_dir=runs_dir,
+    )

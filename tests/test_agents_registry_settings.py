@@ -1,0 +1,154 @@
+"""Every registered kind's settings through ``--set`` (table-driven over the registry), and a toy kind
+registered from outside the package running ``train``, ``evaluate`` and ``compare``: adding a kind needs
+one ``register`` call and nothing in ``experiments/``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from numpy.typing import NDArray
+
+from agents import registry
+from agents.base import read_json, save_json
+from envs import EpisodeConfig, RankedQuery
+from experiments.cli import main
+from experiments.options import LearnArgs
+
+KIND_FIELDS = [(k, f.name) for k, kind in registry.KINDS.items() for f in fields(kind.config)]
+
+
+@pytest.mark.parametrize(("kind", "key"), KIND_FIELDS, ids=[f"{k}.{f}" for k, f in KIND_FIELDS])
+def test_every_setting_round_trips_through_set(kind: str, key: str) -> None:
+    """``--set kind.key=value`` with the default's printed form gives the kind's defaults back; a
+    changed value lands in that field only (the name field of fixed K is refused: it names the method)."""
+    k = registry.get(kind)
+    value = getattr(k.defaults, key)
+    item = f"{kind}.{key}={registry.format_value(value)}"
+    if key == k.name_field:
+        with pytest.raises(ValueError, match=f"names the method.*--{key}"):
+            LearnArgs(set=(item,))
+        return
+    assert LearnArgs(set=(item,)).settings_for() == {kind: k.defaults}
+    changed = registry.changed_items(k, k.defaults)
+    assert changed == []
+
+
+@pytest.mark.parametrize("kind", list(registry.KINDS))
+def test_unknown_setting_is_one_line_naming_kind_and_key(kind: str) -> None:
+    with pytest.raises(ValueError) as err:
+        LearnArgs(set=(f"{kind}.no_such_setting=1",))
+    message = str(err.value)
+    assert f"'{kind}'" in message and "'no_such_setting'" in message and "\n" not in message
+
+
+def test_changed_settings_print_and_parse_back() -> None:
+    """A non-default value is printed by ``changed_items`` and parsed back to the same settings."""
+    dqn = registry.get("dqn")
+    settings = registry.parse_settings(["dqn.net_arch=32,16", "dqn.double_q=true", "dqn.exploration_fraction=0.25"])
+    items = registry.changed_items(dqn, settings["dqn"])
+    assert sorted(items) == ["dqn.double_q=true", "dqn.exploration_fraction=0.25", "dqn.net_arch=32,16"]
+    assert registry.parse_settings(items) == settings
+    assert registry.parse_settings(["threshold.target=none"])["threshold"].target is None
+    with pytest.raises(ValueError, match="'dqn'.*'n_envs'.*'x'"):
+        registry.parse_settings(["dqn.n_envs=x"])
+    with pytest.raises(ValueError, match="name the policy kind"):
+        registry.parse_settings(["episodes=3"])
+    assert registry.parse_settings(["episodes=3"], "tabular")["tabular"].episodes == 3
+
+
+# ----------------------------------------------------------------------------- a toy kind from outside
+
+
+@dataclass(frozen=True)
+class ToyConfig:
+    """Settings of the toy kind."""
+
+    depth: int = 2
+    """Depth shown when the top score clears the second by more than ``margin``; else twice that."""
+    margin: float = 0.5
+    """Score margin (raw score units)."""
+
+
+class ToyPolicy:
+    """Shows ``depth`` items after a clear top score, else ``2 * depth`` (a rule on raw scores)."""
+
+    artifact = "agent.json"
+    stochastic = False
+
+    def __init__(self, settings: ToyConfig) -> None:
+        self.settings = settings
+        self.name = "toy"
+
+    def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int) -> ToyPolicy:
+        return self
+
+    def depths(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.int64]:
+        s = self.settings
+        out = []
+        for q in queries:
+            clear = q.length == 1 or q.scores[0] - q.scores[1] > s.margin
+            out.append(min(s.depth if clear else 2 * s.depth, config.cap(q)))
+        return np.array(out, dtype=np.int64)
+
+    def save(self, path: Path) -> None:
+        save_json(path, self.name, {"depth": self.settings.depth, "margin": self.settings.margin})
+
+    @classmethod
+    def load(cls, path: Path, reward: str = "bor", settings: Any = None) -> ToyPolicy:
+        p = read_json(path, "toy policy")
+        return cls(ToyConfig(int(p["depth"]), float(p["margin"])))
+
+
+@pytest.fixture
+def toy_kind() -> Iterator[str]:
+    registry.register(
+        "toy",
+        lambda reward, settings: ToyPolicy(settings),
+        group="peer",
+        stochastic=False,
+        uses_reward=False,
+        description="toy rule registered by a test",
+        config=ToyConfig,
+    )
+    try:
+        yield "toy"
+    finally:
+        del registry.KINDS["toy"]
+
+
+def test_a_kind_registered_outside_experiments_trains_evaluates_and_compares(
+    toy_kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cache = str(tmp_path / "cache")
+    quiet = ["--cache-dir", cache, "--no-progress"]
+    out = tmp_path / "train"
+    assert main(["train", "--agent", toy_kind, "--set", "depth=3", "--seeds", "1", "--out", str(out), *quiet]) == 0
+    run = out / "runs" / "bfcl-bm25__toy__s1"
+    rows = pd.read_csv(run / "per_query.csv")
+    assert set(rows["k"]) <= {3, 6} and rows["method"].eq("toy").all()
+    evaluation = tmp_path / "evaluation"
+    argv = ["evaluate", "--run-dir", str(run), "--scorer", "minilm", "--out", str(evaluation), "--cache-dir", cache]
+    assert main(argv) == 0
+    assert set(pd.read_csv(evaluation / "per_query.csv")["k"]) <= {3, 6}
+    tiny = [
+        "--set",
+        "dqn.total_timesteps=300",
+        "dqn.learning_starts=100",
+        "tabular.episodes=100",
+        "cutoff.epochs=5",
+        "choppy.epochs=5",
+        "toy.depth=4",
+    ]
+    peers = tmp_path / "peers"
+    compare = ["compare", "--only", "bfcl-bm25", "--seeds", "1", "--split-seeds", "0", "--max-depth", "20"]
+    assert main([*compare, *tiny, "--out", str(peers), "--runs-dir", str(tmp_path / "runs"), *quiet]) == 0
+    agg = pd.read_csv(peers / "aggregate.csv")
+    toy = agg[agg["method"] == "toy"]
+    assert len(toy) == 1 and toy["group"].iloc[0] == "peer"
+    assert "`toy` (peer): toy rule registered by a test" in (peers / "README.md").read_text()
