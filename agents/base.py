@@ -128,6 +128,46 @@ def read_json(path: Path, what: str) -> dict:
 
 
 @dataclass(frozen=True)
+class Objective:
+    """What a policy is fitted or trained to maximise on its training queries (mean over queries).
+
+    ``target="net"``: the terminal reward of ``reward`` when the shortlist holds a relevant item, minus
+    ``step_cost`` per shown item after the first, with the K - 1 steps discounted by ``gamma`` as an RL
+    return is (``gamma^(K-1) T(K) - c sum_{i<K-1} gamma^i``). With the BoR reward and ``gamma = 1`` this is
+    the study's judged quantity, the **net reward** (:func:`judged_objective`). Other targets name what a
+    kind fits instead: ``none`` (nothing is fitted: a fixed rule), ``coverage 0.9``, ``BoR bits``.
+    """
+
+    target: str
+    reward: str = ""
+    step_cost: float = 0.0
+    gamma: float = 1.0
+
+
+NOT_FITTED = Objective("none")
+"""The objective of a rule that fits nothing (fixed K, the gap rule, a random depth)."""
+
+
+def judged_objective(config: EpisodeConfig) -> Objective:
+    """The study's judged objective for episodes of ``config``: the net reward, ``found x -log2 P_rand(K)
+    - c (K - 1)`` undiscounted, with the condition's step cost c (the ``reward_net`` column of the
+    evaluator; a shown tool costs tokens, which is also what a user pays)."""
+    return Objective("net", "bor", float(config.step_cost), 1.0)
+
+
+def net_objective(reward: str, settings: Any, config: EpisodeConfig) -> Objective:
+    """The objective of a kind fitted to the undiscounted net reward of its ``reward`` (the judged one for
+    BoR): the ``objective`` of every fitted peer, the cut-off and the DP and Bayes references."""
+    return Objective("net", reward, float(config.step_cost), 1.0)
+
+
+def return_objective(reward: str, settings: Any, config: EpisodeConfig) -> Objective:
+    """The objective of an RL learner: the episode return with the episode's step cost and discount (the
+    net reward when ``gamma = 1``)."""
+    return Objective("net", reward, float(config.step_cost), float(config.gamma))
+
+
+@dataclass(frozen=True)
 class FixedConfig:
     """Settings of the fixed-K baseline."""
 

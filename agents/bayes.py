@@ -40,9 +40,11 @@ the gold (R = 1), the policy shows
 where, with T(K) the terminal reward of kind ``reward`` when found (BoR
 ``-log2 P_rand(K; N, 1) = log2(N / K)``, F1 ``2 / (K + 1)``, constant 1):
 
-- ``objective="reward"`` (method ``bayes``): ``E = C(K) T(K)``, the expected terminal
-  reward with no discount and no step cost: with BoR, the evaluator's per-query "mean
-  reward". This is the ceiling the synthetic study divides by.
+- ``objective="net"`` (method ``bayes``): ``E = C(K) T(K) - c (K - 1)``, the expected net
+  reward (no discount; c the episode's step cost): with BoR, the study's judged quantity
+  (:func:`agents.base.judged_objective`, the evaluator's "mean net reward"). This is the
+  limit the synthetic study divides by.
+- ``objective="reward"``: ``E = C(K) T(K)``, the expected cost-free terminal reward.
 - ``objective="return"`` (method ``<reward>-bayes-mdp``): the RL episode return the
   learners maximise under the episode config (gamma, step cost c):
   ``E = C(K) gamma^(K-1) T(K) - c sum_{i=0}^{K-2} gamma^i``. Stopping at K costs K - 1
@@ -71,7 +73,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import special, stats
 
-from agents.base import read_json, save_json
+from agents.base import net_objective, read_json, save_json
 from agents.registry import register
 from benchmarks.synthetic import SyntheticSpec, spec_from_qid
 from envs import EpisodeConfig, RankedQuery
@@ -87,7 +89,7 @@ __all__ = [
     "spec_of_queries",
 ]
 
-OBJECTIVES = ("reward", "return")
+OBJECTIVES = ("net", "reward", "return")
 
 
 def _log_cell(lo: NDArray[np.float64], hi: NDArray[np.float64], logcdf: Any) -> NDArray[np.float64]:
@@ -150,8 +152,8 @@ def payoff_if_found(
     """Per depth K = 1..depth: (payoff multiplier when found, sure cost), so that
     ``E[payoff(K)] = C(K) * found[K-1] - cost[K-1]``.
 
-    "reward": ``found = T(K)``, ``cost = 0``; "return": ``found = gamma^(K-1) T(K)``,
-    ``cost = c sum_{i=0}^{K-2} gamma^i`` (module docstring).
+    "net": ``found = T(K)``, ``cost = c (K - 1)``; "reward": ``found = T(K)``, ``cost = 0``;
+    "return": ``found = gamma^(K-1) T(K)``, ``cost = c sum_{i=0}^{K-2} gamma^i`` (module docstring).
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
@@ -159,7 +161,7 @@ def payoff_if_found(
     term = np.asarray(terminal_reward(kind, np.ones(depth), k, n, 1), dtype=np.float64)
     if objective == "reward":
         return term, np.zeros(depth)
-    g, c = float(config.gamma), float(config.step_cost)
+    g, c = (1.0 if objective == "net" else float(config.gamma)), float(config.step_cost)
     steps = (k - 1).astype(np.float64)
     cost = c * steps if g == 1.0 else c * (1.0 - g**steps) / (1.0 - g)
     return g**steps * term, cost
@@ -187,7 +189,7 @@ def bayes_depths(
     queries: Sequence[RankedQuery],
     config: EpisodeConfig,
     kind: str = "bor",
-    objective: str = "reward",
+    objective: str = "net",
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Bayes-optimal depths and their posterior expected payoffs (module docstring), vectorised.
 
@@ -216,14 +218,15 @@ class BayesOptimal:
     Args:
         spec: the generator; None = read it from the query ids at ``fit``/``depths``.
         reward: terminal reward kind ("bor", "f1" or "constant").
-        objective: "reward" (expected terminal reward; name ``bayes`` for BoR) or "return"
-            (expected discounted episode return with step costs; name ``<reward>-bayes-mdp``).
+        objective: "net" (expected net reward; name ``bayes`` for BoR), "reward" (cost-free; name
+            ``<reward>-bayes-costfree``) or "return" (expected discounted episode return with step
+            costs; name ``<reward>-bayes-mdp``).
     """
 
     artifact = "agent.json"
     stochastic = False
 
-    def __init__(self, spec: SyntheticSpec | None = None, reward: str = "bor", objective: str = "reward") -> None:
+    def __init__(self, spec: SyntheticSpec | None = None, reward: str = "bor", objective: str = "net") -> None:
         if reward not in REWARD_KINDS:
             raise ValueError(f"unknown reward {reward!r}; expected one of {', '.join(REWARD_KINDS)}")
         if objective not in OBJECTIVES:
@@ -231,10 +234,10 @@ class BayesOptimal:
         self.spec = spec
         self.reward = reward
         self.objective = objective
-        if objective == "reward":
+        if objective == "net":
             self.name = "bayes" if reward == "bor" else f"{reward}-bayes"
         else:
-            self.name = f"{reward}-bayes-mdp"
+            self.name = f"{reward}-bayes-{'mdp' if objective == 'return' else 'costfree'}"
 
     def _spec(self, queries: Sequence[RankedQuery]) -> SyntheticSpec:
         return self.spec if self.spec is not None else spec_of_queries(queries)
@@ -268,10 +271,12 @@ class BayesOptimal:
 
 register(
     "bayes",
-    lambda reward, settings: BayesOptimal(None, "bor", "reward"),
+    lambda reward, settings: BayesOptimal(None, "bor", "net"),
     group="limit",
     stochastic=False,
     uses_reward=False,
-    description="Bayes-optimal depth under the known synthetic generator (the ceiling of every score-only policy)",
+    description="Bayes-optimal depth under the known synthetic generator (the ceiling of every score-only policy "
+    "on the judged net reward)",
     only_benchmarks=("synthetic",),
+    objective=net_objective,
 )

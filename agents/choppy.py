@@ -8,12 +8,13 @@ outputs a distribution over cut positions:
     c       = [mean_k h_k, max_k h_k]               (the whole list's context)
     logit_k = w . relu(A h_k + B c + b) + b0,   p(cut = k) = softmax_k(logit_k), k = 1..cap
 
-Training maximises the expected reward of the cut, as Choppy does,
+Training maximises the expected net reward of the cut, as Choppy does its metric,
 
     L = - mean_q sum_{k <= cap_q} p_q(cut = k) * T_q(k) / scale
 
-with T_q(k) the terminal reward of the family's reward kind (undiscounted, no step
-cost) and ``scale`` the largest |T| (a constant, so the optimum is unchanged); full-batch
+with T_q(k) the net reward of the family's reward kind (the terminal reward minus the step
+cost c (k - 1), undiscounted: :func:`agents.peers.objective_matrix`, the study's judged
+quantity) and ``scale`` the largest |T| (a constant, so the optimum is unchanged); full-batch
 Adam. Inference reads no labels: ``k = argmax_k logit_k`` (first maximum).
 
 Determinism: parameters are initialised under ``torch.manual_seed(seed)`` inside a
@@ -33,7 +34,7 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from agents.base import check_observation, load_torch_json, save_torch_json
+from agents.base import check_observation, load_torch_json, net_objective, save_torch_json
 from agents.peers import objective_matrix, query_caps
 from agents.registry import register
 from envs import EpisodeConfig, RankedQuery, feature_matrix
@@ -186,4 +187,5 @@ register(
     description="Choppy-style cut-off model (torch) trained to maximise expected reward",
     config=ChoppyConfig,
     observes=True,
+    objective=net_objective,
 )

@@ -41,6 +41,7 @@ from agents.base import (
     check_observation,
     learned_episode,
     load_torch_json,
+    net_objective,
     row_depths,
     save_torch_json,
     stacked_features,
@@ -187,4 +188,5 @@ register(
     "on -hybrid conditions), stop at the argmax of expected reward minus step cost (see agents/cutoff.py)",
     config=CutoffConfig,
     observes=True,
+    objective=net_objective,
 )

@@ -67,7 +67,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from agents.base import check_observation, greedy_depths, learned_episode, training_bar
+from agents.base import check_observation, greedy_depths, learned_episode, return_objective, training_bar
 from agents.registry import register
 from envs import EpisodeConfig, RankedQuery, ShortlistEnv
 from envs.features import N_FEATURES, OBSERVATIONS, observation_width
@@ -330,4 +330,5 @@ register(
     "optimiser and replay; see agents/dqn.py)",
     config=DQNConfig,
     observes=True,
+    objective=return_objective,
 )

@@ -42,11 +42,13 @@ best policy on the training data (tests check both cases against brute force).
 
 Objectives (``objective``):
 
-- ``"reward"`` (family ``dp``, method ``<reward>-dp``): gamma = 1, c = 0, T = the terminal
-  reward: the policy maximises the mean training reward, the quantity the evaluator
-  reports. This is the limit the report compares every method against.
-- ``"return"`` (family ``dp-mdp``, method ``<reward>-dp-mdp``): the episode config's gamma
-  and step cost: exactly the problem the tabular Q-learner is trained on.
+- ``"net"`` (family ``dp``, method ``<reward>-dp``): gamma = 1, c = the episode's step cost, T = the
+  terminal reward: the policy maximises the mean training net reward, the study's judged quantity
+  (:func:`agents.base.judged_objective`). This is the reference the report compares every method against.
+- ``"return"`` (``--set dp.objective=return``, method name ``<reward>-dp`` still): the episode
+  config's gamma and step cost: exactly the problem the tabular Q-learner is trained on (the same
+  as ``"net"`` when gamma = 1, as in every condition of the study, so it is not a separate kind).
+- ``"reward"``: gamma = 1, c = 0 (the cost-free terminal reward; not registered).
 
 Unseen states at inference back off to the solution of the same model over the depth
 bin alone (as :class:`agents.tabular.TabularQ` does); an unseen depth bin stops.
@@ -63,7 +65,16 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from agents.base import check_observation, first_stop, read_json, row_depths, save_json, stacked_features
+from agents.base import (
+    Objective,
+    check_observation,
+    first_stop,
+    net_objective,
+    read_json,
+    row_depths,
+    save_json,
+    stacked_features,
+)
 from agents.registry import register
 from agents.tabular import N_DEPTH_BINS, N_STATES, depth_bin, discretise, n_states_of
 from envs import EpisodeConfig, RankedQuery
@@ -80,7 +91,12 @@ __all__ = [
 
 
 class HindsightOracle:
-    """Stop at the gold rank when it is within the cap, else at depth 1 (reads labels)."""
+    """Stop at the gold rank g when it is within the cap and pays there, else at depth 1 (reads labels).
+
+    "Pays" under the judged objective, the net reward: ``T(g) - c (g - 1) > 0`` with T the BoR terminal
+    reward and c the episode's step cost; otherwise no depth earns more than the 0 of depth 1 (every
+    depth before g finds nothing, every depth after g earns less than g), so depth 1 is the best.
+    """
 
     artifact = "agent.json"
     stochastic = False
@@ -94,7 +110,12 @@ class HindsightOracle:
     def depths(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.int64]:
         gold = np.array([q.gold_rank for q in queries], dtype=np.int64)
         caps = np.array([config.cap(q) for q in queries], dtype=np.int64)
-        return np.where((gold >= 1) & (gold <= caps), gold, 1).astype(np.int64)
+        n = np.array([q.n_candidates for q in queries], dtype=np.int64)
+        r = np.maximum(np.array([q.n_relevant for q in queries], dtype=np.int64), 1)
+        reach = (gold >= 1) & (gold <= caps)
+        g = np.where(reach, gold, 1)
+        pays = np.asarray(terminal_reward("bor", reach, g, n, r), dtype=np.float64) - config.step_cost * (g - 1) > 0
+        return np.where(reach & (pays | (g == 1)), g, 1).astype(np.int64)
 
     def save(self, path: Path) -> None:
         save_json(path, self.name, {})
@@ -144,7 +165,7 @@ def stopping_rows(
     queries: Sequence[RankedQuery],
     config: EpisodeConfig,
     kind: str,
-    objective: str = "reward",
+    objective: str = "net",
     coarse: bool = False,
 ) -> StoppingModel:
     """Build the model's rows from training queries on the tabular discretisation.
@@ -152,8 +173,8 @@ def stopping_rows(
     ``coarse=True`` uses the depth bin alone as the state. Payoffs: the terminal reward
     of ``kind`` (R = max(R_q, 1)); discounting and step costs enter in :func:`solve_stopping`.
     """
-    if objective not in ("reward", "return"):
-        raise ValueError(f"objective must be 'reward' or 'return', got {objective!r}")
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     config.check_queries(queries)
     feats, offsets = stacked_features(queries, config)
     depth = row_depths(offsets)
@@ -176,8 +197,15 @@ def stopping_rows(
     return StoppingModel(state[dec], pay[dec], next_state, pay[dec + 1], stage, start, pay[first])
 
 
+#: What the DP solution maximises: ``net`` (the judged net reward: gamma 1, the episode's step cost),
+#: ``reward`` (cost-free terminal reward) or ``return`` (the RL episode return: its gamma and step cost).
+OBJECTIVES = ("net", "reward", "return")
+
+
 def _gamma_cost(objective: str, config: EpisodeConfig) -> tuple[float, float]:
-    return (1.0, 0.0) if objective == "reward" else (float(config.gamma), float(config.step_cost))
+    if objective == "reward":
+        return 1.0, 0.0
+    return (1.0 if objective == "net" else float(config.gamma)), float(config.step_cost)
 
 
 def solve_stopping(
@@ -297,12 +325,12 @@ class OptimalStopping:
     artifact = "agent.json"
     stochastic = False
 
-    def __init__(self, reward: str = "bor", objective: str = "reward") -> None:
-        if objective not in ("reward", "return"):
-            raise ValueError(f"objective must be 'reward' or 'return', got {objective!r}")
+    def __init__(self, reward: str = "bor", objective: str = "net") -> None:
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
         self.reward = reward
         self.objective = objective
-        self.name = f"{reward}-dp" if objective == "reward" else f"{reward}-dp-mdp"
+        self.name = {"net": f"{reward}-dp", "return": f"{reward}-dp-mdp", "reward": f"{reward}-dp-costfree"}[objective]
         self.stop = np.ones(N_STATES, dtype=bool)
         self.coarse_stop = np.ones(N_DEPTH_BINS, dtype=bool)
         self.seen = np.zeros(N_STATES, dtype=bool)
@@ -394,6 +422,7 @@ register(
     uses_reward=False,
     description="hindsight oracle: stop at the gold rank (reads labels; the ceiling of mean reward, not of BoR bits)",
     reads_labels=True,
+    objective=net_objective,
 )
 
 
@@ -401,13 +430,18 @@ register(
 class StoppingConfig:
     """Settings of exact optimal stopping on the tabular state (:class:`OptimalStopping`)."""
 
-    objective: str = "reward"
-    """What the solution maximises: ``reward`` (mean terminal reward) or ``return`` (the RL episode
-    return with the episode's gamma and step cost); see the module docstring."""
+    objective: str = "net"
+    """What the solution maximises (:data:`OBJECTIVES`): ``net`` (the judged net reward), ``reward``
+    (cost-free) or ``return`` (the RL episode return with the episode's gamma and step cost)."""
 
     def __post_init__(self) -> None:
-        if self.objective not in ("reward", "return"):
-            raise ValueError(f"StoppingConfig.objective must be 'reward' or 'return', got {self.objective!r}")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"StoppingConfig.objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
+
+
+def _stopping_objective(reward: str, settings: StoppingConfig, config: EpisodeConfig) -> Objective:
+    gamma, cost = _gamma_cost(settings.objective, config)
+    return Objective("net", reward, cost, gamma)
 
 
 register(
@@ -416,18 +450,8 @@ register(
     group="limit",
     stochastic=False,
     uses_reward=True,
-    description="DP optimum of the tabular model estimated on train (mean reward; a reference, not a bound)",
+    description="DP optimum of the tabular model estimated on train (mean net reward; a reference, not a bound)",
     config=StoppingConfig,
     observes=True,
-)
-register(
-    "dp-mdp",
-    lambda reward, settings: OptimalStopping(reward, settings.objective),
-    group="limit",
-    stochastic=False,
-    uses_reward=True,
-    description="DP optimum of the tabular model for the RL episode return (gamma, step cost; not a bound)",
-    config=StoppingConfig,
-    defaults=StoppingConfig("return"),
-    observes=True,
+    objective=_stopping_objective,
 )

@@ -29,9 +29,10 @@ whose depth is ``1 + #{j : key_qj <= theta}`` (keys non-decreasing in j) has a m
 training reward that is piecewise constant in ``theta``, changing only at key values.
 :func:`sweep_keys` sorts all keys once and evaluates every piece with a cumulative sum;
 the chosen parameter is the midpoint of the best piece (ties: the piece with the
-smallest total depth). The training objective of "reward" methods is the mean terminal
-reward of the family's reward kind (undiscounted, no step cost: the quantity the
-evaluator reports as "mean reward" when the kind is "bor").
+smallest total depth). The training objective of "reward" methods is the mean **net
+reward** of the family's reward kind: the terminal reward minus the step cost per shown item
+after the first, undiscounted (:func:`agents.base.judged_objective`: the quantity the evaluator
+reports as "mean net reward" when the kind is "bor", the study's judged quantity).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from agents.base import read_json, save_json
+from agents.base import Objective, net_objective, read_json, save_json
 from agents.registry import register
 from envs import EpisodeConfig, RankedQuery
 from rewards import p_random, terminal_reward
@@ -288,21 +289,24 @@ def topp_depths(
 
 
 def objective_matrix(
-    queries: Sequence[RankedQuery], config: EpisodeConfig, kind: str, objective: str = "reward"
+    queries: Sequence[RankedQuery], config: EpisodeConfig, kind: str, objective: str = "net"
 ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
     """Per-query payoff of stopping at each depth k = 1..D (D = largest cap), and the caps.
 
-    Columns beyond a query's cap repeat the value at its cap (depths are clipped).
+    Columns beyond a query's cap repeat the value at its cap (depths are clipped). With
+    ``T(k) = terminal_reward(kind, found(k), k, N, R)`` (R = max(R_q, 1), as in training) and c the
+    episode's step cost:
 
-    - ``objective="reward"``: the terminal reward ``terminal_reward(kind, found(k), k, N, R)``
-      (R = max(R_q, 1), as in training).
+    - ``objective="net"`` (the default: what every fitted peer maximises): ``T(k) - c (k - 1)``, the
+      net reward, undiscounted (:func:`agents.base.judged_objective` for BoR);
+    - ``objective="reward"``: ``T(k)``, the cost-free terminal reward;
     - ``objective="return"``: the episode return the RL agents maximise,
-      ``gamma^(k-1) * terminal(k) - step_cost * sum_{i<k-1} gamma^i``.
+      ``gamma^(k-1) * T(k) - c * sum_{i<k-1} gamma^i`` (equal to ``"net"`` when gamma = 1).
 
     Labels are read here: call it on training queries only.
     """
-    if objective not in ("reward", "return"):
-        raise ValueError(f"objective must be 'reward' or 'return', got {objective!r}")
+    if objective not in ("net", "reward", "return"):
+        raise ValueError(f"objective must be 'net', 'reward' or 'return', got {objective!r}")
     caps = query_caps(queries, config)
     d = int(caps.max())
     gold = np.array([q.gold_rank for q in queries], dtype=np.int64)[:, None]
@@ -311,9 +315,11 @@ def objective_matrix(
     k = np.minimum(np.arange(1, d + 1)[None, :], caps[:, None])
     found = (gold > 0) & (k >= gold)
     out = np.asarray(terminal_reward(kind, found, k, n, r), dtype=np.float64)
-    if objective == "return":
+    steps = (k - 1).astype(np.float64)
+    if objective == "net":
+        out = out - config.step_cost * steps
+    elif objective == "return":
         g, cost = config.gamma, config.step_cost
-        steps = (k - 1).astype(np.float64)
         paid = cost * steps if g == 1.0 else cost * (1.0 - g**steps) / (1.0 - g)
         out = g**steps * out - paid
     return out, caps
@@ -430,7 +436,8 @@ class ThresholdPolicy(_Saved):
 
     ``t`` is fitted on the training split (exactly, :func:`sweep_keys` with keys ``-u``):
 
-    - ``target=None``: maximise the mean terminal reward of ``reward`` (name ``<reward>-threshold``);
+    - ``target=None``: maximise the mean net reward of ``reward`` (:func:`objective_matrix`; name
+      ``<reward>-threshold``);
     - ``target=c``: the largest t whose training coverage (found %) is at least c, i.e. the
       shortest lists that still find c of the training queries (name ``threshold-cov<100c>``);
       when c is unreachable within the caps, the t of the highest coverage.
@@ -493,7 +500,7 @@ class TopPPolicy(_Saved):
     The softmax is over the query's z-scored scores divided by a temperature T (so BM25
     and cosine scores are comparable); see :func:`topp_depths`. A small T makes it a
     relative threshold on the z-distance from the top item. Fitted on the training split
-    to maximise the mean terminal reward of ``reward``: for each T in ``temperatures``,
+    to maximise the mean net reward of ``reward`` (:func:`objective_matrix`): for each T in ``temperatures``,
     ``log(1 - p)`` exactly (:func:`sweep_keys` on keys ``-log rest_j``), then the best
     (T, p) (ties: smaller total depth, then the earlier T). Name ``<reward>-topp``.
     """
@@ -561,7 +568,7 @@ class TopPPolicy(_Saved):
 class GreedyK(_Saved):
     """The best fixed K on the training split ("greedy K"), K in 1..largest cap.
 
-    ``by="reward"``: ``K* = argmax_K mean_q terminal(min(K, cap_q))`` of ``reward``
+    ``by="reward"``: ``K* = argmax_K mean_q [T(K_q) - c (K_q - 1)]``, K_q = min(K, cap_q), the net reward of ``reward``
     (name ``<reward>-greedyk``); ``by="bits"``: ``K* = argmax_K BoR bits =
     log2(mean_q found_q(K) / mean_q P_rand(min(K, cap_q); N_q, R_q))`` (name
     ``greedyk-bits``). Ties pick the smallest K.
@@ -710,14 +717,27 @@ for _name, _gap in GAP_VARIANTS.items():
         config=GapConfig,
         defaults=_gap,
     )
+
+
+def _threshold_objective(reward: str, settings: ThresholdConfig, config: EpisodeConfig) -> Objective:
+    return (
+        net_objective(reward, settings, config) if settings.target is None else Objective(f"coverage {settings.target}")
+    )
+
+
+def _greedyk_objective(reward: str, settings: GreedyKConfig, config: EpisodeConfig) -> Objective:
+    return net_objective(reward, settings, config) if settings.by == "reward" else Objective("BoR bits")
+
+
 register(
     "threshold",
     lambda reward, settings: ThresholdPolicy(reward, settings.target),
     group="peer",
     stochastic=False,
     uses_reward=True,
-    description="min-max score threshold t fitted on train to maximise mean reward",
+    description="min-max score threshold t fitted on train to maximise mean net reward",
     config=ThresholdConfig,
+    objective=_threshold_objective,
 )
 register(
     "threshold-cov90",
@@ -728,6 +748,7 @@ register(
     description="min-max score threshold: the largest t with 90% training coverage",
     config=ThresholdConfig,
     defaults=ThresholdConfig(0.9),
+    objective=_threshold_objective,
 )
 register(
     "topp",
@@ -735,8 +756,9 @@ register(
     group="peer",
     stochastic=False,
     uses_reward=True,
-    description="top-p softmax mass of z-scores (p, T fitted on train to maximise mean reward)",
+    description="top-p softmax mass of z-scores (p, T fitted on train to maximise mean net reward)",
     config=TopPConfig,
+    objective=net_objective,
 )
 register(
     "greedyk",
@@ -744,8 +766,9 @@ register(
     group="peer",
     stochastic=False,
     uses_reward=True,
-    description="best fixed K on train by mean reward",
+    description="best fixed K on train by mean net reward",
     config=GreedyKConfig,
+    objective=_greedyk_objective,
 )
 register(
     "greedyk-bits",
@@ -756,6 +779,7 @@ register(
     description="best fixed K on train by BoR bits",
     config=GreedyKConfig,
     defaults=GreedyKConfig("bits"),
+    objective=_greedyk_objective,
 )
 register(
     "random",

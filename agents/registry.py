@@ -29,7 +29,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from agents.base import DepthPolicy, FixedConfig, FixedK
+from agents.base import NOT_FITTED, DepthPolicy, FixedConfig, FixedK, Objective
 
 Group = Literal["agent", "peer", "baseline", "limit"]
 GROUPS: tuple[Group, ...] = ("agent", "peer", "baseline", "limit")
@@ -68,6 +68,9 @@ class PolicyKind:
             ``observation``): only then does a named set (``--observation strict``) change its
             cell and tag its method (``bor-dqn@strict``); a rule on the raw scores is the same
             policy under every set.
+        objective: ``objective(reward, settings, episode)`` -> what the kind fits or trains towards
+            (:class:`agents.base.Objective`), recorded in every run's config and checked against the
+            judged objective (:func:`agents.base.judged_objective`).
     """
 
     name: str
@@ -82,6 +85,7 @@ class PolicyKind:
     only_benchmarks: tuple[str, ...] = ()
     reads_labels: bool = False
     observes: bool = False
+    objective: Callable[[str, Any, Any], Objective] = lambda reward, settings, episode: NOT_FITTED
 
     def applies_to(self, benchmark: str) -> bool:
         """Whether the kind can run on ``benchmark``."""
@@ -136,11 +140,12 @@ def register(
     only_benchmarks: tuple[str, ...] = (),
     reads_labels: bool = False,
     observes: bool = False,
+    objective: Callable[[str, Any, Any], Objective] | None = None,
 ) -> PolicyKind:
     """Add a kind to :data:`KINDS` (names are unique and contain no ``_`` or ``.``).
 
     ``config`` is the kind's settings dataclass (frozen), ``defaults`` its default instance
-    (default: ``config()``).
+    (default: ``config()``); ``objective`` what it fits (default: nothing, a fixed rule).
     """
     if not name or "_" in name or "." in name or name in KINDS:
         raise ValueError(f"invalid or duplicate policy kind name {name!r}")
@@ -166,6 +171,7 @@ def register(
         only_benchmarks,
         reads_labels,
         observes,
+        objective or (lambda reward, settings, episode: NOT_FITTED),
     )
     KINDS[name] = kind
     return kind

@@ -42,6 +42,7 @@ from agents.base import (
     check_observation,
     first_stop,
     learned_episode,
+    return_objective,
     row_depths,
     stacked_features,
     training_bar,
@@ -300,4 +301,5 @@ register(
     "conditions; depth-only back-off)",
     config=TabularConfig,
     observes=True,
+    objective=return_objective,
 )

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agents import registry
+from agents.base import Objective
 from benchmarks.names import ConditionId
 from envs import EpisodeConfig
 from experiments.io import code_fingerprint
@@ -163,6 +164,7 @@ class Cell:
             "buckets": self.buckets or None,
             "options": dict(self.options) or None,
             "episode": asdict(self.episode),
+            "objective": asdict(self.objective()),
         }
         settings = asdict(self.policy_settings())
         if self.method.kind.name_field:
@@ -170,6 +172,10 @@ class Cell:
         if settings:
             d["settings"] = settings
         return d
+
+    def objective(self) -> Objective:
+        """What the cell's policy is fitted or trained to maximise (:attr:`agents.registry.PolicyKind.objective`)."""
+        return self.method.kind.objective(self.method.reward, self.policy_settings(), self.episode)
 
     def command(self, out: str = "runs") -> str:
         """The exact ``shortlist train`` command that recreates this cell (the same config hash, hence the

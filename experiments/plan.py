@@ -35,7 +35,11 @@ class ConditionPlan:
 
     condition: ConditionId
     step_cost: float = 0.01
-    gamma: float = 0.95
+    """Cost c of each shown tool after the first: the learners' step cost, and the c of the judged
+    net reward (found x -log2 P_rand(K) - c (K - 1); :func:`agents.base.judged_objective`)."""
+    gamma: float = 1.0
+    """The learners' discount: 1, so every learner trains on the judged objective itself (the paper
+    used 0.95 on most conditions; see README)."""
     constant_reward: bool = False
     """Also train the constant-reward ablation (the paper's BFCL+BM25 F1 row)."""
     suite: str = "main"
@@ -63,7 +67,7 @@ def _plan(name: str, **kw: object) -> ConditionPlan:
 MAIN_PLANS: tuple[ConditionPlan, ...] = (
     _plan("bfcl-bm25", step_cost=0.005, constant_reward=True),
     _plan("bfcl-minilm"),
-    _plan("metatool-bm25", gamma=1.0),
+    _plan("metatool-bm25"),
     _plan("metatool-minilm"),
     _plan("metatool-minilm-top20"),
     _plan("metatool-minilm-top50"),
@@ -185,10 +189,11 @@ COMPARE_AGENTS: tuple[MethodSpec, ...] = (
     MethodSpec("cutoff", "bor"),
     MethodSpec("dqn", "f1"),
 )
-BOR_AGENTS: tuple[str, ...] = ("bor-dqn", "bor-tabular", "bor-cutoff")
+BOR_AGENTS: tuple[str, ...] = ("bor-dqn", "bor-tabular", "bor-cutoff", "bor-posterior")
 #: The BoR agents trained by RL, each compared with the supervised expected-reward cut-off.
 RL_AGENTS: tuple[str, ...] = ("bor-dqn", "bor-tabular")
-SUPERVISED_AGENT = "bor-cutoff"
+#: The supervised learned policies (no bootstrapping), each RL agent is compared with.
+SUPERVISED_AGENTS: tuple[str, ...] = ("bor-cutoff", "bor-posterior")
 #: Methods drawn in the per-bucket figures of the study and of the comparison.
 STUDY_BUCKET_METHODS = ("bor-dqn", "f1-dqn", "constant-dqn", "bor-tabular", "bor-cutoff", "fixed-1", "fixed-5")
 COMPARE_BUCKET_METHODS = (

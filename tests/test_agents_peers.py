@@ -300,7 +300,6 @@ PEER_FAMILIES = (
     "random",
     "oracle",
     "dp",
-    "dp-mdp",
 )
 
 

@@ -30,7 +30,7 @@ def versus_gap(agg: pd.DataFrame, paired: pd.DataFrame) -> pd.DataFrame:
         agents = [m for m in BOR_AGENTS if m in a.index]
         if not agents or GAP_RULE not in a.index:
             continue
-        best = max(agents, key=lambda m: a.loc[m, "mean_reward"])
+        best = max(agents, key=lambda m: a.loc[m, "mean_reward_net"])
         pr = paired[(paired["condition"] == key) & (paired["agent"] == best) & (paired["peer"] == GAP_RULE)]
         source, target = str(key).split("@")
         rows.append(
@@ -39,12 +39,12 @@ def versus_gap(agg: pd.DataFrame, paired: pd.DataFrame) -> pd.DataFrame:
                 "target": target,
                 "shift": a["shift"].iloc[0] if "shift" in a.columns else "",
                 "best_agent": best,
-                "mean_reward": float(a.loc[best, "mean_reward"]),
-                "gap_mean_reward": float(a.loc[GAP_RULE, "mean_reward"]),
+                "mean_reward_net": float(a.loc[best, "mean_reward_net"]),
+                "gap_mean_reward_net": float(a.loc[GAP_RULE, "mean_reward_net"]),
                 "diff": float(pr["diff"].iloc[0]) if len(pr) else float("nan"),
                 "diff_lo": float(pr["diff_lo"].iloc[0]) if len(pr) else float("nan"),
                 "diff_hi": float(pr["diff_hi"].iloc[0]) if len(pr) else float("nan"),
-                "at_least_gap": bool(a.loc[best, "mean_reward"] >= a.loc[GAP_RULE, "mean_reward"]),
+                "at_least_gap": bool(a.loc[best, "mean_reward_net"] >= a.loc[GAP_RULE, "mean_reward_net"]),
                 **{f"whole_list_pct_{m}": float(a.loc[m, "whole_list_pct"]) for m in agents},
             }
         )
@@ -111,8 +111,8 @@ def write_shift_report(out: Path, per_query: pd.DataFrame, command: str, runs_di
             r["shift"],
             r["target"],
             r["best_agent"],
-            f"{r['mean_reward']:.3f}",
-            f"{r['gap_mean_reward']:.3f}",
+            f"{r['mean_reward_net']:.3f}",
+            f"{r['gap_mean_reward_net']:.3f}",
             f"{r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]",
         ]
         for _, r in vg.iterrows()
@@ -133,9 +133,9 @@ def write_shift_report(out: Path, per_query: pd.DataFrame, command: str, runs_di
                         fmt(r["mean_k"]),
                         fmt(r["whole_list_pct"], nd=2),
                         fmt(r.get("break_even_pct", math.nan), nd=2),
-                        ci(r, "mean_reward", 3),
+                        ci(r, "mean_reward_net", 3),
                     ]
-                    for _, r in a.sort_values("mean_reward", ascending=False).iterrows()
+                    for _, r in a.sort_values("mean_reward_net", ascending=False).iterrows()
                 ],
             ),
             "",

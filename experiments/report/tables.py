@@ -20,9 +20,20 @@ from agents.evaluation import BUCKET_ORDER, spread_of
 from experiments.config import method_group
 from experiments.figures import bucket_spread, with_splits
 from experiments.paper import PAPER
-from experiments.plan import BOR_AGENTS, GOAL_FRACTION_OF_DP, RL_AGENTS, SUPERVISED_AGENT, condition_order
+from experiments.plan import BOR_AGENTS, GOAL_FRACTION_OF_DP, RL_AGENTS, SUPERVISED_AGENTS, condition_order
 
-METRICS = ("found_pct", "mean_k", "bor_bits", "mean_reward")
+METRICS = ("found_pct", "mean_k", "bor_bits", "mean_reward_net", "mean_reward")
+"""The metrics :func:`aggregate` gives an interval: found %, mean K, BoR bits, the judged net reward and the
+cost-free mean reward."""
+JUDGED = "mean_reward_net"
+"""The study's judged quantity (:func:`agents.base.judged_objective`): the mean per-query net reward,
+found x -log2 P_rand(K) - c (K - 1), c the condition's step cost. Every goal, paired difference, limit
+fraction and "best method" uses it; the cost-free ``mean_reward`` is the second column."""
+JUDGED_ROW = "reward_net"
+"""The per-query column behind :data:`JUDGED`."""
+FOUND_TOL = 1e-9
+"""Two found % closer than this are equal (they are fractions of the same test units: a float tie
+such as 89.33333333333334 vs 89.33333333333333 is no difference)."""
 
 
 N_BOOT = 2000
@@ -73,7 +84,7 @@ def _query_matrices(g: pd.DataFrame) -> tuple[dict[str, np.ndarray], np.ndarray]
     g = with_splits(g)
     if g.duplicated(["seed", "split_seed", "qid"]).any():
         raise ValueError("a (seed, split, query) triple occurs twice in the per-query rows")
-    cols = ["found", "k", "reward", "p_random"]
+    cols = ["found", "k", JUDGED_ROW, "reward", "p_random"]
     wide = g.pivot(index="seed", columns=["split_seed", "qid"], values=cols).sort_index(axis=1)
     if wide.isna().to_numpy().any():
         raise ValueError("every seed of a method must be scored on the same splits and test queries")
@@ -96,6 +107,7 @@ def _bootstrap_metrics(mats: dict[str, np.ndarray], idx: np.ndarray, splits: np.
         parts["found_pct"].append(100.0 * found.mean(axis=1))
         parts["mean_k"].append(per_run("k", a, b).mean(axis=1))
         parts["mean_reward"].append(per_run("reward", a, b).mean(axis=1))
+        parts["mean_reward_net"].append(per_run(JUDGED_ROW, a, b).mean(axis=1))
     return {m: np.mean(v, axis=0) for m, v in parts.items()}
 
 
@@ -204,7 +216,7 @@ LIMIT_REFS = (("bor-dp", "dp"), ("oracle", "oracle"))
 
 
 def limits_table(per_query: pd.DataFrame, seed: int = 0, n_boot: int = N_BOOT) -> pd.DataFrame:
-    """Mean test reward of every method as a fraction of ``bor-dp``'s and the oracle's.
+    """Mean test net reward (:data:`JUDGED`) of every method as a fraction of ``bor-dp``'s and the oracle's.
 
     Per test unit (a query of one split), each method's reward is its mean over seeds; the
     fraction is a ratio of means over units with a paired bootstrap interval
@@ -212,7 +224,7 @@ def limits_table(per_query: pd.DataFrame, seed: int = 0, n_boot: int = N_BOOT) -
     """
     rows = []
     for cond, g in per_query.groupby("condition", sort=True):
-        by = _unit_wide(g, "reward", "method")
+        by = _unit_wide(g, JUDGED_ROW, "method")
         seeds = g.groupby("method")["seed"].nunique()
         idx = unit_resamples(by.columns.get_level_values(0).to_numpy(), n_boot, seed)
         refs = {name: by.loc[key].to_numpy(dtype=np.float64) for key, name in LIMIT_REFS if key in by.index}
@@ -223,7 +235,7 @@ def limits_table(per_query: pd.DataFrame, seed: int = 0, n_boot: int = N_BOOT) -
                 "method": method,
                 "group": method_group(method),
                 "n_seeds": int(seeds[method]),
-                "mean_reward": float(r.mean()),
+                JUDGED: float(r.mean()),
             }
             for _, name in LIMIT_REFS:
                 frac, lo, hi = ratio_interval(r, refs[name], idx) if name in refs else (math.nan,) * 3
@@ -238,7 +250,7 @@ def dp_table(runs: Sequence[Path], summary: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for run in runs:
         cfg = json.loads((run / "config.json").read_text())
-        if cfg.get("agent") not in ("dp", "dp-mdp") or not (run / "agent.json").is_file():
+        if cfg.get("agent") != "dp" or not (run / "agent.json").is_file():
             continue
         p = json.loads((run / "agent.json").read_text())["params"]
         s = summary[(summary["condition"] == cfg["condition"]) & (summary["method"] == cfg["method"])]
@@ -249,7 +261,7 @@ def dp_table(runs: Sequence[Path], summary: pd.DataFrame) -> pd.DataFrame:
                 "objective": p["objective"],
                 "model_value_train": p["model_value"],
                 "realised_value_train": p["train_value"],
-                "mean_reward_test": float(s["mean_reward"].mean()),
+                "mean_reward_net_test": float(s[JUDGED].mean()),
                 "states_seen": int(np.sum(p["seen"])),
             }
         )
@@ -268,8 +280,8 @@ def diff_interval(d: np.ndarray, idx: np.ndarray) -> dict[str, float]:
 
 
 def paired_differences(per_query: pd.DataFrame, seed: int = 0, n_boot: int = 10_000) -> pd.DataFrame:
-    """Mean reward of each BoR agent minus each peer's, with a paired bootstrap over test queries;
-    each RL agent is also paired with the supervised expected-reward cut-off (``peer`` = bor-cutoff).
+    """Mean net reward (:data:`JUDGED`) of each BoR agent minus each peer's, with a paired bootstrap over
+    test queries; each RL agent is also paired with the supervised models (``peer`` = :data:`SUPERVISED_AGENTS`).
 
     Per test unit (a query of one split), a method's reward is its mean over seeds; the
     difference of means is resampled over units, stratified by split (the same resample for both
@@ -279,14 +291,14 @@ def paired_differences(per_query: pd.DataFrame, seed: int = 0, n_boot: int = 10_
     rows = []
     for cond in condition_order(per_query["condition"].unique()):
         pq = per_query[per_query["condition"] == cond]
-        by = _unit_wide(pq, "reward", "method")
+        by = _unit_wide(pq, JUDGED_ROW, "method")
         idx = unit_resamples(by.columns.get_level_values(0).to_numpy(), n_boot, seed)
         for agent in BOR_AGENTS:
             if agent not in by.index:
                 continue
             others = sorted(m for m in by.index if method_group(m) == "peer")
-            if agent in RL_AGENTS and SUPERVISED_AGENT in by.index:
-                others.append(SUPERVISED_AGENT)
+            if agent in RL_AGENTS:
+                others += [m for m in SUPERVISED_AGENTS if m in by.index]
             for peer in others:
                 d = (by.loc[agent] - by.loc[peer]).to_numpy()
                 rows.append(
@@ -296,11 +308,12 @@ def paired_differences(per_query: pd.DataFrame, seed: int = 0, n_boot: int = 10_
 
 
 def goal_checks(agg: pd.DataFrame, limits: pd.DataFrame) -> pd.DataFrame:
-    """The stated goal per condition and BoR agent, checked on the point estimates.
+    """Per condition and BoR agent, on the point estimates of the judged net reward (:data:`JUDGED`):
 
-    1. mean test reward >= every non-oracle peer's ("peer" group);
-    2. mean test reward >= 90% of ``bor-dp``'s (the DP optimum of the estimated tabular model);
-    3. no peer has both a higher found % and a lower mean K.
+    1. mean test net reward >= every non-oracle peer's ("peer" group);
+    2. mean test net reward >= 90% of ``bor-dp``'s (the DP optimum of the estimated tabular model);
+    3. no peer has both a higher found % and a lower mean K (found % and K compared with a tolerance,
+       :data:`FOUND_TOL`: equal fractions of the same test units are a tie, not a domination).
     """
     rows = []
     for cond in condition_order(agg["condition"].unique()):
@@ -310,17 +323,15 @@ def goal_checks(agg: pd.DataFrame, limits: pd.DataFrame) -> pd.DataFrame:
             if agent not in a.index:
                 continue
             me = a.loc[agent]
-            better = peers[peers["mean_reward"] > me["mean_reward"]].sort_values("mean_reward", ascending=False)
+            better = peers[peers[JUDGED] > me[JUDGED]].sort_values(JUDGED, ascending=False)
+            best = f"best peer {peers[JUDGED].idxmax()} {peers[JUDGED].max():.3f}" if len(peers) else ""
             rows.append(
                 {
                     "condition": cond,
                     "agent": agent,
-                    "check": "reward >= every peer",
+                    "check": "net reward >= every peer",
                     "passed": better.empty,
-                    "detail": "; ".join(f"{m} {r['mean_reward']:.3f}" for m, r in better.iterrows())
-                    or f"best peer {peers['mean_reward'].idxmax()} {peers['mean_reward'].max():.3f}"
-                    if len(peers)
-                    else "",
+                    "detail": "; ".join(f"{m} {r[JUDGED]:.3f}" for m, r in better.iterrows()) or best,
                 }
             )
             lim = limits[(limits["condition"] == cond) & (limits["method"] == agent)]
@@ -329,12 +340,14 @@ def goal_checks(agg: pd.DataFrame, limits: pd.DataFrame) -> pd.DataFrame:
                 {
                     "condition": cond,
                     "agent": agent,
-                    "check": f"reward >= {GOAL_FRACTION_OF_DP:.0%} of bor-dp",
+                    "check": f"net reward >= {GOAL_FRACTION_OF_DP:.0%} of bor-dp",
                     "passed": bool(frac >= GOAL_FRACTION_OF_DP),
                     "detail": f"{frac:.3f}",
                 }
             )
-            dom = peers[(peers["found_pct"] > me["found_pct"]) & (peers["mean_k"] < me["mean_k"])]
+            dom = peers[
+                (peers["found_pct"] > me["found_pct"] + FOUND_TOL) & (peers["mean_k"] < me["mean_k"] - FOUND_TOL)
+            ]
             rows.append(
                 {
                     "condition": cond,
@@ -382,6 +395,7 @@ def table2(agg: pd.DataFrame, strength: pd.DataFrame, conditions: list[str]) -> 
                 "found_pct_partial": o["found_pct_partial"],
                 "mean_k_partial": o["mean_k_partial"],
                 "bor_bits": o["bor_bits"],
+                JUDGED: o[JUDGED],
                 "mean_reward": o["mean_reward"],
                 "paper_found_pct": p.get("found_pct", math.nan),
                 "paper_mean_k": p.get("mean_k", math.nan),
@@ -545,9 +559,9 @@ def measured_factors(
 
 
 def best_fixed(agg: pd.DataFrame, condition: str) -> str | None:
-    """The fixed K with the highest mean reward on ``condition`` (chosen on test: a hindsight reference)."""
-    fixed = agg[(agg["condition"] == condition) & agg["method"].str.startswith("fixed-")]
-    return None if fixed.empty else str(fixed.loc[fixed["mean_reward"].idxmax(), "method"])
+    """The fixed K with the highest mean net reward on ``condition`` (chosen on test: a hindsight reference)."""
+    fixed = agg[(agg["condition"] == condition) & (agg["method"].map(method_group) == "baseline")]
+    return None if fixed.empty else str(fixed.loc[fixed[JUDGED].idxmax(), "method"])
 
 
 SPLIT_METHODS = ("bor-dqn", "f1-dqn", "bor-tabular")
@@ -567,7 +581,7 @@ def split_variance(agg: pd.DataFrame, conditions: Sequence[str]) -> pd.DataFrame
                 continue
             row: dict[str, object] = {"condition": cond, "method": method}
             row.update({c: r[c] for c in ("n_seeds", "n_splits")})
-            for m in ("mean_reward", "found_pct", "mean_k"):
+            for m in (JUDGED, "mean_reward", "found_pct", "mean_k"):
                 for suffix in ("", "_lo", "_hi", "_seed_min", "_seed_max", "_split_min", "_split_max"):
                     row[m + suffix] = r[m + suffix]
             rows.append(row)
@@ -600,6 +614,7 @@ def text_comparison(agg: pd.DataFrame, strength: pd.DataFrame, methods: Sequence
                         **base,
                         "method": method,
                         **{c: r[c] for c in ("n_splits", "found_pct", "mean_k", "whole_list_pct")},
+                        **{c: r[c] for c in (JUDGED, f"{JUDGED}_lo", f"{JUDGED}_hi")},
                         **{c: r[c] for c in ("mean_reward", "mean_reward_lo", "mean_reward_hi")},
                     }
                 )
@@ -620,7 +635,7 @@ def paired_conditions(
     seed: int = 0,
     n_boot: int = N_BOOT,
 ) -> pd.DataFrame:
-    """Mean reward of ``method`` on the second condition of a pair minus on the first, on the same
+    """Mean net reward (:data:`JUDGED`) of ``method`` on the second condition of a pair minus on the first, on the same
     test units (split, query) with a stratified paired bootstrap (each unit's reward is its mean over
     seeds). Pairs whose two conditions do not hold the same test units are skipped (they are not
     paired); so are methods missing from either condition."""
@@ -630,7 +645,7 @@ def paired_conditions(
         b = per_query[per_query["condition"] == other]
         if a.empty or b.empty:
             continue
-        wa, wb = _unit_wide(a, "reward", "method"), _unit_wide(b, "reward", "method")
+        wa, wb = _unit_wide(a, JUDGED_ROW, "method"), _unit_wide(b, JUDGED_ROW, "method")
         if not wa.columns.equals(wb.columns):
             continue
         idx = unit_resamples(wa.columns.get_level_values(0).to_numpy(), n_boot, seed)
@@ -644,15 +659,15 @@ def paired_conditions(
                     "other": other,
                     "method": method,
                     "n_units": d.size,
-                    "base_mean_reward": float(wa.loc[method].mean()),
-                    "other_mean_reward": float(wb.loc[method].mean()),
+                    f"base_{JUDGED}": float(wa.loc[method].mean()),
+                    f"other_{JUDGED}": float(wb.loc[method].mean()),
                     **diff_interval(d, idx),
                 }
             )
     return pd.DataFrame(rows)
 
 
-#: The base benchmark/scorer pairs of the goal over repeated splits (one condition each).
+#: The single-scorer base benchmark/scorer pairs of the goal over repeated splits (one condition each).
 GOAL_BASE_CONDITIONS: tuple[str, ...] = (
     "bfcl-bm25",
     "bfcl-minilm",
@@ -660,21 +675,24 @@ GOAL_BASE_CONDITIONS: tuple[str, ...] = (
     "metatool-minilm",
     "toolbench-minilm",
 )
-#: Significance required on at least this many of :data:`GOAL_BASE_CONDITIONS`.
+#: The two-scorer conditions of the goal: each base pair's ranking with the other scorer observed.
+GOAL_TWO_SCORER_CONDITIONS: tuple[str, ...] = tuple(f"{c}-hybrid" for c in GOAL_BASE_CONDITIONS)
+#: On two scorers, the best learned policy is significantly ahead of every peer on at least this many.
 GOAL_MIN_SIGNIFICANT = 4
-#: Where a second scorer exists, the best BoR-trained policy should reach this fraction of the oracle.
+#: Where a second scorer exists, the fraction of the oracle reported beside the goal.
 GOAL_FRACTION_OF_ORACLE = 0.9
 
 
 def split_goal(agg: pd.DataFrame, paired: pd.DataFrame, limits: pd.DataFrame) -> pd.DataFrame:
-    """The goal over repeated splits, per condition (reported either way).
+    """The goal over repeated splits, per condition (reported either way), on the judged net reward.
 
-    The best BoR-trained policy of a condition is the BoR agent (:data:`BOR_AGENTS`) with the largest
-    mean test reward; note that choosing it on the test split favours it slightly. Against every
-    non-oracle peer it needs a mean reward at least as large (point estimates) and, against the best
-    peer, a paired query-bootstrap interval over the test units of all splits above zero
-    (``significant``). Where the condition carries a second scorer (``-hybrid``, ``-fused``) it also
-    needs :data:`GOAL_FRACTION_OF_ORACLE` of the oracle's mean reward."""
+    The best learned policy of a condition is the BoR agent (:data:`BOR_AGENTS`) with the largest mean
+    test net reward (choosing it on the test split favours it slightly); the best peer the non-oracle
+    peer with the largest. ``diff`` is the first minus the second with a paired query-bootstrap interval
+    over the test units of all splits: ``ahead`` when it lies above 0, ``behind`` when below.
+    Goals: on the two-scorer conditions (:data:`GOAL_TWO_SCORER_CONDITIONS`) ahead on at least
+    :data:`GOAL_MIN_SIGNIFICANT`; on the single-scorer ones (:data:`GOAL_BASE_CONDITIONS`) never
+    behind (at least every peer minus its interval)."""
     rows = []
     for cond in condition_order(agg["condition"].unique()):
         a = agg[agg["condition"] == cond].set_index("method")
@@ -682,29 +700,33 @@ def split_goal(agg: pd.DataFrame, paired: pd.DataFrame, limits: pd.DataFrame) ->
         peers = a[a["group"] == "peer"]
         if not agents or peers.empty:
             continue
-        best = max(agents, key=lambda m: a.loc[m, "mean_reward"])
-        best_peer = str(peers["mean_reward"].idxmax())
+        best = max(agents, key=lambda m: a.loc[m, JUDGED])
+        best_peer = str(peers[JUDGED].idxmax())
         pr = paired[(paired["condition"] == cond) & (paired["agent"] == best) & (paired["peer"] == best_peer)]
         lim = limits[(limits["condition"] == cond) & (limits["method"] == best)]
         two = cond.endswith(("-hybrid", "-fused"))
         frac = float(lim["frac_oracle"].iloc[0]) if len(lim) else math.nan
+        lo = float(pr["diff_lo"].iloc[0]) if len(pr) else math.nan
+        hi = float(pr["diff_hi"].iloc[0]) if len(pr) else math.nan
         rows.append(
             {
                 "condition": cond,
                 "base": cond in GOAL_BASE_CONDITIONS,
+                "two_scorer_goal": cond in GOAL_TWO_SCORER_CONDITIONS,
                 "second_scorer": two,
                 "best_agent": best,
-                "mean_reward": float(a.loc[best, "mean_reward"]),
+                JUDGED: float(a.loc[best, JUDGED]),
                 "n_splits": int(a.loc[best, "n_splits"]) if "n_splits" in a.columns else 1,
                 "best_peer": best_peer,
-                "best_peer_mean_reward": float(peers.loc[best_peer, "mean_reward"]),
+                f"best_peer_{JUDGED}": float(peers.loc[best_peer, JUDGED]),
                 "diff": float(pr["diff"].iloc[0]) if len(pr) else math.nan,
-                "diff_lo": float(pr["diff_lo"].iloc[0]) if len(pr) else math.nan,
-                "diff_hi": float(pr["diff_hi"].iloc[0]) if len(pr) else math.nan,
-                "at_least_every_peer": bool((peers["mean_reward"] <= a.loc[best, "mean_reward"]).all()),
-                "significant": bool(len(pr) and pr["diff_lo"].iloc[0] > 0),
+                "diff_lo": lo,
+                "diff_hi": hi,
+                "at_least_every_peer": bool((peers[JUDGED] <= a.loc[best, JUDGED]).all()),
+                "ahead": bool(lo > 0),
+                "behind": bool(hi < 0),
                 "frac_oracle": frac,
-                "oracle_goal_met": bool(frac >= GOAL_FRACTION_OF_ORACLE) if two else None,
+                "oracle_fraction_met": bool(frac >= GOAL_FRACTION_OF_ORACLE) if two else None,
             }
         )
     return pd.DataFrame(rows)
