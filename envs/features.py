@@ -92,6 +92,44 @@ affine rescaling of the whole list, 0 for a constant list; scores whose range ov
 divided by their largest magnitude, as for the other sets). None of them changes under such a
 rescaling except ``ex_cur_over_top``, which reads the raw scores, so the rescaling carries nothing of
 the unexamined items into them (a test changes items k+1..L and checks rows 1..k).
+
+Per-rank features (:func:`rank_features`, the listwise model of :mod:`agents.posterior`): not an
+observation at a depth but one row per ITEM, ranks i = 1..M (M = min(m, L)), each item described in
+the context of the whole list (``z``, ``u`` as above, on the full list; ``p_i = softmax(z)_i`` over
+the full list; "next" of the last item and "previous" of the first give a gap of 0). Tied scores get
+equal score features; only the position features (``log_rank``, ``is_rank1``, ``is_rank2``) follow
+the ranking's order (ties broken as the ranking breaks them):
+
+==  ====================  =================================================  ==========
+ #  name                  definition                                         range
+==  ====================  =================================================  ==========
+ 0  z                     clip(z_i, -8, 8) / 8                               [-1, 1]
+ 1  gap_next              clip(z_i - z_{i+1}, 0, 8) / 8; 0 at i = L          [0, 1]
+ 2  gap_prev              clip(z_{i-1} - z_i, 0, 8) / 8; 0 at i = 1          [0, 1]
+ 3  gap_top               clip(z_1 - z_i, 0, 16) / 16                        [0, 1]
+ 4  log_rank              log2(i)                                            [0, log2 L]
+ 5  is_rank1              1 if i = 1                                         {0, 1}
+ 6  is_rank2              1 if i = 2                                         {0, 1}
+ 7  minmax                u_i                                                [0, 1]
+ 8  softmax_mass          p_i = exp(z_i) / sum_j exp(z_j)                    [0, 1]
+==  ====================  =================================================  ==========
+
+With a second scorer (``aux_scores``; ``za``, ``ra`` and the fusion rank ``rf`` as in the two-scorer
+table above), six more columns:
+
+==  ====================  =================================================  ==========
+ #  name                  definition                                         range
+==  ====================  =================================================  ==========
+ 9  aux_log_rank          log2(ra_i)                                         [0, log2 L]
+10  aux_z                 clip(za_i, -8, 8) / 8                              [-1, 1]
+11  aux_top1              1 if ra_i = 1 (ties at the top: every tied item)   {0, 1}
+12  fused_log_rank        log2(rf_i)                                         [0, log2 L]
+13  aux_agree_top         1 if ra_1 = 1 (the same on every row: in a         {0, 1}
+                          softmax over the ranks it only moves mass between
+                          the list and a "beyond the list" pseudo-item)
+14  both_top              1 if i = 1 and ra_1 = 1 (the item both scorers     {0, 1}
+                          rank first)
+==  ====================  =================================================  ==========
 """
 
 from __future__ import annotations
@@ -141,6 +179,26 @@ STRICT_NAMES: tuple[str, ...] = (
     "log_depth",
     "log_n",
     "ceiling",
+)
+#: Columns of :func:`rank_features` (score only), and the six added with a second scorer.
+RANK_FEATURE_NAMES: tuple[str, ...] = (
+    "z",
+    "gap_next",
+    "gap_prev",
+    "gap_top",
+    "log_rank",
+    "is_rank1",
+    "is_rank2",
+    "minmax",
+    "softmax_mass",
+)
+RANK_HYBRID_NAMES: tuple[str, ...] = (
+    "aux_log_rank",
+    "aux_z",
+    "aux_top1",
+    "fused_log_rank",
+    "aux_agree_top",
+    "both_top",
 )
 #: The named observation sets: name -> feature names, in column order.
 OBSERVATIONS: dict[str, tuple[str, ...]] = {
@@ -315,3 +373,57 @@ def feature_matrix(query: RankedQuery, max_depth: int | None = None, observation
     if kind == "hybrid":
         out = np.concatenate([out, _hybrid_columns(query, z, D)], axis=1)
     return out.astype(np.float32)
+
+
+def rank_feature_names(hybrid: bool) -> tuple[str, ...]:
+    """Column names of :func:`rank_features` for queries without (``hybrid=False``) or with a second scorer."""
+    return RANK_FEATURE_NAMES + RANK_HYBRID_NAMES if hybrid else RANK_FEATURE_NAMES
+
+
+def rank_features(query: RankedQuery, m: int | None = None) -> NDArray[np.float64]:
+    """Per-item features of ranks i = 1..M, M = min(m, L) (``m`` None: the whole list): shape (M, 9), or
+    (M, 15) when the query carries a second scorer's scores (the tables in the module docstring).
+
+    Computed from the scores (and the second scorer's) only, never from ``relevant_ranks``; the
+    statistics (z-scores, min-max, softmax, ranks) are over the full list, not over the first M items.
+    """
+    L = query.scores.size
+    M = L if m is None else min(int(m), L)
+    if M < 1:
+        raise ValueError(f"query {query.qid!r}: m must be >= 1")
+    s = query.scores
+    with np.errstate(over="ignore", invalid="ignore"):
+        if not (np.isfinite(s.mean()) and np.isfinite(s.std()) and np.isfinite(s[0] - s[-1])):
+            s = s / float(np.abs(s).max())  # z-scores and min-max are scale-invariant
+    z = zscores(s)
+    rng = s[0] - s[-1]
+    u = (s - s[-1]) / rng if rng > 0 else np.ones_like(s)
+    e = np.exp(z - z.max())
+    mass = e / e.sum()
+    i = np.arange(1, M + 1)
+    zm = z[:M]
+    nxt = np.append(z[1:], z[-1])[:M]  # the last item's "next" is itself: gap 0
+    prv = np.append(z[0], z[:-1])[:M]  # the first item's "previous" is itself: gap 0
+    out = np.empty((M, len(rank_feature_names(query.hybrid))), dtype=np.float64)
+    out[:, 0] = np.clip(zm, -Z_CLIP, Z_CLIP) / Z_CLIP
+    out[:, 1] = np.clip(zm - nxt, 0, Z_CLIP) / Z_CLIP
+    out[:, 2] = np.clip(prv - zm, 0, Z_CLIP) / Z_CLIP
+    out[:, 3] = np.clip(z[0] - zm, 0, 2 * Z_CLIP) / (2 * Z_CLIP)
+    out[:, 4] = np.log2(i)
+    out[:, 5] = i == 1
+    out[:, 6] = i == 2
+    out[:, 7] = u[:M]
+    out[:, 8] = mass[:M]
+    if query.hybrid:
+        a = np.asarray(query.aux_scores, dtype=np.float64)
+        za = zscores(a)
+        ra = _ranks(a)
+        rf = _ranks(z + za)
+        agree = float(ra[0] == 1)
+        out[:, 9] = np.log2(ra[:M])
+        out[:, 10] = np.clip(za[:M], -Z_CLIP, Z_CLIP) / Z_CLIP
+        out[:, 11] = ra[:M] == 1
+        out[:, 12] = np.log2(rf[:M])
+        out[:, 13] = agree
+        out[:, 14] = (i == 1) * agree
+    return out
