@@ -789,3 +789,54 @@ register(
     uses_reward=False,
     description="depth uniform in 1..cap (sanity floor)",
 )
+
+
+class InSampleCeiling(_Saved):
+    """A fitted family's in-sample ceiling: the family fitted on the very queries it is applied to.
+
+    ``depths(queries)`` fits the wrapped kind (e.g. the score threshold) on ``queries`` with their labels
+    and returns its depths on them, so its mean net reward is the best that family's rule reaches on
+    those queries: a ceiling for every train-fitted member of the family (not for other policies). It
+    reads labels: a limit, never a policy to apply to unlabelled lists. Names ``<kind>-insample``.
+    """
+
+    def __init__(self, kind: str, reward: str = "bor") -> None:
+        self.kind = kind
+        self.reward = reward
+        self.name = f"{kind}-insample"
+
+    def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int) -> InSampleCeiling:
+        return self
+
+    def depths(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.int64]:
+        from agents import registry
+
+        if len(queries) == 0:
+            return np.zeros(0, dtype=np.int64)
+        return registry.make(self.kind, self.reward).fit(queries, config, 0).depths(queries, config)
+
+    def params(self) -> dict:
+        return {"kind": self.kind, "reward": self.reward}
+
+    @classmethod
+    def load(cls, path: Path, reward: str = "bor", settings: Any = None) -> InSampleCeiling:
+        p = cls.read(path)
+        return cls(str(p["kind"]), str(p["reward"]))
+
+
+def _insample_factory(inner: str) -> Any:
+    return lambda reward, settings: InSampleCeiling(inner, reward)
+
+
+for _inner in ("threshold", "greedyk"):
+    register(
+        f"{_inner}-insample",
+        _insample_factory(_inner),
+        group="limit",
+        stochastic=False,
+        uses_reward=False,
+        description=f"the {_inner} rule fitted in-sample on the test queries themselves (reads their labels): "
+        "the ceiling of that family",
+        reads_labels=True,
+        objective=net_objective,
+    )

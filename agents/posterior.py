@@ -58,7 +58,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import minimize
 
-from agents.base import check_observation, learned_episode, read_json, save_json
+from agents.base import check_observation, learned_episode, net_objective, read_json, save_json
 from agents.registry import register
 from envs import EpisodeConfig, RankedQuery
 from envs.features import observation_width, rank_feature_names, rank_features
@@ -312,4 +312,5 @@ register(
     "scorer's on -hybrid conditions; L-BFGS), stop at the argmax of expected reward minus step cost "
     "(see agents/posterior.py)",
     config=PosteriorConfig,
+    objective=net_objective,
 )

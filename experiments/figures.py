@@ -16,9 +16,9 @@ is ``mean K / N``). The line of constant BoR ``b`` bits is therefore
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -31,36 +31,71 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
+from agents import registry  # noqa: E402
 from agents.evaluation import BUCKET_ORDER  # noqa: E402
-from experiments.config import method_group  # noqa: E402
+from experiments.config import MethodSpec  # noqa: E402
 from experiments.io import atomic_write_csv, save_png  # noqa: E402
 
-_FIXED = re.compile(r"^fixed-(\d+)$")
 #: Most iso-BoR lines drawn when the caller does not choose them.
 MAX_ISO_LINES = 8
+#: The registry groups in plot order, and how each is drawn in the Pareto view (marker, size).
+GROUP_MARKERS: dict[str, tuple[str, int]] = {
+    "baseline": ("o", 5),
+    "agent": ("*", 13),
+    "peer": ("s", 7),
+    "limit": ("^", 9),
+}
+#: A palette of distinct colours (tab20, then tab20b) for the methods of :func:`method_colors`.
+_PALETTE = [plt.get_cmap(name)(i) for name in ("tab20", "tab20b") for i in range(20)]
+
+
+def _spec(method: str) -> MethodSpec | None:
+    try:
+        return MethodSpec.parse(method)
+    except ValueError:  # a name no registered kind produces (e.g. a user's own label)
+        return None
 
 
 def _group(method: str) -> str:
-    try:
-        return method_group(method)
-    except ValueError:  # a name no registered kind produces: drawn as a peer
-        return "peer"
+    """The method's registry group (``agent``, ``peer``, ``baseline``, ``limit``); ``peer`` for a name
+    no registered kind produces (a figure draws it as a peer)."""
+    spec = _spec(method)
+    return spec.group if spec is not None else "peer"
 
 
 def fixed_k(method: str) -> int | None:
-    """K of a ``fixed-<K>`` method, else None."""
-    m = _FIXED.match(method)
-    return int(m.group(1)) if m else None
+    """The value of the method's name field (fixed K's K: ``fixed-5`` -> 5), else None (from the registry)."""
+    spec = _spec(method)
+    return spec.k if spec is not None and spec.kind.name_field else None
 
 
-KIND_OF_GROUP = {"baseline": "fixed", "agent": "learned", "peer": "peer", "limit": "limit"}
+def method_colors() -> dict[str, str]:
+    """One colour per method name, the same in every figure: the methods of every registered kind in
+    registry order (each training reward of a reward-trained kind: ``bor-``, ``f1-``, ``constant-``),
+    coloured from a fixed palette; the fixed-K baselines in greys (darker for larger K)."""
+    from matplotlib.colors import to_hex
+
+    from rewards import REWARD_KINDS
+
+    names = []
+    for name, kind in registry.KINDS.items():
+        if kind.name_field:
+            continue
+        names += [f"{r}-{name}" for r in REWARD_KINDS] if kind.uses_reward else [name]
+    return {m: to_hex(_PALETTE[i % len(_PALETTE)]) for i, m in enumerate(names)}
 
 
-def method_kind(method: str) -> str:
-    """``"fixed"``, ``"learned"``, ``"peer"`` or ``"limit"`` (the registry group, named for plots)."""
-    if fixed_k(method) is not None:
-        return "fixed"
-    return KIND_OF_GROUP[_group(method)]
+def method_color(method: str) -> str:
+    """:func:`method_colors` of ``method`` (a grey by K for fixed K; a palette colour picked by the name's
+    characters for a name no registered kind produces)."""
+    from matplotlib.colors import to_hex
+
+    k = fixed_k(method)
+    if k is not None:
+        return to_hex(str(max(0.15, 0.75 - 0.12 * math.log2(k + 1))))
+    known = method_colors()
+    name = method.partition("@")[0]
+    return known.get(name) or to_hex(_PALETTE[sum(map(ord, name)) % len(_PALETTE)])
 
 
 def pareto_front(found: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -145,7 +180,8 @@ def bucket_figure(buckets: pd.DataFrame, condition: str, methods: list[str], out
         sub = plotted[plotted["method"] == m].set_index("bucket").reindex(present)
         for ax, col in zip(axes, ("found_pct", "mean_k"), strict=True):
             mid = sub[col].to_numpy(dtype=float)
-            ax.bar(x + (i - (len(methods) - 1) / 2) * width, mid, width, yerr=_whiskers(sub, col), label=m, capsize=2)
+            offset = (i - (len(methods) - 1) / 2) * width
+            ax.bar(x + offset, mid, width, yerr=_whiskers(sub, col), label=m, capsize=2, color=method_color(m))
     ns = plotted.drop_duplicates("bucket").set_index("bucket")["n"].reindex(present)
     labels = [f"{bk}\n(n={int(n)})" for bk, n in zip(present, ns, strict=True)]
     for ax, title in zip(axes, ("found % (shortlist holds the gold tool)", "mean K (shortlist depth)"), strict=True):
@@ -156,8 +192,8 @@ def bucket_figure(buckets: pd.DataFrame, condition: str, methods: list[str], out
     axes[1].set_yscale("log")
     axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle(
-        f"{condition}: difficulty buckets by the scorer's rank of the gold tool "
-        "(bars: mean over runs, seeds x splits; whiskers: min-max over runs)"
+        f"{condition}: found % and mean K per difficulty bucket (the scorer's rank of the gold tool); "
+        "bars: mean over runs, whiskers: min-max over runs"
     )
     fig.tight_layout()
     save_png(fig, out_png)
@@ -205,17 +241,67 @@ def _default_bits(points: pd.DataFrame, n: int) -> list[int]:
     return list(range(lo, hi + 1, step))
 
 
+def pareto_table(
+    summary: pd.DataFrame, condition: str, n: int | None, bits: Sequence[int] | None = None
+) -> pd.DataFrame:
+    """The numbers of the Pareto view of one condition (see :func:`pareto_figure`): one row per method
+    (``kind`` = its registry group; means and min/max over runs; ``pareto`` True on the front among
+    every method but the label-reading limits) and one row per point of each iso-BoR line
+    ``found % = 100 * 2**b * K / N`` (``kind`` iso_bor; none when ``n`` is None), in plot order."""
+    s = summary[summary["condition"] == condition]
+    if s.empty:
+        raise ValueError(f"condition {condition!r} not in the summary")
+    pts = run_spread(s, ["mean_k", "found_pct"])
+    pts["kind"] = pts["method"].map(_group)
+    order = sorted(pts["method"], key=lambda m: (list(GROUP_MARKERS).index(_group(m)), fixed_k(m) or 0, m))
+    pts = pts.set_index("method").loc[order].reset_index()
+    pts["bits"] = np.nan
+    real = ~pts["method"].map(_reads_labels).to_numpy(dtype=bool)
+    front = np.zeros(len(pts), dtype=bool)
+    front[real] = pareto_front(pts.loc[real, "found_pct"].to_numpy(), pts.loc[real, "mean_k"].to_numpy())
+    pts["pareto"] = front
+    levels = [] if n is None else list(bits) if bits is not None else _default_bits(pts, n)
+    x_lo, x_hi = _k_range(pts, n, levels)
+    iso_rows = []
+    for b in levels:
+        right = min(x_hi, n / 2.0**b)  # type: ignore[operator] # where the line reaches 100% found
+        if right <= x_lo:
+            continue
+        for k in np.geomspace(x_lo, right, 60):
+            found = float(iso_bor_found_pct(b, k, n))  # type: ignore[arg-type]
+            iso_rows.append(
+                {"condition": condition, "method": f"iso-BoR {b} bits", "kind": "iso_bor", "bits": float(b),
+                 "mean_k": float(k), "found_pct": found}
+            )  # fmt: skip
+    cols = ["condition", "kind", "method", "bits", "n_runs", "mean_k", "mean_k_min", "mean_k_max", "found_pct",
+            "found_pct_min", "found_pct_max", "pareto"]  # fmt: skip
+    plotted = pd.concat([pts, pd.DataFrame(iso_rows)], ignore_index=True).reindex(columns=cols)
+    plotted["pareto"] = plotted["pareto"].fillna(False).astype(bool)
+    plotted.insert(1, "n", n)
+    return plotted
+
+
+def _reads_labels(method: str) -> bool:
+    spec = _spec(method)
+    return spec is not None and spec.kind.reads_labels
+
+
+def _k_range(pts: pd.DataFrame, n: int | None, levels: Sequence[int]) -> tuple[float, float]:
+    """The x range of the Pareto view: every method's whiskers and every iso line's 100% point."""
+    k_lo = float(pts["mean_k_min"].min())
+    full = [n / 2.0**b for b in levels if n is not None and n / 2.0**b >= k_lo]
+    return k_lo / 1.5, float(max(pts["mean_k_max"].max(), *full, k_lo)) * 1.5
+
+
 def pareto_figure(
     summary: pd.DataFrame, condition: str, out_png: Path, n: int | None, bits: Sequence[int] | None = None
 ) -> pd.DataFrame:
     """Found % against mean K (log x) for every method of one condition, with iso-BoR lines.
 
-    Each method is a point at its mean over runs with min-max whiskers over runs on both axes;
-    the ``fixed-K`` methods are joined as a curve; learned agents are drawn as stars, peers as
-    squares and limits (oracle, exact optimum) as triangles; the Pareto front among every
-    method but the oracle (which reads labels) is a step line. Iso-BoR lines are
-    ``found % = 100 * 2**b * K / N`` (one relevant among N; module docstring), drawn up to
-    100% found; none when ``n`` is None (mixed N or several relevant items).
+    Each method is a point at its mean over runs with min-max whiskers over runs on both axes, in
+    its own colour (:func:`method_color`) and its group's marker (:data:`GROUP_MARKERS`); the fixed-K
+    baselines are joined as a curve; the Pareto front among every method but the label-reading limits
+    is a step line. Writes ``out_png`` and the sibling CSV of :func:`pareto_table`; returns that table.
 
     Args:
         summary: Summary rows (``condition, method, seed, found_pct, mean_k, ...``).
@@ -223,147 +309,17 @@ def pareto_figure(
         out_png: Output PNG; the plotted numbers go to the sibling ``.csv``.
         n: Candidate-set size N (see :func:`candidate_set_size` to take it from per-query rows), or None.
         bits: Integer bit levels of the iso-BoR lines; default: those spanning the methods' BoR.
-
-    Returns:
-        The plotted table: one row per method (``kind`` fixed / learned / peer / limit: means and
-        min/max over seeds, ``pareto`` True on the front) and one row per point of each iso-BoR
-        line (``kind`` iso_bor).
     """
-    s = summary[summary["condition"] == condition]
-    if s.empty:
-        raise ValueError(f"condition {condition!r} not in the summary")
-    pts = run_spread(s, ["mean_k", "found_pct"])
-    pts["kind"] = pts["method"].map(method_kind)
-    order = sorted(
-        pts["method"],
-        key=lambda m: (("fixed", "learned", "peer", "limit").index(method_kind(m)), fixed_k(m) or 0, m),
-    )
-    pts = pts.set_index("method").loc[order].reset_index()
-    pts["bits"] = np.nan
-    real = (pts["method"] != "oracle").to_numpy()
-    front = np.zeros(len(pts), dtype=bool)
-    front[real] = pareto_front(pts.loc[real, "found_pct"].to_numpy(), pts.loc[real, "mean_k"].to_numpy())
-    pts["pareto"] = front
-    levels = [] if n is None else list(bits) if bits is not None else _default_bits(pts, n)
-
-    k_lo = float(pts["mean_k_min"].min())
-    k_hi = float(max(pts["mean_k_max"].max(), *(n / 2.0**b for b in levels if n / 2.0**b >= k_lo), k_lo))  # type: ignore[operator]
-    x_lo, x_hi = k_lo / 1.5, k_hi * 1.5
-    iso_rows = []
-    for b in levels:
-        k_full = n / 2.0**b  # type: ignore[operator] # where the line reaches 100% found
-        right = min(x_hi, k_full)
-        if right <= x_lo:
-            continue
-        ks = np.geomspace(x_lo, right, 60)
-        for k in ks:
-            iso_rows.append(
-                {
-                    "condition": condition,
-                    "method": f"iso-BoR {b} bits",
-                    "kind": "iso_bor",
-                    "bits": float(b),
-                    "mean_k": float(k),
-                    "found_pct": float(iso_bor_found_pct(b, k, n)),  # type: ignore[arg-type]
-                }
-            )
-    cols = [
-        "condition",
-        "kind",
-        "method",
-        "bits",
-        "n_runs",
-        "mean_k",
-        "mean_k_min",
-        "mean_k_max",
-        "found_pct",
-        "found_pct_min",
-        "found_pct_max",
-        "pareto",
-    ]
-    plotted = pd.concat([pts, pd.DataFrame(iso_rows)], ignore_index=True).reindex(columns=cols)
-    plotted["pareto"] = plotted["pareto"].fillna(False).astype(bool)
-    plotted.insert(1, "n", n)
-
+    plotted = pareto_table(summary, condition, n, bits)
+    pts = plotted[plotted["kind"] != "iso_bor"]
     fig, ax = plt.subplots(figsize=(9.5, max(5.5, 0.22 * (len(pts) + 4))))
-    for b, line in plotted[plotted["kind"] == "iso_bor"].groupby("bits", sort=True):
-        ax.plot(line["mean_k"], line["found_pct"], color="0.6", lw=0.9, ls=":", zorder=1)
-        last = line.iloc[-1]
-        if last["found_pct"] >= 100.0 - 1e-9:  # label where the line leaves the top, above the frame
-            ax.text(
-                last["mean_k"],
-                1.0,
-                f"{int(b)}b",
-                transform=ax.get_xaxis_transform(),
-                fontsize=8,
-                color="0.35",
-                ha="center",
-                va="bottom",
-            )
-        else:
-            ax.annotate(
-                f"{int(b)}b",
-                (last["mean_k"], last["found_pct"]),
-                xytext=(2, 0),
-                textcoords="offset points",
-                fontsize=8,
-                color="0.35",
-                va="center",
-                ha="left",
-            )
-    fixed = plotted[plotted["kind"] == "fixed"]
-    if len(fixed):
-        ax.errorbar(
-            fixed["mean_k"],
-            fixed["found_pct"],
-            xerr=_whiskers(fixed, "mean_k"),
-            yerr=_whiskers(fixed, "found_pct"),
-            color="0.2",
-            marker="o",
-            ms=5,
-            lw=1.4,
-            capsize=2,
-            label="fixed K (curve)",
-            zorder=3,
-        )
-        for _, r in fixed.iterrows():
-            ax.annotate(
-                f"K={fixed_k(r['method'])}",
-                (r["mean_k"], r["found_pct"]),
-                xytext=(4, -4),
-                textcoords="offset points",
-                fontsize=8,
-                color="0.2",
-                ha="left",
-                va="top",
-                zorder=5,
-                bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7},
-            )
-    others = plotted[plotted["kind"].isin(["learned", "peer", "limit"])]
-    colors = plt.get_cmap("tab20" if len(others) > 10 else "tab10")
-    markers = {"learned": ("*", 13), "peer": ("s", 7), "limit": ("^", 9)}
-    for i, (_, r) in enumerate(others.iterrows()):
-        one = others.loc[[r.name]]
-        marker, size = markers[r["kind"]]
-        ax.errorbar(
-            one["mean_k"],
-            one["found_pct"],
-            xerr=_whiskers(one, "mean_k"),
-            yerr=_whiskers(one, "found_pct"),
-            ls="none",
-            marker=marker,
-            ms=size,
-            capsize=3,
-            color=colors(i % colors.N),
-            mec="black",
-            mew=0.6,
-            label=f"{r['method']} ({r['kind']})",
-            zorder=4,
-        )
-    on_front = plotted[plotted["pareto"]].sort_values("mean_k")
+    _draw_iso_lines(ax, plotted[plotted["kind"] == "iso_bor"])
+    _draw_methods(ax, pts)
+    on_front = pts[pts["pareto"]].sort_values("mean_k")
     if len(on_front):
         ax.step(on_front["mean_k"], on_front["found_pct"], where="post", color="black", alpha=0.35, lw=1,
-                label="Pareto front (oracle excluded)", zorder=2)  # fmt: skip
+                label="Pareto front (label-reading limits excluded)", zorder=2)  # fmt: skip
+    x_lo, x_hi = _k_range(pts, n, sorted(set(plotted["bits"].dropna().astype(int))))
     ax.set_xscale("log")
     ax.set_xlim(x_lo, x_hi)
     _plain_log_ticks(ax.xaxis)
@@ -371,9 +327,8 @@ def pareto_figure(
     ax.set_xlabel("mean K (shortlist depth, log scale)")
     ax.set_ylabel("found % (shortlist holds the gold tool)")
     ax.set_title(
-        f"{condition} (N = {n if n is not None else 'mixed'}): found % vs mean K; dotted: iso-BoR lines "
-        'found = 2^b K / N, labelled b bits ("3b")\npoints: mean over runs (seeds x splits); '
-        "whiskers: min-max over runs",
+        f"{condition} (N = {n if n is not None else 'mixed'}): found % against mean K per method; dotted: "
+        'iso-BoR lines found = 2^b K / N ("3b")\npoints: mean over runs (seeds x splits); whiskers: min-max over runs',
         fontsize=10,
         pad=16,
     )
@@ -385,39 +340,59 @@ def pareto_figure(
     return _save(fig, plotted, out_png)
 
 
-def registry_sweep_figure(
+def _draw_iso_lines(ax: plt.Axes, iso: pd.DataFrame) -> None:
+    """Dotted iso-BoR lines, labelled where they leave the top of the frame (or at their end)."""
+    for b, line in iso.groupby("bits", sort=True):
+        ax.plot(line["mean_k"], line["found_pct"], color="0.6", lw=0.9, ls=":", zorder=1)
+        last = line.iloc[-1]
+        style: dict[str, Any] = {"fontsize": 8, "color": "0.35"}
+        if last["found_pct"] >= 100.0 - 1e-9:  # label where the line leaves the top, above the frame
+            ax.text(last["mean_k"], 1.0, f"{int(b)}b", transform=ax.get_xaxis_transform(), ha="center",
+                    va="bottom", **style)  # fmt: skip
+        else:
+            ax.annotate(f"{int(b)}b", (last["mean_k"], last["found_pct"]), xytext=(2, 0), textcoords="offset points",
+                        va="center", ha="left", **style)  # fmt: skip
+
+
+def _draw_methods(ax: plt.Axes, pts: pd.DataFrame) -> None:
+    """The fixed-K curve (labelled K=...) and one marker per other method, in its colour."""
+    fixed = pts[pts["kind"] == "baseline"]
+    if len(fixed):
+        ax.errorbar(fixed["mean_k"], fixed["found_pct"], xerr=_whiskers(fixed, "mean_k"),
+                    yerr=_whiskers(fixed, "found_pct"), color="0.2", marker="o", ms=5, lw=1.4, capsize=2,
+                    label="fixed K (curve)", zorder=3)  # fmt: skip
+        for _, r in fixed.iterrows():
+            ax.annotate(f"K={fixed_k(r['method'])}", (r["mean_k"], r["found_pct"]), xytext=(4, -4),
+                        textcoords="offset points", fontsize=8, color="0.2", ha="left", va="top", zorder=5,
+                        bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7})  # fmt: skip
+    for _, r in pts[pts["kind"] != "baseline"].iterrows():
+        one = pts.loc[[r.name]]
+        marker, size = GROUP_MARKERS[r["kind"]]
+        ax.errorbar(one["mean_k"], one["found_pct"], xerr=_whiskers(one, "mean_k"), yerr=_whiskers(one, "found_pct"),
+                    ls="none", marker=marker, ms=size, capsize=3, color=method_color(r["method"]), mec="black",
+                    mew=0.6, label=f"{r['method']} ({r['kind']})", zorder=4)  # fmt: skip
+
+
+def sweep_table(
     summary: pd.DataFrame,
     sweeps: Mapping[str, Sequence[tuple[int, str]]],
-    out_png: Path,
     methods: Sequence[str] = ("bor-dqn", "f1-dqn", "fixed-5"),
 ) -> pd.DataFrame:
-    """Mean BoR reward, mean K and found % against registry size N, per family and method.
+    """The numbers of :func:`registry_sweep_figure`: one row per (family, N, method) with the means and
+    min/max over runs of ``mean_reward_net``, ``mean_reward``, ``mean_k`` and ``found_pct``, and the mean
+    optimistic ceiling ``log2(N / K)`` at the method's depth. Methods or conditions absent are skipped.
 
-    Three panels against N (log x): (1) mean per-query BoR reward with, dashed, the optimistic
-    ceiling ``log2(N / K)`` at the method's mean K (per seed, then averaged); (2) mean K;
-    (3) found %. One line per benchmark family x method; colour = method, marker = family.
-    Methods or conditions absent from ``summary`` are skipped.
-
-    Args:
-        summary: Summary rows.
-        sweeps: family -> [(N, condition), ...], e.g.
-            ``{"toolbench": [(50, "toolbench-minilm"), (3406, "toolbench-minilm-full")]}``.
-        out_png: Output PNG; the plotted numbers go to the sibling ``.csv``.
-        methods: Methods to draw, in legend order.
-
-    Returns:
-        One row per (family, N, method): means and min/max over seeds of ``mean_reward``,
-        ``mean_k`` and ``found_pct``, and the mean ``ceiling_bits``.
+    ``sweeps``: family -> [(N, condition), ...], e.g. ``{"toolbench": [(50, "toolbench-minilm")]}``.
     """
     parts = []
+    cols = [c for c in ("mean_reward_net", "mean_reward", "mean_k", "found_pct") if c in summary.columns]
     for family, points in sweeps.items():
         for n, cond in points:
             s = summary[(summary["condition"] == cond) & summary["method"].isin(methods)].copy()
             if s.empty:
                 continue
             s["ceiling_bits"] = np.log2(n / s["mean_k"].astype(float))
-            g = run_spread(s, ["mean_reward", "mean_k", "found_pct", "ceiling_bits"])
-            g = g.drop(columns=["ceiling_bits_min", "ceiling_bits_max"])
+            g = run_spread(s, [*cols, "ceiling_bits"]).drop(columns=["ceiling_bits_min", "ceiling_bits_max"])
             g.insert(0, "family", family)
             g.insert(1, "n", int(n))
             parts.append(g)
@@ -425,63 +400,63 @@ def registry_sweep_figure(
         raise ValueError("none of the sweep conditions and methods is in the summary")
     plotted = pd.concat(parts, ignore_index=True)
     plotted["_m"] = plotted["method"].map(list(methods).index)
-    plotted = plotted.sort_values(["family", "_m", "n"], kind="stable").drop(columns="_m").reset_index(drop=True)
+    return plotted.sort_values(["family", "_m", "n"], kind="stable").drop(columns="_m").reset_index(drop=True)
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
-    colors = plt.get_cmap("tab10")
+
+def registry_sweep_figure(
+    summary: pd.DataFrame,
+    sweeps: Mapping[str, Sequence[tuple[int, str]]],
+    out_png: Path,
+    methods: Sequence[str] = ("bor-dqn", "f1-dqn", "fixed-5"),
+) -> pd.DataFrame:
+    """Mean net reward, mean K and found % against registry size N, per family and method.
+
+    Three panels against N (log x): (1) the mean per-query net reward (the judged quantity) with,
+    dashed, the optimistic ceiling ``log2(N / K)`` at the method's mean K; (2) mean K; (3) found %. One
+    line per benchmark family x method; colour = method (:func:`method_color`), marker = family. Writes
+    ``out_png`` and the sibling CSV of :func:`sweep_table`; returns that table.
+    """
+    plotted = sweep_table(summary, sweeps, methods)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.8))
     markers = "osD^vP*X"
     families = list(dict.fromkeys(plotted["family"]))
     for (family, method), line in plotted.groupby(["family", "method"], sort=False):
-        c = colors(list(methods).index(method) % 10)
-        mk = markers[families.index(family) % len(markers)]
-        label = f"{family}: {method}"
-        for ax, col in zip(axes, ("mean_reward", "mean_k", "found_pct"), strict=True):
-            ax.errorbar(
-                line["n"],
-                line[col],
-                yerr=_whiskers(line, col),
-                color=c,
-                marker=mk,
-                ms=5,
-                capsize=2,
-                lw=1.4,
-                label=label if col == "mean_reward" else None,
-            )
+        c, mk = method_color(str(method)), markers[families.index(family) % len(markers)]
+        for ax, col in zip(axes, ("mean_reward_net", "mean_k", "found_pct"), strict=True):
+            ax.errorbar(line["n"], line[col], yerr=_whiskers(line, col), color=c, marker=mk, ms=5, capsize=2, lw=1.4,
+                        label=f"{family}: {method}" if col == "mean_reward_net" else None)  # fmt: skip
         axes[0].plot(line["n"], line["ceiling_bits"], color=c, ls="--", lw=1.0, marker=mk, ms=3, mfc="none")
-    titles = (
-        "mean BoR reward (bits); dashed: ceiling log2(N/K)",
-        "mean K (shortlist depth)",
-        "found % (shortlist holds the gold tool)",
-    )
-    ylabels = ("bits", "mean K (log scale)", "found %")
-    for ax, title, yl in zip(axes, titles, ylabels, strict=True):
+    titles = ("mean net reward (bits); dashed: ceiling log2(N/K)", "mean K (shortlist depth)",
+              "found % (shortlist holds the gold tool)")  # fmt: skip
+    for ax, title, yl in zip(axes, titles, ("bits", "mean K (log scale)", "found %"), strict=True):
         ax.set_xscale("log")
         ax.set_xlabel("candidate-set size N (log scale)")
         ax.set_ylabel(yl)
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3, which="both")
-    ns = sorted(set(plotted["n"]))
-    for ax in axes:
-        ax.set_xticks(ns, [str(v) for v in ns], minor=False)
-        ax.minorticks_off()
+        _sparse_ticks(ax, sorted(set(plotted["n"])))
     axes[1].set_yscale("log")
     _plain_log_ticks(axes[1].yaxis)
     axes[2].set_ylim(0, 105)
     handles, labels = axes[0].get_legend_handles_labels()
     handles.append(Line2D([], [], color="0.3", ls="--", lw=1.0))
     labels.append("ceiling log2(N / mean K)")
-    fig.legend(
-        handles,
-        labels,
-        loc="upper center",
-        bbox_to_anchor=(0.5, 0.0),
-        ncol=min(4, len(labels)),
-        fontsize=8,
-        frameon=False,
-    )
-    fig.suptitle("Registry-size sweep: points are means over seeds, whiskers min-max over seeds", fontsize=11)
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(4, len(labels)),
+               fontsize=8, frameon=False)  # fmt: skip
+    fig.suptitle("Registry-size sweep: net reward, depth and found % against N; means over runs, whiskers min-max")
     fig.tight_layout()
     return _save(fig, plotted, out_png)
+
+
+def _sparse_ticks(ax: plt.Axes, ns: Sequence[int], min_ratio: float = 1.6) -> None:
+    """Tick every N, but label only those at least ``min_ratio`` apart on the log axis (so 370 and 500
+    never overprint: the later one keeps its tick, unlabelled)."""
+    labelled: list[int] = []
+    for v in ns:
+        if not labelled or v / labelled[-1] >= min_ratio:
+            labelled.append(v)
+    ax.set_xticks(list(ns), [str(v) if v in labelled else "" for v in ns], minor=False)
+    ax.minorticks_off()
 
 
 def scorer_found_at_1(per_query: pd.DataFrame, condition: str) -> float:
@@ -530,7 +505,7 @@ def scorer_figure(
 
     fig, axes = plt.subplots(1, 2, figsize=(max(8.0, 2.2 * len(plotted) + 4), 4.4))
     x = np.arange(len(plotted))
-    colors = [plt.get_cmap("tab10")(i % 10) for i in range(len(plotted))]
+    colors = [_PALETTE[2 * i % len(_PALETTE)] for i in range(len(plotted))]  # scorers, not methods
     labels = list(plotted["scorer"])
     if per_query is not None:
         labels = [
@@ -580,7 +555,7 @@ def scorer_figure(
             frameon=False,
         )
     fig.suptitle(
-        f"Scorer strength sets the learned depth ({method}; bars: mean over runs, whiskers: min-max over runs)",
+        f"{method}: learned mean K and found % per scorer (bars: mean over runs, whiskers: min-max over runs)",
         fontsize=11,
     )
     fig.tight_layout()

@@ -1,10 +1,14 @@
-"""A static ``index.html`` for a results folder: every README, table and figure on one page.
+"""A static site for a results folder: one HTML page per Markdown page, and a page of every table.
 
-The page needs no server, no network and no JavaScript: open it from disk. It renders the
-folder's ``README.md`` and those of its subfolders (``bfcl/``, ``peers/``, ...; run directories
-under ``runs/`` and hidden folders are skipped) with a small Markdown subset renderer,
-embeds figures by relative path, and links every CSV. All text from the READMEs is escaped;
-raw HTML in Markdown is shown as text, never interpreted.
+The pages need no server, no network and no JavaScript: open ``index.html`` from disk. Every
+Markdown file of the folder and of its subfolders (``README.md``, ``paper.md``, ``peers/README.md``,
+...; run directories under ``runs/`` and hidden folders are skipped) becomes one page beside
+``index.html`` (:func:`page_name`: the folder's ``README.md`` is ``index.html``, ``peers/README.md``
+is ``peers.html``, ``paper.md`` is ``paper.html``), rendered with a small Markdown subset renderer,
+with a navigation bar to every top page; a link to a Markdown page leads to its HTML page, figures
+are embedded by relative path, and ``tables.html`` links every CSV and shows every figure no page
+embeds. All text from the Markdown is escaped; raw HTML in Markdown is shown as text, never
+interpreted.
 
 Markdown subset: ATX headings (``#`` .. ``######``), paragraphs, pipe tables (header row plus
 ``|---|`` separator), unordered (``-``, ``*``, ``+``) and ordered (``1.``) lists, fenced code
@@ -70,6 +74,8 @@ class Context:
     here: Path
     prefix: str = ""
     embedded: set[str] = field(default_factory=set)
+    pages: dict[str, str] = field(default_factory=dict)
+    """Root-relative path of every Markdown page -> its HTML page (links to a page lead there)."""
     _ids: set[str] = field(default_factory=set)
 
     def local(self, url: str) -> str | None:
@@ -91,7 +97,7 @@ class Context:
         if local is None:
             return url
         path, sep, anchor = local.partition("#")
-        return quote(path, safe="/") + sep + anchor
+        return quote(self.pages.get(path, path), safe="/") + sep + anchor
 
     def exists(self, url: str) -> bool:
         local = self.local(url)
@@ -295,8 +301,9 @@ def _csv_header(path: Path) -> list[str]:
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0 auto;
        max-width: 1200px; padding: 1rem 1.5rem 3rem; line-height: 1.45; color: #1b1b1b; }
-nav ul { columns: 2; }
-section { border-top: 2px solid #ddd; margin-top: 2rem; padding-top: 0.5rem; }
+nav ul { list-style: none; padding: 0; margin: 0 0 1rem; display: flex; flex-wrap: wrap; gap: 0.3rem 1rem;
+         border-bottom: 2px solid #ddd; padding-bottom: 0.5rem; font-size: 0.9rem; }
+nav li.current a { font-weight: bold; color: #1b1b1b; }
 .source { color: #666; font-size: 0.85rem; }
 .table { overflow-x: auto; margin: 0.8rem 0; }
 table { border-collapse: collapse; font-size: 0.85rem; }
@@ -312,86 +319,97 @@ figcaption { font-size: 0.85rem; color: #333; margin-top: 0.3rem; }
 """
 
 
-def build_index(results_dir: Path) -> str:
-    """The HTML text of the index page of ``results_dir`` (see :func:`write_index`)."""
+def page_name(rel: str) -> str:
+    """The HTML page of a root-relative Markdown path: ``README.md`` -> ``index.html``, ``peers/README.md``
+    -> ``peers.html``, ``paper.md`` -> ``paper.html``, ``bfcl/paper.md`` -> ``bfcl-paper.html``."""
+    if rel == "README.md":
+        return "index.html"
+    stem = rel.removesuffix("/README.md") if rel.endswith("/README.md") else rel.removesuffix(".md")
+    return stem.replace("/", "-") + ".html"
+
+
+def _title(text: str, fallback: str) -> str:
+    return next((m.group(2) for m in map(_HEADING.match, text.splitlines()) if m), fallback)
+
+
+def build_site(results_dir: Path) -> dict[str, str]:
+    """The HTML text of every page of the site of ``results_dir`` (page name -> HTML; see the module docstring)."""
     root = Path(results_dir)
-    readmes = _walk(root, lambda p: p.name == "README.md")
-    readmes.sort(key=lambda p: (p.parent != root, p.relative_to(root).as_posix()))
-    sections: list[tuple[str, str, str]] = []  # (id, nav label, html)
+    sources = _walk(root, lambda p: p.suffix == ".md")
+    sources.sort(key=lambda p: (p.relative_to(root).as_posix() != "README.md", p.relative_to(root).as_posix()))
+    rels = [p.relative_to(root).as_posix() for p in sources]
+    pages = {rel: page_name(rel) for rel in rels}
+    texts = {rel: src.read_text(encoding="utf-8", errors="replace") for rel, src in zip(rels, sources, strict=True)}
+    top = [rel for rel in rels if rel.count("/") == 0 or (rel.count("/") == 1 and rel.endswith("/README.md"))]
+    nav = [(pages[rel], _title(texts[rel], rel)) for rel in top] + [("tables.html", "All tables and figures")]
     embedded: set[str] = set()
-    title = root.resolve().name
-    for n, readme in enumerate(readmes):
-        rel = readme.relative_to(root).as_posix()
-        text = readme.read_text(encoding="utf-8", errors="replace")
-        ctx = Context(root, readme.parent, prefix=f"s{n}-", embedded=embedded)
-        first_h = next((m.group(2) for m in map(_HEADING.match, text.splitlines()) if m), rel)
-        if n == 0 and readme.parent == root:
-            title = first_h
-        sid = f"s{n}"
+    site = {}
+    for n, (rel, src) in enumerate(zip(rels, sources, strict=True)):
+        ctx = Context(root, src.parent, prefix=f"s{n}-", embedded=embedded, pages=pages)
         source = f'<a href="{_esc(quote(rel, safe="/"))}">{_esc(rel)}</a>'
-        body = f'<p class="source">Rendered from {source}</p>\n' + render_markdown(text, ctx)
-        sections.append((sid, f"{rel}: {first_h}", body))
+        body = render_markdown(texts[rel], ctx) + f'\n<p class="source">Rendered from {source}</p>'
+        site[pages[rel]] = _page(_title(texts[rel], rel), nav, pages[rel], body)
+    site["tables.html"] = _page("All tables and figures", nav, "tables.html", _tables_body(root, embedded))
+    return site
 
-    images = [p.relative_to(root).as_posix() for p in _walk(root, lambda p: p.suffix.lower() in IMAGE_SUFFIXES)]
-    others = [p for p in images if p not in embedded]
-    if others:
-        ctx = Context(root, root)
-        figs = []
-        for rel in others:
-            stem = posixpath.splitext(posixpath.basename(rel))[0]
-            img = _image(stem, rel, None, ctx)
-            figs.append(
-                f"<figure>{img}<figcaption><code>{_esc(rel)}</code> (not referenced by a README)"
-                f"{_csv_link(rel, ctx, '')}</figcaption></figure>"
-            )
-        sections.append(("other-figures", "Other figures", "<h2>Other figures</h2>\n" + "\n".join(figs)))
 
-    csvs = _walk(root, lambda p: p.suffix.lower() == ".csv")
-    if csvs:
-        rows = []
-        for p in csvs:
-            rel = p.relative_to(root).as_posix()
-            cols = _csv_header(p)
-            shown = ", ".join(cols[:12]) + (f", ... ({len(cols)} columns)" if len(cols) > 12 else "")
-            rows.append(
-                f'<tr><td><a href="{_esc(quote(rel, safe="/"))}">{_esc(rel)}</a></td>'
-                f"<td>{p.stat().st_size / 1024:.1f}</td><td>{_esc(shown)}</td></tr>"
-            )
-        sections.append(
-            (
-                "tables",
-                "All tables (CSV)",
-                "<h2>All tables (CSV)</h2>\n"
-                "<p>Every CSV of the folder (run directories excluded); figures' CSVs hold exactly "
-                'the plotted numbers.</p>\n<div class="table"><table><thead><tr><th>file</th>'
-                "<th>size (kB)</th><th>columns</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>",
-            )
-        )
-
-    nav = "".join(f'<li><a href="#{sid}">{_esc(label)}</a></li>' for sid, label, _ in sections)
-    body = "\n".join(f'<section id="{sid}">\n{content}\n</section>' for sid, _, content in sections)
-    if not sections:
-        body = "<p>This folder holds no README, figure or CSV yet.</p>"
+def _page(title: str, nav: list[tuple[str, str]], current: str, body: str) -> str:
+    links = "".join(
+        f'<li{" class=current" if href == current else ""}><a href="{_esc(href)}">{_esc(label)}</a></li>'
+        for href, label in nav
+    )
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{_esc(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
-        '<header><p class="source">Static index of the results folder '
-        f"<code>{_esc(root.resolve().name)}</code>, "
-        "generated from its README files; open from disk, no server needed.</p>\n"
-        f"<nav><ul>{nav}</ul></nav></header>\n{body}\n</body>\n</html>\n"
+        f"<nav><ul>{links}</ul></nav>\n<main>\n{body}\n</main>\n</body>\n</html>\n"
     )
 
 
-def write_index(results_dir: Path) -> Path:
-    """Write ``results_dir/index.html`` atomically and return its path.
+def _tables_body(root: Path, embedded: set[str]) -> str:
+    """Every figure no page embeds (with its CSV), then a table linking every CSV."""
+    parts = ["<h1>All tables and figures</h1>"]
+    images = [p.relative_to(root).as_posix() for p in _walk(root, lambda p: p.suffix.lower() in IMAGE_SUFFIXES)]
+    others = [p for p in images if p not in embedded]
+    if others:
+        ctx = Context(root, root)
+        figs = [
+            f"<figure>{_image(posixpath.splitext(posixpath.basename(rel))[0], rel, None, ctx)}<figcaption>"
+            f"<code>{_esc(rel)}</code> (not referenced by a page){_csv_link(rel, ctx, '')}</figcaption></figure>"
+            for rel in others
+        ]
+        parts += ["<h2>Other figures</h2>", *figs]
+    rows = []
+    for p in _walk(root, lambda p: p.suffix.lower() == ".csv"):
+        rel = p.relative_to(root).as_posix()
+        cols = _csv_header(p)
+        shown = ", ".join(cols[:12]) + (f", ... ({len(cols)} columns)" if len(cols) > 12 else "")
+        rows.append(
+            f'<tr><td><a href="{_esc(quote(rel, safe="/"))}">{_esc(rel)}</a></td>'
+            f"<td>{p.stat().st_size / 1024:.1f}</td><td>{_esc(shown)}</td></tr>"
+        )
+    if rows:
+        parts.append(
+            "<h2>Every CSV</h2>\n<p>Every CSV of the folder (run directories excluded); figures' CSVs hold exactly "
+            'the plotted numbers.</p>\n<div class="table"><table><thead><tr><th>file</th><th>size (kB)</th>'
+            "<th>columns</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
+        )
+    return "\n".join(parts)
 
-    The page renders the root ``README.md`` first, then those of subfolders, then any figure no
-    README embeds (with its sibling CSV), then a table linking every CSV.
+
+def write_index(results_dir: Path) -> Path:
+    """Write every page of :func:`build_site` atomically into ``results_dir``; return ``index.html``.
+
+    HTML pages of an earlier site whose Markdown page is gone are removed (``*.html`` beside
+    ``index.html`` that this site does not write), so no page shows a stale report.
     """
     root = Path(results_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"results folder {root} does not exist")
-    out = root / "index.html"
-    atomic_write_text(out, build_index(root))
-    return out
+    site = build_site(root)
+    for name, text in site.items():
+        atomic_write_text(root / name, text)
+    for stale in root.glob("*.html"):
+        if stale.name not in site:
+            stale.unlink()
+    return root / "index.html"

@@ -110,18 +110,32 @@ def run_pipeline(p: Pipeline, dry_run: bool = False) -> int:
 
 
 def refresh_index(out: Path, own: bool = False) -> None:
-    """Rebuild the static HTML page that shows ``out``: its own ``index.html`` (``own``), else that of the
-    results folder holding it, if it has one (that page embeds every README under it, so a ``compare``
-    written into ``results/peers`` would otherwise leave ``results/index.html`` showing the folder's
-    previous report)."""
+    """Rebuild the static site that shows ``out``: its own (``own``), else that of the results folder holding
+    it, if it has one. A study folder (written by ``reproduce``) first gets its overview README rebuilt
+    (:func:`experiments.report.overview.write_overview`), so the answer on its first screen always reads
+    the current tables of every part (a ``compare`` into ``results/peers`` changes the answer of
+    ``results/``); then every page of the site (:func:`experiments.html.write_index`)."""
     from experiments.html import write_index
 
-    if own:
-        write_index(out)
+    target = Path(out).resolve() if own else Path(out).resolve().parent
+    if not own and not (target / "index.html").is_file():
         return
-    parent = out.resolve().parent
-    if (parent / "index.html").is_file():
-        write_index(parent)
+    if own or _is_study(target):
+        from experiments.report.overview import write_overview
+
+        write_overview(target)
+    write_index(target)
+
+
+def _is_study(folder: Path) -> bool:
+    """Whether ``folder`` was written by ``shortlist reproduce`` (its manifest names that pipeline)."""
+    import json
+
+    path = folder / "manifest.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get("pipeline") == "reproduce"
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def cells_plan(cells: Sequence[Cell], out: Path) -> Callable[[], list[tuple[str, str]]]:

@@ -187,6 +187,7 @@ COMPARE_AGENTS: tuple[MethodSpec, ...] = (
     MethodSpec("dqn", "bor"),
     MethodSpec("tabular", "bor"),
     MethodSpec("cutoff", "bor"),
+    MethodSpec("posterior", "bor"),
     MethodSpec("dqn", "f1"),
 )
 BOR_AGENTS: tuple[str, ...] = ("bor-dqn", "bor-tabular", "bor-cutoff", "bor-posterior")
@@ -195,11 +196,21 @@ RL_AGENTS: tuple[str, ...] = ("bor-dqn", "bor-tabular")
 #: The supervised learned policies (no bootstrapping), each RL agent is compared with.
 SUPERVISED_AGENTS: tuple[str, ...] = ("bor-cutoff", "bor-posterior")
 #: Methods drawn in the per-bucket figures of the study and of the comparison.
-STUDY_BUCKET_METHODS = ("bor-dqn", "f1-dqn", "constant-dqn", "bor-tabular", "bor-cutoff", "fixed-1", "fixed-5")
+STUDY_BUCKET_METHODS = (
+    "bor-dqn",
+    "f1-dqn",
+    "constant-dqn",
+    "bor-tabular",
+    "bor-cutoff",
+    "bor-posterior",
+    "fixed-1",
+    "fixed-5",
+)
 COMPARE_BUCKET_METHODS = (
     "bor-dqn",
     "bor-tabular",
     "bor-cutoff",
+    "bor-posterior",
     "f1-dqn",
     "gap-tail10-buffer5",
     "bor-threshold",
@@ -225,6 +236,7 @@ def methods_for(plan: ConditionPlan, agents: Sequence[str] = ("dqn", "tabular", 
             MethodSpec("dqn", "bor"),
             MethodSpec("tabular", "bor"),
             MethodSpec("cutoff", "bor"),
+            MethodSpec("posterior", "bor"),
             *(MethodSpec("fixed", "bor", k) for k in FIXED_KS),
         ]
     out: list[MethodSpec] = []
@@ -235,7 +247,7 @@ def methods_for(plan: ConditionPlan, agents: Sequence[str] = ("dqn", "tabular", 
     if "tabular" in agents:
         out.append(MethodSpec("tabular", "bor"))
     if "cutoff" in agents:
-        out.append(MethodSpec("cutoff", "bor"))
+        out += [MethodSpec("cutoff", "bor"), MethodSpec("posterior", "bor")]
     if "fixed" in agents:
         out += [MethodSpec("fixed", "bor", k) for k in FIXED_KS]
     return out
@@ -261,6 +273,7 @@ def synthetic_methods(plan: ConditionPlan) -> list[MethodSpec]:
         *dqn,
         MethodSpec("tabular", "bor"),
         MethodSpec("cutoff", "bor"),
+        MethodSpec("posterior", "bor"),
         *_applicable("peer", bench),
         *_applicable("limit", bench),
         *(MethodSpec("fixed", "bor", k) for k in FIXED_KS),

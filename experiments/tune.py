@@ -30,7 +30,16 @@ from experiments.runner import get_condition, seed_everything
 
 INNER_SPLIT_SEED = 99
 #: The validation metrics of every row, in column order.
-TUNE_METRICS = ["found_pct", "mean_k", "median_k", "p90_k", "whole_list_pct", "bor_bits", "mean_reward"]
+TUNE_METRICS = [
+    "found_pct",
+    "mean_k",
+    "median_k",
+    "p90_k",
+    "whole_list_pct",
+    "bor_bits",
+    "mean_reward_net",
+    "mean_reward",
+]
 
 
 def parse_grid(items: Sequence[str], agent: str = "dqn") -> dict[str, list]:
@@ -95,7 +104,7 @@ def tune(
                 }
             )
             print(
-                f"{label:50s} seed {seed}: val mean reward {rows[-1]['mean_reward']:.3f}  found "
+                f"{label:50s} seed {seed}: val net reward {rows[-1]['mean_reward_net']:.3f}  found "
                 f"{rows[-1]['found_pct']:.1f}%  K {rows[-1]['mean_k']:.2f}  "
                 f"whole list {rows[-1]['whole_list_pct']:.1f}%  ({fit_s:.1f}s)",
                 flush=True,
@@ -104,9 +113,8 @@ def tune(
     out.mkdir(parents=True, exist_ok=True)
     stem = cond.name if agent == "dqn" else f"{cond.name}__{agent}"
     atomic_write_csv(df.drop(columns=["fit_seconds"]), out / f"{stem}.csv")
-    mean = df.groupby("setting", sort=False)[["mean_reward", "found_pct", "mean_k", "whole_list_pct", "bor_bits"]].agg(
-        ["mean", "min", "max"]
-    )
+    metrics = ["mean_reward_net", "mean_reward", "found_pct", "mean_k", "whole_list_pct", "bor_bits"]
+    mean = df.groupby("setting", sort=False)[metrics].agg(["mean", "min", "max"])
     mean.columns = [f"{a}_{b}" for a, b in mean.columns]
     atomic_write_csv(mean.reset_index(), out / f"{stem}_mean.csv")
     write_manifest(

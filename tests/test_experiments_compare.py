@@ -15,7 +15,7 @@ import pytest
 from experiments.cli import add_dataclass_args, build
 from experiments.compare import cmd_compare
 from experiments.config import MethodSpec
-from experiments.figures import method_kind, pareto_front
+from experiments.figures import pareto_front
 from experiments.options import CommonArgs, CompareArgs, LearnArgs
 from experiments.plan import compare_cells, compare_methods, resolve_plans
 from experiments.report.tables import limits_table
@@ -53,6 +53,8 @@ def test_writes_every_output(result: tuple[Path, str]) -> None:
         "dp.csv",
         "goals.csv",
         "paired.csv",
+        "split_goal.csv",
+        "best.csv",
         "per_query.csv",
         "summary.csv",
         "buckets.csv",
@@ -69,8 +71,12 @@ def test_writes_every_output(result: tuple[Path, str]) -> None:
     agg = pd.read_csv(out / "aggregate.csv")
     for m in agg["method"]:
         assert f"| {m} |" in readme, m
-    for text in ("## Summary", "## bfcl-bm25", "Goal check", "Gap to the limits", "Pareto front", "## Wall time"):
+    for text in ("## Per agent", "## bfcl-bm25", "Goal check", "Gap to the limits", "Pareto front", "## Wall time"):
         assert text in readme
+    # the first screen answers: the method to use, then the verdicts, before how the numbers were made
+    assert readme.index("**Answer.**") < readme.index("## How these numbers were made")
+    best = pd.read_csv(out / "best.csv")
+    assert best["best"].iloc[0] in readme.split("## How these numbers were made")[0]
     assert json.loads((out / "manifest.json").read_text())["conditions"] == ["bfcl-bm25"]
 
 
@@ -96,8 +102,8 @@ def test_pareto_csv_is_the_plotted_numbers(result: tuple[Path, str]) -> None:
     for _, r in plotted.iterrows():
         assert r["found_pct"] == pytest.approx(agg.loc[r["method"], "found_pct"])
         assert r["mean_k"] == pytest.approx(agg.loc[r["method"], "mean_k"])
-        assert r["kind"] == method_kind(r["method"])
-    real = plotted[plotted["method"] != "oracle"]
+        assert r["kind"] == MethodSpec.parse(r["method"]).group  # the registry group
+    real = plotted[~plotted["method"].isin(["oracle", "threshold-insample", "greedyk-insample"])]
     np.testing.assert_array_equal(real["pareto"].to_numpy(), pareto_front(real["found_pct"], real["mean_k"]))
     assert not plotted.loc[plotted["method"] == "oracle", "pareto"].item()
 
@@ -105,18 +111,19 @@ def test_pareto_csv_is_the_plotted_numbers(result: tuple[Path, str]) -> None:
 def test_oracle_and_limits(result: tuple[Path, str]) -> None:
     out, _ = result
     pq = pd.read_csv(out / "per_query.csv", dtype={"qid": str})
-    oracle = pq[pq["method"] == "oracle"].set_index("qid")["reward"]
+    oracle = pq[pq["method"] == "oracle"].set_index("qid")["reward_net"]  # the ceiling of the judged net reward
     for (_, _), g in pq.groupby(["method", "seed"]):
-        r = g.set_index("qid")["reward"]
+        r = g.set_index("qid")["reward_net"]
         assert np.all(oracle.loc[r.index].to_numpy() >= r.to_numpy() - 1e-9)
     limits = pd.read_csv(out / "limits.csv").set_index("method")
     assert limits.loc["bor-dp", "frac_dp"] == pytest.approx(1.0)
     assert limits.loc["oracle", "frac_oracle"] == pytest.approx(1.0)
     assert (limits["frac_oracle"] <= 1.0 + 1e-12).all()
     goals = pd.read_csv(out / "goals.csv")
-    assert len(goals) == 9 and set(goals["agent"]) == {"bor-dqn", "bor-tabular", "bor-cutoff"}
+    agents = {"bor-dqn", "bor-tabular", "bor-cutoff", "bor-posterior"}
+    assert len(goals) == 3 * len(agents) and set(goals["agent"]) == agents
     dp = pd.read_csv(out / "dp.csv")
-    assert set(dp["method"]) == {"bor-dp", "bor-dp-mdp"}
+    assert set(dp["method"]) == {"bor-dp"}  # with gamma 1 the RL return is the net reward: one DP objective
     assert "solve_seconds" not in dp.columns  # timings live in manifests, tables stay byte-reproducible
 
 
@@ -124,12 +131,13 @@ def test_paired_differences_match_per_query_means(result: tuple[Path, str]) -> N
     out, _ = result
     pq = pd.read_csv(out / "per_query.csv", dtype={"qid": str})
     paired = pd.read_csv(out / "paired.csv")
-    assert set(paired["agent"]) == {"bor-dqn", "bor-tabular", "bor-cutoff"}
-    # each RL agent is also paired with the supervised cut-off; the cut-off only with the peers
-    assert set(paired.loc[paired["peer"] == "bor-cutoff", "agent"]) == {"bor-dqn", "bor-tabular"}
-    for _, r in paired.iterrows():
-        a = pq[pq["method"] == r["agent"]].groupby("qid")["reward"].mean()
-        b = pq[pq["method"] == r["peer"]].groupby("qid")["reward"].mean()
+    assert set(paired["agent"]) == {"bor-dqn", "bor-tabular", "bor-cutoff", "bor-posterior"}
+    # each RL agent is also paired with the supervised models; those only with the peers
+    for sup in ("bor-cutoff", "bor-posterior"):
+        assert set(paired.loc[paired["peer"] == sup, "agent"]) == {"bor-dqn", "bor-tabular"}
+    for _, r in paired.iterrows():  # differences of the judged net reward
+        a = pq[pq["method"] == r["agent"]].groupby("qid")["reward_net"].mean()
+        b = pq[pq["method"] == r["peer"]].groupby("qid")["reward_net"].mean()
         assert r["diff"] == pytest.approx(float((a - b.loc[a.index]).mean()))
         assert r["diff_lo"] <= r["diff"] <= r["diff_hi"]
         assert r["n_queries"] == 120
@@ -161,15 +169,15 @@ def test_argparse_wiring_and_dry_run(capsys: pytest.CaptureFixture[str]) -> None
     assert cmd_compare(ca, la, co, "dry") == 0
     lines = [line.split("\t")[0] for line in capsys.readouterr().out.strip().splitlines()]
     # per condition and split (5 by default on main conditions): 6 stochastic methods x 3 seeds
-    # + 18 deterministic methods x 1 seed
-    assert lines[-1] == f"{2 * 5 * (6 * 3 + 18)} cells"
+    # + 20 deterministic methods x 1 seed
+    assert lines[-1] == f"{2 * 5 * (6 * 3 + 20)} cells"
     assert "bfcl-minilm__bor-dp__s1" in lines and "bfcl-minilm__bor-dp__s2" not in lines
     assert "bfcl-bm25__bor-choppy__s3" in lines and "bfcl-bm25__bor-choppy__s3__split4" in lines
     ns = parser.parse_args(["--only", "bfcl-bm25", "--seeds", "1", "--split-seeds", "7", "--dry-run"])
     assert cmd_compare(build(CompareArgs, ns), build(LearnArgs, ns), build(CommonArgs, ns), "dry") == 0
     printed = capsys.readouterr().out.strip().splitlines()
     lines = [line.split("\t")[0] for line in printed]
-    assert lines[-1] == f"{6 + 18} cells" and all(line.endswith("__split7") for line in lines[:-1])
+    assert lines[-1] == f"{6 + 20} cells" and all(line.endswith("__split7") for line in lines[:-1])
     assert all("\tshortlist train " in line and " --split-seeds 7 " in line for line in printed[:-1])
 
 
@@ -192,7 +200,7 @@ def test_pareto_front_and_limits_by_hand() -> None:
             "method": ["bor-dp"] * 2 + ["oracle"] * 2 + ["bor-dqn"] * 4,
             "seed": [1, 1, 1, 1, 1, 1, 2, 2],
             "qid": ["a", "b"] * 4,
-            "reward": [4.0, 8.0, 6.0, 10.0, 2.0, 8.8, 4.0, 6.8],
+            "reward_net": [4.0, 8.0, 6.0, 10.0, 2.0, 8.8, 4.0, 6.8],
         }
     )
     lim = limits_table(per_query, n_boot=4000).set_index("method")
@@ -212,16 +220,17 @@ def test_split_goal_picks_the_best_bor_agent_and_checks_it(result: tuple[Path, s
     agg = pd.read_csv(out / "aggregate.csv").set_index("method")
     assert len(sg) == 1
     r = sg.iloc[0]
-    agents = [m for m in ("bor-dqn", "bor-tabular", "bor-cutoff") if m in agg.index]
-    assert r["best_agent"] == max(agents, key=lambda m: agg.loc[m, "mean_reward"])
+    agents = [m for m in ("bor-dqn", "bor-tabular", "bor-cutoff", "bor-posterior") if m in agg.index]
+    assert r["best_agent"] == max(agents, key=lambda m: agg.loc[m, "mean_reward_net"])
     peers = agg[agg["group"] == "peer"]
-    assert r["best_peer"] == peers["mean_reward"].idxmax()
+    assert r["best_peer"] == peers["mean_reward_net"].idxmax()
     assert bool(r["at_least_every_peer"]) == bool(
-        (peers["mean_reward"] <= agg.loc[r["best_agent"], "mean_reward"]).all()
+        (peers["mean_reward_net"] <= agg.loc[r["best_agent"], "mean_reward_net"]).all()
     )
-    assert bool(r["significant"]) == bool(r["diff_lo"] > 0) and r["base"] and not r["second_scorer"]
+    assert bool(r["ahead"]) == bool(r["diff_lo"] > 0) and bool(r["behind"]) == bool(r["diff_hi"] < 0)
+    assert r["base"] and not r["second_scorer"] and not r["two_scorer_goal"]
     readme = (out / "README.md").read_text()
-    assert "## Goal over repeated splits" in readme and "of the 5 base benchmark/scorer pairs" in readme
+    assert "## Goal over repeated splits" in readme and "never significantly behind" in readme
 
 
 def test_split_goal_oracle_part_only_with_a_second_scorer() -> None:
@@ -229,7 +238,7 @@ def test_split_goal_oracle_part_only_with_a_second_scorer() -> None:
 
     agg = pd.DataFrame(
         [
-            {"condition": c, "method": m, "group": g, "mean_reward": v, "n_splits": 5}
+            {"condition": c, "method": m, "group": g, "mean_reward_net": v, "n_splits": 5}
             for c in ("bfcl-bm25", "bfcl-bm25-hybrid")
             for m, g, v in (("bor-dqn", "agent", 6.0), ("bor-cutoff", "agent", 6.5), ("gap", "peer", 6.2))
         ]
@@ -248,9 +257,11 @@ def test_split_goal_oracle_part_only_with_a_second_scorer() -> None:
     )
     sg = split_goal(agg, paired, limits).set_index("condition")
     assert (sg["best_agent"] == "bor-cutoff").all() and sg["at_least_every_peer"].all()
-    assert sg.loc["bfcl-bm25", "significant"] and not sg.loc["bfcl-bm25-hybrid", "significant"]
-    assert sg.loc["bfcl-bm25", "oracle_goal_met"] is None or pd.isna(sg.loc["bfcl-bm25", "oracle_goal_met"])
-    assert sg.loc["bfcl-bm25-hybrid", "oracle_goal_met"] == False  # noqa: E712 (0.85 < 0.9)
+    assert sg.loc["bfcl-bm25", "ahead"] and not sg.loc["bfcl-bm25-hybrid", "ahead"]
+    assert sg.loc["bfcl-bm25-hybrid", "two_scorer_goal"] and not sg.loc["bfcl-bm25", "two_scorer_goal"]
+    ofm = sg.loc["bfcl-bm25", "oracle_fraction_met"]
+    assert ofm is None or pd.isna(ofm)
+    assert sg.loc["bfcl-bm25-hybrid", "oracle_fraction_met"] == False  # noqa: E712 (0.85 < 0.9)
 
 
 def test_two_scorer_suite_leaves_out_the_f1_ablation() -> None:
@@ -296,7 +307,7 @@ def test_compare_on_a_named_observation_set_end_to_end(result: tuple[Path, str],
     assert {"bor-dqn", "bor-tabular"} <= set(paired.loc[paired["peer"] == "bor-cutoff", "agent"])
     assert set(pd.read_csv(strict / "split_goal.csv")["condition"]) == {"bfcl-bm25"}
     readme = (strict / "README.md").read_text()
-    assert "Observation set: `strict`" in readme and "Where RL adds nothing" in readme
+    assert "Observation set: `strict`" in readme and "**RL against bor-cutoff:**" in readme
     assert json.loads((strict / "manifest.json").read_text())["observation"] == "strict"
     # the strict cut-off read the 12 strict features, the default one the 13 score features
     width = {
@@ -372,8 +383,9 @@ def test_staged_moves_files_in_and_removes_what_a_killed_writer_left(tmp_path: P
 
 
 def test_a_sub_report_refreshes_the_enclosing_index(tmp_path: Path) -> None:
-    """``compare`` / ``shift`` into ``results/<folder>`` rebuild ``results/index.html`` (which embeds
-    the folder's README), and create none where the parent has no index."""
+    """``compare`` / ``shift`` into ``results/<folder>`` rebuild the site of ``results/`` (the folder's page
+    ``peers.html``, and the study's overview when ``results/`` is a study), and create none where the parent
+    has no site."""
     from experiments.html import write_index
     from experiments.pipeline import refresh_index
 
@@ -384,8 +396,18 @@ def test_a_sub_report_refreshes_the_enclosing_index(tmp_path: Path) -> None:
     write_index(results)
     (results / "peers" / "README.md").write_text("# Peers\n\nnew numbers\n")
     refresh_index(results / "peers")
-    page = (results / "index.html").read_text(encoding="utf-8")
+    page = (results / "peers.html").read_text(encoding="utf-8")
     assert "new numbers" in page and "old numbers" not in page
+    assert 'href="peers.html"' in (results / "index.html").read_text(encoding="utf-8")  # the navigation
+    (results / "manifest.json").write_text('{"pipeline": "reproduce", "command": "shortlist reproduce"}')
+    (results / "peers" / "best.csv").write_text(
+        "condition,best,group,mean_reward_net,mean_reward_net_lo,mean_reward_net_hi,found_pct,mean_k,median_k,"
+        "p90_k,whole_list_pct,runner_up,runner_up_mean_reward_net,diff,diff_lo,diff_hi\n"
+        "bfcl-bm25,bor-posterior,agent,6.5,6.3,6.7,88,2.1,1,5,0,bor-threshold,6.4,0.1,-0.05,0.2\n"
+    )
+    refresh_index(results / "peers")  # a study folder: its overview answers from the new table
+    overview = (results / "README.md").read_text(encoding="utf-8")
+    assert overview.startswith("# Results") and "**bor-posterior**" in overview and "[Which rule to use" in overview
     lone = tmp_path / "elsewhere" / "peers"
     lone.mkdir(parents=True)
     refresh_index(lone)

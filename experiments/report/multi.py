@@ -57,110 +57,29 @@ def _depths(per_query: pd.DataFrame, cond: str, method: str, qids: list[str]) ->
     return first.to_numpy(dtype=np.int64)
 
 
-def write_multi_section(
-    out: Path,
-    per_query: pd.DataFrame,
-    summary: pd.DataFrame,
-    data_dir: str | None,
-    cache_dir: str | None,
-    split_seed: int = 0,
-) -> list[str]:
-    """``multi.csv``, ``unknown_r.csv``, ``equivalence.csv``, ``equivalence_pairs.csv``; returns README lines."""
+def multi_tables(
+    per_query: pd.DataFrame, summary: pd.DataFrame, data_dir: str | None, cache_dir: str | None, split_seed: int = 0
+) -> dict[str, pd.DataFrame]:
+    """The multi-tool tables (empty frames for parts that did not run): completeness per method
+    (``multi``), the same depths under assumed, estimated and true R (``unknown_r``), and exact against
+    equivalent-tool labels (``equivalence``, with a sample of expanded pairs ``equivalence_pairs``)."""
     conds = multi_conditions(summary)
-    present = set(summary["condition"])
-    eq_conds = [c for c in EQUIVALENCE_CONDITIONS if c in present]
-    if not conds and not eq_conds:
-        return []
-    lines = ["## Several relevant tools: completeness, unknown R, equivalent tools", ""]
+    out = {name: pd.DataFrame() for name in ("multi", "unknown_r", "equivalence", "equivalence_pairs")}
     if conds:
-        comp = completeness_table(summary, conds)
-        atomic_write_csv(comp, out / "multi.csv")
-        lines += [
-            "Found % counts a query when at least one of its R relevant tools is in the top K (chance: the "
-            "hypergeometric tail with the true R); complete % when all R are (Completeness@K; chance "
-            "C(N-R, K-R) / C(N, K)). Means over seeds; `multi.csv` holds the numbers.",
-            "",
-            *table(
-                [
-                    "condition",
-                    "method",
-                    "seeds",
-                    "mean R",
-                    "found %",
-                    "complete %",
-                    "mean K",
-                    "BoR bits (any)",
-                    "BoR bits (all)",
-                    "mean reward (any)",
-                    "mean reward (all)",
-                ],
-                [
-                    [
-                        r["condition"],
-                        r["method"],
-                        int(r["n_seeds"]),
-                        fmt(r["mean_r"]),
-                        fmt(r["found_pct"], nd=1),
-                        fmt(r["complete_pct"], nd=1),
-                        fmt(r["mean_k"]),
-                        fmt(r["bor_bits"]),
-                        fmt(r["bor_bits_all"]),
-                        fmt(r["mean_reward"], nd=3),
-                        fmt(r["mean_reward_all"], nd=3),
-                    ]
-                    for _, r in comp.iterrows()
-                ],
-            ),  # fmt: skip
-            "",
-        ]
+        out["multi"] = completeness_table(summary, conds)
         frames = []
         for cond in conds:
             c = get_condition(*_cid(cond), split_seed, data_dir, cache_dir)
-            test = c.test
-            qids = [q.qid for q in test]
+            qids = [q.qid for q in c.test]
             depths = {m: d for m in UNKNOWN_R_METHODS if (d := _depths(per_query, cond, m, qids)) is not None}
-            if not depths:
-                continue
-            r_hat = estimate_r(c.train, test)
-            t = unknown_r_table(test, depths, r_hat)
-            t.insert(0, "condition", cond)
-            frames.append(t)
+            if depths:
+                t = unknown_r_table(c.test, depths, estimate_r(c.train, c.test))
+                t.insert(0, "condition", cond)
+                frames.append(t)
         if frames:
-            ur = pd.concat(frames, ignore_index=True)
-            atomic_write_csv(ur, out / "unknown_r.csv")
-            lines += [
-                "**The cost of not knowing R.** The same depths (first seed) scored with the chance term "
-                "assuming R = 1 (as the paper does), an R estimated from the scores (ridge regression of log R "
-                "on score statistics, fitted on the training split) and the true R. Positive differences mean "
-                "the assumption overstates the bits. `unknown_r.csv` holds every column.",
-                "",
-                *table(
-                    [
-                        "condition",
-                        "method",
-                        "assumed R",
-                        "BoR bits (any)",
-                        "minus true",
-                        "BoR bits (all)",
-                        "minus true",
-                    ],
-                    [
-                        [
-                            r["condition"],
-                            r["method"],
-                            r["assumption"],
-                            fmt(r["bor_bits"]),
-                            fmt(r["bor_bits_minus_true"]),
-                            fmt(r["bor_bits_all"]),
-                            fmt(r["bor_bits_all_minus_true"]),
-                        ]
-                        for _, r in ur.iterrows()
-                    ],
-                ),  # fmt: skip
-                "",
-            ]
+            out["unknown_r"] = pd.concat(frames, ignore_index=True)
     sweeps, pairs = [], []
-    for cond in eq_conds:
+    for cond in (c for c in EQUIVALENCE_CONDITIONS if c in set(summary["condition"])):
         c = get_condition(*_cid(cond), split_seed, data_dir, cache_dir)
         corpus = load_condition_corpus(c, Path(data_dir) if data_dir else None, Path(cache_dir) if cache_dir else None)
         cos = tool_cosine(corpus, Path(cache_dir) if cache_dir else None)
@@ -169,45 +88,91 @@ def write_multi_section(
         pr.insert(0, "condition", cond)
         pairs.append(pr)
     if sweeps:
-        sw = pd.concat(sweeps, ignore_index=True)
-        pr = pd.concat(pairs, ignore_index=True)
-        atomic_write_csv(sw, out / "equivalence.csv")
-        atomic_write_csv(pr, out / "equivalence_pairs.csv")
-        lines += [
-            "**Equivalent tools.** A candidate whose MiniLM tool-text embedding has cosine >= tau with a gold "
-            "tool counts as relevant too (no LLM); the same fixed-K depths scored with exact and with expanded "
-            "labels (the chance term uses the expanded R). `equivalence.csv` holds every tau and method; "
-            f"`equivalence_pairs.csv` a seeded sample of expanded pairs at tau = {min(EQUIVALENCE_TAUS)} for a "
-            "human to check.",
-            "",
-            *table(
-                [
-                    "condition",
-                    "tau",
-                    "method",
-                    "queries expanded %",
-                    "found % exact",
-                    "found % expanded",
-                    "BoR bits exact",
-                    "BoR bits expanded",
-                ],
-                [
-                    [
-                        r["condition"],
-                        f"{r['tau']:.2f}",
-                        r["method"],
-                        fmt(r["pct_queries_expanded"], nd=1),
-                        fmt(r["found_pct_exact"], nd=1),
-                        fmt(r["found_pct_expanded"], nd=1),
-                        fmt(r["bor_bits_exact"]),
-                        fmt(r["bor_bits_expanded"]),
-                    ]
-                    for _, r in sw[sw["method"].isin(["fixed-1", "fixed-5"])].iterrows()
-                ],
-            ),  # fmt: skip
-            "",
-        ]
-    return lines
+        out["equivalence"] = pd.concat(sweeps, ignore_index=True)
+        out["equivalence_pairs"] = pd.concat(pairs, ignore_index=True)
+    return out
+
+
+def write_multi_section(
+    out: Path,
+    per_query: pd.DataFrame,
+    summary: pd.DataFrame,
+    data_dir: str | None,
+    cache_dir: str | None,
+    split_seed: int = 0,
+) -> list[str]:
+    """``multi.csv``, ``unknown_r.csv``, ``equivalence.csv``, ``equivalence_pairs.csv`` (:func:`multi_tables`,
+    those that ran); returns the page's lines (none when nothing ran)."""
+    t = multi_tables(per_query, summary, data_dir, cache_dir, split_seed)
+    for name, df in t.items():
+        if len(df):
+            atomic_write_csv(df, out / f"{name}.csv")
+    body = completeness_lines(t["multi"]) + unknown_r_lines(t["unknown_r"]) + equivalence_lines(t["equivalence"])
+    return ["## Several relevant tools: completeness, unknown R, equivalent tools", "", *body] if body else []
+
+
+def completeness_lines(comp: pd.DataFrame) -> list[str]:
+    if comp.empty:
+        return []
+    header = ["condition", "method", "seeds", "mean R", "found %", "complete %", "mean K", "BoR bits (any)",
+              "BoR bits (all)", "mean reward (any)", "mean reward (all)"]  # fmt: skip
+    rows = [
+        [r["condition"], r["method"], int(r["n_seeds"]), fmt(r["mean_r"]), fmt(r["found_pct"], nd=1),
+         fmt(r["complete_pct"], nd=1), fmt(r["mean_k"]), fmt(r["bor_bits"]), fmt(r["bor_bits_all"]),
+         fmt(r["mean_reward"], nd=3), fmt(r["mean_reward_all"], nd=3)]
+        for _, r in comp.iterrows()
+    ]  # fmt: skip
+    return [
+        "Found % counts a query when at least one of its R relevant tools is in the top K (chance: the "
+        "hypergeometric tail with the true R); complete % when all R are (Completeness@K; chance "
+        "C(N-R, K-R) / C(N, K)). Means over seeds; `multi.csv` holds the numbers.",
+        "",
+        *table(header, rows),
+        "",
+    ]
+
+
+def unknown_r_lines(ur: pd.DataFrame) -> list[str]:
+    if ur.empty:
+        return []
+    header = ["condition", "method", "assumed R", "BoR bits (any)", "minus true", "BoR bits (all)", "minus true"]
+    rows = [
+        [r["condition"], r["method"], r["assumption"], fmt(r["bor_bits"]), fmt(r["bor_bits_minus_true"]),
+         fmt(r["bor_bits_all"]), fmt(r["bor_bits_all_minus_true"])]
+        for _, r in ur.iterrows()
+    ]  # fmt: skip
+    return [
+        "**The cost of not knowing R.** The same depths (first seed) scored with the chance term "
+        "assuming R = 1 (as the paper does), an R estimated from the scores (ridge regression of log R "
+        "on score statistics, fitted on the training split) and the true R. Positive differences mean "
+        "the assumption overstates the bits. `unknown_r.csv` holds every column.",
+        "",
+        *table(header, rows),
+        "",
+    ]
+
+
+def equivalence_lines(sw: pd.DataFrame) -> list[str]:
+    if sw.empty:
+        return []
+    header = ["condition", "tau", "method", "queries expanded %", "found % exact", "found % expanded",
+              "BoR bits exact", "BoR bits expanded"]  # fmt: skip
+    rows = [
+        [r["condition"], f"{r['tau']:.2f}", r["method"], fmt(r["pct_queries_expanded"], nd=1),
+         fmt(r["found_pct_exact"], nd=1), fmt(r["found_pct_expanded"], nd=1), fmt(r["bor_bits_exact"]),
+         fmt(r["bor_bits_expanded"])]
+        for _, r in sw[sw["method"].isin(["fixed-1", "fixed-5"])].iterrows()
+    ]  # fmt: skip
+    return [
+        "**Equivalent tools.** A candidate whose MiniLM tool-text embedding has cosine >= tau with a gold "
+        "tool counts as relevant too (no LLM); the same fixed-K depths scored with exact and with expanded "
+        "labels (the chance term uses the expanded R). `equivalence.csv` holds every tau and method; "
+        f"`equivalence_pairs.csv` a seeded sample of expanded pairs at tau = {min(EQUIVALENCE_TAUS)} for a "
+        "human to check.",
+        "",
+        *table(header, rows),
+        "",
+    ]
 
 
 def _cid(cond: str) -> tuple[str, str, str]:

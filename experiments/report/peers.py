@@ -1,7 +1,8 @@
-"""The peers README of ``shortlist compare``: the BoR agents beside practitioners' peers and the limits.
+"""The page of ``shortlist compare``: which depth rule to use, learned policies beside practitioners' peers
+and the limits, judged on the net reward.
 
-Renders the tables of :mod:`experiments.report.tables` (computed there) and writes them, the
-figures, the manifest and README.md into the comparison folder.
+:func:`compare_tables` computes every table (DataFrames in, DataFrames out, no I/O); the ``*_lines``
+functions render them; :func:`write_compare_report` writes tables, figures and README.md.
 """
 
 from __future__ import annotations
@@ -17,14 +18,25 @@ from agents import registry
 from experiments.config import MethodSpec, method_group
 from experiments.figures import bucket_figure, candidate_set_size, pareto_figure
 from experiments.io import atomic_write_csv, atomic_write_text
-from experiments.plan import BOR_AGENTS, COMPARE_BUCKET_METHODS, SUPERVISED_AGENT, condition_order
-from experiments.report.markdown import bucket_table, ci, figure_line, fmt, observation_lines, reads_second_scorer
+from experiments.plan import BOR_AGENTS, COMPARE_BUCKET_METHODS, RL_AGENTS, SUPERVISED_AGENTS, condition_order
+from experiments.report.markdown import (
+    bucket_table,
+    ci,
+    figure_line,
+    fmt,
+    observation_lines,
+    reads_second_scorer,
+    table,
+)
 from experiments.report.study import hybrid_section
 from experiments.report.tables import (
     GOAL_BASE_CONDITIONS,
     GOAL_FRACTION_OF_ORACLE,
     GOAL_MIN_SIGNIFICANT,
+    GOAL_TWO_SCORER_CONDITIONS,
+    JUDGED,
     aggregate_with_groups,
+    best_methods,
     bucket_aggregate,
     condition_meta,
     dp_table,
@@ -36,235 +48,27 @@ from experiments.report.tables import (
 )
 
 GROUP_ORDER: dict[str, int] = {g: i for i, g in enumerate(registry.GROUPS)}
+#: The tables of the comparison folder, in the order they are computed and written (``<name>.csv``).
+COMPARE_TABLES = ("aggregate", "buckets_aggregate", "limits", "dp", "goals", "paired", "split_goal", "best")
 
 
-def _describe(method: str) -> str:
-    spec = MethodSpec.parse(method)
-    if spec.kind.name_field:  # fixed K: the description of its value
-        return f"{spec.kind.description} ({spec.kind.name_field} = {spec.k})"
-    text = spec.kind.description
-    return f"{text}; trained with the {spec.reward.upper()} reward" if spec.kind.uses_reward else text
-
-
-def split_goal_lines(sg: pd.DataFrame) -> list[str]:
-    """The goal over repeated splits (:func:`experiments.report.tables.split_goal`), table and verdicts."""
-    if sg.empty:
-        return []
-    rows = []
-    for _, r in sg.iterrows():
-        oracle = f"{100 * r['frac_oracle']:.1f}" if not math.isnan(r["frac_oracle"]) else "-"
-        rows.append(
-            f"| {r['condition']} | {r['best_agent']} | {r['mean_reward']:.3f} | {r['best_peer']} "
-            f"{r['best_peer_mean_reward']:.3f} | {r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}] | "
-            f"{'yes' if r['at_least_every_peer'] else 'no'} | {'yes' if r['significant'] else 'no'} | {oracle} |"
-        )
-    base = sg[sg["base"]]
-    sig = int(base["significant"].sum())
-    two = sg[sg["second_scorer"]]
-    every = int(sg["at_least_every_peer"].sum())
-    lines = [
-        "## Goal over repeated splits",
-        "",
-        "Stated before running, reported either way: on every condition the best BoR-trained policy (the BoR "
-        "agent with the largest mean test reward; choosing it on the test split favours it slightly) has a mean "
-        "reward at least that of every non-oracle peer, significantly (paired bootstrap over the test units of "
-        f"all splits, interval above 0 against the best peer) on at least {GOAL_MIN_SIGNIFICANT} of the "
-        f"{len(GOAL_BASE_CONDITIONS)} base benchmark/scorer pairs ({', '.join(GOAL_BASE_CONDITIONS)}), and at "
-        f"least {GOAL_FRACTION_OF_ORACLE:.0%} of the oracle's mean reward where a second scorer exists "
-        "(`-hybrid`, `-fused`). `split_goal.csv` holds these numbers.",
-        "",
-        "| condition | best BoR-trained policy | mean reward | best peer | difference [95% paired] | "
-        ">= every peer | significant | % of oracle |",
-        "|---|---|---|---|---|---|---|---|",
-        *rows,
-        "",
-        f"- At least every peer's mean reward: {every} of {len(sg)} conditions"
-        + (" (goal met)." if every == len(sg) else " (goal NOT met)."),
-        f"- Significantly ahead of the best peer on {sig} of the {len(base)} base pairs that ran"
-        + (
-            f" (goal: {GOAL_MIN_SIGNIFICANT} of {len(GOAL_BASE_CONDITIONS)}; "
-            + ("met)." if sig >= GOAL_MIN_SIGNIFICANT else "NOT met).")
-        ),
-        (
-            f"- At least {GOAL_FRACTION_OF_ORACLE:.0%} of the oracle with a second scorer: "
-            f"{int(two['oracle_goal_met'].astype(bool).sum())} of {len(two)} conditions."
-            if len(two)
-            else "- No condition with a second scorer ran, so the oracle part of the goal is not measured here."
-        ),
-        "- Under shift (scorer, benchmark, query): not measured by this comparison.",
-        "",
-    ]
-    return lines
-
-
-def _verdict(r: pd.Series) -> str:
-    if r["diff_lo"] > 0:
-        return "RL is ahead"
-    return "the cut-off is ahead" if r["diff_hi"] < 0 else "no clear difference"
-
-
-def rl_versus_cutoff(rows: pd.DataFrame) -> str:
-    """One clause per RL agent: its mean reward minus the cut-off's, the paired interval and the verdict."""
-    return "; ".join(
-        f"{r['agent']} minus {r['peer']} = {r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}] ({_verdict(r)})"
-        for _, r in rows.iterrows()
-    )
-
-
-def _condition_section(
-    cond: str,
-    agg: pd.DataFrame,
-    limits: pd.DataFrame,
-    bagg: pd.DataFrame,
-    goals: pd.DataFrame,
-    dp: pd.DataFrame,
-    pareto: pd.DataFrame,
-    paired: pd.DataFrame,
-) -> list[str]:
-    a = agg[agg["condition"] == cond].copy()
-    a["_o"] = a["group"].map(GROUP_ORDER)
-    a = a.sort_values(["_o", "mean_reward"], ascending=[True, False])
-    lim = limits[limits["condition"] == cond].set_index("method")
-    lines = [
-        f"## {cond}",
-        "",
-        "| method | group | seeds x splits | found % | mean K | median / p90 K | whole list % | at break-even % | BoR bits "
-        "| mean reward | % of bor-dp | % of oracle |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for _, r in a.iterrows():
-        m = r["method"]
-        fd = lim.loc[m, "frac_dp"] * 100 if m in lim.index else math.nan
-        fo = lim.loc[m, "frac_oracle"] * 100 if m in lim.index else math.nan
-        lines.append(
-            f"| {m} | {r['group']} | {int(r['n_seeds'])} x {int(r['n_splits'])} | {ci(r, 'found_pct', 1)} | {ci(r, 'mean_k')} | "
-            f"{fmt(r['median_k'], nd=0)} / {fmt(r['p90_k'], nd=1)} | {fmt(r['whole_list_pct'], nd=1)} | "
-            f"{fmt(r.get('break_even_pct', math.nan), nd=1)} | {ci(r, 'bor_bits')} | {ci(r, 'mean_reward', 3)} | {fmt(fd, nd=1)} | {fmt(fo, nd=1)} |"
-        )
-    idx = a.set_index("method")
-    peers = idx[idx["group"] == "peer"]
-    fixed = idx[idx["group"] == "baseline"]
-    lines += [
-        "",
-        '**Where the BoR agent wins and where it does not** (point estimates; "within noise" '
-        "means the peer's value lies inside the agent's query-bootstrap interval):",
-        "",
-    ]
-    for agent in BOR_AGENTS:
-        if agent not in idx.index:
-            continue
-        me = idx.loc[agent]
-        lo, hi = me["mean_reward_lo"], me["mean_reward_hi"]
-
-        def noise(v: float, lo: float = lo, hi: float = hi) -> str:
-            return " (within noise)" if lo < hi and lo <= v <= hi else ""
-
-        better = peers[peers["mean_reward"] >= me["mean_reward"]].sort_values("mean_reward", ascending=False)
-        worse = peers[peers["mean_reward"] < me["mean_reward"]].sort_values("mean_reward", ascending=False)
-        text = (
-            f"- {agent} earns {fmt(me['mean_reward'], lo, hi, 3)} mean reward "
-            f"({me['found_pct']:.1f}% found at mean K {me['mean_k']:.2f}, {me['bor_bits']:.2f} BoR bits). "
-        )
-        if better.empty:
-            text += (
-                f"It beats every peer on mean reward; the closest is {worse.index[0]} "
-                f"({worse.iloc[0]['mean_reward']:.3f}{noise(worse.iloc[0]['mean_reward'])}). "
-            )
-        else:
-            text += (
-                "Peers as good or better on mean reward: "
-                + ", ".join(f"{m} {r['mean_reward']:.3f}{noise(r['mean_reward'])}" for m, r in better.iterrows())
-                + f". It beats the other {len(worse)} peers. "
-            )
-        pr = paired[(paired["condition"] == cond) & (paired["agent"] == agent)].set_index("peer")
-        if len(pr):
-            best_peer = peers["mean_reward"].idxmax()
-            r = pr.loc[best_peer]
-            sign = (
-                "no clear difference"
-                if r["diff_lo"] <= 0 <= r["diff_hi"]
-                else ("the agent is ahead" if r["diff_lo"] > 0 else "the peer is ahead")
-            )
-            text += (
-                f"Against the best peer, {best_peer}: {agent} minus {best_peer} = {r['diff']:+.3f} "
-                f"[{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}] bits per query (paired bootstrap over the "
-                f"{int(r['n_queries'])} test queries of all splits: {sign}). "
-            )
-        fb = fixed[fixed["mean_reward"] >= me["mean_reward"]]
-        if len(fb):
-            text += (
-                "Fixed K at least as good (chosen with hindsight on the test split, so not a fair "
-                "peer; bor-greedyk is the train-chosen K): "
-                + ", ".join(f"{m} {r['mean_reward']:.3f}" for m, r in fb.iterrows())
-                + ". "
-            )
-        dom = peers[(peers["found_pct"] > me["found_pct"]) & (peers["mean_k"] < me["mean_k"])]
-        text += (
-            "No peer has both a higher found % and a lower mean K."
-            if dom.empty
-            else "Peers with both a higher found % and a lower mean K: "
-            + ", ".join(f"{m} ({r['found_pct']:.1f}% at K {r['mean_k']:.2f})" for m, r in dom.iterrows())
-            + "."
-        )
-        lines.append(text)
-    sup = paired[(paired["condition"] == cond) & (paired["peer"] == SUPERVISED_AGENT)]
-    if len(sup):
-        lines += ["", f"**RL against the supervised cut-off ({SUPERVISED_AGENT}):** " + rl_versus_cutoff(sup) + "."]
-    lines += ["", "**Gap to the limits:** "]
-    parts = []
-    for agent in (*BOR_AGENTS, "f1-dqn"):
-        if agent in lim.index:
-            r = lim.loc[agent]
-            parts.append(
-                f"{agent} reaches {ci(r, 'frac_dp', 1, 100)}% of bor-dp's mean test reward and "
-                f"{ci(r, 'frac_oracle', 1, 100)}% of the oracle's"
-            )
-    if "bor-dp" in idx.index and "oracle" in idx.index:
-        share = 100 * idx.loc["bor-dp", "mean_reward"] / idx.loc["oracle", "mean_reward"]
-        parts.append(
-            f"bor-dp itself reaches {share:.1f}% of the oracle's (the price of deciding from scores alone "
-            "on the tabular state)"
-        )
-    lines[-1] += "; ".join(parts) + "."
-    d = dp[dp["condition"] == cond]
-    if len(d):
-        lines += [
-            "",
-            "| DP policy | objective | value in its model (train) | realised on train | "
-            "mean reward (test) | states seen |",
-            "|---|---|---|---|---|---|",
-        ]
-        for _, r in d.iterrows():
-            lines.append(
-                f"| {r['method']} | {r['objective']} | {r['model_value_train']:.3f} | "
-                f"{r['realised_value_train']:.3f} | {r['mean_reward_test']:.3f} | {int(r['states_seen'])} |"
-            )
-        lines += [
-            "",
-            "The model value is optimal in the certainty-equivalent model of the tabular state; the realised "
-            "training value is lower where pooled states are not Markov (see `agents/oracle.py`). For "
-            "`dp-mdp` the values are discounted episode returns with step costs, not mean rewards.",
-        ]
-    g = goals[goals["condition"] == cond]
-    if len(g):
-        lines += ["", "**Goal check** (stated before running):", ""]
-        for _, r in g.iterrows():
-            mark = "met" if r["passed"] else "NOT met"
-            det = f" ({r['detail']})" if isinstance(r["detail"], str) and r["detail"] else ""
-            lines.append(f"- {r['agent']}: {r['check']}: {mark}{det}")
-    front = pareto[pareto["pareto"] & (pareto["kind"] != "iso_bor")].sort_values("mean_k")["method"].tolist()
-    lines += [
-        "",
-        figure_line(f"{cond} Pareto", f"figures/pareto_{cond}.png"),
-        "",
-        "Pareto front (oracle excluded), by increasing mean K: " + ", ".join(front) + ".",
-        "",
-        *bucket_table(bagg, cond, list(a["method"]), int(a["n_splits"].max())),
-        "",
-        figure_line(f"{cond} buckets", f"figures/buckets_{cond}.png"),
-        "",
-    ]
-    return lines
+def compare_tables(
+    per_query: pd.DataFrame, summary: pd.DataFrame, buckets: pd.DataFrame, runs: Sequence[Path]
+) -> dict[str, pd.DataFrame]:
+    """Every table of the comparison (:data:`COMPARE_TABLES`), from the combined frames and the runs."""
+    agg = aggregate_with_groups(summary, per_query)
+    limits = limits_table(per_query)
+    paired = paired_differences(per_query)
+    return {
+        "aggregate": agg,
+        "buckets_aggregate": bucket_aggregate(buckets),
+        "limits": limits,
+        "dp": dp_table(runs, summary),
+        "goals": goal_checks(agg, limits),
+        "paired": paired,
+        "split_goal": split_goal(agg, paired, limits),
+        "best": best_methods(per_query, agg),
+    }
 
 
 def write_compare_report(
@@ -278,152 +82,408 @@ def write_compare_report(
     seeds: Sequence[int],
     observation: str = "auto",
 ) -> list[str]:
-    """aggregate.csv, buckets_aggregate.csv, limits.csv, dp.csv, goals.csv, figures and README; returns the
-    conditions reported, in report order.
-
-    ``observation`` is the observation set the learners read (``auto``: each query's own, score or
-    hybrid); on a named set the tables carry the learners' plain names and the README says which set.
-    """
-    agg = aggregate_with_groups(summary, per_query)
-    atomic_write_csv(agg, out / "aggregate.csv")
-    bagg = bucket_aggregate(buckets)
-    atomic_write_csv(bagg, out / "buckets_aggregate.csv")
-    limits = limits_table(per_query)
-    atomic_write_csv(limits, out / "limits.csv")
-    dp = dp_table(runs, summary)
-    atomic_write_csv(dp, out / "dp.csv")
-    goals = goal_checks(agg, limits)
-    atomic_write_csv(goals, out / "goals.csv")
-    paired = paired_differences(per_query)
-    atomic_write_csv(paired, out / "paired.csv")
-    sg = split_goal(agg, paired, limits)
-    atomic_write_csv(sg, out / "split_goal.csv")
-    conds = condition_order(agg["condition"].unique())
-    paretos = {}
-    for cond in conds:
-        try:
-            n: int | None = candidate_set_size(per_query, cond)
-        except ValueError:
-            n = None  # mixed N or several relevant items: no iso-BoR lines
-        paretos[cond] = pareto_figure(summary, cond, out / "figures" / f"pareto_{cond}.png", n=n)
-        present = set(agg.loc[agg["condition"] == cond, "method"])
-        bucket_figure(
-            buckets,
-            cond,
-            [m for m in COMPARE_BUCKET_METHODS if m in present],
-            out / "figures" / f"buckets_{cond}.png",
-        )
-    stoch = sorted({m for m in agg["method"] if MethodSpec.parse(m).kind.stochastic})
+    """The comparison's tables (:func:`compare_tables`), figures and README.md into ``out``; returns the
+    conditions reported, in report order. ``observation`` is the observation set the learners read (on a
+    named set the tables carry the learners' plain names and the README says which set)."""
+    t = compare_tables(per_query, summary, buckets, runs)
+    for name in COMPARE_TABLES:
+        atomic_write_csv(t[name], out / f"{name}.csv")
+    conds = condition_order(t["aggregate"]["condition"].unique())
+    paretos = {cond: _figures(out, cond, per_query, summary, buckets, t["aggregate"]) for cond in conds}
     lines = [
-        "# Peers and limits: is RL with a BoR reward better than what practitioners already do?",
+        "# Which depth rule to use: learned policies beside practitioners' rules and the limits",
+        "",
+        *answer_lines(t["best"], t["split_goal"], t["paired"]),
+        *provenance_lines(command, seeds, t["aggregate"], observation),
+        *split_goal_lines(t["split_goal"]),
+        *summary_lines(conds, t["aggregate"], t["goals"], t["limits"]),
+    ]
+    if reads_second_scorer(observation):
+        meta = condition_meta(runs[0].parent) if runs else {}
+        lines += hybrid_section(per_query, scorer_strength(per_query), meta, out)
+    lines += methods_lines(t["aggregate"])
+    for cond in conds:
+        lines += condition_lines(cond, t, paretos[cond])
+    lines += wall_time_lines(runs)
+    atomic_write_text(out / "README.md", "\n".join(lines))
+    return conds
+
+
+def _figures(
+    out: Path, cond: str, per_query: pd.DataFrame, summary: pd.DataFrame, buckets: pd.DataFrame, agg: pd.DataFrame
+) -> pd.DataFrame:
+    """The Pareto and bucket figures of one condition (PNG + CSV); returns the Pareto table."""
+    try:
+        n: int | None = candidate_set_size(per_query, cond)
+    except ValueError:
+        n = None  # mixed N or several relevant items: no iso-BoR lines
+    pareto = pareto_figure(summary, cond, out / "figures" / f"pareto_{cond}.png", n=n)
+    present = set(agg.loc[agg["condition"] == cond, "method"])
+    methods = [m for m in COMPARE_BUCKET_METHODS if m in present]
+    bucket_figure(buckets, cond, methods, out / "figures" / f"buckets_{cond}.png")
+    return pareto
+
+
+def _verdict(lo: float, hi: float, first: str, second: str) -> str:
+    if lo > 0:
+        return f"{first} is ahead"
+    return f"{second} is ahead" if hi < 0 else "no clear difference"
+
+
+def _diff(r: pd.Series) -> str:
+    return f"{r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]"
+
+
+def answer_lines(best: pd.DataFrame, sg: pd.DataFrame, paired: pd.DataFrame) -> list[str]:
+    """The first screen: the method to use per condition, and the verdicts, all computed from the tables."""
+    rows = [
+        [
+            r["condition"],
+            f"**{r['best']}** ({r['group']})",
+            ci(r, JUDGED, 3),
+            f"{fmt(r['median_k'], nd=0)} / {fmt(r['p90_k'], nd=0)}",
+            r["runner_up"],
+            _diff(r),
+        ]
+        for _, r in best.iterrows()
+    ]
+    header = ["condition", "use", "net reward [95%]", "median / p90 K", "runner-up", "best - runner-up [95% paired]"]
+    lines = [
+        "**Answer.** Per condition, the method with the highest mean test net reward among those that read no "
+        "labels (net reward: found x -log2 P_rand(K) minus the condition's cost per extra shown tool; chosen on "
+        "the test split), its typical depth and how far it is from the runner-up (`best.csv`):",
+        "",
+        *table(header, rows),
+        "",
+    ]
+    lines += [f"- {line}" for line in verdict_lines(sg, paired)]
+    return [*lines, ""]
+
+
+def verdict_lines(sg: pd.DataFrame, paired: pd.DataFrame) -> list[str]:
+    """One computed sentence each: learned policies against the peers (two scorers, one scorer), and RL against
+    the supervised learned models."""
+    out = []
+    two = sg[sg["two_scorer_goal"]] if len(sg) else sg
+    one = sg[sg["base"]] if len(sg) else sg
+    if len(two):
+        out.append(
+            f"Two scorers: the best learned policy is significantly ahead of every peer on {int(two['ahead'].sum())} "
+            f"of {len(two)} conditions and significantly behind on {int(two['behind'].sum())} (goal: ahead on "
+            f">= {GOAL_MIN_SIGNIFICANT} of {len(GOAL_TWO_SCORER_CONDITIONS)}; "
+            + ("met)." if int(two["ahead"].sum()) >= GOAL_MIN_SIGNIFICANT else "NOT met).")
+        )
+    if len(one):
+        behind = int(one["behind"].sum())
+        out.append(
+            f"One scorer: the best learned policy is significantly behind the best peer on {behind} of {len(one)} "
+            f"conditions and ahead on {int(one['ahead'].sum())} (goal: never behind; "
+            + ("met)." if behind == 0 else "NOT met).")
+        )
+    for sup in SUPERVISED_AGENTS:
+        rl = paired[(paired["peer"] == sup) & paired["agent"].isin(RL_AGENTS)] if len(paired) else paired
+        if len(rl):
+            ahead, behind = int((rl["diff_lo"] > 0).sum()), int((rl["diff_hi"] < 0).sum())
+            out.append(
+                f"RL against {sup} (supervised, no bootstrapping): RL is significantly ahead in {ahead} of {len(rl)} "
+                f"(condition, RL agent) pairs, behind in {behind}, with no clear difference in {len(rl) - ahead - behind}."
+            )
+    return out
+
+
+def provenance_lines(command: str, seeds: Sequence[int], agg: pd.DataFrame, observation: str) -> list[str]:
+    stoch = sorted({m for m in agg["method"] if MethodSpec.parse(m).kind.stochastic})
+    return [
+        "## How these numbers were made",
         "",
         "Generated by `shortlist compare` from its run directories (not committed: the command remakes them; "
-        "`runs.csv` lists each with its config hash and the sha256 of its tables; each holds its config, "
-        "command and manifest); do not edit by hand. Every number is on the test split. Methods trained "
-        "or tuned on data saw only the training split. Stochastic methods (" + ", ".join(stoch) + ") ran "
-        f"with seeds {', '.join(map(str, seeds))}; deterministic ones ran once (seed {seeds[0]}); every method "
-        "ran on each train/test split of its condition (the seeds x splits column: main conditions run on "
-        "several seeded 70/30 splits, the multi-tool ones on the first). Brackets: 95% percentile bootstrap "
-        "interval over test queries (2,000 resamples stratified by split, the same for every method of a "
-        "condition; each resample averages the runs); the spreads over seeds and over splits are in "
-        'aggregate.csv (`*_seed_min`/`*_seed_max`, `*_split_min`/`*_split_max`). "Mean reward" is the mean '
-        "per-query BoR reward "
-        '(found x -log2 P_rand(K)); "BoR bits" the aggregate log2(mean found / mean P_rand); they can rank '
-        "methods differently.",
+        "`runs.csv` lists each with its config hash and the sha256 of its tables); do not edit by hand. Every "
+        "number is on the test split; methods fitted on data saw only the training split. Every method is "
+        "judged on one objective, the **net reward**, and every fitted or trained method is fitted to it "
+        "(learners with gamma = 1 and the condition's step cost; each run's config records its objective); "
+        "the cost-free mean reward (found x -log2 P_rand(K)) is the second column. Stochastic methods ("
+        + ", ".join(stoch)
+        + f") ran with seeds {', '.join(map(str, seeds))}; deterministic ones once (seed {seeds[0]}); every "
+        "method ran on each train/test split of its condition. Brackets: 95% percentile bootstrap interval "
+        "over test queries (2,000 resamples stratified by split, the same for every method of a condition); "
+        "differences are paired over the same test units (10,000 resamples). The spreads over seeds and over "
+        'splits are in aggregate.csv (`*_seed_min`/`*_seed_max`, `*_split_min`/`*_split_max`). "BoR bits" '
+        "is the aggregate log2(mean found / mean P_rand): it can rank methods differently.",
         "",
         f"Command: `{command}`",
         "",
         *observation_lines(observation),
-        "## Summary",
-        "",
-        "Goal, stated before running and reported either way: the BoR agent's mean test reward is at least "
-        "that of every non-oracle peer on every condition and within 10% of bor-dp (the DP optimum of the "
-        "tabular model estimated on the training split: a reference, not a bound, since other policies can beat "
-        "it on train and test); no peer reaches both a higher found % and a lower mean K.",
-        "",
-        "| condition | agent | mean reward | best peer (mean reward) | >= every peer | % of bor-dp | "
-        ">= 90% of bor-dp | % of oracle | no peer dominates |",
-        "|---|---|---|---|---|---|---|---|---|",
     ]
-    met = {"reward": 0, "dp": 0, "pareto": 0}
-    total = 0
+
+
+def split_goal_lines(sg: pd.DataFrame) -> list[str]:
+    """The goal over repeated splits (:func:`experiments.report.tables.split_goal`), table and verdicts."""
+    if sg.empty:
+        return []
+    rows = [
+        [
+            r["condition"],
+            r["best_agent"],
+            f"{r[JUDGED]:.3f}",
+            f"{r['best_peer']} {r[f'best_peer_{JUDGED}']:.3f}",
+            _diff(r),
+            "ahead" if r["ahead"] else ("behind" if r["behind"] else "-"),
+            f"{100 * r['frac_oracle']:.1f}" if not math.isnan(r["frac_oracle"]) else "-",
+        ]
+        for _, r in sg.iterrows()
+    ]
+    two = sg[sg["second_scorer"]]
+    return [
+        "## Goal over repeated splits",
+        "",
+        "Stated before running, reported either way, on the net reward: on the two-scorer conditions "
+        f"({', '.join(GOAL_TWO_SCORER_CONDITIONS)}) the best learned policy (the BoR agent with the largest "
+        "mean test net reward; choosing it on test favours it slightly) is significantly ahead of every peer "
+        "(paired bootstrap over the test units of all splits, interval above 0 against the best peer) on at "
+        f"least {GOAL_MIN_SIGNIFICANT} of {len(GOAL_TWO_SCORER_CONDITIONS)}; on the single-scorer ones "
+        f"({', '.join(GOAL_BASE_CONDITIONS)}) it is never significantly behind (at least every peer minus its "
+        "interval). `split_goal.csv` holds these numbers.",
+        "",
+        *table(
+            [
+                "condition",
+                "best learned policy",
+                "net reward",
+                "best peer",
+                "difference [95% paired]",
+                "significantly",
+                "% of oracle",
+            ],
+            rows,
+        ),  # fmt: skip
+        "",
+        f"- At least every peer's net reward (point estimates): {int(sg['at_least_every_peer'].sum())} of {len(sg)} "
+        f"conditions; significantly ahead on {int(sg['ahead'].sum())}, significantly behind on "
+        f"{int(sg['behind'].sum())}.",
+        (
+            f"- At least {GOAL_FRACTION_OF_ORACLE:.0%} of the oracle with a second scorer: "
+            f"{int(two['oracle_fraction_met'].astype(bool).sum())} of {len(two)} conditions."
+            if len(two)
+            else "- No condition with a second scorer ran."
+        ),
+        "- Under shift (scorer, benchmark, query): see `shortlist shift` (results/shift).",
+        "",
+    ]
+
+
+def summary_lines(conds: Sequence[str], agg: pd.DataFrame, goals: pd.DataFrame, limits: pd.DataFrame) -> list[str]:
+    """Per (condition, BoR agent): the stated per-agent goal checks (:func:`goal_checks`)."""
+    rows, met, total = [], [0, 0, 0], 0
     for cond in conds:
         a = agg[agg["condition"] == cond].set_index("method")
         peers = a[a["group"] == "peer"]
-        for agent in BOR_AGENTS:
-            if agent not in a.index:
-                continue
-            g = goals[(goals["condition"] == cond) & (goals["agent"] == agent)].set_index("check")
+        for agent in (m for m in BOR_AGENTS if m in a.index):
+            g = goals[(goals["condition"] == cond) & (goals["agent"] == agent)]
             lim = limits[(limits["condition"] == cond) & (limits["method"] == agent)].iloc[0]
-            ok = [bool(g["passed"].iloc[i]) for i in range(3)]
+            ok = [bool(v) for v in g["passed"]]
+            met = [m + o for m, o in zip(met, ok, strict=True)]
             total += 1
-            met["reward"] += ok[0]
-            met["dp"] += ok[1]
-            met["pareto"] += ok[2]
-            bp = peers["mean_reward"].idxmax()
-            lines.append(
-                f"| {cond} | {agent} | {ci(a.loc[agent], 'mean_reward', 3)} | "
-                f"{bp} {peers.loc[bp, 'mean_reward']:.3f} | {'yes' if ok[0] else 'no'} | {100 * lim['frac_dp']:.1f} | "
-                f"{'yes' if ok[1] else 'no'} | {100 * lim['frac_oracle']:.1f} | {'yes' if ok[2] else 'no'} |"
-            )
-    sup = paired[paired["peer"] == SUPERVISED_AGENT]
-    nothing = sup[sup["diff_lo"] <= 0]
-    lines += [
+            bp = peers[JUDGED].idxmax()
+            rows.append(
+                [cond, agent, ci(a.loc[agent], JUDGED, 3), f"{bp} {peers.loc[bp, JUDGED]:.3f}",
+                 "yes" if ok[0] else "no", f"{100 * lim['frac_dp']:.1f}", "yes" if ok[1] else "no",
+                 f"{100 * lim['frac_oracle']:.1f}", "yes" if ok[2] else "no"]
+            )  # fmt: skip
+    header = ["condition", "agent", "net reward", "best peer (net reward)", ">= every peer", "% of bor-dp",
+              ">= 90% of bor-dp", "% of oracle", "no peer dominates"]  # fmt: skip
+    return [
+        "## Per agent",
         "",
-        f"Over {total} (condition, BoR agent) pairs: at least every peer's mean reward in {met['reward']}, "
-        f"within 10% of bor-dp in {met['dp']}, undominated by every peer in {met['pareto']}.",
+        "Each BoR agent's net reward beside the best peer's, as a fraction of bor-dp (the DP optimum of the "
+        "tabular model estimated on train: a reference, not a bound) and of the oracle, and whether a peer "
+        "reaches both a higher found % and a lower mean K (`goals.csv`, `limits.csv`).",
+        "",
+        *table(header, rows),
+        "",
+        f"Over {total} (condition, BoR agent) pairs: at least every peer's net reward in {met[0]}, within 10% of "
+        f"bor-dp in {met[1]}, undominated by every peer in {met[2]}.",
         "",
     ]
-    if len(sup):
-        ahead = sup[sup["diff_lo"] > 0]
-        named = ", ".join(f"{r['condition']} {r['agent']}" for _, r in ahead.iterrows())
-        lines += [
-            f"Where RL adds nothing over the supervised cut-off ({SUPERVISED_AGENT}: the same observation, "
-            f"no bootstrapping): in {len(nothing)} of {len(sup)} (condition, RL agent) pairs the RL agent is not "
-            "significantly ahead of it (paired interval reaching 0 or below); it is ahead in "
-            + (f"{len(ahead)}: {named}." if len(ahead) else "none."),
-            "",
-        ]
-    lines += split_goal_lines(sg)
-    if reads_second_scorer(observation):
-        lines += hybrid_section(
-            per_query, scorer_strength(per_query), condition_meta(runs[0].parent) if runs else {}, out
-        )
-    lines += [
+
+
+def _describe(method: str) -> str:
+    spec = MethodSpec.parse(method)
+    if spec.kind.name_field:  # fixed K: the description of its value
+        return f"{spec.kind.description} ({spec.kind.name_field} = {spec.k})"
+    text = spec.kind.description
+    return f"{text}; trained with the {spec.reward.upper()} reward" if spec.kind.uses_reward else text
+
+
+def methods_lines(agg: pd.DataFrame) -> list[str]:
+    ordered = sorted(agg["method"].unique(), key=lambda x: (GROUP_ORDER[method_group(x)], x))
+    return [
         "## Methods",
         "",
-    ]
-    for m in sorted(agg["method"].unique(), key=lambda x: (GROUP_ORDER[method_group(x)], x)):
-        lines.append(f"- `{m}` ({method_group(m)}): {_describe(m)}")
-    lines += [
+        *[f"- `{m}` ({method_group(m)}): {_describe(m)}" for m in ordered],
         "",
-        "bor-dp is the best stationary STOP/CONTINUE rule on the tabular agent's discretised state in the "
-        "model estimated from the training split (exact dynamic programming, mean reward objective); "
-        "bor-dp-mdp solves the same model for the RL agents' own objective (discounted return with step "
-        "costs). Both are optimal only inside that estimated model, not bounds: a policy outside the model "
-        "(tabular Q, DQN, a tuned peer) can beat them. The oracle stops at the gold rank: its mean reward is "
-        "the ceiling of every policy's mean reward (per query it earns the most any depth can), but it is "
-        "not a ceiling for BoR bits, where a shallow fixed K can score higher.",
+        "bor-dp is the best stationary STOP/CONTINUE rule on the tabular agent's discretised state in the model "
+        "estimated from the training split (exact dynamic programming on the net reward): optimal only inside "
+        "that model, not a bound. The `-insample` limits fit a peer's family on the test queries themselves: "
+        "the ceiling of that family, showing how much room its scores leave. The oracle stops at the gold rank "
+        "where that pays: the ceiling of every policy's net reward (not of BoR bits, where a shallow fixed K can "
+        "score higher).",
         "",
     ]
-    for cond in conds:
-        lines += _condition_section(cond, agg, limits, bagg, goals, dp, paretos[cond], paired)
+
+
+def condition_lines(cond: str, t: dict[str, pd.DataFrame], pareto: pd.DataFrame) -> list[str]:
+    """One condition's section: every method, each BoR agent against the peers, the limits, figures."""
+    a = t["aggregate"][t["aggregate"]["condition"] == cond].copy()
+    a = a.assign(_o=a["group"].map(GROUP_ORDER)).sort_values(["_o", JUDGED], ascending=[True, False])
+    front = pareto[pareto["pareto"] & (pareto["kind"] != "iso_bor")].sort_values("mean_k")["method"].tolist()
+    return [
+        f"## {cond}",
+        "",
+        *method_table_lines(a, t["limits"][t["limits"]["condition"] == cond].set_index("method")),
+        "",
+        *agent_lines(cond, a.set_index("method"), t["paired"]),
+        *limit_lines(cond, a.set_index("method"), t["limits"], t["dp"]),
+        *goal_check_lines(t["goals"][t["goals"]["condition"] == cond]),
+        "",
+        figure_line(f"{cond} Pareto", f"figures/pareto_{cond}.png"),
+        "",
+        "Pareto front (label-reading limits excluded), by increasing mean K: " + ", ".join(front) + ".",
+        "",
+        *bucket_table(t["buckets_aggregate"], cond, list(a["method"]), int(a["n_splits"].max())),
+        "",
+        figure_line(f"{cond} buckets", f"figures/buckets_{cond}.png"),
+        "",
+    ]
+
+
+def method_table_lines(a: pd.DataFrame, lim: pd.DataFrame) -> list[str]:
+    rows = []
+    for _, r in a.iterrows():
+        m = r["method"]
+        frac = {k: lim.loc[m, f"frac_{k}"] * 100 if m in lim.index else math.nan for k in ("dp", "oracle")}
+        rows.append(
+            [m, r["group"], f"{int(r['n_seeds'])} x {int(r['n_splits'])}", ci(r, "found_pct", 1), ci(r, "mean_k"),
+             f"{fmt(r['median_k'], nd=0)} / {fmt(r['p90_k'], nd=1)}", fmt(r["whole_list_pct"], nd=1),
+             fmt(r.get("break_even_pct", math.nan), nd=1), ci(r, "bor_bits"), ci(r, JUDGED, 3),
+             fmt(r["mean_reward"], nd=3), fmt(frac["dp"], nd=1), fmt(frac["oracle"], nd=1)]
+        )  # fmt: skip
+    header = ["method", "group", "seeds x splits", "found %", "mean K", "median / p90 K", "whole list %",
+              "at break-even %", "BoR bits", "net reward", "mean reward (cost-free)", "% of bor-dp", "% of oracle"]  # fmt: skip
+    return table(header, rows)
+
+
+def agent_lines(cond: str, idx: pd.DataFrame, paired: pd.DataFrame) -> list[str]:
+    """Per BoR agent: the peers as good or better, the paired difference with the best peer, dominance."""
+    peers, fixed = idx[idx["group"] == "peer"], idx[idx["group"] == "baseline"]
+    lines = ['**Where each BoR agent wins and where it does not** (point estimates of the net reward; "within noise" '
+             "means the peer's value lies inside the agent's query-bootstrap interval):", ""]  # fmt: skip
+    for agent in (m for m in BOR_AGENTS if m in idx.index):
+        me = idx.loc[agent]
+        lo, hi = me[f"{JUDGED}_lo"], me[f"{JUDGED}_hi"]
+
+        def noise(v: float, lo: float = lo, hi: float = hi) -> str:
+            return " (within noise)" if lo < hi and lo <= v <= hi else ""
+
+        better = peers[peers[JUDGED] >= me[JUDGED]].sort_values(JUDGED, ascending=False)
+        text = f"- {agent}: {fmt(me[JUDGED], lo, hi, 3)} net reward ({me['found_pct']:.1f}% found at mean K {me['mean_k']:.2f}). "
+        text += (
+            "It beats every peer. "
+            if better.empty
+            else "Peers as good or better: "
+            + ", ".join(f"{m} {r[JUDGED]:.3f}{noise(r[JUDGED])}" for m, r in better.iterrows())
+            + ". "
+        )
+        pr = paired[(paired["condition"] == cond) & (paired["agent"] == agent)].set_index("peer")
+        if len(pr) and len(peers):
+            bp = peers[JUDGED].idxmax()
+            r = pr.loc[bp]
+            text += f"Minus the best peer, {bp}: {_diff(r)} ({_verdict(r['diff_lo'], r['diff_hi'], agent, bp)}). "
+        fb = fixed[fixed[JUDGED] >= me[JUDGED]]
+        if len(fb):
+            text += "Fixed K at least as good (chosen on test, a hindsight reference): " + ", ".join(fb.index) + ". "
+        dom = peers[(peers["found_pct"] > me["found_pct"] + 1e-9) & (peers["mean_k"] < me["mean_k"] - 1e-9)]
+        text += (
+            "No peer has both a higher found % and a lower mean K."
+            if dom.empty
+            else ("Peers with a higher found % at a lower mean K: " + ", ".join(dom.index) + ".")
+        )
+        lines.append(text)
+    for sup in SUPERVISED_AGENTS:
+        rl = paired[(paired["condition"] == cond) & (paired["peer"] == sup) & paired["agent"].isin(RL_AGENTS)]
+        if len(rl):
+            parts = [f"{r['agent']} minus {sup} = {_diff(r)} ({_verdict(r['diff_lo'], r['diff_hi'], 'RL', sup)})"
+                     for _, r in rl.iterrows()]  # fmt: skip
+            lines += ["", f"**RL against {sup}:** " + "; ".join(parts) + "."]
+    return [*lines, ""]
+
+
+def limit_lines(cond: str, idx: pd.DataFrame, limits: pd.DataFrame, dp: pd.DataFrame) -> list[str]:
+    lim = limits[limits["condition"] == cond].set_index("method")
+    parts = [
+        f"{agent} reaches {ci(lim.loc[agent], 'frac_dp', 1, 100)}% of bor-dp's net reward and "
+        f"{ci(lim.loc[agent], 'frac_oracle', 1, 100)}% of the oracle's"
+        for agent in (*BOR_AGENTS, "f1-dqn")
+        if agent in lim.index
+    ]
+    ceilings = [m for m in idx.index if m.endswith("-insample")]
+    for m in ceilings:
+        fam = m.removesuffix("-insample")
+        fitted = f"bor-{fam}"
+        if fitted in idx.index:
+            parts.append(f"{m} (the {fam} family's ceiling) earns {idx.loc[m, JUDGED]:.3f} against the train-fitted "
+                         f"{fitted}'s {idx.loc[fitted, JUDGED]:.3f}")  # fmt: skip
+    lines = ["**Gap to the limits:** " + "; ".join(parts) + "."]
+    d = dp[dp["condition"] == cond] if len(dp) else dp
+    if len(d):
+        rows = [[r["method"], r["objective"], f"{r['model_value_train']:.3f}", f"{r['realised_value_train']:.3f}",
+                 f"{r['mean_reward_net_test']:.3f}", int(r["states_seen"])] for _, r in d.iterrows()]  # fmt: skip
+        lines += [
+            "",
+            *table(
+                [
+                    "DP policy",
+                    "objective",
+                    "value in its model (train)",
+                    "realised on train",
+                    "net reward (test)",
+                    "states seen",
+                ],
+                rows,
+            ),  # fmt: skip
+            "",
+            "The model value is optimal in the certainty-equivalent model of the tabular state; the realised "
+            "training value is lower where pooled states are not Markov (see `agents/oracle.py`).",
+        ]
+    return lines
+
+
+def goal_check_lines(g: pd.DataFrame) -> list[str]:
+    if g.empty:
+        return []
+    lines = ["", "**Goal check** (stated before running):", ""]
+    for _, r in g.iterrows():
+        det = f" ({r['detail']})" if isinstance(r["detail"], str) and r["detail"] else ""
+        lines.append(f"- {r['agent']}: {r['check']}: {'met' if r['passed'] else 'NOT met'}{det}")
+    return lines
+
+
+def wall_time_lines(runs: Sequence[Path]) -> list[str]:
+    """Per method, the wall time summed over its run directories (from their manifests)."""
     wall = []
     for run in runs:
         man = json.loads((run / "manifest.json").read_text())
         cfg = json.loads((run / "config.json").read_text())
         wall.append({"method": cfg["method"], "seconds": float(man.get("wall_seconds", math.nan))})
+    if not wall:
+        return []
     w = pd.DataFrame(wall).groupby("method")["seconds"].agg(["count", "sum"]).sort_values("sum", ascending=False)
-    lines += [
+    return [
         "## Wall time",
         "",
-        "Per method, summed over its run directories (from their manifests; resumed "
-        "cells keep the time of the run that made them):",
+        "Per method, summed over its run directories (from their manifests; resumed cells keep the time of the run "
+        "that made them):",
         "",
-        "| method | runs | seconds |",
-        "|---|---|---|",
+        *table(["method", "runs", "seconds"], [[m, int(r["count"]), f"{r['sum']:.1f}"] for m, r in w.iterrows()]),
+        f"| total | {int(w['count'].sum())} | {w['sum'].sum():.1f} |",
+        "",
     ]
-    lines += [f"| {m} | {int(r['count'])} | {r['sum']:.1f} |" for m, r in w.iterrows()]
-    lines += [f"| total | {int(w['count'].sum())} | {w['sum'].sum():.1f} |", ""]
-    atomic_write_text(out / "README.md", "\n".join(lines))
-    return conds

@@ -38,9 +38,11 @@ from experiments.report.multi import write_multi_section
 from experiments.report.synthetic import write_synthetic_report
 from experiments.report.tables import (
     HYBRID_PAIRS,
+    JUDGED,
     MIN_BUCKET_QUERIES,
     SPEC_BFCL_TEXT,
-    aggregate,
+    aggregate_with_groups,
+    best_methods,
     condition_meta,
     depth_trend,
     first_split_meta,
@@ -96,7 +98,7 @@ def explain(t2: pd.DataFrame, agg: pd.DataFrame, factors: pd.DataFrame | None = 
         if r["found_pct_lo"] <= r["paper_found_pct"] <= r["found_pct_hi"]:
             continue
         fixed = agg[(agg["condition"] == r["condition"]) & agg["method"].str.startswith("fixed-")]
-        best = fixed.loc[fixed["mean_reward"].idxmax()] if len(fixed) else None
+        best = fixed.loc[fixed[JUDGED].idxmax()] if len(fixed) else None
         s = (
             f"{r['condition']} {r['method']}: {r['found_pct']:.1f}% found at K {r['mean_k']:.2f} vs the paper's "
             f"{r['paper_found_pct']}% at K {r['paper_mean_k']} ({r['found_diff']:+.1f} points, outside our interval "
@@ -113,9 +115,9 @@ def explain(t2: pd.DataFrame, agg: pd.DataFrame, factors: pd.DataFrame | None = 
             )
         if best is not None:
             s += (
-                f" On our lists the fixed K with the highest mean BoR reward is {best['method']} "
-                f"({best['mean_reward']:.2f} bits at {best['found_pct']:.1f}% found), the depth the reward favours;"
-                f" our {r['method']} earns {r['mean_reward']:.2f}."
+                f" On our lists the fixed K with the highest mean net reward is {best['method']} "
+                f"({best[JUDGED]:.2f} bits at {best['found_pct']:.1f}% found), the depth the reward favours;"
+                f" our {r['method']} earns {r[JUDGED]:.2f}."
             )
         out.append(s)
     return out
@@ -123,7 +125,22 @@ def explain(t2: pd.DataFrame, agg: pd.DataFrame, factors: pd.DataFrame | None = 
 
 def answers(per_query: pd.DataFrame, t2: pd.DataFrame, conditions: list[str]) -> list[str]:
     """The study's questions, answered from the data."""
-    lines = ["## What the results show", ""]
+    trends = {(c, m): depth_trend(per_query, c, m) for c in conditions for m in ("bor-dqn", "f1-dqn")}
+    return [
+        "## What the results show",
+        "",
+        *paper_match_lines(t2),
+        "",
+        *depth_trend_lines(trends, conditions),
+        "",
+        *f1_depth_lines(trends, conditions),
+        "",
+    ]
+
+
+def paper_match(t2: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The BoR agent's rows of :func:`table2` that match the paper (our interval reaches its found % at a mean K
+    no larger), those that still match without the whole-list episodes, and those that miss."""
     bor = t2[t2["method"] == "bor-dqn"]
     matched = bor[(bor["found_pct_hi"] >= bor["paper_found_pct"]) & (bor["mean_k"] <= bor["paper_mean_k"] + 1e-9)]
     missed = bor[~bor.index.isin(matched.index) & bor["paper_found_pct"].notna()]
@@ -132,6 +149,11 @@ def answers(per_query: pd.DataFrame, t2: pd.DataFrame, conditions: list[str]) ->
         (matched["found_pct_partial"] + (matched["found_pct_hi"] - matched["found_pct"]) >= matched["paper_found_pct"])
         & (matched["mean_k_partial"] <= matched["paper_mean_k"] + 1e-9)
     ]
+    return matched, robust, missed
+
+
+def paper_match_lines(t2: pd.DataFrame) -> list[str]:
+    matched, robust, missed = paper_match(t2)
 
     def why_not(r: pd.Series) -> str:
         reasons = []
@@ -144,15 +166,15 @@ def answers(per_query: pd.DataFrame, t2: pd.DataFrame, conditions: list[str]) ->
             reasons.append(f"mean K {r['mean_k']:.2f} > {r['paper_mean_k']}")
         return f"{r['condition']} ({'; '.join(reasons)})"
 
-    lines.append(
+    lines = [
         "**Does our BoR agent match or beat the paper's found % at equal or lower mean K?** "
         + (f"Yes on {', '.join(matched['condition'])}" if len(matched) else "On no condition")
         + (f"; not on {', '.join(why_not(r) for _, r in missed.iterrows())}." if len(missed) else ".")
         + " (Matching means our query-bootstrap interval reaches the paper's found % at a mean K no larger "
         "than the paper's.)"
-    )
+    ]
     if len(matched):
-        fragile = [c for c in matched["condition"] if c not in set(robust["condition"])]
+        fragile = matched[~matched["condition"].isin(set(robust["condition"]))]
         lines.append(
             "Without the whole-list episodes (K = N, counted as found), the match "
             + (f"holds on {', '.join(robust['condition'])}" if len(robust) else "holds on no condition")
@@ -161,16 +183,18 @@ def answers(per_query: pd.DataFrame, t2: pd.DataFrame, conditions: list[str]) ->
                 + ", ".join(
                     f"{r['condition']} ({r['whole_list_pct']:.1f}% whole-list episodes; without them "
                     f"{r['found_pct_partial']:.1f}% found at mean K {r['mean_k_partial']:.2f})"
-                    for _, r in matched[matched["condition"].isin(fragile)].iterrows()
+                    for _, r in fragile.iterrows()
                 )
-                if fragile
+                if len(fragile)
                 else ""
             )
             + ". (Without whole-list episodes we shift the found % by the same interval half-width; no new "
             "bootstrap.)"
         )
-    lines.append("")
-    trends = {(c, m): depth_trend(per_query, c, m) for c in conditions for m in ("bor-dqn", "f1-dqn")}
+    return lines
+
+
+def depth_trend_lines(trends: dict, conditions: list[str]) -> list[str]:
     grow: list[str] = []
     flat: list[str] = []
     for cond in conditions:
@@ -180,14 +204,16 @@ def answers(per_query: pd.DataFrame, t2: pd.DataFrame, conditions: list[str]) ->
         seq = " -> ".join(f"{b} {k:.2f} (n={n})" for b, k, n in zip(t.buckets, t.mean_k, t.n, strict=True))
         txt = f"{cond}: {seq}; hardest - easiest {t.diff:+.2f} [{t.diff_lo:+.2f}, {t.diff_hi:+.2f}]"
         (grow if t.grows else flat).append(txt + ("" if t.monotone else ", not monotone"))
-    lines.append(
+    return [
         "**Does the BoR agent's mean K increase from easy to hard queries?** Judged over every bucket with at "
         f"least {MIN_BUCKET_QUERIES} test queries (per query, K averaged over seeds): it grows when the bucket "
         "means never decrease and the 95% bootstrap interval of hardest minus easiest lies above 0. "
         + (f"Yes on {len(grow)} of {len(grow) + len(flat)} conditions: {'; '.join(grow)}." if grow else "")
         + (f" Not on: {'; '.join(flat)}." if flat else "")
-    )
-    lines.append("")
+    ]
+
+
+def f1_depth_lines(trends: dict, conditions: list[str]) -> list[str]:
     shallow = []
     for cond in conditions:
         tf, tb = trends[(cond, "f1-dqn")], trends[(cond, "bor-dqn")]
@@ -195,17 +221,16 @@ def answers(per_query: pd.DataFrame, t2: pd.DataFrame, conditions: list[str]) ->
             continue
         hardest = [b for b in tf.buckets if b in tb.buckets][-1]  # hardest bucket with enough queries for both
         shallow.append((cond, hardest, tf.mean_k[tf.buckets.index(hardest)], tb.mean_k[tb.buckets.index(hardest)]))
-    if shallow:
-        n_shallower = sum(1 for _, _, f, b in shallow if f < b)
-        lines.append(
-            "**Does the F1 agent stay shallow across buckets, as the paper claims?** "
-            f"On {n_shallower} of {len(shallow)} conditions the F1 agent's mean K in the hardest bucket with at least "
-            f"{MIN_BUCKET_QUERIES} test queries is below the BoR agent's: "
-            + "; ".join(f"{c} ({bk}): F1 {f:.2f} vs BoR {b:.2f}" for c, bk, f, b in shallow)
-            + "."
-        )
-    lines.append("")
-    return lines
+    if not shallow:
+        return []
+    n_shallower = sum(1 for _, _, f, b in shallow if f < b)
+    return [
+        "**Does the F1 agent stay shallow across buckets, as the paper claims?** "
+        f"On {n_shallower} of {len(shallow)} conditions the F1 agent's mean K in the hardest bucket with at least "
+        f"{MIN_BUCKET_QUERIES} test queries is below the BoR agent's: "
+        + "; ".join(f"{c} ({bk}): F1 {f:.2f} vs BoR {b:.2f}" for c, bk, f, b in shallow)
+        + "."
+    ]
 
 
 def table2_markdown(t2: pd.DataFrame) -> list[str]:
@@ -224,6 +249,7 @@ def table2_markdown(t2: pd.DataFrame) -> list[str]:
             fmt(r["found_diff"], nd=1),
             f"{fmt(r['found_at_1'], nd=1)} / {fmt(r['paper_found_at_1'], nd=1)}",
             fmt(r["bor_bits"]),
+            fmt(r[JUDGED]),
             fmt(r["mean_reward"]),
         ]
         for _, r in t2.iterrows()
@@ -231,7 +257,7 @@ def table2_markdown(t2: pd.DataFrame) -> list[str]:
     header = [
         "condition", "method", "found % (ours)", "mean K (ours)", "median / p90 K", "whole list %",
         "without whole list: found % / mean K", "found % (paper)", "mean K (paper)", "diff",
-        "found@1 ours / paper", "BoR bits", "mean reward",
+        "found@1 ours / paper", "BoR bits", "net reward", "mean reward (cost-free)",
     ]  # fmt: skip
     return table(header, rows)
 
@@ -300,17 +326,17 @@ def notes_for(summary: pd.DataFrame) -> dict[str, str]:
         fixed = summary[(summary["condition"] == cond) & summary["method"].str.startswith("fixed-")]
         if not len(fixed):
             continue
-        by = fixed.groupby("method")[["mean_reward", "found_pct"]].mean()
-        best = by["mean_reward"].idxmax()
+        by = fixed.groupby("method")[[JUDGED, "found_pct"]].mean()
+        best = by[JUDGED].idxmax()
         parts = [
-            f"The fixed K with the highest mean BoR reward is {best} ({by.loc[best, 'mean_reward']:.2f} bits at "
+            f"The fixed K with the highest mean net reward is {best} ({by.loc[best, JUDGED]:.2f} bits at "
             f"{by.loc[best, 'found_pct']:.1f}% found)."
         ]
-        bor = _mean(summary, cond, "bor-dqn", "mean_reward")
+        bor = _mean(summary, cond, "bor-dqn", JUDGED)
         if not np.isnan(bor):
             parts.append(
-                f"BoR-DQN earns {bor:.2f} bits of mean reward ({_mean(summary, cond, 'bor-dqn', 'found_pct'):.1f}% found "
-                f"at mean K {_mean(summary, cond, 'bor-dqn', 'mean_k'):.2f}) against {by['mean_reward'].max():.2f} for "
+                f"BoR-DQN earns {bor:.2f} bits of net reward ({_mean(summary, cond, 'bor-dqn', 'found_pct'):.1f}% found "
+                f"at mean K {_mean(summary, cond, 'bor-dqn', 'mean_k'):.2f}) against {by[JUDGED].max():.2f} for "
                 "the best fixed K."
             )
         notes[cond] = " ".join(parts)
@@ -338,96 +364,99 @@ def _condition_section(
         "",
         f"Scorer alone on the {int(s['n_test'])} test queries"
         + (f" (means over {n_splits} train/test splits)" if n_splits > 1 else "")
-        + f": found@1 {s['found@1']:.1f}%, "
-        f"found@3 {s['found@3']:.1f}%, found@5 {s['found@5']:.1f}%, found@20 {s['found@20']:.1f}%, "
-        f"found@50 {s['found@50']:.1f}%.",
+        + f": found@1 {s['found@1']:.1f}%, found@3 {s['found@3']:.1f}%, found@5 {s['found@5']:.1f}%, "
+        f"found@20 {s['found@20']:.1f}%, found@50 {s['found@50']:.1f}%.",
         "",
-        *table(
-            [
-                "method",
-                "seeds x splits",
-                "found %",
-                "mean K",
-                "median / p90 K",
-                "whole list %",
-                "BoR bits",
-                "mean reward",
-                "ceiling",
-            ],  # fmt: skip
-            [
-                [
-                    r["method"],
-                    f"{int(r['n_seeds'])} x {int(r['n_splits'])}",
-                    ci(r, "found_pct", 1),
-                    ci(r, "mean_k"),
-                    f"{fmt(r['median_k'], nd=0)} / {fmt(r['p90_k'], nd=1)}",
-                    fmt(r["whole_list_pct"], nd=1),
-                    ci(r, "bor_bits"),
-                    ci(r, "mean_reward"),
-                    f"{r['bor_ceiling']:.2f}",
-                ]
-                for _, r in a.iterrows()
-            ],
-        ),
+        *condition_table(a),
+        *paper_rows_lines(cond, a, s),
+        *collapse_lines(summary[(summary["condition"] == cond) & (summary["collapse_pct"] > 0)]),
     ]
-    paper = PAPER.get(cond)
-    if paper:
-        rows: list[list[object]] = []
-        for key, method in (("bor", "bor-dqn"), ("f1", "f1-dqn")):
-            if key in paper and method in set(a["method"]):
-                p, o = paper[key], a[a["method"] == method].iloc[0]
-                psd = f" +- {p['found_sd']}" if "found_sd" in p else ""
-                ksd = f" +- {p['k_sd']}" if "k_sd" in p else ""
-                rows.append(
-                    [
-                        method,
-                        f"{p['found_pct']}{psd}",
-                        f"{p['mean_k']}{ksd}",
-                        ci(o, "found_pct", 1),
-                        ci(o, "mean_k"),
-                        f"{o['found_pct'] - p['found_pct']:+.1f}",
-                    ]
-                )
-        bf = paper.get("best_fixed")
-        mine = a[a["method"] == f"fixed-{bf['k']}"] if bf else a.iloc[:0]
-        if bf and len(mine):
-            got = mine.iloc[0]["found_pct"]
-            rows.append(
-                [f"fixed-{bf['k']} (paper's best fixed K)", bf["found_pct"], bf["k"], f"{got:.1f}", bf["k"],
-                 f"{got - bf['found_pct']:+.1f}"]
-            )  # fmt: skip
-        for k in (1, 5):
-            if f"found_at_{k}" in paper:
-                theirs, ours = paper[f"found_at_{k}"], s[f"found@{k}"]
-                rows.append([f"scorer found@{k}", theirs, k, f"{ours:.1f}", k, f"{ours - theirs:+.1f}"])
-        lines += [
-            "",
-            "Beside the paper (SPEC section 6):",
-            "",
-            *table(["", "paper found %", "paper mean K", "ours found %", "ours mean K", "diff found (pts)"], rows),
-        ]
-    collapse = summary[(summary["condition"] == cond) & (summary["collapse_pct"] > 0)]
-    if len(collapse):
-        worst = collapse.groupby("method")["collapse_pct"].mean().sort_values(ascending=False)
-        lines += [
-            "",
-            "Collapse-zone warning (expected random hits lambda = K R / N >= 3, no method can be "
-            "selective there): " + ", ".join(f"{m} {v:.0f}% of queries" for m, v in worst.items()) + ".",
-        ]
     methods = [m for m in STUDY_BUCKET_METHODS if m in set(a["method"])]
     plotted = bucket_figure(buckets, cond, methods, out / "figures" / f"buckets_{cond}.png")
     lines += ["", figure_line(f"{cond} buckets", f"figures/buckets_{cond}.png"), ""]
     n_splits = int(with_splits(buckets[buckets["condition"] == cond])["split_seed"].nunique())
     lines += bucket_table(plotted, cond, methods, n_splits)
-    if note:
-        lines += ["", note]
-    lines.append("")
-    return lines
+    return [*lines, *(["", note] if note else []), ""]
+
+
+def condition_table(a: pd.DataFrame) -> list[str]:
+    header = ["method", "seeds x splits", "found %", "mean K", "median / p90 K", "whole list %", "BoR bits",
+              "net reward", "mean reward (cost-free)", "ceiling"]  # fmt: skip
+    rows = [
+        [r["method"], f"{int(r['n_seeds'])} x {int(r['n_splits'])}", ci(r, "found_pct", 1), ci(r, "mean_k"),
+         f"{fmt(r['median_k'], nd=0)} / {fmt(r['p90_k'], nd=1)}", fmt(r["whole_list_pct"], nd=1), ci(r, "bor_bits"),
+         ci(r, JUDGED), fmt(r["mean_reward"]), f"{r['bor_ceiling']:.2f}"]
+        for _, r in a.iterrows()
+    ]  # fmt: skip
+    return table(header, rows)
+
+
+def paper_rows_lines(cond: str, a: pd.DataFrame, s: pd.Series) -> list[str]:
+    """Ours beside the paper's numbers of one condition (SPEC section 6), when the paper has them."""
+    paper = PAPER.get(cond)
+    if not paper:
+        return []
+    rows: list[list[object]] = []
+    for key, method in (("bor", "bor-dqn"), ("f1", "f1-dqn")):
+        if key in paper and method in set(a["method"]):
+            p, o = paper[key], a[a["method"] == method].iloc[0]
+            psd = f" +- {p['found_sd']}" if "found_sd" in p else ""
+            ksd = f" +- {p['k_sd']}" if "k_sd" in p else ""
+            rows.append([method, f"{p['found_pct']}{psd}", f"{p['mean_k']}{ksd}", ci(o, "found_pct", 1),
+                         ci(o, "mean_k"), f"{o['found_pct'] - p['found_pct']:+.1f}"])  # fmt: skip
+    bf = paper.get("best_fixed")
+    mine = a[a["method"] == f"fixed-{bf['k']}"] if bf else a.iloc[:0]
+    if bf and len(mine):
+        got = mine.iloc[0]["found_pct"]
+        rows.append([f"fixed-{bf['k']} (paper's best fixed K)", bf["found_pct"], bf["k"], f"{got:.1f}", bf["k"],
+                     f"{got - bf['found_pct']:+.1f}"])  # fmt: skip
+    for k in (1, 5):
+        if f"found_at_{k}" in paper:
+            theirs, ours = paper[f"found_at_{k}"], s[f"found@{k}"]
+            rows.append([f"scorer found@{k}", theirs, k, f"{ours:.1f}", k, f"{ours - theirs:+.1f}"])
+    header = ["", "paper found %", "paper mean K", "ours found %", "ours mean K", "diff found (pts)"]
+    return ["", "Beside the paper (SPEC section 6):", "", *table(header, rows)]
+
+
+def collapse_lines(collapse: pd.DataFrame) -> list[str]:
+    if not len(collapse):
+        return []
+    worst = collapse.groupby("method")["collapse_pct"].mean().sort_values(ascending=False)
+    return [
+        "",
+        "Collapse-zone warning (expected random hits lambda = K R / N >= 3, no method can be "
+        "selective there): " + ", ".join(f"{m} {v:.0f}% of queries" for m, v in worst.items()) + ".",
+    ]
 
 
 def is_synthetic(condition: str) -> bool:
     """Whether a condition belongs to the synthetic study (reported in ``synthetic/``)."""
     return condition.startswith("synthetic-")
+
+
+#: The pages a study folder holds (file, title), in navigation order; a page is written when its part ran.
+STUDY_PAGES: tuple[tuple[str, str], ...] = (
+    ("paper.md", "Beside the paper: the BoR agent, the F1 ablation and fixed K"),
+    ("two-scorers.md", "Two scorers on the same candidates"),
+    ("multi-tool.md", "Several relevant tools: completeness, unknown R, equivalent tools"),
+    ("conditions.md", "Every condition: methods, buckets, figures"),
+)
+
+
+def study_tables(per_query: pd.DataFrame, summary: pd.DataFrame, meta: dict) -> dict[str, pd.DataFrame]:
+    """The study's tables (DataFrames in, DataFrames out): aggregate, scorer strength, table 2 beside the
+    paper, split variance, measured factors and the method to use per condition (``best``)."""
+    agg = aggregate_with_groups(summary, per_query)
+    strength = scorer_strength(per_query)
+    main = [c for c in MAIN_CONDITIONS if c in set(summary["condition"])]
+    return {
+        "aggregate": agg,
+        "scorer_strength": strength,
+        "table2": table2(agg, strength, main),
+        "splits": split_variance(agg, main),
+        "factors": measured_factors(per_query, meta, main),
+        "best": best_methods(per_query, agg[~agg["condition"].map(is_synthetic)]),
+    }
 
 
 def write_study_report(
@@ -441,24 +470,78 @@ def write_study_report(
     observation: str = "auto",
     source: Path | None = None,
 ) -> None:
-    """table2.csv, aggregate.csv, scorer_strength.csv, splits.csv, factors.csv, figures/*.png (+csv) and
-    README.md of a study folder, with the tool-text comparison, the multi-tool section (on split
-    ``split_seed``, the one the multi-tool suite runs on) and the synthetic study's folder when
-    those conditions ran. ``observation`` names the learners' observation set (README paragraph;
-    no two-scorer section on a set without the second scorer). ``source`` is the folder whose
-    ``runs/`` and ``tuning/`` the report reads (default ``out``; ``shortlist reproduce`` writes
-    into a staging folder and reads the results folder)."""
+    """The study's tables (:func:`study_tables`, one CSV each), figures and pages (:data:`STUDY_PAGES`, plus
+    ``synthetic/README.md`` when the synthetic study ran) into ``out``. The folder's README.md, the overview
+    that answers first and links the pages, is written afterwards by :func:`experiments.report.overview.write_overview`.
+
+    The multi-tool page runs on split ``split_seed`` (the one the multi-tool suite runs on); ``observation``
+    names the learners' observation set (no two-scorer page on a set without the second scorer); ``source`` is
+    the folder whose ``runs/`` and ``tuning/`` the report reads (default ``out``; ``shortlist reproduce``
+    writes into a staging folder and reads the results folder)."""
     source = out if source is None else source
-    agg = aggregate(summary, per_query)
-    atomic_write_csv(agg, out / "aggregate.csv")
-    strength = scorer_strength(per_query)
-    atomic_write_csv(strength, out / "scorer_strength.csv")
-    present = set(summary["condition"])
-    main_conds = [c for c in MAIN_CONDITIONS if c in present]
-    t2 = table2(agg, strength, main_conds)
-    atomic_write_csv(t2, out / "table2.csv")
-    lines = [
-        f"# {TITLE}",
+    meta = condition_meta(source / "runs")
+    t = study_tables(per_query, summary, meta)
+    for name, df in t.items():
+        atomic_write_csv(df, out / f"{name}.csv")
+    pages = {
+        "paper.md": paper_page(out, per_query, summary, t, meta, source, observation),
+        "two-scorers.md": hybrid_section(per_query, t["scorer_strength"], meta, out)
+        if reads_second_scorer(observation)
+        else [],
+        "multi-tool.md": write_multi_section(out, per_query, summary, data_dir, cache_dir, split_seed),
+        "conditions.md": conditions_page(out, t["aggregate"], t["scorer_strength"], summary, buckets),
+    }
+    titles = dict(STUDY_PAGES)
+    for name, lines in pages.items():
+        if lines:
+            body = lines[2:] if lines[0].startswith("## ") else lines  # the page title replaces the section heading
+            atomic_write_text(out / name, "\n".join([f"# {titles[name]}", "", *body]))
+    write_synthetic_report(out, per_query)
+
+
+def paper_page(
+    out: Path,
+    per_query: pd.DataFrame,
+    summary: pd.DataFrame,
+    t: dict[str, pd.DataFrame],
+    meta: dict,
+    source: Path,
+    observation: str,
+) -> list[str]:
+    """Ours beside the paper's main table, the study's questions answered, splits, measured factors, the
+    whole-list episodes, the tool-text comparison and the study figures."""
+    main = list(t["table2"]["condition"].unique())
+    why = explain(t["table2"], t["aggregate"], t["factors"])
+    return [
+        "## Beside the paper",
+        "",
+        *answers(per_query, t["table2"], main),
+        "## Beside the paper's main table (SPEC section 6)",
+        "",
+        "Ours: mean over runs [95% bootstrap interval over test queries]; `table2.csv` holds these numbers. "
+        "'Without whole-list' recomputes found % and mean K on the episodes that stopped before K = N.",
+        "",
+        *table2_markdown(t["table2"]),
+        "",
+        *study_provenance(observation),
+        *split_section(t["aggregate"], main),
+        "### Measured factors behind differences from the paper",
+        "",
+        "Computed from the run manifests and the test rows (`factors.csv`); they are measured beside the "
+        "results, not tested as causes.",
+        "",
+        *[f"- {c}: {factor_text(f)}." for c, f in t["factors"].set_index("condition").iterrows()],
+        "",
+        *(["### Differences from the paper larger than our interval", "", *[f"- {w}" for w in why], ""] if why else []),
+        *whole_list_section(t["aggregate"], meta, source),
+        *text_section(t["aggregate"], t["scorer_strength"], out),
+        *study_figures(out, per_query, summary),
+    ]
+
+
+def study_provenance(observation: str) -> list[str]:
+    return [
+        "## How these numbers were made",
         "",
         "Generated by `shortlist reproduce` from the run directories under `runs/` (not committed: the command "
         "remakes them; `runs.csv` lists each with its config hash and the sha256 of its tables); do not edit "
@@ -468,55 +551,33 @@ def write_study_report(
         "(2,000 resamples stratified by split, the same for every method of a condition; each resample "
         "averages the runs). The spread over training seeds and the spread over splits are separate "
         "(`*_seed_min`/`*_seed_max` and `*_split_min`/`*_split_max` in aggregate.csv, and the split-variance "
-        "table below); depths show median, 90th percentile and the "
-        'whole-list rate (K = N) beside the mean. "BoR bits" is the aggregate '
-        'log2(mean found / mean P_rand) and "mean reward" the mean per-query BoR reward; they are '
-        "different quantities and can rank methods differently.",
+        "table below); depths show median, 90th percentile and the whole-list rate (K = N) beside the mean. "
+        '"Net reward" (the judged quantity every learner is trained on) is the mean per-query BoR reward '
+        'found x -log2 P_rand(K) minus the condition\'s cost per extra shown tool; "mean reward" leaves the '
+        'cost out; "BoR bits" is the aggregate log2(mean found / mean P_rand). They can rank methods '
+        "differently. The paper's agents were trained with gamma 0.95 on most conditions and judged on found % "
+        "and K; ours with gamma 1 on the net reward.",
         "",
         *observation_lines(observation),
-        "## Beside the paper's main table (SPEC section 6)",
-        "",
-        "Ours: mean over runs [95% bootstrap interval over test queries]; `table2.csv` holds these numbers. "
-        "'Without whole-list' recomputes found % and mean K on the episodes that stopped before K = N.",
-        "",
-        *table2_markdown(t2),
-        "",
-        *answers(per_query, t2, main_conds),
     ]
-    lines += split_section(agg, main_conds)
-    atomic_write_csv(split_variance(agg, main_conds), out / "splits.csv")
-    meta = condition_meta(source / "runs")
-    factors = measured_factors(per_query, meta, main_conds)
-    atomic_write_csv(factors, out / "factors.csv")
-    lines += [
-        "### Measured factors behind differences from the paper",
-        "",
-        "Computed from the run manifests and the test rows (`factors.csv`); they are measured beside the "
-        "results, not tested as causes.",
-        "",
-        *[f"- {c}: {factor_text(f)}." for c, f in factors.set_index("condition").iterrows()],
-        "",
-    ]
-    why = explain(t2, agg, factors)
-    if why:
-        lines += ["### Differences from the paper larger than our interval", "", *[f"- {w}" for w in why], ""]
-    lines += whole_list_section(agg, meta, source)
-    if reads_second_scorer(observation):
-        lines += hybrid_section(per_query, strength, meta, out)
-    lines += text_section(agg, strength, out)
-    lines += study_figures(out, per_query, summary)
-    lines += write_multi_section(out, per_query, summary, data_dir, cache_dir, split_seed)
-    lines += write_synthetic_report(out, per_query)
+
+
+def conditions_page(
+    out: Path, agg: pd.DataFrame, strength: pd.DataFrame, summary: pd.DataFrame, buckets: pd.DataFrame
+) -> list[str]:
+    """One section per condition (not the synthetic study's): every method's table, beside the paper, buckets."""
+    present = set(summary["condition"])
     notes = notes_for(summary)
     order = [c for c in PLANS if c in present and not is_synthetic(c)]
     order += sorted(c for c in present - set(PLANS) if not is_synthetic(c))
+    lines = ["## Every condition", ""]
     for cond in order:
         lines += _condition_section(cond, agg, strength, summary, buckets, out, notes.get(cond, ""))
-    atomic_write_text(out / "README.md", "\n".join(lines))
+    return lines
 
 
 def split_section(agg: pd.DataFrame, conditions: list[str]) -> list[str]:
-    """The split-variance table: mean reward and found % with three separate spreads."""
+    """The split-variance table: net reward and found % with three separate spreads."""
     sv = split_variance(agg, conditions)
     if sv.empty:
         return []
@@ -530,9 +591,9 @@ def split_section(agg: pd.DataFrame, conditions: list[str]) -> list[str]:
             r["condition"],
             r["method"],
             f"{int(r['n_seeds'])} x {int(r['n_splits'])}",
-            ci(r, "mean_reward"),
-            rng(r, "mean_reward", "seed", 2),
-            rng(r, "mean_reward", "split", 2),
+            ci(r, JUDGED),
+            rng(r, JUDGED, "seed", 2),
+            rng(r, JUDGED, "split", 2),
             ci(r, "found_pct", 1),
             rng(r, "found_pct", "seed", 1),
             rng(r, "found_pct", "split", 1),
@@ -540,7 +601,7 @@ def split_section(agg: pd.DataFrame, conditions: list[str]) -> list[str]:
         for _, r in sv.iterrows()
     ]
     header = [
-        "condition", "method", "seeds x splits", "mean reward [query bootstrap]", "seed range", "split range",
+        "condition", "method", "seeds x splits", "net reward [query bootstrap]", "seed range", "split range",
         "found % [query bootstrap]", "seed range", "split range",
     ]  # fmt: skip
     return [
@@ -558,7 +619,7 @@ def split_section(agg: pd.DataFrame, conditions: list[str]) -> list[str]:
 
 
 #: The learned policies compared with and without a second scorer.
-HYBRID_METHODS = ("bor-dqn", "bor-tabular", "bor-cutoff")
+HYBRID_METHODS = ("bor-dqn", "bor-tabular", "bor-cutoff", "bor-posterior")
 
 
 def hybrid_section(
@@ -593,8 +654,8 @@ def hybrid_section(
             ranking_found1(r["base"], r["other"]),
             weight(r["other"]),
             r["method"],
-            f"{r['base_mean_reward']:.3f}",
-            f"{r['other_mean_reward']:.3f}",
+            f"{r[f'base_{JUDGED}']:.3f}",
+            f"{r[f'other_{JUDGED}']:.3f}",
             f"{r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]",
         ]
         for _, r in hp.iterrows()
@@ -603,7 +664,7 @@ def hybrid_section(
     down = hp[hp["diff_hi"] < 0]
     header = [
         "score-only", "with two scorers", "found@1 of the ranking", "fusion weight of MiniLM (splits)",
-        "method", "mean reward (score-only)", "mean reward (two scorers)", "difference [95% paired]",
+        "method", "net reward (score-only)", "net reward (two scorers)", "difference [95% paired]",
     ]  # fmt: skip
     return [
         "## Two scorers on the same candidates",
@@ -641,13 +702,13 @@ def text_section(agg: pd.DataFrame, strength: pd.DataFrame, out: Path) -> list[s
             fmt(r["found_pct"], nd=1),
             fmt(r["mean_k"]),
             fmt(r["whole_list_pct"], nd=1),
-            ci(r, "mean_reward"),
+            ci(r, JUDGED),
         ]
         for _, r in tc.iterrows()
     ]
     header = [
         "condition", "tool text", "scorer found@1", "scorer found@5", "method", "found %", "mean K",
-        "whole list %", "mean reward",
+        "whole list %", "net reward",
     ]  # fmt: skip
     return [
         "## BFCL tool text: SPEC's beside the richer text",
@@ -655,7 +716,7 @@ def text_section(agg: pd.DataFrame, strength: pd.DataFrame, out: Path) -> list[s
         "The main BFCL conditions use SPEC's tool text (description + parameter names, "
         "`benchmarks/bfcl.py::tool_text`); the `-richtext` conditions put the function name first (the "
         "package's earlier text). Same queries, splits and seeds; found % and mean K are means over runs, "
-        "mean reward with its 95% query-bootstrap interval. `text.csv` holds these numbers.",
+        "net reward with its 95% query-bootstrap interval. `text.csv` holds these numbers.",
         "",
         *table(header, rows),
         "",

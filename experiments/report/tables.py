@@ -730,3 +730,39 @@ def split_goal(agg: pd.DataFrame, paired: pd.DataFrame, limits: pd.DataFrame) ->
             }
         )
     return pd.DataFrame(rows)
+
+
+def best_methods(per_query: pd.DataFrame, agg: pd.DataFrame, seed: int = 0, n_boot: int = 10_000) -> pd.DataFrame:
+    """Per condition, the method to use: the highest mean test net reward (:data:`JUDGED`) among every
+    method that reads no labels (agents, peers, fixed K; not the limits), beside the runner-up, with the
+    paired query-bootstrap interval of best minus runner-up (stratified by split) and the best method's
+    typical depth (median and 90th percentile K, whole-list rate). Chosen on the test split, so it favours
+    the best a little; the intervals say how far apart the two are."""
+    rows = []
+    for cond in condition_order(agg["condition"].unique()):
+        a = agg[(agg["condition"] == cond) & (agg["group"] != "limit")].sort_values(JUDGED, ascending=False)
+        if len(a) < 2:
+            continue
+        best, second = a.iloc[0], a.iloc[1]
+        by = _unit_wide(per_query[per_query["condition"] == cond], JUDGED_ROW, "method")
+        idx = unit_resamples(by.columns.get_level_values(0).to_numpy(), n_boot, seed)
+        d = diff_interval((by.loc[best["method"]] - by.loc[second["method"]]).to_numpy(), idx)
+        rows.append(
+            {
+                "condition": cond,
+                "best": best["method"],
+                "group": best["group"],
+                JUDGED: best[JUDGED],
+                f"{JUDGED}_lo": best[f"{JUDGED}_lo"],
+                f"{JUDGED}_hi": best[f"{JUDGED}_hi"],
+                "found_pct": best["found_pct"],
+                "mean_k": best["mean_k"],
+                "median_k": best["median_k"],
+                "p90_k": best["p90_k"],
+                "whole_list_pct": best["whole_list_pct"],
+                "runner_up": second["method"],
+                f"runner_up_{JUDGED}": second[JUDGED],
+                **d,
+            }
+        )
+    return pd.DataFrame(rows)
