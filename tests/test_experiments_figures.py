@@ -15,8 +15,9 @@ import pytest
 
 from experiments.figures import (
     candidate_set_size,
+    fixed_k,
     iso_bor_found_pct,
-    method_kind,
+    method_color,
     pareto_figure,
     registry_sweep_figure,
     scorer_figure,
@@ -56,6 +57,7 @@ def summary_rows(
             "bor_bits": 0.0,
             "bor_ceiling": 0.0,
             "mean_reward": rw,
+            "mean_reward_net": rw - 0.01 * (kk - 1),
             "mean_p_random": kk / N,
         }
         for s, f, kk, rw in zip(seeds, found, k, reward, strict=True)
@@ -111,14 +113,19 @@ def test_iso_bor_line_is_two_to_the_b_times_k_over_n() -> None:
     assert 100 * found.mean() == pytest.approx(iso_bor_found_pct(b, k.mean(), N))
 
 
-def test_method_kind() -> None:
-    assert [method_kind(m) for m in ("fixed-5", "bor-dqn", "f1-tabular", "gap", "bor-threshold")] == [
-        "fixed",
-        "learned",
-        "learned",
-        "peer",
-        "peer",
-    ]
+def test_names_come_from_the_registry_and_each_method_keeps_its_colour() -> None:
+    """fixed K's K is read through the registry (its name field), not a second name parser; every method has
+    one colour wherever it is drawn, distinct from every other registered method's."""
+    from agents import registry
+    from experiments.figures import method_colors
+
+    assert [fixed_k(m) for m in ("fixed-5", "fixed-50", "bor-dqn", "gap")] == [5, 50, None, None]
+    colors = method_colors()
+    assert len(set(colors.values())) == len(colors)  # distinct
+    assert {"bor-dqn", "f1-dqn", "bor-posterior", "gap", "oracle"} <= set(colors)
+    assert method_color("bor-dqn") == colors["bor-dqn"] == method_color("bor-dqn@strict")
+    assert method_color("fixed-1") != method_color("fixed-50")
+    assert len(colors) == sum(3 if k.uses_reward else 1 for k in registry.KINDS.values() if not k.name_field)
 
 
 def test_candidate_set_size(per_query: pd.DataFrame) -> None:
@@ -162,10 +169,10 @@ def test_pareto_figure_writes_png_and_exact_plotted_numbers(summary: pd.DataFram
         "f1-dqn",
         "gap",
     ]
-    assert methods.loc["bor-dqn", "kind"] == "learned"
-    assert methods.loc["bor-tabular", "kind"] == "learned"
+    assert methods.loc["bor-dqn", "kind"] == "agent"  # the registry group
+    assert methods.loc["bor-tabular", "kind"] == "agent"
     assert methods.loc["gap", "kind"] == "peer"
-    assert methods.loc["fixed-10", "kind"] == "fixed"
+    assert methods.loc["fixed-10", "kind"] == "baseline"
 
     iso = csv[csv["kind"] == "iso_bor"]
     assert len(iso) > 0
@@ -213,7 +220,7 @@ def test_registry_sweep_figure(tmp_path: Path) -> None:
         g = summary[(summary["condition"] == r["condition"]) & (summary["method"] == r["method"])]
         assert r["condition"] == f"{r['family']}-{r['n']}"
         assert r["n_runs"] == 3
-        for col in ("mean_reward", "mean_k", "found_pct"):
+        for col in ("mean_reward_net", "mean_reward", "mean_k", "found_pct"):
             assert r[col] == pytest.approx(g[col].mean())
             assert r[f"{col}_min"] == pytest.approx(g[col].min())
             assert r[f"{col}_max"] == pytest.approx(g[col].max())
@@ -291,37 +298,46 @@ def results(summary: pd.DataFrame, tmp_path: Path) -> Path:
 
 
 def test_write_index_escapes_renders_tables_and_images(results: Path) -> None:
+    """One page per Markdown file (README.md -> index.html, peers/README.md -> peers.html), a page of every
+    table and unreferenced figure, a navigation bar on each, links to a page leading to its HTML page."""
     out = write_index(results)
     assert out == results / "index.html"
+    assert sorted(p.name for p in results.glob("*.html")) == ["index.html", "peers.html", "tables.html"]
     text = out.read_text()
+    peers = (results / "peers.html").read_text()
+    tables = (results / "tables.html").read_text()
     assert "<script>" not in text and "<b>raw</b>" not in text and "<i>x</i>" not in text
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in text
     assert "&lt;b&gt;raw&lt;/b&gt;" in text
     assert "javascript:" not in text
-    assert "RUN README SHOULD NOT APPEAR" not in text
+    assert "RUN README SHOULD NOT APPEAR" not in text + peers + tables
     assert "<table>" in text
     assert "<th>method</th><th>found %</th><th>note</th>" in text
     assert "<td><code>a|b</code> &lt;i&gt;x&lt;/i&gt;</td>" in text
     assert "<li>second <strong>bold</strong> item</li>" in text
     assert 'id="s0-section"' in text and 'id="s0-section-2"' in text
-    assert "missing figure: peers/figures/missing.png" in text
-    assert text.count("missing figure") == 1
-    assert '<figure><img src="peers/figures/peer%20pareto.png" alt="peer figure"' in text
+    assert "missing figure: peers/figures/missing.png" in peers and (text + peers).count("missing figure") == 1
+    assert '<figure><img src="peers/figures/peer%20pareto.png" alt="peer figure"' in peers
+    for page in (text, peers, tables):  # the navigation of every page names every page
+        assert 'href="index.html"' in page and 'href="peers.html"' in page and 'href="tables.html"' in page
 
-    tags = _tags(text)
-    imgs = [a["src"] for t, a in tags if t == "img"]
+    imgs = [a["src"] for page in (text, peers, tables) for t, a in _tags(page) if t == "img"]
     assert "figures/pareto_syn.png" in imgs
     assert "peers/figures/peer%20pareto.png" in imgs
-    assert "figures/unreferenced.png" in imgs  # listed under "Other figures"
-    assert text.count('src="figures/unreferenced.png"') == 1 and "(not referenced by a README)" in text
+    assert "figures/unreferenced.png" in imgs  # listed on the tables page
+    assert tables.count('src="figures/unreferenced.png"') == 1 and "(not referenced by a page)" in tables
     assert len(imgs) == 3  # each figure once; the missing one is not an <img>
     for src in imgs:
         assert src is not None and (results / unquote(src)).is_file(), src
-    hrefs = [a["href"] for t, a in tags if t == "a" and a.get("href") and not a["href"].startswith("#")]
+    hrefs = [a["href"] for page in (text, peers, tables) for t, a in _tags(page) if t == "a" and a.get("href")]
+    hrefs = [h for h in hrefs if h and not h.startswith("#")]
     for h in hrefs:
-        assert h is not None and (results / unquote(h)).is_file(), h
-    assert "figures/pareto_syn.csv" in hrefs and "summary.csv" in hrefs and "peers/README.md" in hrefs
+        assert (results / unquote(h)).is_file(), h
+    assert "figures/pareto_syn.csv" in hrefs and "summary.csv" in hrefs and "peers.html" in hrefs
     assert "peers/figures/peer%20pareto.csv" in hrefs  # sibling CSV linked in the caption
+    (results / "peers" / "README.md").unlink()
+    write_index(results)
+    assert not (results / "peers.html").exists()  # a page whose Markdown is gone is removed
 
 
 def test_render_markdown_subset() -> None:
