@@ -134,6 +134,7 @@ table above), six more columns:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -332,15 +333,34 @@ def _strict_matrix(query: RankedQuery, D: int) -> NDArray[np.float64]:
     return out
 
 
+#: Feature matrices already computed, per query object (dropped with the query) and (depth, set): the
+#: learners, the environments (one per vectorised copy) and the evaluator of every cell of a condition
+#: ask for the same matrices, and a query's scores never change (it is frozen and its arrays read-only).
+_MEMO: weakref.WeakKeyDictionary[RankedQuery, dict[tuple[int, str], NDArray[np.float32]]] = weakref.WeakKeyDictionary()
+
+
 def feature_matrix(query: RankedQuery, max_depth: int | None = None, observation: str = "auto") -> NDArray[np.float32]:
     """Observations for depths k = 1..D (D = ``max_depth`` or the list length): shape (D, 13) for the
     ``score`` set, (D, 20) for ``hybrid`` (the default for a query with a second scorer) and (D, 12)
-    for ``strict`` (:func:`observation_of` resolves ``observation``)."""
+    for ``strict`` (:func:`observation_of` resolves ``observation``).
+
+    Computed once per query, depth and set in a process (:data:`_MEMO`) and returned read-only."""
     kind = observation_of(query, observation)
     L = query.scores.size
     D = L if max_depth is None else min(int(max_depth), L)
     if D < 1:
         raise ValueError(f"query {query.qid!r}: max_depth must be >= 1")
+    memo = _MEMO.setdefault(query, {})
+    out = memo.get((D, kind))
+    if out is None:
+        out = _feature_matrix(query, D, kind)
+        out.setflags(write=False)
+        memo[(D, kind)] = out
+    return out
+
+
+def _feature_matrix(query: RankedQuery, D: int, kind: str) -> NDArray[np.float32]:
+    L = query.scores.size
     if kind == "strict":
         return _strict_matrix(query, D).astype(np.float32)
     s = query.scores

@@ -467,30 +467,11 @@ def scorer_found_at_1(per_query: pd.DataFrame, condition: str) -> float:
     return 100.0 * float((g["gold_rank"] == 1).mean())
 
 
-def scorer_figure(
-    summary: pd.DataFrame,
-    conditions: Mapping[str, str],
-    out_png: Path,
-    method: str = "bor-dqn",
-    per_query: pd.DataFrame | None = None,
+def scorer_table(
+    summary: pd.DataFrame, conditions: Mapping[str, str], method: str = "bor-dqn", per_query: pd.DataFrame | None = None
 ) -> pd.DataFrame:
-    """Paper Figure 2: the learned mean K and found % of ``method`` per scorer.
-
-    Bars are means over seeds with min-max whiskers over seeds. With ``per_query``, each
-    scorer's found@1 (:func:`scorer_found_at_1`) is marked on the found % panel and named in
-    the tick labels.
-
-    Args:
-        summary: Summary rows.
-        conditions: scorer label -> condition, e.g. ``{"BM25": "metatool-bm25"}``.
-        out_png: Output PNG; the plotted numbers go to the sibling ``.csv``.
-        method: The method whose depth is shown.
-        per_query: Optional per-query rows for the scorers' found@1.
-
-    Returns:
-        One row per scorer: means and min/max over seeds of ``mean_k`` and ``found_pct``, and
-        ``scorer_found_at_1`` when ``per_query`` is given.
-    """
+    """The numbers of :func:`scorer_figure`: one row per scorer with the means and min/max over runs of
+    ``method``'s ``mean_k`` and ``found_pct``, and ``scorer_found_at_1`` when ``per_query`` is given."""
     rows = []
     for scorer, cond in conditions.items():
         s = summary[(summary["condition"] == cond) & (summary["method"] == method)]
@@ -501,8 +482,24 @@ def scorer_figure(
         if per_query is not None:
             g["scorer_found_at_1"] = scorer_found_at_1(per_query, cond)
         rows.append(g)
-    plotted = pd.concat(rows, ignore_index=True)
+    return pd.concat(rows, ignore_index=True)
 
+
+def scorer_figure(
+    summary: pd.DataFrame,
+    conditions: Mapping[str, str],
+    out_png: Path,
+    method: str = "bor-dqn",
+    per_query: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """Paper Figure 2: the learned mean K and found % of ``method`` per scorer.
+
+    Bars are means over runs with min-max whiskers; with ``per_query``, each scorer's found@1
+    (:func:`scorer_found_at_1`) is marked on the found % panel and named in the tick labels. Writes
+    ``out_png`` and the sibling CSV of :func:`scorer_table` (``conditions``: scorer label -> condition);
+    returns that table.
+    """
+    plotted = scorer_table(summary, conditions, method, per_query)
     fig, axes = plt.subplots(1, 2, figsize=(max(8.0, 2.2 * len(plotted) + 4), 4.4))
     x = np.arange(len(plotted))
     colors = [_PALETTE[2 * i % len(_PALETTE)] for i in range(len(plotted))]  # scorers, not methods
@@ -511,33 +508,13 @@ def scorer_figure(
         labels = [
             f"{s}\nfound@1 {f:.1f}%" for s, f in zip(plotted["scorer"], plotted["scorer_found_at_1"], strict=True)
         ]
-    for ax, col, title in zip(
-        axes,
-        ("mean_k", "found_pct"),
-        (f"{method}: learned mean K", f"{method}: found %"),
-        strict=True,
-    ):
-        ax.bar(
-            x,
-            plotted[col],
-            0.6,
-            yerr=_whiskers(plotted, col),
-            capsize=4,
-            color=colors,
-            edgecolor="black",
-            lw=0.6,
-        )
+    for ax, col in zip(axes, ("mean_k", "found_pct"), strict=True):
+        ax.bar(x, plotted[col], 0.6, yerr=_whiskers(plotted, col), capsize=4, color=colors, edgecolor="black", lw=0.6)
         for xi, v, top in zip(x, plotted[col], plotted[f"{col}_max"], strict=True):
-            ax.annotate(
-                f"{v:.2f}" if col == "mean_k" else f"{v:.1f}",
-                (xi, top),
-                xytext=(0, 3),
-                textcoords="offset points",
-                ha="center",
-                fontsize=8,
-            )
+            text = f"{v:.2f}" if col == "mean_k" else f"{v:.1f}"
+            ax.annotate(text, (xi, top), xytext=(0, 3), textcoords="offset points", ha="center", fontsize=8)
         ax.set_xticks(x, labels, fontsize=9)
-        ax.set_title(title, fontsize=10)
+        ax.set_title(f"{method}: {'learned mean K' if col == 'mean_k' else 'found %'}", fontsize=10)
         ax.set_xlim(-0.6, len(plotted) - 0.4)
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_ylabel("mean K (shortlist depth)")
@@ -546,14 +523,9 @@ def scorer_figure(
     axes[1].set_ylim(0, 110)
     if per_query is not None:
         axes[1].scatter(x, plotted["scorer_found_at_1"], marker="_", s=900, color="black", lw=2, zorder=4)
-        fig.legend(
-            [Line2D([], [], color="black", lw=2)],
-            ["scorer alone: found@1 (share of queries with the gold tool ranked first)"],
-            loc="upper center",
-            bbox_to_anchor=(0.5, 0.0),
-            fontsize=8,
-            frameon=False,
-        )
+        fig.legend([Line2D([], [], color="black", lw=2)],
+                   ["scorer alone: found@1 (share of queries with the gold tool ranked first)"],
+                   loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize=8, frameon=False)  # fmt: skip
     fig.suptitle(
         f"{method}: learned mean K and found % per scorer (bars: mean over runs, whiskers: min-max over runs)",
         fontsize=11,
