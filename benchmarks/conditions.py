@@ -65,7 +65,7 @@ from numpy.typing import NDArray
 
 from benchmarks.cache import cached_embeddings, cached_scores
 from benchmarks.corpus import DataError, ToolCorpus
-from benchmarks.names import ConditionId
+from benchmarks.names import ConditionId, run_condition_name
 from benchmarks.scorers import EmbeddingScorer, make_scorer
 from benchmarks.shift import QUERY_SHIFTS, shift_queries
 from envs import RankedQuery
@@ -596,7 +596,7 @@ def _run_condition(opts: Mapping[str, str], split_seed: int, train_frac: float) 
         raise ValueError(f"{opts['run']}: need at least 2 judged queries, got {len(queries)}")
     train_idx, test_idx = seeded_split(len(queries), train_frac, split_seed)
     return Condition(
-        name=ConditionId("run", "run", Path(opts["run"]).stem).name,
+        name=run_condition_name({**opts, **_run_shas(opts["run"], opts["qrels"], loaded.inputs_sha256)}),
         queries=queries,
         train_idx=train_idx,
         test_idx=test_idx,
@@ -609,3 +609,8 @@ def _run_condition(opts: Mapping[str, str], split_seed: int, train_frac: float) 
             **_split_meta(queries, train_idx, test_idx, split_seed, train_frac),
         },
     )
+
+
+def _run_shas(run: str, qrels: str, shas: Mapping[str, str]) -> dict[str, str]:
+    """The ``run_sha256`` and ``qrels_sha256`` source options from the digests the loader took."""
+    return {"run_sha256": shas[str(Path(run))], "qrels_sha256": shas[str(Path(qrels))]}

@@ -7,14 +7,13 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from agents import registry
 from agents.base import FixedConfig
 from agents.dqn import DQNConfig
 from agents.tabular import TabularConfig
-from benchmarks.names import ConditionId
+from benchmarks.names import ConditionId, run_condition_name
 from envs import EpisodeConfig
 from experiments.io import code_fingerprint
 from rewards import REWARD_KINDS
@@ -112,8 +111,8 @@ class Cell:
 
     @property
     def condition(self) -> str:
-        if self.benchmark == "run":
-            return ConditionId("run", "run", Path(dict(self.options)["run"]).stem).name
+        if self.benchmark == "run":  # the file's stem and a hash of the inputs' contents
+            return run_condition_name(dict(self.options))
         return self.condition_id.name
 
     @property

@@ -610,3 +610,25 @@ def test_truncate_run_memory_is_bounded(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- input digests
+
+
+# ---------------------------------------------------------------- condition names of own runs
+
+
+def test_run_condition_name_hashes_the_contents_not_the_paths() -> None:
+    from benchmarks.names import ConditionId, inputs_hash, run_condition_name
+
+    a, b = "a" * 64, "b" * 64
+    h = hashlib.sha256(f"run {a}\nqrels {b}\n".encode()).hexdigest()[:6]
+    opts = {"run": "/data/my.run", "run_sha256": a, "qrels_sha256": b, "qrels": "/data/my.qrels"}
+    assert inputs_hash(a, b) == h
+    assert run_condition_name(opts) == f"run-my-{h}"
+    assert run_condition_name({**opts, "run": "/elsewhere/deeper/my.run", "qrels": "/x/q"}) == f"run-my-{h}"
+    assert run_condition_name({**opts, "run": "my.run.gz"}) == f"run-my-{h}"  # .gz is not part of the stem
+    assert run_condition_name({**opts, "run_sha256": "c" * 64}) != f"run-my-{h}"
+    assert run_condition_name({**opts, "qrels_sha256": "c" * 64}) != f"run-my-{h}"
+    assert run_condition_name({**opts, "n_candidates": "5000", "train_frac": "0.5"}) == f"run-my-{h}-n5000-train0.5"
+    assert run_condition_name({**opts, "train_frac": "0.7"}) == f"run-my-{h}"  # the default split says nothing
+    assert ConditionId.parse(f"run-my-{h}").name == f"run-my-{h}"
+    with pytest.raises(ValueError, match="run_sha256"):
+        run_condition_name({"run": "my.run", "qrels_sha256": b})

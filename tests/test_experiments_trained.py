@@ -171,7 +171,7 @@ def test_evaluate_on_your_own_run_and_qrels(trained: Path, tmp_path: Path) -> No
         cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    out = tmp_path / "evaluations" / run_dir.name / "run-mine-all"
+    (out,) = (tmp_path / "evaluations" / run_dir.name).glob("run-mine-*-all")  # run-<stem>-<hash>-<split>
     rows = pd.read_csv(out / "per_query.csv")
     assert len(rows) == 30 and {"reward", "reward_net"} <= set(rows.columns)
     step_cost = json.loads((run_dir / "config.json").read_text())["episode"]["step_cost"]
@@ -199,7 +199,7 @@ def test_evaluate_says_when_inputs_differ(tmp_path: Path) -> None:
         "--out", str(tmp_path / "o"), "--no-progress", cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    run_dir = tmp_path / "o" / "runs" / "run-mine__fixed-2__s1"
+    (run_dir,) = (tmp_path / "o" / "runs").glob("run-mine-*__fixed-2__s1")
     same = shortlist("evaluate", "--run-dir", str(run_dir), cwd=tmp_path)
     assert same.returncode == 0 and "differ" not in same.stderr
     _write_run(run_file, np.random.default_rng(3))
