@@ -9,6 +9,12 @@ always in registry order, so a tie is won by whichever tool comes first in the r
 the gold included: neither pessimistic nor optimistic for the gold, but a stable,
 documented rule) and makes the seeded 70/30 train/test split.
 
+The split is a seeded permutation of the query positions (:func:`seeded_split`). For the built-in
+benchmarks the positions follow the pinned data files. For a user's own data (a TREC run, a BEIR
+folder) the queries are first put in the order of their ids (plain string order), so the split, and
+every result, depends on the set of query ids only, never on the order of lines in the files; a
+run's train fraction is its ``train_frac`` source option (default 0.7).
+
 Candidate-set rules (SPEC section 4), per benchmark and variant:
 
 =========  =========  ==========================================  ===========  =======
@@ -79,7 +85,7 @@ class Condition:
 
     Attributes:
         name: ``<benchmark>-<scorer>[-<variant>]``.
-        queries: ranked queries, in (sampled) corpus order.
+        queries: ranked queries, in (sampled) corpus order; a user's run or BEIR folder: in query-id order.
         train_idx, test_idx: positions in ``queries`` of the seeded split.
         buckets: default difficulty bucket scheme ("default" or "narrow").
         meta: provenance for manifests (input sha256, split seed, N, skips, timings).
@@ -415,8 +421,8 @@ def build_condition(
     ``scorer`` is ``bm25``, ``minilm`` or any sentence-transformers model name or local
     path (an unavailable model fails when it is loaded, naming it). BFCL data comes
     from the pinned ``bfcl-eval`` wheel (see :mod:`benchmarks.bfcl` for the lookup order).
-    ``options`` carries source paths: ``run``/``qrels``/``n_candidates`` for
-    ``benchmark="run"`` and ``beir_dir``/``split`` for ``benchmark="beir"``.
+    ``options`` carries source paths: ``run``/``qrels``/``n_candidates`` (and ``train_frac``, which
+    then replaces the argument) for ``benchmark="run"`` and ``beir_dir``/``split`` for ``benchmark="beir"``.
 
     Raises:
         ValueError: unknown benchmark (listing the valid ones) or variant.
@@ -432,7 +438,7 @@ def build_condition(
 
         return synthetic_condition(scorer, variant, split_seed=split_seed, train_frac=train_frac, seed=candidate_seed)
     if benchmark == "run":
-        return _run_condition(opts, split_seed, train_frac)
+        return _run_condition(opts, split_seed, float(opts.get("train_frac") or train_frac))
     t0 = time.perf_counter()
     loader_opts = {
         **opts,
@@ -443,6 +449,8 @@ def build_condition(
     t_load = time.perf_counter() - t0
     picked = sample_queries(len(corpus.queries), rule.n_queries, candidate_seed)
     records = [corpus.queries[i] for i in picked]
+    if benchmark == "beir":  # a user's folder: split on the query ids, never on the line order of queries.jsonl
+        records = sorted(records, key=lambda q: q.qid)
     index = corpus.tool_index()
     texts = [q.text for q in records]
     if rule.query_shift:
@@ -585,13 +593,16 @@ def _split_meta(
 
 
 def _run_condition(opts: Mapping[str, str], split_seed: int, train_frac: float) -> Condition:
+    """A user's TREC run + qrels as a condition: its judged queries in the order of their ids (so the
+    seeded split and every result depend on the query ids only, not on the order of lines in either
+    file), split ``train_frac`` / ``1 - train_frac``."""
     from benchmarks.trec import load_run_queries
 
     if not opts.get("run") or not opts.get("qrels"):
         raise ValueError("benchmark 'run' needs --run FILE and --qrels FILE")
     n_cand = int(opts["n_candidates"]) if opts.get("n_candidates") else None
     loaded = load_run_queries(opts["run"], opts["qrels"], n_cand)
-    queries = list(loaded.queries)
+    queries = sorted(loaded.queries, key=lambda q: q.qid)  # the split is on the ids, never on the line order
     if len(queries) < 2:
         raise ValueError(f"{opts['run']}: need at least 2 judged queries, got {len(queries)}")
     train_idx, test_idx = seeded_split(len(queries), train_frac, split_seed)

@@ -22,6 +22,7 @@ import pandas as pd
 
 from agents import registry
 from agents.base import FixedConfig
+from benchmarks.names import DEFAULT_TRAIN_FRAC
 from experiments.config import Cell, MethodSpec
 from experiments.io import _pid_alive as pid_alive  # the resume cleanup's test of a writer's pid
 from experiments.io import write_manifest, write_tables
@@ -228,6 +229,7 @@ def source_options(sa: SourceArgs) -> tuple[tuple[str, str], ...]:
         ]
         if sa.n_candidates is not None:
             opts.append(("n_candidates", str(sa.n_candidates)))
+        opts.append(("train_frac", str(float(sa.train_frac))))
         return tuple(opts)
     if sa.source == "beir":
         if not sa.beir_dir:
@@ -359,7 +361,9 @@ def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
     policy = load_run_policy(run, cfg)
     episode = EpisodeConfig(**cfg["episode"])
     if ea.run:
-        sa = SourceArgs(run=ea.run, qrels=ea.qrels, n_candidates=ea.n_candidates)
+        sa = SourceArgs(
+            run=ea.run, qrels=ea.qrels, n_candidates=ea.n_candidates, train_frac=ea.train_frac or DEFAULT_TRAIN_FRAC
+        )
         cond = get_condition("run", "run", "", 0, ca.data_dir, ca.cache_dir, source_options(sa))
         split = ea.split or "all"
         changes: list[str] = []

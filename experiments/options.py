@@ -18,6 +18,7 @@ from typing import Any
 from agents import registry
 from agents.dqn import DQNConfig
 from agents.tabular import TabularConfig
+from benchmarks.names import DEFAULT_TRAIN_FRAC
 from envs.features import OBSERVATION_CHOICES
 from experiments.plan import DEFAULT_SEEDS, DEFAULT_SPLIT_SEEDS, FIXED_KS
 from rewards import REWARD_KINDS
@@ -44,6 +45,11 @@ def _check_seeds(flag: str, seeds: tuple[int, ...]) -> None:
         raise ValueError(f"{flag} must lie in [0, 2**32), got {list(seeds)}")
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"{flag} holds duplicates: {list(seeds)}")
+
+
+def _check_train_frac(frac: float) -> None:
+    if not (math.isfinite(frac) and 0.0 < frac < 1.0):
+        raise ValueError(f"--train-frac must lie in (0, 1), got {frac}")
 
 
 _DQN = DQNConfig()
@@ -191,8 +197,16 @@ class SourceArgs:
     )
     beir_dir: str | None = opt(None, "BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
     beir_split: str = opt("test", "qrels split of --beir-dir")
+    train_frac: float = opt(
+        DEFAULT_TRAIN_FRAC,
+        "share of --run's judged queries in the training split (a seeded split of the sorted query ids, "
+        "whatever the order of lines)",
+    )
 
     def __post_init__(self) -> None:
+        _check_train_frac(self.train_frac)
+        if self.train_frac != DEFAULT_TRAIN_FRAC and self.source != "run":
+            raise ValueError("--train-frac goes with --run (the benchmarks' splits are fixed)")
         if self.buckets and self.buckets not in BUCKET_SCHEMES:
             raise ValueError(f"unknown bucket scheme {self.buckets!r}; expected default or narrow")
         if self.n_candidates is not None and not 1 <= self.n_candidates <= 2**53:
@@ -243,6 +257,9 @@ class EvaluateArgs:
     run: str | None = opt(None, "evaluate on your own ranked lists: a TREC run file (with --qrels)")
     qrels: str | None = opt(None, "qrels for --run: TREC (qid 0 docid rel) or BEIR TSV")
     n_candidates: int | None = opt(None, "candidate-set size N for --run (unset: each query's run length)")
+    train_frac: float | None = opt(
+        None, f"share of --run's judged queries in the training split (unset: {DEFAULT_TRAIN_FRAC})"
+    )
     split: str = opt(
         "",
         "which queries: test, train or all (unset: the test split of the run's benchmark; all of --run's)",
@@ -259,6 +276,10 @@ class EvaluateArgs:
             raise ValueError("--run/--qrels replace --benchmark/--scorer/--variant: give one or the other")
         if self.n_candidates is not None and not self.run:
             raise ValueError("--n-candidates goes with --run")
+        if self.train_frac is not None:
+            _check_train_frac(self.train_frac)
+            if not self.run:
+                raise ValueError("--train-frac goes with --run")
         if self.n_candidates is not None and not 1 <= self.n_candidates <= 2**53:
             raise ValueError(f"--n-candidates must lie in [1, 2**53], got {self.n_candidates}")
         _check_folder("--out", self.out)
