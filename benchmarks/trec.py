@@ -388,6 +388,14 @@ def load_run_queries(
     return LoadedRun(queries, skipped, shas)
 
 
+def same_inputs(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
+    """Whether two sets of source options (``run_sha256``, ``qrels_sha256``) name the same run and qrels
+    contents, wherever the files are: then their queries, and a policy's training queries among them,
+    are the same."""
+    keys = ("run_sha256", "qrels_sha256")
+    return all(a.get(k) for k in keys) and all(a.get(k) == b.get(k) for k in keys)
+
+
 # ---------------------------------------------------------------- writing and truncating runs
 
 

@@ -258,11 +258,14 @@ class EvaluateArgs:
     qrels: str | None = opt(None, "qrels for --run: TREC (qid 0 docid rel) or BEIR TSV")
     n_candidates: int | None = opt(None, "candidate-set size N for --run (unset: each query's run length)")
     train_frac: float | None = opt(
-        None, f"share of --run's judged queries in the training split (unset: {DEFAULT_TRAIN_FRAC})"
+        None,
+        "share of --run's judged queries in the training split (unset: the run's own when --run/--qrels are the "
+        f"data the policy was trained on, else {DEFAULT_TRAIN_FRAC})",
     )
     split: str = opt(
         "",
-        "which queries: test, train or all (unset: the test split of the run's benchmark; all of --run's)",
+        "which queries: test, train or all (unset: the test split of the data the policy was trained on, "
+        "every query of other --run/--qrels data); train and all on the training data warn of leakage",
         choices=("test", "train", "all"),
     )
     out: str = opt("", "output folder (unset: evaluations/<run_id>/<condition>-<split>); never a run directory")

@@ -173,3 +173,49 @@ def test_a_beir_folder_is_split_on_its_query_ids(tmp_path: Path) -> None:
         test_ids.append([q.qid for q in cond.test])
         assert [q.qid for q in cond.queries] == sorted(q["_id"] for q in queries)
     assert test_ids[0] == test_ids[1] == test_ids[2]
+
+
+# ---------------------------------------------------------------- 3. no silent leakage in evaluate
+
+
+def evaluate(run_dir: Path, out: Path, *extra: str) -> int:
+    return main(["evaluate", "--run-dir", str(run_dir), *extra, "--out", str(out)])
+
+
+def test_evaluate_on_the_training_data_defaults_to_its_test_queries(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    run, qrels = write_run(tmp_path / "data", seed=0)
+    assert train(run, qrels, tmp_path / "o") == 0
+    (run_dir,) = run_dirs(tmp_path / "o")
+    trained = pd.read_csv(run_dir / "per_query.csv", dtype={"qid": str})
+    copies = [str(shutil.copy(f, tmp_path / f.name)) for f in (run, qrels)]  # the same bytes, elsewhere
+    capsys.readouterr()
+
+    assert evaluate(run_dir, tmp_path / "e", "--run", copies[0], "--qrels", copies[1]) == 0
+    err = capsys.readouterr().err
+    assert "the data this policy was trained on" in err and "warning" not in err
+    rows = pd.read_csv(tmp_path / "e" / "per_query.csv", dtype={"qid": str})
+    pd.testing.assert_frame_equal(rows[trained.columns], trained)  # its test split, the numbers train wrote
+
+    for split, n in (("all", 40), ("train", 28)):
+        assert evaluate(run_dir, tmp_path / split, "--run", copies[0], "--qrels", copies[1], "--split", split) == 0
+        err = capsys.readouterr().err
+        assert f"warning: --split {split}: 28 of these {n} queries were used in training" in err
+        assert len(pd.read_csv(tmp_path / split / "per_query.csv")) == n
+    assert evaluate(run_dir, tmp_path / "all2", "--split", "all") == 0  # the run's own data, without --run
+    assert "28 of these 40 queries were used in training" in capsys.readouterr().err
+    frac = ["--run", copies[0], "--qrels", copies[1], "--train-frac", "0.5"]
+    assert evaluate(run_dir, tmp_path / "x", *frac) == 2
+    assert "would put its training queries among the test queries" in capsys.readouterr().err
+
+
+def test_evaluate_on_other_data_takes_every_query_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert train(*write_run(tmp_path / "data", seed=0), tmp_path / "o") == 0
+    (run_dir,) = run_dirs(tmp_path / "o")
+    other, other_qrels = write_run(tmp_path / "other", seed=1, n_queries=35)
+    capsys.readouterr()
+    assert evaluate(run_dir, tmp_path / "e", "--run", str(other), "--qrels", str(other_qrels)) == 0
+    err = capsys.readouterr().err
+    assert "not the data this policy was trained on" in err and "every query" in err and "warning" not in err
+    assert len(pd.read_csv(tmp_path / "e" / "per_query.csv")) == 35
