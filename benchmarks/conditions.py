@@ -65,6 +65,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -592,6 +593,36 @@ def _split_meta(
     }
 
 
+#: Below this many evaluated queries the console warns that intervals will be wide.
+SMALL_QUERY_SET = 30
+
+
+def data_notes(meta: Mapping[str, Any], n_evaluated: int, split: str = "test") -> list[str]:
+    """What a user should know about their own data (a TREC run, a BEIR folder), one console line each.
+
+    Each line starts with ``note:`` or ``warning:``. From the condition's ``meta``: the skipped queries
+    (every non-zero counter of ``meta["skipped"]``, e.g. run queries without qrels and judged queries
+    absent from the run) and the judged queries none of whose relevant documents the run holds; and
+    a warning when fewer than :data:`SMALL_QUERY_SET` queries are evaluated (``n_evaluated`` of the
+    ``split``: test, train or all).
+    """
+    lines = []
+    skipped = {k: int(v) for k, v in sorted((meta.get("skipped") or {}).items()) if int(v)}
+    if skipped:
+        counts = ", ".join(f"{v} {k}" for k, v in skipped.items())
+        lines.append(f"note: skipped {counts} (counted in manifest.json)")
+    absent, n = int(meta.get("n_relevant_not_in_run", 0)), int(meta.get("n_queries", 0))
+    if absent:
+        lines.append(
+            f"note: {absent} of {n} judged queries have none of their relevant documents in the run "
+            "(a miss at every depth)"
+        )
+    if n_evaluated < SMALL_QUERY_SET:
+        what = {"test": "test ", "train": "training "}.get(split, "")
+        lines.append(f"warning: only {n_evaluated} {what}queries: intervals will be wide")
+    return lines
+
+
 def _run_condition(opts: Mapping[str, str], split_seed: int, train_frac: float) -> Condition:
     """A user's TREC run + qrels as a condition: its judged queries in the order of their ids (so the
     seeded split and every result depend on the query ids only, not on the order of lines in either
@@ -617,6 +648,7 @@ def _run_condition(opts: Mapping[str, str], split_seed: int, train_frac: float) 
             "skipped": dict(loaded.skipped),
             "n_candidates": sorted({q.n_candidates for q in queries}),
             "n_queries": len(queries),
+            "n_relevant_not_in_run": sum(q.relevant_ranks.size == 0 for q in queries),
             **_split_meta(queries, train_idx, test_idx, split_seed, train_frac),
         },
     )

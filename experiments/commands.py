@@ -264,10 +264,23 @@ def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int
     out = Path(ta.out)
     runs = run_with(cells, out, ca, command)
     _, summary, _ = collect_and_write(runs, out)
+    if ta.source in ("run", "beir"):  # the user's own data: say what was skipped and how small the test set is
+        _print_data_notes(json.loads((runs[0] / "manifest.json").read_text(encoding="utf-8"))["condition"])
     cols = ["condition", "method", "seed", "found_pct", "mean_k", "std_k", "bor_bits", "mean_reward"]
     print(summary[cols].to_string(index=False, float_format=lambda x: f"{x:.2f}"))
     print(f"wrote {len(runs)} run(s) under {out / 'runs'}; {out}/summary.csv holds this command's runs only")
     return 0
+
+
+def _print_data_notes(meta: dict, n_evaluated: int | None = None, split: str = "test") -> None:
+    """:func:`benchmarks.conditions.data_notes` on the console (stderr), one ``shortlist: ...`` line each."""
+    import sys
+
+    from benchmarks.conditions import data_notes
+
+    n = int(meta.get("n_test", 0)) if n_evaluated is None else n_evaluated
+    for line in data_notes(meta, n, split):
+        print(f"shortlist: {line}", file=sys.stderr)
 
 
 def cmd_reproduce(ra: ReproduceArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int:
@@ -431,6 +444,8 @@ def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
     for line in notes:
         print(line, file=sys.stderr)
     queries = {"test": cond.test, "train": cond.train, "all": cond.queries}[split]
+    if cond.meta.get("benchmark") in ("run", "beir"):
+        _print_data_notes(cond.meta, len(queries), split)
     out = Path(ea.out) if ea.out else Path("evaluations") / run.name / f"{cond.name}-{split}"
     _check_out(out, run)
     rows = evaluate(policy, queries, episode, cond.buckets)

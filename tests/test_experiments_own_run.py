@@ -194,7 +194,7 @@ def test_evaluate_on_the_training_data_defaults_to_its_test_queries(
 
     assert evaluate(run_dir, tmp_path / "e", "--run", copies[0], "--qrels", copies[1]) == 0
     err = capsys.readouterr().err
-    assert "the data this policy was trained on" in err and "warning" not in err
+    assert "the data this policy was trained on" in err and "used in training" not in err
     rows = pd.read_csv(tmp_path / "e" / "per_query.csv", dtype={"qid": str})
     pd.testing.assert_frame_equal(rows[trained.columns], trained)  # its test split, the numbers train wrote
 
@@ -217,5 +217,34 @@ def test_evaluate_on_other_data_takes_every_query_and_says_so(tmp_path: Path, ca
     capsys.readouterr()
     assert evaluate(run_dir, tmp_path / "e", "--run", str(other), "--qrels", str(other_qrels)) == 0
     err = capsys.readouterr().err
-    assert "not the data this policy was trained on" in err and "every query" in err and "warning" not in err
+    assert "not the data this policy was trained on" in err and "every query" in err and "leakage" not in err
     assert len(pd.read_csv(tmp_path / "e" / "per_query.csv")) == 35
+
+
+# ---------------------------------------------------------------- 4. small and partly skipped data, on the console
+
+
+def test_small_test_sets_and_skipped_queries_are_said_on_the_console(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    run, qrels = write_run(tmp_path / "data", seed=0, n_queries=12)
+    lines = qrels.read_text().splitlines()
+    # q10, q11 lose their judgments (in the run, not in the qrels); x1 is judged but not in the run
+    qrels.write_text("\n".join([*lines[:10], "x1 0 d1 1"]) + "\n")
+    capsys.readouterr()
+    assert train(run, qrels, tmp_path / "o") == 0
+    err = capsys.readouterr().err
+    assert "note: skipped 1 qrels queries not in run, 2 run queries without qrels (counted in manifest.json)" in err
+    assert "warning: only 3 test queries: intervals will be wide" in err  # 10 judged queries: 7 train, 3 test
+    (run_dir,) = run_dirs(tmp_path / "o")
+    assert evaluate(run_dir, tmp_path / "e", "--split", "all") == 0
+    err = capsys.readouterr().err
+    assert "skipped 1 qrels queries not in run, 2 run queries without qrels" in err
+    assert "warning: only 10 queries: intervals will be wide" in err
+
+
+def test_a_large_clean_run_prints_no_data_note(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    run, qrels = write_run(tmp_path / "data", seed=0, n_queries=100)
+    capsys.readouterr()
+    assert train(run, qrels, tmp_path / "o") == 0
+    assert capsys.readouterr().err == ""
