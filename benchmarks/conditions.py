@@ -602,7 +602,8 @@ def data_notes(meta: Mapping[str, Any], n_evaluated: int, split: str = "test") -
 
     Each line starts with ``note:`` or ``warning:``. From the condition's ``meta``: the skipped queries
     (every non-zero counter of ``meta["skipped"]``, e.g. run queries without qrels and judged queries
-    absent from the run) and the judged queries none of whose relevant documents the run holds; and
+    absent from the run), the judged queries none of whose relevant documents the run holds, the fully
+    tied lists (a warning when every list of two or more items is: no ranking information at all); and
     a warning when fewer than :data:`SMALL_QUERY_SET` queries are evaluated (``n_evaluated`` of the
     ``split``: test, train or all).
     """
@@ -612,6 +613,14 @@ def data_notes(meta: Mapping[str, Any], n_evaluated: int, split: str = "test") -
         counts = ", ".join(f"{v} {k}" for k, v in skipped.items())
         lines.append(f"note: skipped {counts} (counted in manifest.json)")
     absent, n = int(meta.get("n_relevant_not_in_run", 0)), int(meta.get("n_queries", 0))
+    tied, ranked = int(meta.get("n_tied_lists", 0)), int(meta.get("n_lists_of_two_or_more", 0))
+    if tied and tied == ranked:
+        lines.append(
+            "warning: every list is fully tied (all scores equal within each query): the lists carry no ranking "
+            "information (their order is the docids'), so no depth chosen from the scores can beat a random shortlist"
+        )
+    elif tied:
+        lines.append(f"note: {tied} of {n} lists are fully tied (all scores equal): no ranking information in them")
     if absent:
         lines.append(
             f"note: {absent} of {n} judged queries have none of their relevant documents in the run "
@@ -649,6 +658,8 @@ def _run_condition(opts: Mapping[str, str], split_seed: int, train_frac: float) 
             "n_candidates": sorted({q.n_candidates for q in queries}),
             "n_queries": len(queries),
             "n_relevant_not_in_run": sum(q.relevant_ranks.size == 0 for q in queries),
+            "n_lists_of_two_or_more": sum(q.length > 1 for q in queries),
+            "n_tied_lists": sum(bool(q.length > 1 and q.scores[0] == q.scores[-1]) for q in queries),
             **_split_meta(queries, train_idx, test_idx, split_seed, train_frac),
         },
     )

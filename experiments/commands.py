@@ -267,7 +267,7 @@ def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int
     if ta.source in ("run", "beir"):  # the user's own data: say what was skipped and how small the test set is
         _print_data_notes(json.loads((runs[0] / "manifest.json").read_text(encoding="utf-8"))["condition"])
     cols = ["condition", "method", "seed", "found_pct", "mean_k", "std_k", "bor_bits", "mean_reward"]
-    print(summary[cols].to_string(index=False, float_format=lambda x: f"{x:.2f}"))
+    print(summary[cols].to_string(index=False, float_format=lambda x: f"{x:.2f}", na_rep="n/a"))
     print(f"wrote {len(runs)} run(s) under {out / 'runs'}; {out}/summary.csv holds this command's runs only")
     return 0
 
@@ -463,7 +463,7 @@ def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
         condition={k: v for k, v in cond.meta.items() if not k.startswith("seconds") and k != "score_cache_hit"},
         input_changes=changes,
     )
-    print(summary.to_string(index=False, float_format=lambda x: f"{x:.2f}"))
+    print(summary.to_string(index=False, float_format=lambda x: f"{x:.2f}", na_rep="n/a"))
     print(f"wrote {out}")
     return 0
 

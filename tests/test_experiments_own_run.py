@@ -248,3 +248,32 @@ def test_a_large_clean_run_prints_no_data_note(tmp_path: Path, capsys: pytest.Ca
     capsys.readouterr()
     assert train(run, qrels, tmp_path / "o") == 0
     assert capsys.readouterr().err == ""
+
+
+# ---------------------------------------------------------------- 5. fully tied lists
+
+
+def test_a_fully_tied_run_warns_and_never_prints_inf(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """All scores equal within each query: the order is the docids' (d_9 sorts last of d_1..d_20), the
+    top 1 never holds the relevant d_9, BoR has no finite value: 'n/a' on the console, NaN in the CSVs."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    run, qrels = folder / "tied.run", folder / "tied.qrels"
+    run.write_text("".join(f"q{q} Q0 d{q}_{r} {r} 1.0 t\n" for q in range(40) for r in range(1, 21)))
+    qrels.write_text("".join(f"q{q} 0 d{q}_9 1\n" for q in range(40)))
+    capsys.readouterr()
+    code = main(["train", "--run", str(run), "--qrels", str(qrels), "--agent", "fixed", "--k", "1", "--seeds", "1",
+                 "--no-progress", "--out", str(tmp_path / "o")])  # fmt: skip
+    assert code == 0
+    shown = capsys.readouterr()
+    assert "warning: every list is fully tied" in shown.err and "no ranking information" in shown.err
+    assert "inf" not in shown.out and "n/a" in shown.out
+    (run_dir,) = run_dirs(tmp_path / "o")
+    for csv in [*(tmp_path / "o").glob("*.csv"), *run_dir.glob("*.csv")]:
+        assert "inf" not in csv.read_text(), csv.name
+    summary = pd.read_csv(tmp_path / "o" / "summary.csv")
+    assert summary["found_pct"].tolist() == [0.0] and summary["bor_bits"].isna().all()
+    assert evaluate(run_dir, tmp_path / "e") == 0
+    shown = capsys.readouterr()
+    assert "inf" not in shown.out and "every list is fully tied" in shown.err
+    assert "inf" not in (tmp_path / "e" / "summary.csv").read_text()
