@@ -603,7 +603,8 @@ def data_notes(meta: Mapping[str, Any], n_evaluated: int, split: str = "test") -
     Each line starts with ``note:`` or ``warning:``. From the condition's ``meta``: the skipped queries
     (every non-zero counter of ``meta["skipped"]``, e.g. run queries without qrels and judged queries
     absent from the run), the judged queries none of whose relevant documents the run holds, the fully
-    tied lists (a warning when every list of two or more items is: no ranking information at all); and
+    tied lists (a warning when every list of two or more items is: no ranking information at all), the
+    lists that leave no choice (R >= N, e.g. one candidate: every depth is random there); and
     a warning when fewer than :data:`SMALL_QUERY_SET` queries are evaluated (``n_evaluated`` of the
     ``split``: test, train or all).
     """
@@ -625,6 +626,12 @@ def data_notes(meta: Mapping[str, Any], n_evaluated: int, split: str = "test") -
         lines.append(
             f"note: {absent} of {n} judged queries have none of their relevant documents in the run "
             "(a miss at every depth)"
+        )
+    no_choice = int(meta.get("n_lists_without_choice", 0))
+    if no_choice:
+        lines.append(
+            f"note: {no_choice} of {n} lists leave no choice (one candidate, or every candidate relevant): every "
+            "depth is random there, and BoR counts them as chance (0 bits; rewards.bor_aggregate)"
         )
     if n_evaluated < SMALL_QUERY_SET:
         what = {"test": "test ", "train": "training "}.get(split, "")
@@ -660,6 +667,7 @@ def _run_condition(opts: Mapping[str, str], split_seed: int, train_frac: float) 
             "n_relevant_not_in_run": sum(q.relevant_ranks.size == 0 for q in queries),
             "n_lists_of_two_or_more": sum(q.length > 1 for q in queries),
             "n_tied_lists": sum(bool(q.length > 1 and q.scores[0] == q.scores[-1]) for q in queries),
+            "n_lists_without_choice": sum(q.n_relevant >= q.n_candidates for q in queries),
             **_split_meta(queries, train_idx, test_idx, split_seed, train_frac),
         },
     )

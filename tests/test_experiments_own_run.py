@@ -277,3 +277,27 @@ def test_a_fully_tied_run_warns_and_never_prints_inf(tmp_path: Path, capsys: pyt
     shown = capsys.readouterr()
     assert "inf" not in shown.out and "every list is fully tied" in shown.err
     assert "inf" not in (tmp_path / "e" / "summary.csv").read_text()
+
+
+# ---------------------------------------------------------------- 7. lists that leave no choice
+
+
+def test_one_candidate_lists_count_as_chance_not_worse_than_random(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Every list holds one document; for half of the queries it is the relevant one, for the others the
+    relevant document was not retrieved (R = 1 counted, N = 1 the list's length). Every depth is random:
+    BoR is 0 bits (it was log2(mean found) < 0: 'worse than random'), and the console says why."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    run, qrels = folder / "one.run", folder / "one.qrels"
+    run.write_text("".join(f"q{q} Q0 d{q} 1 {q / 10} t\n" for q in range(40)))
+    qrels.write_text("".join(f"q{q} 0 {f'd{q}' if q % 2 else f'unretrieved{q}'} 1\n" for q in range(40)))
+    capsys.readouterr()
+    code = main(["train", "--run", str(run), "--qrels", str(qrels), "--agent", "fixed", "--k", "1", "--seeds", "1",
+                 "--no-progress", "--out", str(tmp_path / "o")])  # fmt: skip
+    assert code == 0
+    err = capsys.readouterr().err
+    assert "note: 40 of 40 lists leave no choice" in err and "BoR counts them as chance (0 bits" in err
+    summary = pd.read_csv(tmp_path / "o" / "summary.csv")
+    assert 0 < summary.loc[0, "found_pct"] < 100 and summary.loc[0, "bor_bits"] == 0.0
