@@ -64,7 +64,10 @@ import json, sys
 import shortlist_depth as sd
 light = "torch" not in sys.modules
 import experiments, envs
+import gymnasium as gym
 from shortlist_depth import load_policy
+env = gym.make(sd.ENV_ID, queries=[sd.RankedQuery([0.9, 0.5, 0.1], relevant_ranks=[2], qid="q1")])
+env.reset(seed=0)
 print(json.dumps({"light": light, "version": sd.__version__, "p": sd.p_random(5, 370, 1), "env": sd.ENV_ID,
                   "experiments": experiments.__file__, "envs": envs.__file__, "kinds": sd.kinds(),
                   "load_policy": load_policy.__module__, "torch_now": "torch" in sys.modules}))
