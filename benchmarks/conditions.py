@@ -624,8 +624,8 @@ def data_notes(meta: Mapping[str, Any], n_evaluated: int, split: str = "test") -
         lines.append(f"note: {tied} of {n} lists are fully tied (all scores equal): no ranking information in them")
     if absent:
         lines.append(
-            f"note: {absent} of {n} judged queries have none of their relevant documents in the run "
-            "(a miss at every depth)"
+            f"note: {absent} of {n} judged queries have none of their relevant documents in the run (a miss at "
+            "every depth; for a run cut from a larger corpus give --n-candidates, the corpus size)"
         )
     no_choice = int(meta.get("n_lists_without_choice", 0))
     if no_choice:

@@ -13,6 +13,7 @@ import io
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -264,11 +265,12 @@ def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int
     out = Path(ta.out)
     runs = run_with(cells, out, ca, command)
     _, summary, _ = collect_and_write(runs, out)
-    if ta.source in ("run", "beir"):  # the user's own data: say what was skipped and how small the test set is
-        _print_data_notes(json.loads((runs[0] / "manifest.json").read_text(encoding="utf-8"))["condition"])
     cols = ["condition", "method", "seed", "found_pct", "mean_k", "std_k", "bor_bits", "mean_reward"]
     print(summary[cols].to_string(index=False, float_format=lambda x: f"{x:.2f}", na_rep="n/a"))
     print(f"wrote {len(runs)} run(s) under {out / 'runs'}; {out}/summary.csv holds this command's runs only")
+    if ta.source in ("run", "beir"):  # the user's own data: say what was skipped and how small the test set is
+        sys.stdout.flush()  # the notes (stderr) after the table they qualify
+        _print_data_notes(json.loads((runs[0] / "manifest.json").read_text(encoding="utf-8"))["condition"])
     return 0
 
 
