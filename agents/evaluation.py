@@ -6,6 +6,11 @@ p_random, reward, n, r`` where ``reward`` is the per-query BoR reward
 so methods are compared on one scale ("mean reward" = its mean; it is NOT BoR).
 For queries with several relevant items, :func:`score_depths_multi` adds completeness
 columns (all R relevant in the top K) and :func:`summary_row_multi` their aggregates.
+
+Aggregates are finite numbers or NaN, never infinite: BoR bits (``bor_bits``, ``bor_bits_all``)
+are NaN where they are undefined, i.e. when no query is found (complete): ``log2(0 / mean P_rand)``
+has no finite value (:func:`rewards.bor_aggregate` returns ``-inf`` there), and ``found_pct`` = 0
+already says what happened. So every CSV reads back as numbers in any tool.
 """
 
 from __future__ import annotations
@@ -149,6 +154,11 @@ def spread_of(rows: pd.DataFrame) -> dict[str, float]:
     )
 
 
+def finite_or_nan(x: float) -> float:
+    """``x``, or NaN when it is infinite (an undefined aggregate, e.g. BoR bits with nothing found)."""
+    return x if math.isfinite(x) else math.nan
+
+
 def summary_row(rows: pd.DataFrame) -> dict[str, float]:
     """Aggregate metrics of one (condition, method, seed) group of per-query rows."""
     found = rows["found"].to_numpy()
@@ -160,7 +170,7 @@ def summary_row(rows: pd.DataFrame) -> dict[str, float]:
         "mean_k": float(k.mean()),
         "std_k": float(k.std()),
         **spread_of(rows),
-        "bor_bits": bor_aggregate(found, k, n, r),
+        "bor_bits": finite_or_nan(bor_aggregate(found, k, n, r)),
         "bor_ceiling": bor_ceiling(k, n, r),
         "mean_reward": float(rows["reward"].mean()),
         **({"mean_reward_net": float(rows["reward_net"].mean())} if "reward_net" in rows else {}),
@@ -263,7 +273,7 @@ def summary_row_multi(rows: pd.DataFrame) -> dict[str, float]:
 
     Added keys: ``complete_pct`` (Completeness@K, % of queries with all R relevant in the
     top K), ``mean_recall``, ``bor_bits_all`` = ``log2(mean complete / mean P_all)``
-    (NaN when every query has K < R, -inf when none is complete), ``bor_ceiling_all``
+    (NaN when every query has K < R or none is complete), ``bor_ceiling_all``
     (NaN when every K < R), ``mean_reward_all``, ``mean_p_random_all`` and ``mean_r``.
     """
     k, n, r = rows["k"].to_numpy(), rows["n"].to_numpy(), rows["r"].to_numpy()
@@ -273,7 +283,7 @@ def summary_row_multi(rows: pd.DataFrame) -> dict[str, float]:
         "mean_r": float(r.mean()),
         "complete_pct": 100.0 * float(complete.mean()),
         "mean_recall": float(rows["recall"].mean()),
-        "bor_bits_all": bor_aggregate_all(complete, k, n, r),
+        "bor_bits_all": finite_or_nan(bor_aggregate_all(complete, k, n, r)),
         "bor_ceiling_all": bor_ceiling_all(k, n, r),
         "mean_reward_all": float(rows["reward_all"].mean()),
         "mean_p_random_all": float(rows["p_random_all"].mean()),

@@ -9,6 +9,12 @@ always in registry order, so a tie is won by whichever tool comes first in the r
 the gold included: neither pessimistic nor optimistic for the gold, but a stable,
 documented rule) and makes the seeded 70/30 train/test split.
 
+The split is a seeded permutation of the query positions (:func:`seeded_split`). For the built-in
+benchmarks the positions follow the pinned data files. For a user's own data (a TREC run, a BEIR
+folder) the queries are first put in the order of their ids (plain string order), so the split, and
+every result, depends on the set of query ids only, never on the order of lines in the files; a
+run's train fraction is its ``train_frac`` source option (default 0.7).
+
 Candidate-set rules (SPEC section 4), per benchmark and variant:
 
 =========  =========  ==========================================  ===========  =======
@@ -59,13 +65,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from benchmarks.cache import cached_embeddings, cached_scores
 from benchmarks.corpus import DataError, ToolCorpus
-from benchmarks.names import ConditionId
+from benchmarks.names import ConditionId, run_condition_name
 from benchmarks.scorers import EmbeddingScorer, make_scorer
 from benchmarks.shift import QUERY_SHIFTS, shift_queries
 from envs import RankedQuery
@@ -79,7 +86,7 @@ class Condition:
 
     Attributes:
         name: ``<benchmark>-<scorer>[-<variant>]``.
-        queries: ranked queries, in (sampled) corpus order.
+        queries: ranked queries, in (sampled) corpus order; a user's run or BEIR folder: in query-id order.
         train_idx, test_idx: positions in ``queries`` of the seeded split.
         buckets: default difficulty bucket scheme ("default" or "narrow").
         meta: provenance for manifests (input sha256, split seed, N, skips, timings).
@@ -415,8 +422,8 @@ def build_condition(
     ``scorer`` is ``bm25``, ``minilm`` or any sentence-transformers model name or local
     path (an unavailable model fails when it is loaded, naming it). BFCL data comes
     from the pinned ``bfcl-eval`` wheel (see :mod:`benchmarks.bfcl` for the lookup order).
-    ``options`` carries source paths: ``run``/``qrels``/``n_candidates`` for
-    ``benchmark="run"`` and ``beir_dir``/``split`` for ``benchmark="beir"``.
+    ``options`` carries source paths: ``run``/``qrels``/``n_candidates`` (and ``train_frac``, which
+    then replaces the argument) for ``benchmark="run"`` and ``beir_dir``/``split`` for ``benchmark="beir"``.
 
     Raises:
         ValueError: unknown benchmark (listing the valid ones) or variant.
@@ -432,7 +439,7 @@ def build_condition(
 
         return synthetic_condition(scorer, variant, split_seed=split_seed, train_frac=train_frac, seed=candidate_seed)
     if benchmark == "run":
-        return _run_condition(opts, split_seed, train_frac)
+        return _run_condition(opts, split_seed, float(opts.get("train_frac") or train_frac))
     t0 = time.perf_counter()
     loader_opts = {
         **opts,
@@ -443,6 +450,8 @@ def build_condition(
     t_load = time.perf_counter() - t0
     picked = sample_queries(len(corpus.queries), rule.n_queries, candidate_seed)
     records = [corpus.queries[i] for i in picked]
+    if benchmark == "beir":  # a user's folder: split on the query ids, never on the line order of queries.jsonl
+        records = sorted(records, key=lambda q: q.qid)
     index = corpus.tool_index()
     texts = [q.text for q in records]
     if rule.query_shift:
@@ -584,19 +593,68 @@ def _split_meta(
     }
 
 
+#: Below this many evaluated queries the console warns that intervals will be wide.
+SMALL_QUERY_SET = 30
+
+
+def data_notes(meta: Mapping[str, Any], n_evaluated: int, split: str = "test") -> list[str]:
+    """What a user should know about their own data (a TREC run, a BEIR folder), one console line each.
+
+    Each line starts with ``note:`` or ``warning:``. From the condition's ``meta``: the skipped queries
+    (every non-zero counter of ``meta["skipped"]``, e.g. run queries without qrels and judged queries
+    absent from the run), the judged queries none of whose relevant documents the run holds, the fully
+    tied lists (a warning when every list of two or more items is: no ranking information at all), the
+    lists that leave no choice (R >= N, e.g. one candidate: every depth is random there); and
+    a warning when fewer than :data:`SMALL_QUERY_SET` queries are evaluated (``n_evaluated`` of the
+    ``split``: test, train or all).
+    """
+    lines = []
+    skipped = {k: int(v) for k, v in sorted((meta.get("skipped") or {}).items()) if int(v)}
+    if skipped:
+        counts = ", ".join(f"{v} {k}" for k, v in skipped.items())
+        lines.append(f"note: skipped {counts} (counted in manifest.json)")
+    absent, n = int(meta.get("n_relevant_not_in_run", 0)), int(meta.get("n_queries", 0))
+    tied, ranked = int(meta.get("n_tied_lists", 0)), int(meta.get("n_lists_of_two_or_more", 0))
+    if tied and tied == ranked:
+        lines.append(
+            "warning: every list is fully tied (all scores equal within each query): the lists carry no ranking "
+            "information (their order is the docids'), so no depth chosen from the scores can beat a random shortlist"
+        )
+    elif tied:
+        lines.append(f"note: {tied} of {n} lists are fully tied (all scores equal): no ranking information in them")
+    if absent:
+        lines.append(
+            f"note: {absent} of {n} judged queries have none of their relevant documents in the run (a miss at "
+            "every depth; for a run cut from a larger corpus give --n-candidates, the corpus size)"
+        )
+    no_choice = int(meta.get("n_lists_without_choice", 0))
+    if no_choice:
+        lines.append(
+            f"note: {no_choice} of {n} lists leave no choice (one candidate, or every candidate relevant): every "
+            "depth is random there, and BoR counts them as chance (0 bits; rewards.bor_aggregate)"
+        )
+    if n_evaluated < SMALL_QUERY_SET:
+        what = {"test": "test ", "train": "training "}.get(split, "")
+        lines.append(f"warning: only {n_evaluated} {what}queries: intervals will be wide")
+    return lines
+
+
 def _run_condition(opts: Mapping[str, str], split_seed: int, train_frac: float) -> Condition:
+    """A user's TREC run + qrels as a condition: its judged queries in the order of their ids (so the
+    seeded split and every result depend on the query ids only, not on the order of lines in either
+    file), split ``train_frac`` / ``1 - train_frac``."""
     from benchmarks.trec import load_run_queries
 
     if not opts.get("run") or not opts.get("qrels"):
         raise ValueError("benchmark 'run' needs --run FILE and --qrels FILE")
     n_cand = int(opts["n_candidates"]) if opts.get("n_candidates") else None
     loaded = load_run_queries(opts["run"], opts["qrels"], n_cand)
-    queries = list(loaded.queries)
+    queries = sorted(loaded.queries, key=lambda q: q.qid)  # the split is on the ids, never on the line order
     if len(queries) < 2:
         raise ValueError(f"{opts['run']}: need at least 2 judged queries, got {len(queries)}")
     train_idx, test_idx = seeded_split(len(queries), train_frac, split_seed)
     return Condition(
-        name=ConditionId("run", "run", Path(opts["run"]).stem).name,
+        name=run_condition_name({**opts, **_run_shas(opts["run"], opts["qrels"], loaded.inputs_sha256)}),
         queries=queries,
         train_idx=train_idx,
         test_idx=test_idx,
@@ -606,6 +664,15 @@ def _run_condition(opts: Mapping[str, str], split_seed: int, train_frac: float) 
             "skipped": dict(loaded.skipped),
             "n_candidates": sorted({q.n_candidates for q in queries}),
             "n_queries": len(queries),
+            "n_relevant_not_in_run": sum(q.relevant_ranks.size == 0 for q in queries),
+            "n_lists_of_two_or_more": sum(q.length > 1 for q in queries),
+            "n_tied_lists": sum(bool(q.length > 1 and q.scores[0] == q.scores[-1]) for q in queries),
+            "n_lists_without_choice": sum(q.n_relevant >= q.n_candidates for q in queries),
             **_split_meta(queries, train_idx, test_idx, split_seed, train_frac),
         },
     )
+
+
+def _run_shas(run: str, qrels: str, shas: Mapping[str, str]) -> dict[str, str]:
+    """The ``run_sha256`` and ``qrels_sha256`` source options from the digests the loader took."""
+    return {"run_sha256": shas[str(Path(run))], "qrels_sha256": shas[str(Path(qrels))]}

@@ -6,10 +6,12 @@ sets, scoring and ranking are built from it by :mod:`benchmarks.conditions`.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import json
 import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,8 +97,29 @@ def sha256_file(path: str) -> str:
     return h.hexdigest()
 
 
+#: The first two bytes of every gzip stream (RFC 1952).
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def open_binary(path: str | os.PathLike[str], data: bytes | None = None) -> io.BufferedIOBase | gzip.GzipFile:
+    """A binary stream of a file (or of ``data``), decompressed when it is gzip.
+
+    gzip is detected by its magic bytes (``1f 8b``), never by the file name, so ``run.gz``,
+    ``run.txt.gz`` and a gzip stream saved as ``run.txt`` all read the same.
+    """
+    if data is not None:
+        raw: io.BufferedIOBase = io.BytesIO(data)
+        return gzip.GzipFile(fileobj=raw) if data[:2] == GZIP_MAGIC else raw
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    return gzip.GzipFile(path, "rb") if magic == GZIP_MAGIC else open(path, "rb")
+
+
 def iter_text_lines(path: str | os.PathLike[str], data: bytes | None = None) -> Iterator[tuple[int, str]]:
     """Yield ``(line number, stripped text)`` of the non-blank lines of a UTF-8 file (a BOM is dropped).
+
+    A gzip-compressed file (detected by its magic bytes, whatever its name; :func:`open_binary`) is
+    read decompressed; line numbers are those of the decompressed text.
 
     Args:
         path: the file; when ``data`` is given, only the name used in error messages
@@ -105,10 +128,22 @@ def iter_text_lines(path: str | os.PathLike[str], data: bytes | None = None) -> 
             exactly as reading the file would: at ``\\n`` only).
 
     Raises:
-        DataError: ``file:line`` for bytes that are not valid UTF-8.
+        DataError: ``file:line`` for bytes that are not valid UTF-8; ``file`` for a corrupt or
+            truncated gzip stream.
     """
-    with io.BytesIO(data) if data is not None else open(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
+    with open_binary(path, data) as f:
+        lineno = 0
+        lines = iter(f)
+        while True:
+            try:
+                raw = next(lines)
+            except StopIteration:
+                return
+            except (OSError, EOFError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
+                if not isinstance(f, gzip.GzipFile):
+                    raise
+                raise DataError(f"{path}: corrupt or truncated gzip file after line {lineno} ({e})") from e
+            lineno += 1
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import PurePath
+
+#: The train fraction of a user's run when none is given (the split of every condition).
+DEFAULT_TRAIN_FRAC = 0.7
 
 
 @dataclass(frozen=True)
@@ -13,7 +19,7 @@ class ConditionId:
         benchmark: ``bfcl``, ``metatool``, ``toolbench``, ``beir``, ``run`` (a user's TREC run), ...
         scorer: ``bm25``, ``minilm`` or a sentence-transformers model; ``run`` for user runs.
         variant: candidate-set variant (``top50``, ``full``, ``sub200``, ...; may contain ``-``);
-            for user runs, the run file's stem.
+            for user runs, the run file's stem and a hash of the inputs (:func:`run_condition_name`).
     """
 
     benchmark: str
@@ -51,3 +57,42 @@ class ConditionId:
 
     def __str__(self) -> str:
         return self.name
+
+
+def run_stem(path: str) -> str:
+    """The run file's name without its folder, a ``.gz`` suffix and its last suffix (``data/my.run.gz`` -> ``my``)."""
+    name = PurePath(path).name
+    return PurePath(name.removesuffix(".gz") or name).stem or name
+
+
+def inputs_hash(run_sha256: str, qrels_sha256: str) -> str:
+    """Six hex digits of the sha256 of the run's and the qrels' sha256: the contents, not the paths."""
+    if not run_sha256 or not qrels_sha256:
+        raise ValueError("a run condition's name needs the sha256 of both the run and the qrels")
+    return hashlib.sha256(f"run {run_sha256}\nqrels {qrels_sha256}\n".encode()).hexdigest()[:6]
+
+
+def run_condition_name(options: Mapping[str, str]) -> str:
+    """The condition name of a user's run: ``run-<stem>-<hash>[-n<N>][-train<frac>]``.
+
+    Read from the source options of the run (``run``, ``run_sha256``, ``qrels_sha256`` and, when
+    given, ``n_candidates`` and ``train_frac``). ``<stem>`` is the run file's name (:func:`run_stem`)
+    and ``<hash>`` six hex digits of the sha256 of the run's and the qrels' contents
+    (:func:`inputs_hash`), so a run of other data never shares a name (and so a run directory) with
+    an earlier one, while the same bytes get the same name wherever the files live. The settings that
+    change the queries or their split follow in plain words: ``-n<N>`` for an explicit candidate-set
+    size, ``-train<frac>`` for a train fraction other than :data:`DEFAULT_TRAIN_FRAC`. E.g.
+    ``run-my-3fa2c1``, ``run-my-3fa2c1-n5000-train0.5``.
+
+    Raises:
+        ValueError: when an option it needs is missing.
+    """
+    try:
+        parts = [run_stem(options["run"]), inputs_hash(options["run_sha256"], options["qrels_sha256"])]
+    except KeyError as e:
+        raise ValueError(f"a run condition's name needs the source option {e}") from e
+    if options.get("n_candidates"):
+        parts.append(f"n{int(options['n_candidates'])}")
+    if options.get("train_frac") and float(options["train_frac"]) != DEFAULT_TRAIN_FRAC:
+        parts.append(f"train{float(options['train_frac']):g}")
+    return ConditionId("run", "run", "-".join(parts)).name

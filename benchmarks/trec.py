@@ -1,6 +1,8 @@
 """TREC run files and qrels -> :class:`~envs.ranked.RankedQuery` lists.
 
-Formats (one record per line, blank lines ignored, UTF-8; a leading BOM is tolerated):
+Formats (one record per line, blank lines ignored, UTF-8; a leading BOM is tolerated; a file may be
+gzip-compressed, detected by its magic bytes whatever its name: ``run.gz``, as ``ir_measures`` writes
+and reads them):
 
 - Run: ``qid Q0 docid rank score tag`` (6 whitespace-separated columns). Only ``qid``,
   ``docid`` and ``score`` are used: the ``Q0`` and ``tag`` columns are ignored, the
@@ -24,7 +26,8 @@ list order and scores in Python's round-trip ``repr``, which ``trec_eval`` and
 
 Every parsing error is a :class:`~benchmarks.corpus.DataError` naming ``file:line``:
 wrong column count, non-numeric or NaN/inf score, non-integer rank or relevance,
-duplicate ``(qid, docid)`` pair (in a run or in qrels), empty file, non-UTF-8 bytes.
+duplicate ``(qid, docid)`` pair (in a run or in qrels), empty file, non-UTF-8 bytes; naming ``file``
+for a corrupt or truncated gzip stream.
 
 Ranking rule (:func:`ranked_queries_from_run`): documents are sorted by score
 descending, ties broken by docid ascending (plain Python string order, so ``"10"``
@@ -383,6 +386,14 @@ def load_run_queries(
     shas = {str(Path(run_path)): sha256_file(str(run_path))}
     shas[str(Path(qrels_path))] = sha256_file(str(qrels_path))
     return LoadedRun(queries, skipped, shas)
+
+
+def same_inputs(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
+    """Whether two sets of source options (``run_sha256``, ``qrels_sha256``) name the same run and qrels
+    contents, wherever the files are: then their queries, and a policy's training queries among them,
+    are the same."""
+    keys = ("run_sha256", "qrels_sha256")
+    return all(a.get(k) for k in keys) and all(a.get(k) == b.get(k) for k in keys)
 
 
 # ---------------------------------------------------------------- writing and truncating runs

@@ -186,12 +186,23 @@ DATA_COMMANDS: tuple[Command, ...] = (
 )
 
 
+def package_version() -> str:
+    """The installed version of shortlist-depth (its distribution metadata), or ``unknown`` when not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("shortlist-depth")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="shortlist",
         description="How many tools should an LLM agent see? Train and evaluate shortlist-depth policies "
         "with the Bits-over-Random reward.",
     )
+    p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = p.add_subparsers(dest="command", required=True)
     for cmd in COMMANDS:
         sp = sub.add_parser(cmd.name, help=cmd.help, description=cmd.description or cmd.help)

@@ -7,9 +7,12 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agents import registry
+from benchmarks.names import DEFAULT_TRAIN_FRAC
 from experiments.config import MethodSpec
 from experiments.io import write_manifest, write_tables
 from experiments.options import (
@@ -24,6 +27,9 @@ from experiments.options import (
     SourceArgs,
     TrainArgs,
 )
+
+if TYPE_CHECKING:
+    from benchmarks.conditions import Condition
 
 
 def source_options(sa: SourceArgs) -> tuple[tuple[str, str], ...]:
@@ -45,6 +51,7 @@ def source_options(sa: SourceArgs) -> tuple[tuple[str, str], ...]:
         ]
         if sa.n_candidates is not None:
             opts.append(("n_candidates", str(sa.n_candidates)))
+        opts.append(("train_frac", str(float(sa.train_frac))))
         return tuple(opts)
     if sa.source == "beir":
         if not sa.beir_dir:
@@ -77,9 +84,21 @@ def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int
     tables = {"per_query.csv": per_query, "summary.csv": summary, "buckets.csv": buckets, "runs.csv": run_index(runs)}
     write_tables(out, tables)
     cols = ["condition", "method", "seed", "found_pct", "mean_k", "std_k", "bor_bits", "mean_reward"]
-    print(summary[cols].to_string(index=False, float_format=lambda x: f"{x:.2f}"))
+    print(summary[cols].to_string(index=False, float_format=lambda x: f"{x:.2f}", na_rep="n/a"))
     print(f"wrote {len(runs)} run(s) under {out / 'runs'}; {out}/summary.csv holds this command's runs only")
+    if ta.source in ("run", "beir"):  # the user's own data: say what was skipped and how small the test set is
+        sys.stdout.flush()  # the notes (stderr) after the table they qualify
+        _print_data_notes(json.loads((runs[0] / "manifest.json").read_text(encoding="utf-8"))["condition"])
     return 0
+
+
+def _print_data_notes(meta: dict, n_evaluated: int | None = None, split: str = "test") -> None:
+    """:func:`benchmarks.conditions.data_notes` on the console (stderr), one ``shortlist: ...`` line each."""
+    from benchmarks.conditions import data_notes
+
+    n = int(meta.get("n_test", 0)) if n_evaluated is None else n_evaluated
+    for line in data_notes(meta, n, split):
+        print(f"shortlist: {line}", file=sys.stderr)
 
 
 def cmd_reproduce(ra: ReproduceArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int:
@@ -144,14 +163,60 @@ def _check_out(out: Path, run: Path) -> None:
         probe = probe.parent
 
 
+def _leakage(split: str, n_train: int, n_all: int) -> list[str]:
+    """The warning for evaluating a policy on queries it was trained on (``--split train|all``)."""
+    if split == "test":
+        return []
+    n = n_train if split == "train" else n_all
+    return [
+        f"shortlist: warning: --split {split}: {n_train} of these {n} queries were used in training this "
+        "policy, so its numbers on them are optimistic (leakage); the default --split test holds none"
+    ]
+
+
+def _own_run_condition(ea: EvaluateArgs, cfg: dict, ca: FolderArgs) -> tuple[Condition, str, list[str]]:
+    """The condition of ``--run/--qrels``, which of its queries to evaluate, and the console lines saying why.
+
+    On the data the policy was trained on (the same run and qrels contents, by sha256), the run's own
+    split (its train fraction and split seed) and by default its test queries; training queries only
+    with ``--split train|all``, and then with a warning. On other data, every query by default.
+    """
+    from benchmarks.trec import same_inputs
+    from experiments.runner import get_condition
+
+    sa = SourceArgs(run=ea.run, qrels=ea.qrels, n_candidates=ea.n_candidates)
+    options = source_options(sa)
+    trained = (cfg.get("options") or {}) if cfg["benchmark"] == "run" else {}
+    same = same_inputs(trained, dict(options))
+    frac = float(trained.get("train_frac") or DEFAULT_TRAIN_FRAC) if same else (ea.train_frac or DEFAULT_TRAIN_FRAC)
+    if same and ea.train_frac is not None and ea.train_frac != frac:
+        raise ValueError(
+            f"--train-frac {ea.train_frac}: the policy was trained on this run with train fraction {frac}; another "
+            "split would put its training queries among the test queries (every query: --split all)"
+        )
+    options = tuple((k, str(frac) if k == "train_frac" else v) for k, v in options)
+    cond = get_condition("run", "run", "", cfg.get("split_seed", 0), ca.data_dir, ca.cache_dir, options)
+    if same:
+        split = ea.split or "test"
+        notes = [
+            f"shortlist: note: {ea.run} and {ea.qrels} are the data this policy was trained on: its split "
+            f"(train fraction {frac:g}), {split} queries"
+        ]
+        return cond, split, notes + _leakage(split, len(cond.train), len(cond.queries))
+    split = ea.split or "all"
+    notes = [
+        f"shortlist: note: {ea.run} and {ea.qrels} are not the data this policy was trained on (sha256 differ): "
+        f"no training query among them, {'every query' if split == 'all' else f'the {split} split'} is evaluated"
+    ]
+    return cond, split, notes
+
+
 def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
     """Evaluate a trained run's policy: on its own test split, another scorer or benchmark, or your run + qrels.
 
     Writes per_query.csv, summary.csv (this evaluation only: rewritten each time), buckets.csv and
     manifest.json to ``--out`` (default ``evaluations/<run_id>/<condition>-<split>``).
     """
-    import sys
-
     from agents import bucket_table, summarise
     from envs import EpisodeConfig
     from experiments.runner import get_condition, labelled_rows
@@ -162,9 +227,7 @@ def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
     policy = load_run_policy(run, cfg)
     episode = EpisodeConfig(**cfg["episode"])
     if ea.run:
-        sa = SourceArgs(run=ea.run, qrels=ea.qrels, n_candidates=ea.n_candidates)
-        cond = get_condition("run", "run", "", 0, ca.data_dir, ca.cache_dir, source_options(sa))
-        split = ea.split or "all"
+        cond, split, notes = _own_run_condition(ea, cfg, ca)
         changes: list[str] = []
     else:
         benchmark = ea.benchmark or cfg["benchmark"]
@@ -174,10 +237,16 @@ def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
         options = tuple(sorted((cfg.get("options") or {}).items())) if same else ()
         cond = get_condition(benchmark, scorer, variant, cfg.get("split_seed", 0), ca.data_dir, ca.cache_dir, options)
         split = ea.split or "test"
-        changes = _input_changes(run, cond.meta) if same and variant == cfg.get("variant", "") else []
+        own = same and variant == cfg.get("variant", "")
+        changes = _input_changes(run, cond.meta) if own else []
+        notes = _leakage(split, len(cond.train), len(cond.queries)) if own else []
     for line in changes:
         print(f"shortlist: note: the inputs differ from the run's: {line}", file=sys.stderr)
+    for line in notes:
+        print(line, file=sys.stderr)
     queries = {"test": cond.test, "train": cond.train, "all": cond.queries}[split]
+    if cond.meta.get("benchmark") in ("run", "beir"):
+        _print_data_notes(cond.meta, len(queries), split)
     out = Path(ea.out) if ea.out else Path("evaluations") / run.name / f"{cond.name}-{split}"
     _check_out(out, run)
     labels = {"condition": cond.name, "method": cfg["method"], "seed": cfg["seed"]}
@@ -193,7 +262,7 @@ def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
         condition={k: v for k, v in cond.meta.items() if not k.startswith("seconds") and k != "score_cache_hit"},
         input_changes=changes,
     )
-    print(summary.to_string(index=False, float_format=lambda x: f"{x:.2f}"))
+    print(summary.to_string(index=False, float_format=lambda x: f"{x:.2f}", na_rep="n/a"))
     print(f"wrote {out}")
     return 0
 

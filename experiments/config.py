@@ -8,12 +8,11 @@ import hashlib
 import json
 import shlex
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from agents import registry
 from agents.base import Objective
-from benchmarks.names import ConditionId
+from benchmarks.names import ConditionId, run_condition_name
 from envs import EpisodeConfig
 from experiments.io import code_fingerprint
 from rewards import REWARD_KINDS
@@ -122,8 +121,8 @@ class Cell:
 
     @property
     def condition(self) -> str:
-        if self.benchmark == "run":
-            return ConditionId("run", "run", Path(dict(self.options)["run"]).stem).name
+        if self.benchmark == "run":  # the file's stem and a hash of the inputs' contents
+            return run_condition_name(dict(self.options))
         return self.condition_id.name
 
     @property

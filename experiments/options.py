@@ -10,11 +10,13 @@ as one line and exits with status 2.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agents import registry
+from benchmarks.names import DEFAULT_TRAIN_FRAC
 from envs.features import OBSERVATION_CHOICES
 from experiments.plan import DEFAULT_SEEDS, DEFAULT_SPLIT_SEEDS, FIXED_KS
 from rewards import REWARD_KINDS
@@ -32,6 +34,11 @@ def opt(default: Any, help: str, **kw: Any) -> Any:  # noqa: A002
 def _check_folder(flag: str, path: str | None) -> None:
     if path and Path(path).exists() and not Path(path).is_dir():
         raise ValueError(f"{flag} {path}: exists and is not a folder")
+
+
+def _check_train_frac(frac: float) -> None:
+    if not (math.isfinite(frac) and 0.0 < frac < 1.0):
+        raise ValueError(f"--train-frac must lie in (0, 1), got {frac}")
 
 
 def _check_seeds(flag: str, seeds: tuple[int, ...]) -> None:
@@ -163,8 +170,16 @@ class SourceArgs:
     )
     beir_dir: str | None = opt(None, "BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
     beir_split: str = opt("test", "qrels split of --beir-dir")
+    train_frac: float = opt(
+        DEFAULT_TRAIN_FRAC,
+        "share of --run's judged queries in the training split (a seeded split of the sorted query ids, "
+        "whatever the order of lines)",
+    )
 
     def __post_init__(self) -> None:
+        _check_train_frac(self.train_frac)
+        if self.train_frac != DEFAULT_TRAIN_FRAC and self.source != "run":
+            raise ValueError("--train-frac goes with --run (the benchmarks' splits are fixed)")
         if self.buckets and self.buckets not in BUCKET_SCHEMES:
             raise ValueError(f"unknown bucket scheme {self.buckets!r}; expected default or narrow")
         if self.n_candidates is not None and not 1 <= self.n_candidates <= 2**53:
@@ -215,9 +230,15 @@ class EvaluateArgs:
     run: str | None = opt(None, "evaluate on your own ranked lists: a TREC run file (with --qrels)")
     qrels: str | None = opt(None, "qrels for --run: TREC (qid 0 docid rel) or BEIR TSV")
     n_candidates: int | None = opt(None, "candidate-set size N for --run (unset: each query's run length)")
+    train_frac: float | None = opt(
+        None,
+        "share of --run's judged queries in the training split (unset: the run's own when --run/--qrels are the "
+        f"data the policy was trained on, else {DEFAULT_TRAIN_FRAC})",
+    )
     split: str = opt(
         "",
-        "which queries: test, train or all (unset: the test split of the run's benchmark; all of --run's)",
+        "which queries: test, train or all (unset: the test split of the data the policy was trained on, "
+        "every query of other --run/--qrels data); train and all on the training data warn of leakage",
         choices=("test", "train", "all"),
     )
     out: str = opt("", "output folder (unset: evaluations/<run_id>/<condition>-<split>); never a run directory")
@@ -231,6 +252,10 @@ class EvaluateArgs:
             raise ValueError("--run/--qrels replace --benchmark/--scorer/--variant: give one or the other")
         if self.n_candidates is not None and not self.run:
             raise ValueError("--n-candidates goes with --run")
+        if self.train_frac is not None:
+            _check_train_frac(self.train_frac)
+            if not self.run:
+                raise ValueError("--train-frac goes with --run")
         if self.n_candidates is not None and not 1 <= self.n_candidates <= 2**53:
             raise ValueError(f"--n-candidates must lie in [1, 2**53], got {self.n_candidates}")
         _check_folder("--out", self.out)

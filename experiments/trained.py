@@ -104,14 +104,15 @@ class TrainedPolicy:
         policy: the fitted policy (any registered kind).
         episode: its episode settings (reward, step cost, discount, depth cap).
         method: its method name, e.g. ``bor-dqn``.
-        run_dir: where it was loaded from.
+        run_dir: where it was loaded from; None for a policy fitted in this process
+            (``shortlist_depth.fit``).
         config: the run's resolved config.
     """
 
     policy: DepthPolicy
     episode: EpisodeConfig
     method: str
-    run_dir: Path
+    run_dir: Path | None
     config: dict[str, Any]
 
     def queries(

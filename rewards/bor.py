@@ -101,9 +101,20 @@ def _tail_at_least(k: float, n: float, r: float, m: float) -> float:
 def bor_aggregate(found: ArrayLike, k: ArrayLike, n: ArrayLike, r: ArrayLike = 1) -> float:
     """BoR bits of a method over a query set (the ONLY quantity called "BoR").
 
-    ``BoR = log2( mean_q found_q / mean_q P_rand(k_q; n_q, r_q) )``: a ratio of
-    means, with each query's own depth k_q. 0 = random, 1 = twice as selective
-    as random, negative = worse than random; ``-inf`` when nothing is found.
+    ``BoR = log2( mean_q f_q / mean_q P_rand(k_q; n_q, r_q) )``: a ratio of means, with each
+    query's own depth k_q, where ``f_q = found_q``, except ``f_q = 1`` on a query whose shortlist
+    chance fills with certainty: ``P_rand(k_q; n_q, r_q) = 1``, i.e. ``k_q >= n_q - r_q + 1``
+    (a one-candidate list, n_q = 1; a whole list, k_q = n_q; every candidate relevant). 0 = random,
+    1 = twice as selective as random, negative = worse than random; ``-inf`` when nothing is found.
+
+    Why ``f_q = 1`` there: such a query carries no information, as every policy is random on it, so
+    it counts as chance's own outcome, ``f_q / P_rand = 1`` (0 bits), never as worse than random.
+    When its r_q relevant items are among the n_q candidates the shortlist holds one of them anyway
+    (it leaves out fewer than r_q candidates): then ``f_q = found_q`` and nothing changes. The rule
+    matters only when the counted relevant items are missing from the ranked list, e.g. a TREC run
+    whose unretrieved relevant documents count in r_q while n_q is the list's length: a
+    one-candidate list whose one document is not relevant has found 0 at P_rand 1, and three such
+    lists with one found would otherwise give log2((1/3) / 1) = -1.58 bits.
 
     Args:
         found: per-query 0/1 (or bool) success, shape (Q,).
@@ -118,8 +129,10 @@ def bor_aggregate(found: ArrayLike, k: ArrayLike, n: ArrayLike, r: ArrayLike = 1
     if not np.all((f == 0) | (f == 1)):
         raise ValueError("found must hold 0/1 values")
     pr = np.broadcast_to(np.asarray(p_random(k, n, r), dtype=np.float64), f.shape)
+    kk, nn, rr, _ = validate_counts(k, n, r)
+    certain = np.broadcast_to(kk + rr > nn, f.shape)  # k >= n - r + 1: P_rand = 1 exactly
     mean_rand = float(pr.mean())
-    mean_obs = float(f.mean())
+    mean_obs = float(np.where(certain, 1.0, f).mean())
     if mean_rand == 0.0:
         raise ValueError("mean P_rand is 0 (all k = 0 or r = 0): BoR is undefined")
     if mean_obs == 0.0:

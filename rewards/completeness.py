@@ -27,9 +27,11 @@ Rewards and aggregates for "all" mirror the "any" ones of :mod:`rewards.bor`:
 - per-query reward ``complete * -log2 P_all(k; n, r)``; 0 when not complete. When
   ``k < r`` completeness is impossible, ``P_all = 0`` and the reward is 0 (``complete
   = 1`` there is rejected as impossible);
-- BoR bits ``log2( mean_q complete_q / mean_q P_all(k_q; n_q, r_q) )`` (ratio of
-  means, as for "any"); ``-inf`` when nothing is complete, and NaN when every query
-  has ``k_q < r_q`` (neither the method nor chance can be complete: 0 / 0).
+- BoR bits ``log2( mean_q c_q / mean_q P_all(k_q; n_q, r_q) )`` (ratio of means, as
+  for "any"), ``c_q = complete_q`` except ``c_q = 1`` where chance is complete with
+  certainty (``P_all = 1``: ``k_q = n_q`` or ``r_q = 0``), the rule of
+  :func:`rewards.bor.bor_aggregate`; ``-inf`` when nothing is complete, and NaN when every
+  query has ``k_q < r_q`` (neither the method nor chance can be complete: 0 / 0).
 """
 
 from __future__ import annotations
@@ -198,10 +200,14 @@ def bor_reward_success(
 
 
 def bor_aggregate_all(complete: ArrayLike, k: ArrayLike, n: ArrayLike, r: ArrayLike = 1) -> float:
-    """BoR bits for completeness: ``log2( mean_q complete_q / mean_q P_all(k_q; n_q, r_q) )``.
+    """BoR bits for completeness: ``log2( mean_q c_q / mean_q P_all(k_q; n_q, r_q) )``.
 
-    Returns ``-inf`` when no query is complete (and chance is not 0), and NaN when
-    ``mean_q P_all = 0`` (every query has k_q < r_q: 0 / 0, undefined).
+    ``c_q = complete_q``, except ``c_q = 1`` where ``P_all(k_q; n_q, r_q) = 1`` (``k_q = n_q``:
+    the whole list; or ``r_q = 0``): chance is complete there with certainty, the query carries no
+    information and counts as chance's outcome (0 bits), never as worse than random (see
+    :func:`rewards.bor.bor_aggregate`; it changes the value only when relevant items counted in
+    r_q are missing from the list). Returns ``-inf`` when no query is complete (and chance is
+    not 0), and NaN when ``mean_q P_all = 0`` (every query has k_q < r_q: 0 / 0, undefined).
 
     Raises:
         ValueError: empty input, complete outside {0, 1}, invalid counts.
@@ -212,7 +218,9 @@ def bor_aggregate_all(complete: ArrayLike, k: ArrayLike, n: ArrayLike, r: ArrayL
     if not np.all((c == 0) | (c == 1)):
         raise ValueError("complete must hold 0/1 values")
     pa = np.broadcast_to(np.asarray(p_random_all(k, n, r), dtype=np.float64), c.shape)
-    mean_rand, mean_obs = float(pa.mean()), float(c.mean())
+    kk, nn, rr, _ = validate_counts(k, n, r)
+    certain = np.broadcast_to((kk >= nn) | (rr == 0), c.shape)  # P_all = 1 exactly
+    mean_rand, mean_obs = float(pa.mean()), float(np.where(certain, 1.0, c).mean())
     if mean_rand == 0.0:
         if mean_obs > 0.0:
             raise ValueError("complete = 1 with P_all = 0 (k < r) is impossible")

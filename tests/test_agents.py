@@ -185,3 +185,21 @@ def test_n_step_settings_are_checked_and_one_step_is_the_old_rule() -> None:
         TabularConfig(n_steps=0)
     with pytest.raises(ValueError, match="n_steps"):
         DQNConfig(n_steps=0)
+
+
+def test_summary_bor_bits_are_nan_not_inf_when_nothing_is_found() -> None:
+    """BoR bits have no finite value when no query is found (log2 0): the summary holds NaN, never -inf,
+    so its CSV reads back as numbers anywhere; found_pct says what happened."""
+    import math
+
+    from agents.evaluation import score_depths_multi, summary_row, summary_row_multi
+
+    qs = [RankedQuery(np.linspace(1.0, 0.0, 10), [5, 7], f"q{i}") for i in range(3)]
+    rows = score_depths_multi(qs, np.array([1, 2, 3]))
+    assert rows["found"].sum() == 0 and rows["complete"].sum() == 0
+    for s in (summary_row(rows), summary_row_multi(rows)):
+        assert s["found_pct"] == 0.0 and math.isnan(s["bor_bits"])
+        assert all(not (isinstance(v, float) and math.isinf(v)) for v in s.values())
+    assert math.isnan(summary_row_multi(rows)["bor_bits_all"])
+    found = score_depths_multi(qs, np.array([5, 7, 10]))
+    assert summary_row_multi(found)["bor_bits"] == pytest.approx(math.log2(1 / np.mean(found["p_random"])))

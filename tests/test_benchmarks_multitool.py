@@ -185,7 +185,9 @@ def test_score_depths_multi_columns_by_hand() -> None:
     s = summary_row_multi(rows)
     assert s["complete_pct"] == 50.0
     assert s["mean_r"] == 2.0
-    assert s["bor_bits_all"] == pytest.approx(math.log2(0.5 / np.mean(want_pa)), rel=1e-12)
+    # "c" shows its whole list (K = N): chance is complete with certainty, so it counts as chance's
+    # outcome (1), not as a miss, although one of its R = 2 relevant items is missing from the list
+    assert s["bor_bits_all"] == pytest.approx(math.log2(0.75 / np.mean(want_pa)), rel=1e-12)
     assert s["mean_reward_all"] == pytest.approx(np.mean(rows["reward_all"]))
     summ = summarise(rows.assign(condition="x", method="m", seed=0))
     assert summ.loc[0, "complete_pct"] == 50.0 and summ.loc[0, "found_pct"] == 100.0

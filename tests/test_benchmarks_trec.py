@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import itertools
 import random
@@ -398,6 +399,50 @@ def test_iter_run_queries_empty_or_not_utf8(tmp_path: Path, body: bytes) -> None
     assert str(p) in str(e.value) and ("empty" in str(e.value) or "not UTF-8" in str(e.value))
 
 
+# ---------------------------------------------------------------- gzip-compressed files
+
+_GZ_RUN = "q2 Q0 b 1 1.0 t\nq2 Q0 a 2 1.0 t\nq2 Q0 c 3 3.5 t\nq1 Q0 x 1 -2 t\nq1 Q0 y 2 0.5 t\n"
+_GZ_QRELS = "q1 0 y 1\nq2 0 a 0\nq2 0 c 2\n"
+
+
+@pytest.mark.parametrize("name", ["run.gz", "run.txt.gz", "run.txt"])  # detected by magic bytes, not the name
+def test_gzipped_run_and_qrels_read_like_plain_ones(tmp_path: Path, name: str) -> None:
+    plain_run, plain_qrels = _write(tmp_path, "plain.run", _GZ_RUN), _write(tmp_path, "plain.qrels", _GZ_QRELS)
+    run = _write(tmp_path, name, gzip.compress(_GZ_RUN.encode()))
+    qrels = _write(tmp_path, f"qrels-{name}", gzip.compress(_GZ_QRELS.encode()))
+    beir = _write(tmp_path, f"beir-{name}", gzip.compress(b"query-id\tcorpus-id\tscore\nq1\ty\t1\n"))
+    assert read_run(run) == read_run(plain_run)
+    assert list(iter_run_queries(run)) == list(iter_run_queries(plain_run))
+    assert read_qrels(qrels) == read_qrels(plain_qrels)
+    assert read_qrels(beir) == {"q1": {"y": 1}}
+    loaded = load_run_queries(run, qrels)
+    assert [(q.qid, q.relevant_ranks.tolist()) for q in loaded.queries] == [("q2", [1]), ("q1", [1])]
+    assert loaded.inputs_sha256[str(run)] == hashlib.sha256(run.read_bytes()).hexdigest()  # the file as given
+    if name.endswith(".gz"):  # ir_measures reads .gz files (by suffix) to the same scores
+        theirs = {(d.query_id, d.doc_id): d.score for d in ir_measures.read_trec_run(str(run))}
+        assert theirs == {(q, d): s for q, docs in read_run(run).items() for d, s in docs}
+
+
+def test_truncate_run_reads_gzip_and_writes_plain_text(tmp_path: Path) -> None:
+    run = _write(tmp_path, "run.gz", gzip.compress(_GZ_RUN.encode()))
+    written = truncate_run(run, tmp_path / "out.run", lambda qid, scores: 1, "t")  # noqa: ARG005
+    assert written == WrittenRun(2, 2)
+    assert (tmp_path / "out.run").read_text() == "q2 Q0 c 1 3.5 t\nq1 Q0 y 1 0.5 t\n"
+
+
+@pytest.mark.parametrize("cut", [True, False])
+def test_corrupt_gzip_is_a_data_error_naming_the_file(tmp_path: Path, cut: bool) -> None:
+    def corrupt(text: str) -> bytes:  # truncated stream, or the magic bytes followed by no gzip at all
+        return gzip.compress(text.encode())[:-12] if cut else b"\x1f\x8b" + b"not a gzip stream" * 4
+
+    run = _write(tmp_path, "bad.run.gz", corrupt(_GZ_RUN))
+    qrels = _write(tmp_path, "bad.qrels", corrupt(_GZ_QRELS))
+    for read, path in ((read_run, run), (lambda p: list(iter_run_queries(p)), run), (read_qrels, qrels)):
+        with pytest.raises(DataError) as e:
+            read(path)
+        assert str(e.value).startswith(f"{path}: corrupt or truncated gzip file")
+
+
 # ---------------------------------------------------------------- writing
 
 
@@ -565,3 +610,25 @@ def test_truncate_run_memory_is_bounded(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- input digests
+
+
+# ---------------------------------------------------------------- condition names of own runs
+
+
+def test_run_condition_name_hashes_the_contents_not_the_paths() -> None:
+    from benchmarks.names import ConditionId, inputs_hash, run_condition_name
+
+    a, b = "a" * 64, "b" * 64
+    h = hashlib.sha256(f"run {a}\nqrels {b}\n".encode()).hexdigest()[:6]
+    opts = {"run": "/data/my.run", "run_sha256": a, "qrels_sha256": b, "qrels": "/data/my.qrels"}
+    assert inputs_hash(a, b) == h
+    assert run_condition_name(opts) == f"run-my-{h}"
+    assert run_condition_name({**opts, "run": "/elsewhere/deeper/my.run", "qrels": "/x/q"}) == f"run-my-{h}"
+    assert run_condition_name({**opts, "run": "my.run.gz"}) == f"run-my-{h}"  # .gz is not part of the stem
+    assert run_condition_name({**opts, "run_sha256": "c" * 64}) != f"run-my-{h}"
+    assert run_condition_name({**opts, "qrels_sha256": "c" * 64}) != f"run-my-{h}"
+    assert run_condition_name({**opts, "n_candidates": "5000", "train_frac": "0.5"}) == f"run-my-{h}-n5000-train0.5"
+    assert run_condition_name({**opts, "train_frac": "0.7"}) == f"run-my-{h}"  # the default split says nothing
+    assert ConditionId.parse(f"run-my-{h}").name == f"run-my-{h}"
+    with pytest.raises(ValueError, match="run_sha256"):
+        run_condition_name({"run": "my.run", "qrels_sha256": b})

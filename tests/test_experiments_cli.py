@@ -347,3 +347,12 @@ def test_other_split_seeds_get_their_own_run_directories(tmp_path: Path, cache_d
     assert sorted(summary["split_seed"]) == [0, 3]
     assert json.loads((runs / "bfcl-bm25__fixed-3__s1__split3" / "config.json").read_text())["split_seed"] == 3
     assert json.loads((runs / "bfcl-bm25__fixed-3__s1" / "config.json").read_text())["split_seed"] == 0
+
+
+def test_version_prints_the_installed_version_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"shortlist {version('shortlist-depth')}\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -80,7 +81,8 @@ def test_byo_trec_run_trains_and_keeps_true_r(tmp_path: Path, cache_dir: str) ->
     )
     assert code == 0
     pq = pd.read_csv(out / "per_query.csv")
-    assert set(pq["condition"]) == {"run-run"}
+    (condition,) = set(pq["condition"])  # run-<stem>-<hash of the inputs>-n<N>
+    assert re.fullmatch(r"run-run-[0-9a-f]{6}-n1000", condition), condition
     assert set(pq["n"]) == {1000}
     assert pq["r"].max() == 3  # multi-relevant queries keep their R
     from rewards import p_random

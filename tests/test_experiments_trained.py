@@ -131,6 +131,25 @@ def test_predict_writes_a_truncated_trec_run(trained: Path, tmp_path: Path) -> N
     assert all(len(line.split()) == 6 for line in out.read_text().splitlines())
 
 
+def test_predict_reads_a_gzipped_run(trained: Path, tmp_path: Path) -> None:
+    """A gzipped run (as ir_measures writes them) is read, whatever its name, and gives the plain run's output."""
+    import gzip
+
+    run_file = tmp_path / "mine.run"
+    _write_run(run_file, np.random.default_rng(0))
+    run_dir = trained / f"synthetic-gen-{SYN}__bor-tabular__s7"
+    outs = {}
+    for name in ("mine.run", "mine.run.gz", "zipped.run"):
+        path = tmp_path / name
+        if name != "mine.run":
+            path.write_bytes(gzip.compress(run_file.read_bytes()))
+        outs[name] = tmp_path / f"{name}.short"
+        argv = ["predict", "--run-dir", str(run_dir), "--run", str(path), "--out", str(outs[name])]
+        done = shortlist(*argv, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    assert outs["mine.run.gz"].read_bytes() == outs["mine.run"].read_bytes() == outs["zipped.run"].read_bytes()
+
+
 def test_predict_errors_are_one_line(trained: Path, tmp_path: Path) -> None:
     run_dir = trained / f"synthetic-gen-{SYN}__bor-tabular__s7"
     done = shortlist("predict", "--run-dir", str(run_dir), "--run", str(tmp_path / "nope.run"), cwd=tmp_path)
@@ -152,7 +171,7 @@ def test_evaluate_on_your_own_run_and_qrels(trained: Path, tmp_path: Path) -> No
         cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    out = tmp_path / "evaluations" / run_dir.name / "run-mine-all"
+    (out,) = (tmp_path / "evaluations" / run_dir.name).glob("run-mine-*-all")  # run-<stem>-<hash>-<split>
     rows = pd.read_csv(out / "per_query.csv")
     assert len(rows) == 30 and {"reward", "reward_net"} <= set(rows.columns)
     step_cost = json.loads((run_dir / "config.json").read_text())["episode"]["step_cost"]
@@ -180,7 +199,7 @@ def test_evaluate_says_when_inputs_differ(tmp_path: Path) -> None:
         "--out", str(tmp_path / "o"), "--no-progress", cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    run_dir = tmp_path / "o" / "runs" / "run-mine__fixed-2__s1"
+    (run_dir,) = (tmp_path / "o" / "runs").glob("run-mine-*__fixed-2__s1")
     same = shortlist("evaluate", "--run-dir", str(run_dir), cwd=tmp_path)
     assert same.returncode == 0 and "differ" not in same.stderr
     _write_run(run_file, np.random.default_rng(3))

@@ -417,6 +417,41 @@ def test_bor_aggregate_zero_and_random_and_nothing_found() -> None:
     assert bor_aggregate([1], 1, 8) == pytest.approx(3.0)
 
 
+def test_bor_aggregate_counts_a_list_where_chance_is_certain_as_chance() -> None:
+    """P_rand = 1 (N = 1, or K >= N - R + 1): f_q = 1 whatever was found, so the query adds 0 bits and
+    never pulls BoR below random. Hand-computed values; the old ratio of plain means in comments."""
+    # three one-candidate lists, one found, two whose relevant document is missing from the list:
+    # mean f = 1, mean P_rand = 1 -> 0 bits (it was log2((1/3) / 1) = -1.58)
+    assert bor_aggregate([1, 0, 0], 1, 1, 1) == 0.0
+    # N = 4 found at K = 1 (P = 1/4) beside two such lists: log2(1 / (2.25 / 3)) = log2(4 / 3)
+    assert bor_aggregate([1, 0, 0], [1, 1, 1], [4, 1, 1], [1, 1, 1]) == pytest.approx(math.log2(4 / 3), rel=1e-12)
+    # K = 3 >= N - R + 1 = 3 (N = 4, R = 2): certain; beside a found K = 2 of N = 10 (P = 0.2):
+    # log2(1 / 0.6) (it was log2(0.5 / 0.6) = -0.26)
+    assert bor_aggregate([0, 1], [3, 2], [4, 10], [2, 1]) == pytest.approx(math.log2(1 / 0.6), rel=1e-12)
+    # K = 2 < N - R + 1 = 3: not certain (P_rand = 5/6), a miss counts as a miss
+    assert bor_aggregate([0, 1], [2, 2], [4, 10], [2, 1]) == pytest.approx(
+        math.log2(0.5 / ((5 / 6 + 0.2) / 2)), rel=1e-12
+    )
+    assert bor_aggregate([0, 0], [1, 1], [1, 5]) == pytest.approx(math.log2(0.5 / 0.6), rel=1e-12)
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 30), st.integers(0, 30), st.integers(0, 30), st.booleans()), min_size=1, max_size=8
+    )
+)
+def test_bor_aggregate_unchanged_where_relevant_items_are_in_the_list(rows: list) -> None:
+    """When every query's R relevant items are among its N candidates, a shortlist with P_rand = 1 holds one
+    of them (pigeonhole), and BoR is the plain ratio of means log2(mean found / mean P_rand)."""
+    n = np.array([r[0] for r in rows])
+    rel = np.array([1 + r[1] % m for r, m in zip(rows, n, strict=True)])
+    k = np.array([1 + r[2] % m for r, m in zip(rows, n, strict=True)])
+    found = np.array([r[3] or kq > nq - rq for r, kq, nq, rq in zip(rows, k, n, rel, strict=True)], dtype=int)
+    pr = np.asarray(p_random(k, n, rel))
+    plain = math.log2(found.mean() / pr.mean()) if found.any() else -math.inf
+    assert bor_aggregate(found, k, n, rel) == pytest.approx(plain, rel=1e-12)
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -196,6 +196,20 @@ def test_aggregate_all() -> None:
     )
 
 
+def test_aggregate_all_counts_a_whole_list_as_chance() -> None:
+    """P_all = 1 (K = N, or R = 0): c_q = 1 whatever was complete, 0 bits, never worse than random.
+    Hand-computed: P_all(20; 100, 2) = 20 * 19 / (100 * 99) = 380 / 9900."""
+    p = 380 / 9900
+    # the whole list of 10 misses one of its R = 3 relevant items (absent from the list): counts as 1
+    assert bor_aggregate_all([0, 1], [10, 20], [10, 100], [3, 2]) == pytest.approx(
+        math.log2(1 / ((1 + p) / 2)), rel=1e-12
+    )  # it was log2(0.5 / ((1 + p) / 2)) = -0.97
+    assert bor_aggregate_all([0, 0], [5, 5], 5, 2) == 0.0  # only whole lists: exactly chance
+    assert bor_aggregate_all([0, 1], [9, 20], [10, 100], [3, 2]) == pytest.approx(  # K = 9 < N: a miss
+        math.log2(0.5 / ((9 * 8 * 7 / (10 * 9 * 8) + p) / 2)), rel=1e-12
+    )
+
+
 @pytest.mark.parametrize(
     ("args", "match"),
     [
