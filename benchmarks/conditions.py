@@ -63,7 +63,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -75,39 +75,10 @@ from benchmarks.corpus import DataError, ToolCorpus
 from benchmarks.names import ConditionId, run_condition_name
 from benchmarks.scorers import EmbeddingScorer, make_scorer
 from benchmarks.shift import QUERY_SHIFTS, shift_queries
+from benchmarks.split import Condition, seeded_split, sha_lines, split_meta
 from envs import RankedQuery
 
 SIMILARITY_MODEL = "minilm"
-
-
-@dataclass
-class Condition:
-    """Ranked queries of one condition, with their split and provenance.
-
-    Attributes:
-        name: ``<benchmark>-<scorer>[-<variant>]``.
-        queries: ranked queries, in (sampled) corpus order; a user's run or BEIR folder: in query-id order.
-        train_idx, test_idx: positions in ``queries`` of the seeded split.
-        buckets: default difficulty bucket scheme ("default" or "narrow").
-        meta: provenance for manifests (input sha256, split seed, N, skips, timings).
-    """
-
-    name: str
-    queries: list[RankedQuery]
-    train_idx: NDArray[np.int64]
-    test_idx: NDArray[np.int64]
-    buckets: str = "default"
-    meta: dict = field(default_factory=dict)
-    ranked_tools: list[NDArray[np.int64]] = field(default_factory=list)
-    """Per query, the registry indices of its candidates in ranked order (empty for user runs)."""
-
-    @property
-    def train(self) -> list[RankedQuery]:
-        return [self.queries[i] for i in self.train_idx]
-
-    @property
-    def test(self) -> list[RankedQuery]:
-        return [self.queries[i] for i in self.test_idx]
 
 
 @dataclass(frozen=True)
@@ -143,17 +114,6 @@ class CandidateRule:
     def __post_init__(self) -> None:
         if self.n is not None and self.n_similar + self.n_random + 1 > self.n:
             raise ValueError(f"candidate rule: 1 + {self.n_similar} + {self.n_random} exceeds N={self.n}")
-
-
-def seeded_split(n: int, train_frac: float, seed: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Seeded permutation split: the first round(train_frac * n) go to train (both sorted)."""
-    if n < 2:
-        raise ValueError(f"need at least 2 queries to split, got {n}")
-    if not 0.0 < train_frac < 1.0:
-        raise ValueError(f"train_frac must lie in (0, 1), got {train_frac}")
-    perm = np.random.default_rng(seed).permutation(n)
-    n_train = min(n - 1, max(1, round(train_frac * n)))
-    return np.sort(perm[:n_train]), np.sort(perm[n_train:])
 
 
 def _bfcl(data_dir: Path | None, cache_dir: Path | None, opts: Mapping[str, str]) -> ToolCorpus:
@@ -540,9 +500,9 @@ def build_condition(
             "n_candidates": sorted({q.n_candidates for q in queries}),
             "n_queries_available": len(corpus.queries),
             "n_queries": len(queries),
-            "sampled_qids_sha256": _sha_lines([q.qid for q in records]),
+            "sampled_qids_sha256": sha_lines([q.qid for q in records]),
             **tied_tail_stats(queries),
-            **_split_meta(queries, train_idx, test_idx, split_seed, train_frac),
+            **split_meta(queries, train_idx, test_idx, split_seed, train_frac),
             "score_cache_hit": all(hits),
             "seconds_load": round(t_load, 3),
             "seconds_score": round(t_score, 3),
@@ -565,31 +525,6 @@ def tied_tail_stats(queries: Sequence[RankedQuery]) -> dict[str, float]:
     return {
         "tied_tail_pct": round(100.0 * float(np.mean(shares)), 3) if shares else 0.0,
         "gold_in_tied_tail_pct": round(100.0 * float(np.mean(gold)), 3) if gold else 0.0,
-    }
-
-
-def _sha_lines(lines: list[str]) -> str:
-    import hashlib
-
-    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
-
-
-def _split_meta(
-    queries: list[RankedQuery],
-    train_idx: NDArray[np.int64],
-    test_idx: NDArray[np.int64],
-    split_seed: int,
-    train_frac: float,
-) -> dict:
-    gold = np.array([q.gold_rank for q in queries])
-    return {
-        "split_seed": split_seed,
-        "train_frac": train_frac,
-        "n_train": len(train_idx),
-        "n_test": len(test_idx),
-        "test_qids_sha256": _sha_lines([queries[i].qid for i in test_idx]),
-        "found_at_1_pct_all": 100.0 * float(np.mean(gold == 1)),
-        "found_at_5_pct_all": 100.0 * float(np.mean((gold >= 1) & (gold <= 5))),
     }
 
 
@@ -668,7 +603,7 @@ def _run_condition(opts: Mapping[str, str], split_seed: int, train_frac: float) 
             "n_lists_of_two_or_more": sum(q.length > 1 for q in queries),
             "n_tied_lists": sum(bool(q.length > 1 and q.scores[0] == q.scores[-1]) for q in queries),
             "n_lists_without_choice": sum(q.n_relevant >= q.n_candidates for q in queries),
-            **_split_meta(queries, train_idx, test_idx, split_seed, train_frac),
+            **split_meta(queries, train_idx, test_idx, split_seed, train_frac),
         },
     )
 

@@ -46,7 +46,7 @@ are: the training-size and label-noise axes see nested / identical score lists.
 Training set and label noise
 ----------------------------
 ``train = None`` uses the package's seeded 70/30 split
-(:func:`benchmarks.conditions.seeded_split`); ``train = m`` puts a seeded random m of the
+(:func:`benchmarks.split.seeded_split`); ``train = m`` puts a seeded random m of the
 ``n_queries`` queries in the training split and the rest in the test split (the study
 fixes the test size by setting ``n_queries = m + 1000``). ``noise = p`` replaces, for each
 TRAINING query independently with probability p, the gold label by a uniformly random
@@ -68,7 +68,7 @@ from numpy.typing import NDArray
 from envs import RankedQuery
 
 if TYPE_CHECKING:
-    from benchmarks.conditions import Condition
+    from benchmarks.split import Condition
 
 __all__ = [
     "DEFAULT_N_QUERIES",
@@ -336,7 +336,7 @@ def synthetic_split(
     spec: SyntheticSpec, split_seed: int, train_frac: float = 0.7
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Train/test positions: ``spec.train`` seeded queries for training, or the seeded 70/30 split."""
-    from benchmarks.conditions import seeded_split
+    from benchmarks.split import seeded_split
 
     if spec.train is None:
         return seeded_split(spec.n_queries, train_frac, split_seed)
@@ -353,8 +353,8 @@ def synthetic_condition(
     condition has one name. ``seed`` draws the score lists; ``split_seed`` the split and
     the label noise, which touches training queries only.
     """
-    from benchmarks.conditions import Condition, _split_meta
     from benchmarks.names import ConditionId
+    from benchmarks.split import Condition, split_meta
 
     if scorer != "gen":
         raise ValueError(f"benchmark 'synthetic' has one scorer, 'gen' (the known generator), got {scorer!r}")
@@ -378,7 +378,7 @@ def synthetic_condition(
         "n_candidates": [spec.n],
         "n_queries": spec.n_queries,
         "n_train_labels_flipped": flipped,
-        **_split_meta(clean, train_idx, test_idx, split_seed, train_frac),
+        **split_meta(clean, train_idx, test_idx, split_seed, train_frac),
     }
     if spec.train is not None:
         meta["train_frac"] = spec.train / spec.n_queries
