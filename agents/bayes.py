@@ -71,7 +71,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import special, stats
 
 from agents.base import net_objective, read_json, save_json
 from agents.registry import register
@@ -115,6 +114,8 @@ def log_likelihood_ratio(spec: SyntheticSpec, scores: ArrayLike) -> NDArray[np.f
         scale = math.sqrt((nu - 2.0) / nu)
 
         def logcdf(z: NDArray[np.float64]) -> NDArray[np.float64]:
+            from scipy import stats
+
             return stats.t.logcdf(z / scale, nu)
 
         if not spec.ties:
@@ -122,6 +123,8 @@ def log_likelihood_ratio(spec: SyntheticSpec, scores: ArrayLike) -> NDArray[np.f
     else:
 
         def logcdf(z: NDArray[np.float64]) -> NDArray[np.float64]:
+            from scipy import special
+
             return special.log_ndtr(z / sd)
 
         if not spec.ties:

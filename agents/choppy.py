@@ -27,16 +27,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from numpy.typing import NDArray
-from torch import nn
 
-from agents.base import check_observation, load_torch_json, net_objective, save_torch_json
+from agents.base import check_observation, learned_episode, load_torch_json, net_objective, save_torch_json
 from agents.peers import objective_matrix, query_caps
 from agents.registry import register
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 from envs import EpisodeConfig, RankedQuery, feature_matrix
 from envs.features import N_FEATURES, observation_width
 
@@ -55,34 +57,48 @@ class ChoppyConfig:
     """Adam learning rate."""
     weight_decay: float = 1e-4
     """Adam weight decay (L2)."""
+    break_even: bool = True
+    """Cut at the latest at each query's break-even depth (:func:`agents.base.learned_episode`), as the learned
+    agents do: every deeper cut pays at most 0 in the net reward the model is fitted to, no more than depth 1,
+    so those positions are dominated; leaving them out also shortens every training tensor (BFCL, N = 370,
+    c = 0.005: 191 positions instead of 370)."""
 
     def __post_init__(self) -> None:
         if self.hidden < 1 or self.epochs < 1 or not self.lr > 0 or self.weight_decay < 0:
             raise ValueError(f"ChoppyConfig: hidden, epochs >= 1, lr > 0 and weight_decay >= 0 required, got {self}")
 
 
-class _CutNet(nn.Module):
-    def __init__(self, n_features: int, hidden: int) -> None:
-        super().__init__()
-        self.enc = nn.Sequential(nn.Linear(n_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
-        # head([h_k, c]) with its first layer split as W_h h_k + W_c c: the same function as a
-        # linear layer on the concatenation, with the context part computed once per query
-        self.head_pos = nn.Linear(hidden, hidden)
-        self.head_ctx = nn.Linear(2 * hidden, hidden, bias=False)
-        self.out = nn.Linear(hidden, 1)
+def _cut_net(n_features: int, hidden: int) -> nn.Module:
+    """The cut-off network (torch is imported here, on first use, so importing the package stays light)."""
+    import torch
+    from torch import nn
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Logits (B, D) for features x (B, D, F); positions where mask is False get -inf."""
-        h = self.enc(x)
-        m = mask.unsqueeze(-1)
-        mean = (h * m).sum(1) / m.sum(1).clamp_min(1)
-        top = h.masked_fill(~m, float("-inf")).max(1).values
-        ctx = self.head_ctx(torch.cat([mean, top], dim=-1)).unsqueeze(1)
-        logits = self.out(torch.relu(self.head_pos(h) + ctx)).squeeze(-1)
-        return logits.masked_fill(~mask, float("-inf"))
+    class _CutNet(nn.Module):
+        def __init__(self, n_features: int, hidden: int) -> None:
+            super().__init__()
+            self.enc = nn.Sequential(nn.Linear(n_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
+            # head([h_k, c]) with its first layer split as W_h h_k + W_c c: the same function as a
+            # linear layer on the concatenation, with the context part computed once per query
+            self.head_pos = nn.Linear(hidden, hidden)
+            self.head_ctx = nn.Linear(2 * hidden, hidden, bias=False)
+            self.out = nn.Linear(hidden, 1)
+
+        def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            """Logits (B, D) for features x (B, D, F); positions where mask is False get -inf."""
+            h = self.enc(x)
+            m = mask.unsqueeze(-1)
+            mean = (h * m).sum(1) / m.sum(1).clamp_min(1)
+            top = h.masked_fill(~m, float("-inf")).max(1).values
+            ctx = self.head_ctx(torch.cat([mean, top], dim=-1)).unsqueeze(1)
+            logits = self.out(torch.relu(self.head_pos(h) + ctx)).squeeze(-1)
+            return logits.masked_fill(~mask, float("-inf"))
+
+    return _CutNet(n_features, hidden)
 
 
 def _inputs(queries: Sequence[RankedQuery], config: EpisodeConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    import torch
+
     caps = query_caps(queries, config)
     d = int(caps.max())
     x = np.zeros((len(queries), d, observation_width(queries, config.observation)), dtype=np.float32)
@@ -102,27 +118,30 @@ class CutoffModel:
         self.reward = reward
         self.settings = settings or ChoppyConfig()
         self.name = f"{reward}-choppy"
-        self.net: _CutNet | None = None
+        self.net: nn.Module | None = None
         self.n_features = N_FEATURES
         self.final_loss = float("nan")
 
     def _inputs(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> tuple[torch.Tensor, torch.Tensor]:
-        x, mask = _inputs(queries, config)
+        x, mask = _inputs(queries, learned_episode(config, self.settings.break_even))
         check_observation(self.name, self.n_features, int(x.shape[-1]))
         return x, mask
 
     def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int) -> CutoffModel:
+        import torch
+
         config.check_queries(queries)
         s = self.settings
         torch.set_num_threads(1)
-        pay, _ = objective_matrix(queries, config, self.reward)
-        x, mask = _inputs(queries, config)
+        episode = learned_episode(config, s.break_even)
+        pay, _ = objective_matrix(queries, episode, self.reward)
+        x, mask = _inputs(queries, episode)
         self.n_features = int(x.shape[-1])
         scale = float(np.abs(pay).max()) or 1.0
         target = torch.from_numpy((pay / scale).astype(np.float32))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(seed))
-            net = _CutNet(self.n_features, s.hidden)
+            net = _cut_net(self.n_features, s.hidden)
             opt = torch.optim.Adam(net.parameters(), lr=s.lr, weight_decay=s.weight_decay)
             for _ in range(s.epochs):
                 prob = torch.softmax(net(x, mask), dim=1)
@@ -136,6 +155,8 @@ class CutoffModel:
 
     def cut_distribution(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.float64]:
         """p(cut = k) for k = 1..D (D = largest cap), shape (Q, D); zero beyond each cap."""
+        import torch
+
         if self.net is None:
             raise RuntimeError(f"{self.name}: call fit() or load() first")
         x, mask = self._inputs(queries, config)
@@ -143,6 +164,8 @@ class CutoffModel:
             return torch.softmax(self.net(x, mask), dim=1).double().numpy()
 
     def depths(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.int64]:
+        import torch
+
         if len(queries) == 0:
             return np.zeros(0, dtype=np.int64)
         if self.net is None:
@@ -172,7 +195,7 @@ class CutoffModel:
         def build(p: dict) -> tuple[CutoffModel, nn.Module]:
             out = cls(p["reward"], ChoppyConfig(**p["settings"]))
             out.n_features = int(p.get("n_features", N_FEATURES))
-            return out, _CutNet(out.n_features, out.settings.hidden)
+            return out, _cut_net(out.n_features, out.settings.hidden)
 
         loaded: CutoffModel = load_torch_json(path, "cut-off model", build)
         return loaded
@@ -188,4 +211,5 @@ register(
     config=ChoppyConfig,
     observes=True,
     objective=net_objective,
+    budget="epochs",
 )

@@ -30,12 +30,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from numpy.typing import NDArray
-from torch import nn
 
 from agents.base import (
     check_observation,
@@ -47,6 +45,9 @@ from agents.base import (
     stacked_features,
 )
 from agents.registry import register
+
+if TYPE_CHECKING:
+    from torch import nn
 from envs import EpisodeConfig, RankedQuery
 from envs.features import N_FEATURES
 from rewards import terminal_reward
@@ -75,6 +76,8 @@ class CutoffConfig:
 
 
 def _net(n_features: int, hidden: int) -> nn.Module:
+    from torch import nn
+
     return nn.Sequential(
         nn.Linear(n_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1)
     )
@@ -96,6 +99,8 @@ class ExpectedRewardCutoff:
         self.final_loss = float("nan")
 
     def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int) -> ExpectedRewardCutoff:
+        import torch
+
         config.check_queries(queries)
         s = self.settings
         torch.set_num_threads(1)
@@ -113,7 +118,7 @@ class ExpectedRewardCutoff:
             torch.manual_seed(int(seed))
             net = _net(self.n_features, s.hidden)
             opt = torch.optim.Adam(net.parameters(), lr=s.lr, weight_decay=s.weight_decay)
-            loss_fn = nn.BCEWithLogitsLoss(reduction="none")
+            loss_fn = torch.nn.BCEWithLogitsLoss(reduction="none")
             for _ in range(s.epochs):
                 loss = (loss_fn(net(x).squeeze(-1), y) * w).sum()
                 opt.zero_grad()
@@ -127,6 +132,8 @@ class ExpectedRewardCutoff:
         self, queries: Sequence[RankedQuery], config: EpisodeConfig
     ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
         """Monotone P(found by k) for every stacked (query, depth) row, and the offsets."""
+        import torch
+
         if self.net is None:
             raise RuntimeError(f"{self.name}: call fit() or load() first")
         torch.set_num_threads(1)
@@ -189,4 +196,5 @@ register(
     config=CutoffConfig,
     observes=True,
     objective=net_objective,
+    budget="epochs",
 )

@@ -64,7 +64,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from numpy.typing import NDArray
 
 from agents.base import check_observation, greedy_depths, learned_episode, return_objective, training_bar
@@ -164,6 +163,8 @@ def _double_dqn_class() -> Any:
 
     class DoubleDQN(DQN):
         def train(self, gradient_steps: int, batch_size: int = 100) -> None:
+            import torch
+
             self.policy.set_training_mode(True)
             self._update_learning_rate(self.policy.optimizer)
             losses = []
@@ -202,6 +203,7 @@ class DQNAgent:
         self.model: Any = None
 
     def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int) -> DQNAgent:
+        import torch
         from stable_baselines3 import DQN
 
         s = self.settings
@@ -258,6 +260,8 @@ class DQNAgent:
 
     def q_values(self, feats: NDArray[np.float32]) -> NDArray[np.float32]:
         """Q(s, STOP), Q(s, CONTINUE) for a batch of observations, shape (B, 2)."""
+        import torch
+
         if self.model is None:
             raise RuntimeError(f"{self.name}: call fit() or load() first")
         with torch.no_grad():
@@ -288,6 +292,7 @@ class DQNAgent:
         """Rebuild the Q-network and load only its weights (``policy.pth`` inside SB3's zip) with
         ``torch.load(weights_only=True)``, which cannot execute code: a crafted zip is refused,
         never unpickled."""
+        import torch
         from stable_baselines3 import DQN
 
         agent = cls(reward, settings)
@@ -331,4 +336,5 @@ register(
     config=DQNConfig,
     observes=True,
     objective=return_objective,
+    budget="total_timesteps",
 )

@@ -56,7 +56,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import minimize
 
 from agents.base import check_observation, learned_episode, net_objective, read_json, save_json
 from agents.registry import register
@@ -203,6 +202,8 @@ class ListwisePosterior:
         self.sd = np.where(sd > 1e-12, sd, 1.0)
         x, valid = design_tensor(items, mask, mq, lengths, self.mean, self.sd)
         target = rank_targets(queries, mq, items.shape[1])
+        from scipy.optimize import minimize
+
         res = minimize(
             nll_and_grad,
             np.zeros(x.shape[-1]),

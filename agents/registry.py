@@ -71,6 +71,9 @@ class PolicyKind:
         objective: ``objective(reward, settings, episode)`` -> what the kind fits or trains towards
             (:class:`agents.base.Objective`), recorded in every run's config and checked against the
             judged objective (:func:`agents.base.judged_objective`).
+        budget: the integer setting its training cost grows with (DQN's ``total_timesteps``, tabular Q's
+            ``episodes``, the torch models' ``epochs``); empty when fitting costs about the same whatever
+            the settings. ``shortlist bench`` times a fraction of it and extrapolates.
     """
 
     name: str
@@ -86,6 +89,7 @@ class PolicyKind:
     reads_labels: bool = False
     observes: bool = False
     objective: Callable[[str, Any, Any], Objective] = lambda reward, settings, episode: NOT_FITTED
+    budget: str = ""
 
     def applies_to(self, benchmark: str) -> bool:
         """Whether the kind can run on ``benchmark``."""
@@ -141,6 +145,7 @@ def register(
     reads_labels: bool = False,
     observes: bool = False,
     objective: Callable[[str, Any, Any], Objective] | None = None,
+    budget: str = "",
 ) -> PolicyKind:
     """Add a kind to :data:`KINDS` (names are unique and contain no ``_`` or ``.``).
 
@@ -156,8 +161,9 @@ def register(
     defaults = config() if defaults is None else defaults
     if not isinstance(defaults, config):
         raise TypeError(f"policy kind {name!r}: defaults must be a {config.__name__}")
-    if name_field and name_field not in {f.name for f in fields(config)}:
-        raise ValueError(f"policy kind {name!r}: name_field {name_field!r} is not a field of {config.__name__}")
+    for what, value in (("name_field", name_field), ("budget", budget)):
+        if value and value not in {f.name for f in fields(config)}:
+            raise ValueError(f"policy kind {name!r}: {what} {value!r} is not a field of {config.__name__}")
     kind = PolicyKind(
         name,
         group,
@@ -172,6 +178,7 @@ def register(
         reads_labels,
         observes,
         objective or (lambda reward, settings, episode: NOT_FITTED),
+        budget,
     )
     KINDS[name] = kind
     return kind

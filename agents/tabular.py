@@ -302,4 +302,5 @@ register(
     config=TabularConfig,
     observes=True,
     objective=return_objective,
+    budget="episodes",
 )

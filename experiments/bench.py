@@ -1,49 +1,68 @@
-"""``shortlist bench``: how fast the package is on the current machine.
+"""``shortlist bench``: how fast the package is on the current machine, and where the study's time goes.
 
-Measured (best of ``repeats`` for the fast ones, wall clock, one process):
+Measured (wall clock and CPU time of this one process; best of ``repeats`` for the fast ones):
 
-- Gymnasium environment steps/s: one ``ShortlistEnv`` on the first condition's training
-  queries, random actions drawn up front from a seeded Generator, resets included;
-  both the bare class and ``gymnasium.make`` (with its checker/order wrappers), after a
-  warm-up that fills the per-query feature cache.
-- Batch evaluation throughput: depth policies over a synthetic padded score matrix
-  (``queries`` x ``depth``, seeded, sorted descending), through the vectorised cores of
-  :mod:`agents.peers` (no per-query or per-step Python loop); then the same plus scoring
-  (found, P_rand, per-query BoR reward, mean reward and BoR bits) on arrays; and, for
-  reference, the object path (``RankedQuery`` list through :func:`agents.evaluate`).
-- DQN training steps/s (:class:`agents.DQNAgent`, the study's settings, ``dqn_steps``).
-- Tabular Q training time, exact-DP solve (and fit) time and the Choppy-style model's fit
-  time, per condition, with each condition's episode settings.
-- Peak memory: the process's maximum resident set size, and the peak traced numpy
-  allocation of the batch core.
+- **CLI start**: ``shortlist --help``, ``shortlist data list`` and ``shortlist evaluate`` of a trained rule
+  (no torch), each a fresh process.
+- **Batch evaluation**: depth policies over a seeded synthetic padded score matrix (``queries`` x
+  ``depth``) through the vectorised cores of :mod:`agents.peers`, with and without scoring, and the
+  object path through :func:`agents.evaluate` for reference.
+- **Environment** steps/s: one ``ShortlistEnv`` on the first condition's training queries, random actions,
+  the bare class and ``gymnasium.make``.
+- **Fits per condition**: every registered kind the study or the comparison trains, fitted on each
+  condition's training split. A kind whose cost grows with one setting (its ``budget``: DQN's steps, tabular
+  Q's episodes, the torch models' epochs; :attr:`agents.registry.PolicyKind.budget`) is fitted at
+  ``fraction`` and at twice that of its budget and extrapolated linearly to the full budget (the
+  intercept is the set-up); the others are fitted once at full size. CPU seconds, so that a loaded machine
+  inflates them less than wall seconds.
+- **Projection**: the cells ``shortlist reproduce`` and ``shortlist compare`` run (deduplicated by run id:
+  the two commands share ``results/runs``), each costed by its kind's fit on its condition (or on the
+  nearest measured condition of its benchmark) plus the measured per-cell overhead, summed per stage
+  (kind) and divided by the workers. A projection, labelled as such, beside:
+- **Measured runs**: the wall time each committed results folder's manifest records, with its command.
+- Peak memory and the targets.
 
-Prints the figures and writes them, with the machine description, to ``out``
-(``results/bench.md``).
+Prints the figures and writes them, with the machine description, to ``out`` (``results/bench.md``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import resource
+import subprocess
+import sys
+import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from experiments.io import atomic_write_text, package_versions
-from experiments.options import BenchArgs, CommonArgs
-from experiments.plan import ConditionPlan
+from experiments.options import BenchArgs
+from experiments.report.markdown import table
 
-TARGETS = {"batch_seconds": 1.0, "env_steps_per_s": 20_000.0, "dp_solve_seconds": 1.0}
+TARGETS = {
+    "batch_seconds": 1.0,
+    "env_steps_per_s": 20_000.0,
+    "cli_seconds": 1.5,
+    "study_minutes": 30.0,
+    "recommend_seconds": 180.0,
+}
+#: Results folders whose manifests record a measured run (path relative to the results folder).
+MEASURED = ("bfcl", ".", "peers", "shift", "downstream")
 
 
-def _cid(plan: ConditionPlan) -> tuple[str, str, str]:
-    c = plan.condition
-    return c.benchmark, c.scorer, c.variant
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def _best(fn: Callable[[], object], repeats: int) -> tuple[float, object]:
@@ -56,39 +75,62 @@ def _best(fn: Callable[[], object], repeats: int) -> tuple[float, object]:
 
 
 def machine() -> dict[str, str]:
-    """CPU model, cores, memory, OS and library versions."""
+    """CPU model, cores, memory, OS, library versions and the load at start."""
     import torch
 
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = "unknown"
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                mem = f"{int(line.split()[1]) / 2**20:.1f} GiB"
-                break
-    except OSError:
-        pass
+    info = {"model name": platform.processor() or "unknown", "MemTotal": "unknown"}
+    for path, key in (("/proc/cpuinfo", "model name"), ("/proc/meminfo", "MemTotal")):
+        try:
+            line = next(ln for ln in Path(path).read_text().splitlines() if ln.startswith(key))
+            info[key] = line.split(":", 1)[1].strip()
+        except (OSError, StopIteration):
+            pass
+    mem = info["MemTotal"]
+    mem = f"{int(mem.split()[0]) / 2**20:.1f} GiB" if mem[:1].isdigit() else mem
     v = package_versions()
     return {
-        "cpu": cpu,
+        "cpu": info["model name"],
         "logical cpus": str(os.cpu_count()),
         "memory": mem,
         "os": platform.platform(),
-        "python": v["python"],
-        "numpy": v["numpy"],
-        "torch": v["torch"],
-        "gymnasium": v["gymnasium"],
-        "stable-baselines3": v["stable-baselines3"],
+        **{k: v[k] for k in ("python", "numpy", "torch", "gymnasium", "stable-baselines3")},
         "torch threads": str(torch.get_num_threads()),
         "load average (1/5/15 min) at start": " / ".join(f"{x:.2f}" for x in os.getloadavg()),
     }
+
+
+# ----------------------------------------------------------------------------- CLI start
+
+
+def cli_start(repeats: int, data_dir: str | None, cache_dir: str | None) -> list[tuple[str, float]]:
+    """Wall seconds of fresh ``shortlist`` processes (best of ``repeats``): help, data list, and evaluate of
+    a trained rule (a gap-rule run made first, in a temporary folder)."""
+    exe = [sys.executable, "-m", "experiments.cli"]
+    folders = [*(["--data-dir", data_dir] if data_dir else []), *(["--cache-dir", cache_dir] if cache_dir else [])]
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([*exe, "train", "--agent", "gap", "--seeds", "1", "--out", tmp, "--no-progress", *folders],
+                       check=True, capture_output=True)  # fmt: skip
+        run = next(Path(tmp, "runs").iterdir())
+        commands = {
+            "shortlist --help": ["--help"],
+            "shortlist data list": ["data", "list", *folders],
+            "shortlist evaluate (gap rule, BFCL test split)": [
+                "evaluate",
+                "--run-dir",
+                str(run),
+                "--out",
+                str(Path(tmp) / "ev"),
+                *folders,
+            ],  # fmt: skip
+        }
+        out = []
+        for label, args in commands.items():
+            t, _ = _best(partial(subprocess.run, [*exe, *args], check=True, capture_output=True), repeats)
+            out.append((label, t))
+    return out
+
+
+# ----------------------------------------------------------------------------- batch and environment
 
 
 def synthetic_batch(queries: int, depth: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -112,11 +154,12 @@ def score_batch(k: np.ndarray, gold: np.ndarray, n: int) -> tuple[float, float]:
 
 def bench_batch(ba: BenchArgs) -> list[tuple[str, float, str]]:
     """Depth policies over the synthetic batch; rows (what, seconds, note)."""
-    from agents.peers import gap_depths, threshold_depths, topp_depths
+    from agents import evaluate
+    from agents.peers import GapPolicy, gap_depths, threshold_depths, topp_depths
+    from envs import EpisodeConfig, RankedQuery
 
     s, gold = synthetic_batch(ba.queries, ba.depth, ba.seed)
     caps = np.full(ba.queries, ba.depth)
-    n = ba.depth
     cores: dict[str, Callable[[], np.ndarray]] = {
         "fixed-5": lambda: np.minimum(5, caps),
         "gap": lambda: gap_depths(s, None, caps),
@@ -126,28 +169,20 @@ def bench_batch(ba: BenchArgs) -> list[tuple[str, float, str]]:
     }
     rows = []
     for name, fn in cores.items():
-        t, k = _best(fn, ba.repeats)
+        t, _ = _best(fn, ba.repeats)
         rows.append((f"{name}: depths", t, f"{ba.queries / t:,.0f} queries/s"))
-        t2, _ = _best(partial(lambda f: score_batch(f(), gold, n), fn), ba.repeats)
+        t2, _ = _best(partial(lambda f: score_batch(f(), gold, ba.depth), fn), ba.repeats)
         rows.append((f"{name}: depths + scoring", t2, f"{ba.queries / t2:,.0f} queries/s"))
     tracemalloc.start()
     gap_depths(s, None, caps, tail=0.1, buffer=5)
-    _, peak = tracemalloc.get_traced_memory()
+    peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     rows.append(("gap-tail10-buffer5 core: peak traced allocation", float("nan"), f"{peak / 2**20:.0f} MiB"))
-    # the object path, for reference: RankedQuery list through the one evaluator
-    from agents import evaluate
-    from agents.peers import GapPolicy
-    from envs import EpisodeConfig, RankedQuery
-
     t0 = time.perf_counter()
     qs = [RankedQuery(s[i], np.array([int(gold[i])]), f"q{i}") for i in range(ba.queries)]
-    t_build = time.perf_counter() - t0
-    rows.append((f"build {ba.queries:,} RankedQuery objects (data loading, not evaluation)", t_build, ""))
+    rows.append((f"build {ba.queries:,} RankedQuery objects (data loading)", time.perf_counter() - t0, ""))
     t, _ = _best(lambda: evaluate(GapPolicy(0.1, 5), qs, EpisodeConfig()), 1)
-    rows.append(
-        ("gap-tail10-buffer5 through agents.evaluate (objects, per-query rows)", t, f"{ba.queries / t:,.0f} queries/s")
-    )
+    rows.append(("gap-tail10-buffer5 through agents.evaluate (objects, rows)", t, f"{ba.queries / t:,.0f} queries/s"))
     return rows
 
 
@@ -158,19 +193,13 @@ def bench_env(train: list, reward: str, step_cost: float, steps: int, seed: int)
     from envs import ENV_ID, ShortlistEnv
 
     out = {}
-    rng = np.random.default_rng(seed)
-    actions = rng.integers(0, 2, size=steps)
+    actions = np.random.default_rng(seed).integers(0, 2, size=steps)
     for label, env in (
         ("ShortlistEnv", ShortlistEnv(train, reward=reward, step_cost=step_cost)),
         ("gymnasium.make", gym.make(ENV_ID, queries=train, reward=reward, step_cost=step_cost)),
     ):
-        env.reset(seed=seed)
-        for _ in range(3):  # warm-up passes: every query's features get cached
-            for i in range(len(train)):
-                env.reset(options={"index": i})
-                done = False
-                while not done:
-                    done = env.step(1)[2]
+        for i in range(len(train)):  # warm-up: every query's tables are built
+            env.reset(options={"index": i})
         env.reset(seed=seed)
         t0 = time.perf_counter()
         for a in actions:
@@ -182,137 +211,238 @@ def bench_env(train: list, reward: str, step_cost: float, steps: int, seed: int)
     return out
 
 
-def cmd_bench(ba: BenchArgs, co: CommonArgs, command: str) -> int:
-    """Run every measurement, print it and write ``ba.out``."""
+# ----------------------------------------------------------------------------- fits, projection
+
+
+def fit_costs(plans: Sequence[Any], methods: Sequence[Any], fraction: float, data_dir: str | None,
+              cache_dir: str | None, settings: dict | None = None) -> pd.DataFrame:  # fmt: skip
+    """CPU seconds of one fit of every method on every plan's training split (module docstring): one row per
+    (condition, method) with ``fit_cpu`` (extrapolated to the full budget where the kind has one), ``measured``
+    (how) and ``n_train``."""
     import torch
 
-    from agents import DQNAgent, DQNConfig, TabularConfig, TabularQ
-    from agents.choppy import CutoffModel
-    from agents.oracle import OptimalStopping
     from envs import EpisodeConfig
-    from experiments.plan import BENCH_SUITES, resolve_plans
-    from experiments.runner import get_condition
+    from experiments.runner import get_condition, seed_everything
 
     torch.set_num_threads(1)
-    plans = resolve_plans(ba.only, BENCH_SUITES)
+    rows = []
+    for plan in plans:
+        c = plan.condition
+        cond = get_condition(c.benchmark, c.scorer, c.variant, 0, data_dir, cache_dir)
+        episode = EpisodeConfig(step_cost=plan.step_cost, gamma=plan.gamma)
+        for m in methods:
+            if not m.kind.applies_to(c.benchmark):
+                continue
+            full = m.settings((settings or {}).get(m.agent))
+            cost, how = _fit_cost(m, full, cond.train, replace(episode, reward=m.reward), fraction, seed_everything)
+            rows.append({"condition": plan.name, "method": m.name, "n_train": len(cond.train), "fit_cpu": cost,
+                         "measured": how})  # fmt: skip
+            print(f"fit    {plan.name:26s} {m.name:22s} {cost:8.2f} cpu-s ({how})", flush=True)
+    return pd.DataFrame(rows)
+
+
+def _fit_cost(
+    m: Any, full: Any, train: list, episode: Any, fraction: float, seed_everything: Callable[[int], None]
+) -> tuple:
+    """(CPU seconds of a fit of ``m`` with settings ``full``, how it was measured)."""
+    kind = m.kind
+
+    def once(settings: Any) -> float:
+        seed_everything(0)
+        t = _cpu()
+        kind.make(m.reward, settings).fit(train, episode, 0)
+        return _cpu() - t
+
+    if not kind.budget:
+        return once(full), "full"
+    n = int(getattr(full, kind.budget))
+    lo = max(1, round(fraction * n))
+    t1, t2 = once(replace(full, **{kind.budget: lo})), once(replace(full, **{kind.budget: 2 * lo}))
+    slope = max(t2 - t1, 0.0) / lo
+    return max(t1 - slope * lo, 0.0) + slope * n, f"{kind.budget} {lo} and {2 * lo}, extrapolated to {n}"
+
+
+def study_cells_all() -> list[Any]:
+    """Every cell of ``shortlist reproduce`` (all suites) and ``shortlist compare`` (its default suites) with
+    the default options, deduplicated by run id (the two commands share ``results/runs``)."""
+    from experiments.plan import COMPARE_SUITES, DEFAULT_SEEDS, compare_cells, resolve_plans, study_cells
+
+    cells = study_cells(resolve_plans(()), DEFAULT_SEEDS) + compare_cells(resolve_plans((), COMPARE_SUITES),
+                                                                         DEFAULT_SEEDS)  # fmt: skip
+    return list({c.run_id: c for c in cells}.values())
+
+
+def projection(cells: Sequence[Any], costs: pd.DataFrame, overhead: float, workers: int) -> pd.DataFrame:
+    """Per stage (method) of the cells: how many, the projected CPU seconds (the method's fit on the cell's
+    condition, else on the nearest measured condition of the same benchmark, else its mean over conditions;
+    plus ``overhead`` per cell) and the share of the total."""
+    from benchmarks.names import ConditionId
+
+    by = {(r["condition"], r["method"]): r["fit_cpu"] for _, r in costs.iterrows()}
+    measured = sorted(set(costs["condition"]))
+
+    def cost(cell: Any) -> float:
+        name, method = cell.condition, cell.method.name
+        if (name, method) in by:
+            return by[(name, method)]
+        cid = ConditionId.parse(name)
+        same = [c for c in measured if ConditionId.parse(c).benchmark == cid.benchmark and (c, method) in by]
+        near = [c for c in same if ConditionId.parse(c).scorer == cid.scorer] or same
+        if near:
+            return float(np.mean([by[(c, method)] for c in near]))
+        vals = costs.loc[costs["method"] == method, "fit_cpu"]
+        return float(vals.mean()) if len(vals) else 0.0
+
+    rows = pd.DataFrame([{"method": c.method.name, "cpu": cost(c) + overhead} for c in cells])
+    out = rows.groupby("method").agg(cells=("cpu", "size"), cpu_seconds=("cpu", "sum")).reset_index()
+    out["share_pct"] = 100.0 * out["cpu_seconds"] / out["cpu_seconds"].sum()
+    out["wall_minutes_at_workers"] = out["cpu_seconds"] / workers / 60.0
+    return out.sort_values("cpu_seconds", ascending=False).reset_index(drop=True)
+
+
+def cell_overhead(data_dir: str | None, cache_dir: str | None) -> float:
+    """CPU seconds of one cell beyond its fit: a fixed-K cell through the runner (condition warm: evaluation,
+    tables, manifest, atomic writes)."""
+    from experiments.config import MethodSpec
+    from experiments.plan import PLANS, cells_for
+    from experiments.runner import run_cell
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cells = cells_for([PLANS["bfcl-bm25"]], [1, 2, 3], {"bfcl-bm25": [MethodSpec("fixed", "bor", 5)]})
+        run_cell(cells[0], Path(tmp), data_dir, cache_dir, "bench")  # warms the condition
+        t = _cpu()
+        for c in cells[1:]:
+            run_cell(c, Path(tmp), data_dir, cache_dir, "bench")
+        return (_cpu() - t) / (len(cells) - 1)
+
+
+def measured_runs(results: Path) -> list[list[str]]:
+    """Rows (folder, command, runs, wall minutes of the cells this invocation ran, total) from the
+    manifests of the committed results folders (:data:`MEASURED`)."""
+    rows = []
+    for rel in MEASURED:
+        path = results / rel / "manifest.json"
+        if not path.is_file():
+            continue
+        m = json.loads(path.read_text(encoding="utf-8"))
+        t = m.get("timings_seconds") or {}
+        produce = t.get("produce", t.get("cells", t.get("cells (this invocation)")))
+        total = t.get("total", m.get("wall_seconds"))
+        rows.append([f"`results/{rel}`".replace("/.`", "`"), f"`{m.get('command', '?')}`", str(len(m.get("runs", []))),
+                     "-" if produce is None else f"{produce / 60:.1f}", "-" if total is None else f"{total / 60:.1f}",
+                     str(m.get("git_sha", "?"))[:7]])  # fmt: skip
+    return rows
+
+
+# ----------------------------------------------------------------------------- the command
+
+
+def cmd_bench(ba: BenchArgs, fa: Any, command: str) -> int:
+    """Run every measurement, print it and write ``ba.out`` (written only once every part succeeded)."""
+    import torch
+
+    from experiments.plan import BENCH_SUITES, compare_methods, resolve_plans
+
+    torch.set_num_threads(1)
+    plans = resolve_plans(ba.only, BENCH_SUITES)  # refuses an unknown condition before any work
     t_all = time.perf_counter()
-    lines = [
+    mach = machine()
+    sections = [
         "# Speed benchmark",
         "",
-        "Generated by `shortlist bench`; do not edit by hand.",
+        "Generated by `shortlist bench`; do not edit by hand. CPU seconds are of one process on one thread; the "
+        "machine's other load inflates them less than it inflates wall time.",
         "",
         f"Command: `{command}`",
         "",
         "## Machine",
         "",
-        "| | |",
-        "|---|---|",
+        *table(["", ""], [[k, v] for k, v in mach.items()]),
+        "",
     ]
-    mach = machine()
-    lines += [f"| {k} | {v} |" for k, v in mach.items()]
-    print("machine: " + "; ".join(f"{k} {v}" for k, v in mach.items()))
-
+    cli = cli_start(ba.repeats, fa.data_dir, fa.cache_dir)
+    sections += ["## CLI start (fresh process, best of the repeats)", "",
+                 *table(["command", "seconds"], [[c, f"{t:.2f}"] for c, t in cli]), ""]  # fmt: skip
     batch = bench_batch(ba)
-    lines += [
-        "",
-        f"## Batch evaluation: {ba.queries:,} queries x depth {ba.depth} (seeded synthetic scores)",
-        "",
-        'Best of the repeats; "depths" is the vectorised core on the padded matrix, "+ scoring" adds '
-        "found, P_rand, per-query reward, mean reward and BoR bits on arrays.",
-        "",
-        "| what | seconds | throughput |",
-        "|---|---|---|",
-    ]
-    for what, t, note in batch:
-        lines.append(f"| {what} | {'-' if np.isnan(t) else f'{t:.4f}'} | {note} |")
-        print(f"batch  {what:70s} {'' if np.isnan(t) else f'{t:8.4f} s'}  {note}")
-    slowest_core = max(t for what, t, _ in batch if what.endswith("depths + scoring"))
+    sections += [f"## Batch evaluation: {ba.queries:,} queries x depth {ba.depth} (seeded synthetic scores)", "",
+                 *table(["what", "seconds", "throughput"],
+                        [[w, "-" if np.isnan(t) else f"{t:.4f}", n] for w, t, n in batch]), ""]  # fmt: skip
+    from experiments.runner import get_condition
 
-    first = plans[0]
-    cond0 = get_condition(*_cid(first), 0, co.data_dir, co.cache_dir)
-    env_rate = bench_env(cond0.train, "bor", first.step_cost, ba.env_steps, ba.seed)
-    lines += [
-        "",
-        f"## Environment ({first.name} training queries, random actions, {ba.env_steps:,} steps)",
-        "",
-        "| env | steps/s |",
-        "|---|---|",
-    ]
-    lines += [f"| {k} | {v:,.0f} |" for k, v in env_rate.items()]
-    for k, v in env_rate.items():
-        print(f"env    {k:20s} {v:12,.0f} steps/s")
+    c0 = plans[0].condition
+    cond0 = get_condition(c0.benchmark, c0.scorer, c0.variant, 0, fa.data_dir, fa.cache_dir)
+    env_rate = bench_env(cond0.train, "bor", plans[0].step_cost, ba.env_steps, ba.seed)
+    sections += [f"## Environment ({plans[0].name} training queries, random actions, {ba.env_steps:,} steps)", "",
+                 *table(["env", "steps/s"], [[k, f"{v:,.0f}"] for k, v in env_rate.items()]), ""]  # fmt: skip
+    methods = [m for m in compare_methods() if m.kind.group != "baseline"]
+    from agents import registry
 
-    t0 = time.perf_counter()
-    DQNAgent("bor", DQNConfig(total_timesteps=ba.dqn_steps)).fit(
-        cond0.train, EpisodeConfig(step_cost=first.step_cost, gamma=first.gamma), ba.seed
-    )
-    t_dqn = time.perf_counter() - t0
-    d = DQNConfig()
-    lines += [
-        "",
-        f"## DQN training ({first.name}, {ba.dqn_steps:,} steps; learning starts at "
-        f"{d.learning_starts}, one gradient step of batch {d.batch_size} every {d.train_freq} steps)",
-        "",
-        f"{ba.dqn_steps / t_dqn:,.0f} steps/s ({t_dqn:.1f} s).",
-    ]
-    print(f"dqn    {ba.dqn_steps / t_dqn:12,.0f} steps/s ({t_dqn:.1f} s for {ba.dqn_steps} steps)")
-
-    lines += [
-        "",
-        "## Per condition",
-        "",
-        f"| condition | train queries | tabular Q ({ba.tabular_episodes:,} episodes) s | exact DP solve s | "
-        "exact DP fit (features + model + solve) s | Choppy-style fit s |",
-        "|---|---|---|---|---|---|",
-    ]
-    dp_solves = []
-    for plan in plans:
-        cond = get_condition(*_cid(plan), 0, co.data_dir, co.cache_dir)
-        cfg = EpisodeConfig(step_cost=plan.step_cost, gamma=plan.gamma)
-        t0 = time.perf_counter()
-        TabularQ("bor", TabularConfig(episodes=ba.tabular_episodes)).fit(cond.train, cfg, ba.seed)
-        t_tab = time.perf_counter() - t0
-        t_fit, dp = _best(partial(OptimalStopping("bor").fit, cond.train, cfg, ba.seed), ba.repeats)
-        solve = float(dp.solve_seconds)  # type: ignore[attr-defined]
-        dp_solves.append(solve)
-        t0 = time.perf_counter()
-        CutoffModel("bor").fit(cond.train, cfg, ba.seed)
-        t_ch = time.perf_counter() - t0
-        lines.append(f"| {plan.name} | {len(cond.train)} | {t_tab:.2f} | {solve:.4f} | {t_fit:.3f} | {t_ch:.1f} |")
-        print(
-            f"cond   {plan.name:16s} tabular {t_tab:7.2f} s  dp solve {solve:.4f} s  dp fit {t_fit:.3f} s  "
-            f"choppy {t_ch:.1f} s"
-        )
-
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    lines += ["", "## Peak memory", "", f"Maximum resident set size of the benchmark process: {peak:,.0f} MiB.", ""]
-    print(f"memory peak RSS {peak:,.0f} MiB")
-    checks = [
-        (
-            f"batch evaluation of a fixed or heuristic policy over {ba.queries:,} x {ba.depth} < "
-            f"{TARGETS['batch_seconds']:.0f} s (slowest policy, depths + scoring)",
-            slowest_core,
-            slowest_core < TARGETS["batch_seconds"],
-            f"{slowest_core:.3f} s",
-        ),
-        (
-            f"environment >= {TARGETS['env_steps_per_s']:,.0f} steps/s (gymnasium.make)",
-            env_rate["gymnasium.make"],
-            env_rate["gymnasium.make"] >= TARGETS["env_steps_per_s"],
-            f"{env_rate['gymnasium.make']:,.0f} steps/s",
-        ),
-        (
-            f"exact DP solve < {TARGETS['dp_solve_seconds']:.0f} s (every condition measured, BFCL included)",
-            max(dp_solves),
-            all(s < TARGETS["dp_solve_seconds"] for s in dp_solves),
-            f"max {max(dp_solves):.4f} s",
-        ),
-    ]
-    lines += ["## Targets", "", "| target | measured | met |", "|---|---|---|"]
-    for what, _, ok, shown in checks:
-        lines.append(f"| {what} | {shown} | {'yes' if ok else 'NO'} |")
-        print(f"target {what}: {shown} -> {'met' if ok else 'NOT met'}")
-    lines += ["", f"Total benchmark wall time: {time.perf_counter() - t_all:.1f} s.", ""]
-    atomic_write_text(Path(ba.out), "\n".join(lines))
+    costs = fit_costs(plans, methods, ba.fraction, fa.data_dir, fa.cache_dir, registry.parse_settings(ba.set))
+    overhead = cell_overhead(fa.data_dir, fa.cache_dir)
+    proj = projection(study_cells_all(), costs, overhead, ba.workers)
+    total_min = float(proj["wall_minutes_at_workers"].sum())
+    sections += fit_lines(costs, ba.fraction) + projection_lines(proj, overhead, ba.workers, total_min)
+    sections += ["## Measured runs (from the committed manifests)", "",
+                 *table(["folder", "command", "runs", "cells run (min)", "total (min)", "commit"],
+                        measured_runs(Path(ba.out).resolve().parent)), ""]  # fmt: skip
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    sections += ["## Peak memory", "", f"Maximum resident set size of the benchmark process: {peak:,.0f} MiB.", ""]
+    sections += target_lines(batch, env_rate, cli, total_min)
+    sections += [f"Total benchmark wall time: {time.perf_counter() - t_all:.1f} s.", ""]
+    atomic_write_text(Path(ba.out), "\n".join(sections))
     print(f"wrote {ba.out}")
     return 0
+
+
+def fit_lines(costs: pd.DataFrame, fraction: float) -> list[str]:
+    wide = costs.pivot(index="condition", columns="method", values="fit_cpu").round(2)
+    order = list(dict.fromkeys(costs["condition"]))
+    wide = wide.loc[order, list(dict.fromkeys(costs["method"]))]
+    n_train = costs.drop_duplicates("condition").set_index("condition")["n_train"]
+    rows = [[c, str(int(n_train[c])), *(f"{v:.2f}" if not np.isnan(v) else "-" for v in wide.loc[c])] for c in order]
+    return [
+        "## Fits per condition (CPU seconds, full budget)",
+        "",
+        f"Kinds with a training budget were fitted at {fraction:g} and {2 * fraction:g} of it and extrapolated "
+        "linearly (`shortlist bench --fraction`); the others once at full size.",
+        "",
+        *table(["condition", "train queries", *wide.columns], rows),
+        "",
+    ]
+
+
+def projection_lines(proj: pd.DataFrame, overhead: float, workers: int, total_min: float) -> list[str]:
+    rows = [[r["method"], str(int(r["cells"])), f"{r['cpu_seconds']:,.0f}", f"{r['share_pct']:.1f}",
+             f"{r['wall_minutes_at_workers']:.1f}"] for _, r in proj.iterrows()]  # fmt: skip
+    return [
+        f"## Where the time of the full study and comparison goes (a projection, {workers} workers)",
+        "",
+        f"`shortlist reproduce` and `shortlist compare` from nothing: {int(proj['cells'].sum()):,} distinct cells "
+        f"(shared run directories), each costed by its kind's fit above plus {overhead:.2f} CPU-s of per-cell "
+        f"overhead (evaluation and writing). Projected: **{total_min:.0f} minutes** of wall time at {workers} "
+        "workers, before the reports.",
+        "",
+        *table(["stage (method)", "cells", "CPU seconds", "share %", f"minutes at {workers} workers"], rows),
+        "",
+    ]
+
+
+def target_lines(batch: list, env_rate: dict, cli: list, total_min: float) -> list[str]:
+    slowest = max(t for what, t, _ in batch if what.endswith("depths + scoring"))
+    worst_cli = max(t for _, t in cli)
+    checks = [
+        ("batch evaluation of a heuristic policy over the batch < 1 s (slowest, depths + scoring)",
+         f"{slowest:.3f} s", slowest < TARGETS["batch_seconds"]),
+        ("environment >= 20,000 steps/s (gymnasium.make)", f"{env_rate['gymnasium.make']:,.0f} steps/s",
+         env_rate["gymnasium.make"] >= TARGETS["env_steps_per_s"]),
+        ("every CLI start above < 1.5 s", f"max {worst_cli:.2f} s", worst_cli < TARGETS["cli_seconds"]),
+        ("full study + comparison from nothing <= 30 min on 2 cores (projection)", f"{total_min:.0f} min",
+         total_min <= TARGETS["study_minutes"]),
+    ]  # fmt: skip
+    for what, shown, ok in checks:
+        print(f"target {what}: {shown} -> {'met' if ok else 'NOT met'}")
+    return ["## Targets", "", *table(["target", "measured", "met"], [[w, s, "yes" if ok else "NO"]
+                                                                      for w, s, ok in checks]), ""]  # fmt: skip
+
+
+__all__ = ["cmd_bench", "fit_costs", "projection"]

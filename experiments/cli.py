@@ -63,10 +63,10 @@ def _compare(a: o.CompareArgs, la: o.LearnArgs, ca: o.CommonArgs, command: str) 
     return cmd_compare(a, la, ca, command)
 
 
-def _bench(a: o.BenchArgs, ca: o.CommonArgs, command: str) -> int:
+def _bench(a: o.BenchArgs, command: str) -> int:
     from experiments.bench import cmd_bench
 
-    return cmd_bench(a, ca, command)
+    return cmd_bench(a, a, command)
 
 
 def _shift(a: o.ShiftArgs, fa: o.FolderArgs, command: str) -> int:
@@ -148,7 +148,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "bench",
-        (o.BenchArgs, o.CommonArgs),
+        (o.BenchArgs,),
         _bench,
         "speed and memory benchmark on this machine (writes results/bench.md)",
     ),

@@ -23,11 +23,12 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from benchmarks.atomic import DIR_MODE, atomic_path, temp_prefix
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FLOAT_FORMAT = "%.10g"
 """Float format of every CSV table (10 significant digits: byte-stable across runs)."""

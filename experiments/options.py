@@ -313,27 +313,38 @@ class CompareArgs:
 
 
 @dataclass(frozen=True)
-class BenchArgs:
+class BenchArgs(FolderArgs):
     """``shortlist bench``."""
 
     only: tuple[str, ...] = opt(
-        (), "conditions for the per-condition timings (empty: those of `compare`: main, two-scorer, multi-tool)"
+        (), "conditions of the per-condition fits (empty: those of `compare`: main, two-scorer, multi-tool)"
     )
     out: str = opt("results/bench.md", "markdown file the figures are written to")
     queries: int = opt(100_000, "ranked lists in the batch-evaluation benchmark")
     depth: int = opt(100, "list length (= depth cap) in the batch-evaluation benchmark")
     env_steps: int = opt(200_000, "environment steps timed (single env, random actions)")
-    dqn_steps: int = opt(10_000, "DQN training steps timed")
-    tabular_episodes: int = opt(
-        registry.get("tabular").defaults.episodes, "tabular Q-learning training episodes per condition"
+    fraction: float = opt(
+        0.1,
+        "share of each learner's training budget fitted (then twice that), extrapolated to the full budget; keep "
+        "it large enough that both budgets pass a learner's warm-up (DQN: learning_starts)",
     )
+    workers: int = opt(2, "workers the projected wall time of the full study divides the CPU time by")
     repeats: int = opt(3, "repeats of each fast measurement (the best is reported)")
-    seed: int = opt(0, "seed of the synthetic scores, the random actions and the learners")
+    seed: int = opt(0, "seed of the synthetic scores and the random actions")
+    set: tuple[str, ...] = opt(
+        (),
+        "learner settings the fits are timed with, kind.key=value (as train's --set; default: the study's)",
+        repeat=True,
+    )
 
     def __post_init__(self) -> None:
-        for name in ("queries", "depth", "env_steps", "dqn_steps", "tabular_episodes", "repeats"):
+        super().__post_init__()
+        registry.parse_settings(self.set)
+        for name in ("queries", "depth", "env_steps", "repeats", "workers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if not 0 < self.fraction <= 0.5:
+            raise ValueError(f"--fraction must lie in (0, 0.5], got {self.fraction}")
 
 
 @dataclass(frozen=True)

@@ -1,20 +1,28 @@
 """``shortlist bench`` end to end with tiny budgets: which conditions it times by default (the
-two-scorer ones included), the markdown it writes, and a refused condition that writes nothing.
-The figures themselves are machine-dependent and are not asserted (see results/bench.md)."""
+two-scorer ones included), every section it writes, the projection's arithmetic, and a refused condition
+that writes nothing. The figures themselves are machine-dependent and are not asserted (results/bench.md)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-import agents.choppy
-from experiments.bench import cmd_bench
-from experiments.options import BenchArgs, CommonArgs
+from experiments.bench import cmd_bench, projection, study_cells_all
+from experiments.options import BenchArgs
 from experiments.plan import BENCH_SUITES, COMPARE_SUITES, resolve_plans
 
-TINY = {"queries": 200, "depth": 20, "env_steps": 300, "dqn_steps": 200, "tabular_episodes": 50, "repeats": 1}
+TINY = {
+    "queries": 200,
+    "depth": 20,
+    "env_steps": 300,
+    "repeats": 1,
+    "fraction": 0.5,
+    "set": ("dqn.total_timesteps=400", "dqn.learning_starts=50", "tabular.episodes=100", "cutoff.epochs=4",
+            "choppy.epochs=4"),
+}  # fmt: skip
 
 
 def test_default_conditions_are_those_of_compare_with_the_two_scorer_ones() -> None:
@@ -24,45 +32,54 @@ def test_default_conditions_are_those_of_compare_with_the_two_scorer_ones() -> N
         assert c in names
 
 
-def test_bench_writes_every_section_for_plain_hybrid_and_fused_conditions(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    real = agents.choppy.CutoffModel
-    # the cut-off model's 600 full-batch steps are what the bench times; a smoke test needs 5
-    monkeypatch.setattr(agents.choppy, "CutoffModel", lambda reward: real(reward, agents.choppy.ChoppyConfig(epochs=5)))
+def test_bench_writes_every_section(tmp_path: Path) -> None:
     out = tmp_path / "bench.md"
-    conds = ("bfcl-bm25", "bfcl-bm25-hybrid", "bfcl-fused")
     rc = cmd_bench(
-        BenchArgs(only=conds, out=str(out), **TINY),
-        CommonArgs(cache_dir=str(tmp_path / "scores"), no_progress=True),
+        BenchArgs(only=("bfcl-bm25", "bfcl-bm25-hybrid"), out=str(out), cache_dir=str(tmp_path / "c"), **TINY),
+        BenchArgs(cache_dir=str(tmp_path / "c")),
         "shortlist bench (test)",
     )
     assert rc == 0
     text = out.read_text(encoding="utf-8")
-    headings = (
+    for heading in (
         "## Machine",
+        "## CLI start",
         "## Batch evaluation: 200 queries x depth 20",
         "## Environment (bfcl-bm25",
-        "## DQN training (bfcl-bm25, 200 steps",
-        "## Per condition",
+        "## Fits per condition",
+        "## Where the time of the full study and comparison goes (a projection, 2 workers)",
+        "## Measured runs",
         "## Peak memory",
         "## Targets",
-    )
-    for heading in headings:
+    ):
         assert heading in text, heading
-    rows = {
-        m.group(1): m.groups()[1:]
-        for m in re.finditer(r"^\| (bfcl-\S+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \|", text, re.M)
-    }
-    assert set(rows) == set(conds)
-    assert len({r[0] for r in rows.values()}) == 1 and int(rows["bfcl-bm25"][0]) > 0  # same training queries
-    targets = re.findall(r"^\| (batch evaluation|environment|exact DP solve).* \| (yes|NO) \|$", text, re.M)
-    assert [t[0] for t in targets] == ["batch evaluation", "environment", "exact DP solve"]
+    fits = re.findall(r"^\| (bfcl-\S+) \| (\d+) \|", text, re.M)
+    assert [f[0] for f in fits] == ["bfcl-bm25", "bfcl-bm25-hybrid"] and fits[0][1] == fits[1][1]  # same queries
+    for cmd in ("shortlist --help", "shortlist data list", "shortlist evaluate"):
+        assert cmd in text
+    targets = re.findall(r"^\| (batch|environment|every CLI start|full study)\D.* \| (yes|NO) \|$", text, re.M)
+    assert [t[0] for t in targets] == ["batch", "environment", "every CLI start", "full study"]
     assert "Total benchmark wall time" in text and "shortlist bench (test)" in text
+
+
+def test_projection_costs_every_distinct_cell_once() -> None:
+    cells = study_cells_all()
+    assert len({c.run_id for c in cells}) == len(cells)
+    costs = pd.DataFrame(
+        [{"condition": "bfcl-bm25", "method": "bor-dqn", "n_train": 280, "fit_cpu": 10.0, "measured": "x"},
+         {"condition": "metatool-bm25", "method": "bor-dqn", "n_train": 1400, "fit_cpu": 20.0, "measured": "x"}]
+    )  # fmt: skip
+    proj = projection(cells, costs, overhead=1.0, workers=2).set_index("method")
+    dqn = [c for c in cells if c.method.name == "bor-dqn"]
+    assert proj.loc["bor-dqn", "cells"] == len(dqn)
+    # measured conditions cost their own fit, other BFCL ones the BFCL fit, others the nearest or the mean
+    assert proj.loc["bor-dqn", "cpu_seconds"] > 11.0 * len(dqn) - 1e-9
+    assert proj["share_pct"].sum() == pytest.approx(100.0)
+    assert proj["wall_minutes_at_workers"].sum() == pytest.approx(proj["cpu_seconds"].sum() / 2 / 60)
 
 
 def test_unknown_condition_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
     out = tmp_path / "bench.md"
     with pytest.raises(ValueError, match="bfcl-nope"):
-        cmd_bench(BenchArgs(only=("bfcl-nope",), out=str(out), **TINY), CommonArgs(no_progress=True), "x")
+        cmd_bench(BenchArgs(only=("bfcl-nope",), out=str(out), **TINY), BenchArgs(), "x")
     assert not out.exists()
