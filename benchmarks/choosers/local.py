@@ -198,60 +198,84 @@ def _build_tree(branches: Sequence[list[int]], names: Sequence[list[int]]) -> _T
 class TreeScorer:
     """Exact name log-probabilities with the tool-list prefix computed once (module docstring).
 
+    Work plan of :meth:`score`: one forward pass over the header and tool lines 1..max(ks)
+    (its key/value cache is kept); then the trees of several depths are packed into one
+    forward pass (a *group*, at most ``group_tokens`` tree tokens; each tree sees the first
+    k tool lines only), since a few hundred tokens per matrix product use the CPU far better
+    than twenty passes of a few dozen; last, the LM head and log-softmax run once over every
+    tree position that predicts a name token, ``chunk`` rows at a time.
+
     Args:
         model: a transformers causal LM (``model.model`` the decoder, ``get_output_embeddings()``
             the LM head), loaded with ``attn_implementation`` ``sdpa`` or ``eager``.
         chunk: LM-head rows per log-softmax (bounds memory: rows x vocabulary floats).
+        group_tokens: most tree tokens packed into one forward pass.
     """
 
-    def __init__(self, model: Any, chunk: int = 64) -> None:
+    def __init__(self, model: Any, chunk: int = 256, group_tokens: int = 384) -> None:
         self.model = model
         self.chunk = chunk
+        self.group_tokens = group_tokens
         cfg = model.config
         self.sliding_window: int | None = getattr(cfg, "sliding_window", None)
         types = list(getattr(cfg, "layer_types", None) or [])
-        self.layer_types = sorted(set(types)) if "sliding_attention" in types else []
+        self.sliding = "sliding_attention" in types
         self.softcap: float | None = getattr(cfg, "final_logit_softcapping", None)
         self.attn = getattr(cfg, "_attn_implementation", "sdpa")
         if self.attn not in ("sdpa", "eager"):
             raise ValueError(f"TreeScorer: attention implementation {self.attn!r}; load the model with sdpa or eager")
 
-    def _log_softmax_rows(self, hidden: torch.Tensor) -> torch.Tensor:
+    def _target_log_probs(self, hidden: torch.Tensor, rows: list[int], targets: list[int]) -> NDArray[np.float64]:
+        """``log softmax(head(hidden[rows[p]]))[targets[p]]`` for every pair p (LM head once per row)."""
         import torch
 
         head = self.model.get_output_embeddings()
-        out = []
-        for start in range(0, hidden.shape[0], self.chunk):
-            logits = head(hidden[start : start + self.chunk]).float()
+        out = np.zeros(len(rows))
+        order = np.argsort(rows, kind="stable")
+        unique = sorted(set(rows))
+        where = {r: i for i, r in enumerate(unique)}
+        for start in range(0, len(unique), self.chunk):
+            block = unique[start : start + self.chunk]
+            logits = head(hidden[block]).float()
             if self.softcap is not None:
                 logits = torch.tanh(logits / self.softcap) * self.softcap
-            out.append(torch.log_softmax(logits, dim=-1))
-        return torch.cat(out)
+            lse = torch.logsumexp(logits, dim=-1)
+            pairs = [p for p in order if start <= where[rows[p]] < start + len(block)]
+            local = torch.tensor([where[rows[p]] - start for p in pairs], dtype=torch.long)
+            tgt = torch.tensor([targets[p] for p in pairs], dtype=torch.long)
+            out[pairs] = (logits[local, tgt] - lse[local]).double().numpy()
+        return out
 
-    def _mask(self, tree: _Tree, past: int) -> Any:
-        """The attention mask of the tree tokens over ``past`` prefix tokens plus the tree."""
+    def _mask(self, trees: list[tuple[_Tree, int]], past: int) -> Any:
+        """Attention mask of packed trees (each with its own prefix length) over ``past`` cached tokens."""
         import torch
 
-        n = len(tree.tokens)
-        anc = np.zeros((n, n), dtype=bool)
-        for i, p in enumerate(tree.parents):
-            if p >= 0:
-                anc[i] = anc[p]
-            anc[i, i] = True
-        pos = past + np.asarray(tree.depth)
-        allowed = np.concatenate([np.ones((n, past), dtype=bool), anc], axis=1)
-        masks: dict[str, np.ndarray] = {"full_attention": allowed}
-        if self.layer_types:
-            w = int(self.sliding_window or 0)
+        n = sum(len(t.tokens) for t, _ in trees)
+        allowed = np.zeros((n, past + n), dtype=bool)
+        pos = np.zeros(n, dtype=np.int64)
+        o = 0
+        for tree, k_past in trees:
+            m = len(tree.tokens)
+            anc = np.zeros((m, m), dtype=bool)
+            for i, p in enumerate(tree.parents):
+                if p >= 0:
+                    anc[i] = anc[p]
+                anc[i, i] = True
+            allowed[o : o + m, :k_past] = True
+            allowed[o : o + m, past + o : past + o + m] = anc
+            pos[o : o + m] = k_past + np.asarray(tree.depth)
+            o += m
+        masks = {"full_attention": allowed}
+        if self.sliding:
             key_pos = np.concatenate([np.arange(past), pos])
-            masks["sliding_attention"] = allowed & ((pos[:, None] - key_pos[None, :]) < w)
+            masks["sliding_attention"] = allowed & ((pos[:, None] - key_pos[None, :]) < int(self.sliding_window or 0))
         tensors = {}
-        for kind, m in masks.items():
-            t = torch.from_numpy(m)[None, None]
+        for kind, mk in masks.items():
+            t = torch.from_numpy(mk)[None, None]
             if self.attn == "eager":
                 t = torch.zeros(t.shape, dtype=torch.float32).masked_fill(~t, torch.finfo(torch.float32).min)
             tensors[kind] = t
-        return tensors if self.layer_types else tensors["full_attention"]
+        return (tensors if self.sliding else tensors["full_attention"]), torch.from_numpy(pos)[None]
 
     def score(
         self, segments: Sequence[list[int]], branches: Sequence[list[int]], names: Sequence[list[int]], ks: list[int]
@@ -265,30 +289,49 @@ class TreeScorer:
             raise ValueError(f"TreeScorer: k={kmax} with {len(names)} names and {len(segments) - 1} tool lines")
         ends = np.cumsum([len(s) for s in segments[: kmax + 1]])
         prefix = [t for s in segments[: kmax + 1] for t in s]
-        out: dict[int, NDArray[np.float64]] = {}
+        trees = {k: _build_tree(branches, names[:k]) for k in ks}
+        groups: list[list[int]] = []
+        for k in sorted(ks):
+            if groups and sum(len(trees[j].tokens) for j in groups[-1]) + len(trees[k].tokens) <= self.group_tokens:
+                groups[-1].append(k)
+            else:
+                groups.append([k])
+        hidden_parts = []
+        rows: list[int] = []
+        targets: list[int] = []
+        slots: list[tuple[int, int, int]] = []  # (k, branch, name) of each pair
+        base = 0
         with torch.inference_mode():
             cache = DynamicCache()
             self.model.model(input_ids=torch.tensor([prefix]), cache=cache, use_cache=True)
             kv = [(layer.keys, layer.values) for layer in cache.layers]
-            for k in ks:
-                past = int(ends[k])
-                tree = _build_tree(branches, names[:k])
+            for group in groups:
+                past = int(ends[group[-1]])
+                packed = [(trees[k], int(ends[k])) for k in group]
+                mask, positions = self._mask(packed, past)
                 view = DynamicCache(ddp_cache_data=[(key[:, :, :past], val[:, :, :past]) for key, val in kv])
                 hidden = self.model.model(
-                    input_ids=torch.tensor([tree.tokens]),
-                    position_ids=torch.tensor([[past + d for d in tree.depth]]),
-                    attention_mask=self._mask(tree, past),
+                    input_ids=torch.tensor([[t for tree, _ in packed for t in tree.tokens]]),
+                    position_ids=positions,
+                    attention_mask=mask,
                     cache=view,
                     use_cache=True,
                 ).last_hidden_state[0]
-                rows = sorted({node for per_name in tree.predictions for pairs in per_name for node, _ in pairs})
-                where = {node: r for r, node in enumerate(rows)}
-                logp = self._log_softmax_rows(hidden[rows]).double().numpy()
-                scores = np.zeros((len(branches), k))
-                for j, per_name in enumerate(tree.predictions):
-                    for i, pairs in enumerate(per_name):
-                        scores[j, i] = sum(logp[where[node], tok] for node, tok in pairs)
-                out[k] = scores
+                hidden_parts.append(hidden)
+                offset = base
+                for k in group:
+                    for j, per_name in enumerate(trees[k].predictions):
+                        for i, pairs in enumerate(per_name):
+                            for node, tok in pairs:
+                                rows.append(offset + node)
+                                targets.append(tok)
+                                slots.append((k, j, i))
+                    offset += len(trees[k].tokens)
+                base = offset
+            values = self._target_log_probs(torch.cat(hidden_parts), rows, targets)
+        out = {k: np.zeros((len(branches), k)) for k in ks}
+        for (k, j, i), v in zip(slots, values, strict=True):
+            out[k][j, i] += v
         return out
 
 
