@@ -304,12 +304,12 @@ class TreeScorer:
         with torch.inference_mode():
             cache = DynamicCache()
             self.model.model(input_ids=torch.tensor([prefix]), cache=cache, use_cache=True)
-            kv = [(layer.keys, layer.values) for layer in cache.layers]
+            kv = [(layer.keys, layer.values) for layer in cache.layers]  # type: ignore[union-attr]
             for group in groups:
                 past = int(ends[group[-1]])
                 packed = [(trees[k], int(ends[k])) for k in group]
                 mask, positions = self._mask(packed, past)
-                view = DynamicCache(ddp_cache_data=[(key[:, :, :past], val[:, :, :past]) for key, val in kv])
+                view = DynamicCache(ddp_cache_data=[(key[:, :, :past], val[:, :, :past]) for key, val in kv])  # type: ignore[index]
                 hidden = self.model.model(
                     input_ids=torch.tensor([[t for tree, _ in packed for t in tree.tokens]]),
                     position_ids=positions,

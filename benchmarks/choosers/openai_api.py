@@ -369,18 +369,16 @@ class OpenAIChooser(BaseChooser):
     def _choose_one(self, query: str, tools: Sequence[Tool]) -> Choice:
         body = self._post(self.payload(query, tools))
         message = body["choices"][0]["message"]
-        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
-        counts = {
-            "prompt_tokens": int(usage.get("prompt_tokens") or 0),
-            "completion_tokens": int(usage.get("completion_tokens") or 0),
-        }
+        usage: dict[str, Any] = body["usage"] if isinstance(body.get("usage"), dict) else {}
+        n_prompt = int(usage.get("prompt_tokens") or 0)
+        n_completion = int(usage.get("completion_tokens") or 0)
         raw = self._redact(json.dumps(message, ensure_ascii=False, sort_keys=True))
         calls = message.get("tool_calls") or []
         first = calls[0] if isinstance(calls, list) and calls else None
         fn = first.get("function") if isinstance(first, dict) else None
         name = fn.get("name") if isinstance(fn, dict) else None
         if not isinstance(name, str) or not name:
-            return Choice(index=None, status="refused", raw=raw, **counts)
+            return Choice(None, "refused", None, raw, n_prompt, n_completion)
         positions = {n: i for i, n in enumerate(wire_names(tools))}
         for i, t in enumerate(tools):
             positions.setdefault(t.name, i)
@@ -391,9 +389,9 @@ class OpenAIChooser(BaseChooser):
                 300,
             )
             log.warning("%s", error)
-            return Choice(index=None, status="invalid", name=name, raw=raw, error=error, **counts)
+            return Choice(None, "invalid", name, raw, n_prompt, n_completion, error)
         index = positions[name]
-        return Choice(index=index, status="ok", name=tools[index].name, raw=raw, **counts)
+        return Choice(index, "ok", tools[index].name, raw, n_prompt, n_completion)
 
     def _choose_missing(self, query: str, ranked_tools: Sequence[Tool], ks: list[int], emit: Emit) -> None:
         workers = min(self.options.max_concurrency, len(ks))

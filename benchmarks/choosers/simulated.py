@@ -262,5 +262,5 @@ class SimulatedChooser(BaseChooser):
             others = [i for i in range(len(tools)) if i != g]
             cdf = np.cumsum(probs[others]) / max(1.0 - pg, 1e-300)
             u = (r - pg) / (1.0 - pg) if pg < 1.0 else 0.0
-            index = others[int(min(np.searchsorted(cdf, u, side="right"), len(others) - 1))]
+            index = others[min(int(np.searchsorted(cdf, u, side="right")), len(others) - 1)]
         return Choice(index=index, status="ok", name=tools[index].name, raw=f"P(chosen)={probs[index]:.4f}")
