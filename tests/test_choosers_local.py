@@ -142,15 +142,16 @@ def _tiny(kind: str):  # noqa: ANN202 (a transformers model)
     return model.eval()
 
 
-@pytest.mark.parametrize("kind", ["gemma3", "llama"])
-def test_prefix_reuse_equals_scratch_tiny(kind: str) -> None:
+@pytest.mark.parametrize(("kind", "group_tokens", "chunk"), [("gemma3", 384, 256), ("gemma3", 1, 3), ("llama", 384, 5)])
+def test_prefix_reuse_equals_scratch_tiny(kind: str, group_tokens: int, chunk: int) -> None:
     model = _tiny(kind)
     rng = np.random.default_rng(1)
     segments = [[1, 2]] + [list(rng.integers(3, 97, size=int(n))) for n in rng.integers(3, 9, size=6)]
     names = [list(rng.integers(3, 97, size=int(n))) for n in rng.integers(1, 5, size=6)]
     names[3] = names[1][:1] + [50, 51]  # shares a first token with name 1: a trie branch
     branches = [[5, 6, 7, 8], [9, 10]]
-    got = TreeScorer(model).score(segments, branches, names, [1, 4, 6])  # prompts up to 40 tokens > window 12
+    # prompts up to 40 tokens > window 12; one packed pass for every depth, or one per depth
+    got = TreeScorer(model, chunk=chunk, group_tokens=group_tokens).score(segments, branches, names, [1, 4, 6])
     for k in (1, 4, 6):
         for j, branch in enumerate(branches):
             ref = scratch_scores(model, segments, branch, names, k)
@@ -175,20 +176,24 @@ def test_real_model_prefix_reuse_and_choice(real_chooser: LocalChooser) -> None:
 
     tools = {t.name: t for t in bfcl_tools()}
     names = ["calculate_triangle_area", "math.hypot", "geometry.area_circle", "calculate_area", "math.factorial"]
-    names += [n for n in list(tools)[20:36] if n not in names]
+    names += [n for n in list(tools)[20:40] if n not in names]
     ranked = [tools[n] for n in names][:20]
     query = "Find the area of a triangle with a base of 10 units and height of 5 units."
     t0 = time.perf_counter()
     got = real_chooser.choose_prefixes(query, ranked, range(1, 21))
     elapsed = time.perf_counter() - t0
     assert got[1].index == 0
-    assert got[20].name == "calculate_triangle_area"
-    # prefix-reused scores equal those of a from-scratch prompt
+    assert all(c.status == "ok" and c.index is not None for c in got.values())
     b = real_chooser.backend
     segments = [b.bos + b.encode(HEADER)] + [b.encode(tool_line(t) + "\n") for t in ranked]
+    assert got[20].prompt_tokens > 512  # past Gemma's sliding window: the sliding-layer mask matters
     cands = [b.encode(candidate_text(t)) for t in ranked]
-    for k in (3, 20):
+    for k, indices in ((3, [0, 1, 2]), (20, [0, 9, 19])):
         raw = json.loads(got[k].raw)
-        ref = scratch_scores(b.model, segments, b.encode(query_part(query)), cands, k)  # type: ignore[attr-defined]
-        np.testing.assert_allclose(raw["scores"], ref, atol=1e-4)
-    print(f"choose_prefixes k=1..20: {elapsed:.1f} s")  # shown with -s; the assertion above is the test
+        assert got[k].index == calibrated_choice(np.array(raw["scores"]), np.array(raw["null_scores"]))
+        for branch, key in ((query, "scores"), ("N/A", "null_scores")):
+            ref = scratch_scores(b.model, segments, b.encode(query_part(branch)), cands, k, indices)  # type: ignore[attr-defined]
+            np.testing.assert_allclose(np.array(raw[key])[indices], ref, atol=1e-4)
+    again = real_chooser.choose_prefixes(query, ranked, [3, 20])  # from the choice cache
+    assert all(c.cached for c in again.values()) and again[20].index == got[20].index
+    print(f"choose_prefixes k=1..20: {elapsed:.1f} s")  # shown with -s; the assertions above are the test

@@ -336,20 +336,34 @@ class TreeScorer:
 
 
 def scratch_scores(
-    model: Any, segments: Sequence[list[int]], branch: list[int], names: Sequence[list[int]], k: int
+    model: Any,
+    segments: Sequence[list[int]],
+    branch: list[int],
+    names: Sequence[list[int]],
+    k: int,
+    indices: Sequence[int] | None = None,
 ) -> NDArray[np.float64]:
-    """Reference for tests: ``log P(names[i] | segments[0..k] + branch)`` by one plain forward pass
-    per name on the whole token sequence (no cache, no tree)."""
+    """Reference for tests: ``log P(names[i] | segments[0..k] + branch)`` for i in ``indices``
+    (default: all i < k), by one plain forward pass per name on the whole token sequence (no
+    cache, no tree, no mask of ours); the LM head runs on the positions that predict the name."""
     import torch
 
     prompt = [t for s in segments[: k + 1] for t in s] + list(branch)
-    out = np.zeros(k)
+    which = list(range(k)) if indices is None else list(indices)
+    out = np.zeros(len(which))
+    head = model.get_output_embeddings()
+    softcap = getattr(model.config, "final_logit_softcapping", None)
     with torch.inference_mode():
-        for i, name in enumerate(names[:k]):
+        for r, i in enumerate(which):
+            name = names[i]
             ids = prompt + list(name)
-            logits = model(input_ids=torch.tensor([ids]), use_cache=False).logits[0].double()
+            hidden = model.model(input_ids=torch.tensor([ids]), use_cache=False).last_hidden_state[0]
+            at = [len(prompt) - 1 + m for m in range(len(name))]  # the positions that predict the name
+            logits = head(hidden[at]).double()
+            if softcap is not None:
+                logits = torch.tanh(logits / softcap) * softcap
             logp = torch.log_softmax(logits, dim=-1)
-            out[i] = sum(float(logp[len(prompt) - 1 + m, name[m]]) for m in range(len(name)))
+            out[r] = sum(float(logp[m, name[m]]) for m in range(len(name)))
     return out
 
 
