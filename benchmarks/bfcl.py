@@ -309,3 +309,43 @@ def load_bfcl(
         queries=tuple(queries),
         inputs_sha256={QUESTIONS: hashlib.sha256(q_bytes).hexdigest(), ANSWERS: hashlib.sha256(a_bytes).hexdigest()},
     )
+
+
+def load_bfcl_schemas(
+    *,
+    data_dir: data.PathLike | None = None,
+    cache_dir: data.PathLike | None = None,
+    download: bool = True,
+    source: BfclSource | None = None,
+) -> dict[str, tuple[str, dict]]:
+    """The registry's tool schemas: name -> (description, parameters JSON schema).
+
+    Read from the same verified questions file as :func:`load_bfcl` (same lookup order, see
+    the module docstring), in registry order (first appearance), and a function defined in
+    several entries keeps its first definition, as the loader does: so the keys equal
+    ``load_bfcl().tool_names`` and ``tool_text`` of each entry equals the loader's tool text.
+    Schemas are returned as written in BFCL (``"type": "dict"``, ``"float"``, ...).
+
+    Args:
+        data_dir: data directory searched for the pinned wheel.
+        cache_dir: cache directory searched for the wheel, and where a download goes.
+        download: allow downloading the pinned wheel with pip.
+        source: read from this source instead.
+
+    Raises:
+        DataError: missing data or a malformed function entry, naming the file and line.
+    """
+    if source is None:
+        source = locate_files(data_dir, cache_dir, download=download)
+    label = source.label("questions")
+    out: dict[str, tuple[str, dict]] = {}
+    for row in _read_jsonl(label, source.read("questions")):
+        fns = row.get("function")
+        if not isinstance(fns, list) or not all(isinstance(f, dict) and isinstance(f.get("name"), str) for f in fns):
+            raise DataError(f"{label}:{row['_line']}: 'function' must be a list of named functions")
+        for fn in fns:
+            params = fn.get("parameters") or {}
+            if not isinstance(params, dict):
+                raise DataError(f"{label}:{row['_line']}: 'parameters' of function {fn['name']!r} must be an object")
+            out.setdefault(str(fn["name"]), (str(fn.get("description", "")).strip(), params))
+    return out
