@@ -48,7 +48,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from agents.base import Objective, net_objective, read_json, save_json
 from agents.registry import register
-from envs import EpisodeConfig, RankedQuery
+from envs import OUTCOME, EpisodeConfig, RankedQuery, terminal_payoffs
 from rewards import p_random, terminal_reward
 
 __all__ = [
@@ -309,12 +309,14 @@ def objective_matrix(
         raise ValueError(f"objective must be 'net', 'reward' or 'return', got {objective!r}")
     caps = query_caps(queries, config)
     d = int(caps.max())
-    gold = np.array([q.gold_rank for q in queries], dtype=np.int64)[:, None]
-    n = np.array([q.n_candidates for q in queries], dtype=np.int64)[:, None]
-    r = np.maximum(np.array([q.n_relevant for q in queries], dtype=np.int64), 1)[:, None]
     k = np.minimum(np.arange(1, d + 1)[None, :], caps[:, None])
-    found = (gold > 0) & (k >= gold)
-    out = np.asarray(terminal_reward(kind, found, k, n, r), dtype=np.float64)
+    if kind == OUTCOME:  # observed per query and depth (envs.terminal_payoffs)
+        out = np.vstack([terminal_payoffs(q, row, kind) for q, row in zip(queries, k, strict=True)])
+    else:
+        gold = np.array([q.gold_rank for q in queries], dtype=np.int64)[:, None]
+        n = np.array([q.n_candidates for q in queries], dtype=np.int64)[:, None]
+        r = np.maximum(np.array([q.n_relevant for q in queries], dtype=np.int64), 1)[:, None]
+        out = np.asarray(terminal_reward(kind, (gold > 0) & (k >= gold), k, n, r), dtype=np.float64)
     steps = (k - 1).astype(np.float64)
     if objective == "net":
         out = out - config.step_cost * steps

@@ -48,9 +48,8 @@ from agents.base import (
     training_bar,
 )
 from agents.registry import register
-from envs import EpisodeConfig, RankedQuery, feature_matrix
+from envs import EpisodeConfig, RankedQuery, feature_matrix, terminal_payoffs
 from envs.features import N_FEATURES, OBSERVATIONS, Z_CLIP, observation_width
-from rewards import terminal_reward
 
 DEPTH_EDGES = np.array([2, 3, 4, 5, 6, 8, 11, 16, 21, 31, 51, 101])  # bin = searchsorted(right)
 Z_EDGES = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 6.0])
@@ -166,12 +165,7 @@ class TabularQ:
             cap = config.cap(q)
             ks = np.arange(1, cap + 1)
             states.append(discretise(feature_matrix(q, cap, config.observation), ks).tolist())
-            terms.append(
-                np.asarray(
-                    terminal_reward(config.reward, q.found_at(ks), ks, q.n_candidates, max(q.n_relevant, 1)),
-                    dtype=np.float64,
-                ).tolist()
-            )
+            terms.append(terminal_payoffs(q, ks, config.reward).tolist())
         Q = np.zeros((n_states, 2))
         visits = np.zeros((n_states, 2))
         Qc = np.zeros((N_DEPTH_BINS, 2))

@@ -7,7 +7,7 @@ import gymnasium
 
 from envs.features import FEATURE_NAMES, N_FEATURES, feature_matrix
 from envs.ranked import RankedQuery
-from envs.shortlist_env import CONTINUE, STOP, EpisodeConfig, ShortlistEnv
+from envs.shortlist_env import CONTINUE, EPISODE_REWARDS, OUTCOME, STOP, EpisodeConfig, ShortlistEnv, terminal_payoffs
 
 ENV_ID = "ShortlistDepth-v0"
 if ENV_ID not in gymnasium.registry:
@@ -16,6 +16,8 @@ if ENV_ID not in gymnasium.registry:
 __all__ = [
     "CONTINUE",
     "ENV_ID",
+    "EPISODE_REWARDS",
+    "OUTCOME",
     "FEATURE_NAMES",
     "N_FEATURES",
     "STOP",
@@ -23,4 +25,5 @@ __all__ = [
     "RankedQuery",
     "ShortlistEnv",
     "feature_matrix",
+    "terminal_payoffs",
 ]

@@ -25,6 +25,9 @@ class RankedQuery:
         aux_scores: optional, a second scorer's scores of the same ranked items, in this
             ranking's order (not sorted; finite). Present on two-scorer ("hybrid") conditions,
             where the learners then observe the two-scorer features of :mod:`envs.features`.
+        payoffs: optional, an observed outcome of showing the top k, for k = 1..L (finite): e.g. 1
+            when a downstream LLM, shown the top k, chose the gold tool, else 0. The ``outcome``
+            reward pays it on STOP (:func:`envs.terminal_payoffs`); labels, never observed by a policy.
 
     Raises:
         ValueError: naming ``qid``, for empty/NaN/inf/unsorted scores, ranks out of
@@ -37,6 +40,7 @@ class RankedQuery:
     n_candidates: int = 0
     n_relevant: int = -1
     aux_scores: NDArray[np.float64] | None = None
+    payoffs: NDArray[np.float64] | None = None
 
     def __post_init__(self) -> None:
         s = np.asarray(self.scores, dtype=np.float64)
@@ -76,6 +80,12 @@ class RankedQuery:
                 raise ValueError(f"query {self.qid!r}: second-scorer score at rank {pos} is {aux[pos - 1]}")
             aux.setflags(write=False)
             object.__setattr__(self, "aux_scores", aux)
+        if self.payoffs is not None:
+            pay = np.array(self.payoffs, dtype=np.float64)
+            if pay.shape != s.shape or not np.all(np.isfinite(pay)):
+                raise ValueError(f"query {self.qid!r}: payoffs must be one finite value per ranked item {s.shape}")
+            pay.setflags(write=False)
+            object.__setattr__(self, "payoffs", pay)
         s.setflags(write=False)
         rr = np.sort(rr)
         rr.setflags(write=False)

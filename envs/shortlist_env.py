@@ -15,6 +15,26 @@ from envs.features import OBSERVATION_CHOICES, OBSERVATIONS, feature_matrix, obs
 from envs.ranked import RankedQuery
 from rewards import REWARD_KINDS, break_even_depth, p_random, terminal_reward
 
+OUTCOME = "outcome"
+"""The reward read from each query's observed ``payoffs`` (:attr:`envs.RankedQuery.payoffs`), e.g. whether a
+downstream LLM chose the gold tool from the top k; every other reward kind is computed from the labels."""
+EPISODE_REWARDS: tuple[str, ...] = (*REWARD_KINDS, OUTCOME)
+"""Every terminal reward an episode can pay."""
+
+
+def terminal_payoffs(query: RankedQuery, ks: NDArray[np.int64], reward: str) -> NDArray[np.float64]:
+    """The terminal reward of stopping at each depth of ``ks``: the query's observed payoff for ``outcome``,
+    else :func:`rewards.terminal_reward` of ``reward`` from the labels (R = max(R_q, 1)). The one place every
+    learner, peer objective and environment reads it."""
+    k = np.asarray(ks, dtype=np.int64)
+    if reward == OUTCOME:
+        if query.payoffs is None:
+            raise ValueError(f"query {query.qid!r}: the outcome reward needs the query's observed payoffs")
+        return np.asarray(query.payoffs[k - 1], dtype=np.float64)
+    found = query.found_at(k)
+    return np.asarray(terminal_reward(reward, found, k, query.n_candidates, max(query.n_relevant, 1)), dtype=float)
+
+
 STOP = 0
 CONTINUE = 1
 
@@ -43,8 +63,8 @@ class EpisodeConfig:
     is the plain cap of the specification."""
 
     def __post_init__(self) -> None:
-        if self.reward not in REWARD_KINDS:
-            raise ValueError(f"unknown reward {self.reward!r}; expected one of {', '.join(REWARD_KINDS)}")
+        if self.reward not in EPISODE_REWARDS:
+            raise ValueError(f"unknown reward {self.reward!r}; expected one of {', '.join(EPISODE_REWARDS)}")
         if not (np.isfinite(self.step_cost) and self.step_cost >= 0):
             raise ValueError(f"step_cost must be finite and >= 0, got {self.step_cost}")
         if not (0.0 < self.gamma <= 1.0):
@@ -59,8 +79,9 @@ class EpisodeConfig:
     def cap(self, query: RankedQuery) -> int:
         """Depth cap for one query (``max_depth`` or N, and the break-even depth when ``break_even``)."""
         cap = query.length if self.max_depth is None else min(int(self.max_depth), query.length)
-        if self.break_even:
-            cap = min(cap, break_even_depth(self.reward, query.n_candidates, self.step_cost))
+        if self.break_even:  # an outcome pays at most 1, as the constant reward does
+            kind = "constant" if self.reward == OUTCOME else self.reward
+            cap = min(cap, break_even_depth(kind, query.n_candidates, self.step_cost))
         return cap
 
     def check_queries(self, queries: Sequence[RankedQuery]) -> None:
@@ -160,12 +181,8 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
             q = self.queries[i]
             cap = self.config.cap(q)
             ks = np.arange(1, cap + 1)
-            found = q.found_at(ks)
             pr = np.asarray(p_random(ks, q.n_candidates, q.n_relevant), dtype=np.float64)
-            term = np.asarray(
-                terminal_reward(self.config.reward, found, ks, q.n_candidates, max(q.n_relevant, 1)),
-                dtype=np.float64,
-            )
+            term = terminal_payoffs(q, ks, self.config.reward)
             t = (feature_matrix(q, cap, self.config.observation), pr, term)
             self._cache[i] = t
         return t

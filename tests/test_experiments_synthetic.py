@@ -31,7 +31,8 @@ def _rows(condition: str, method: str, seed: int, rewards: list[float], ks: list
             "method": method,
             "seed": seed,
             "qid": [f"q{i}" for i in range(len(rewards))],
-            "reward": rewards,
+            "reward_net": rewards,  # the judged quantity the fractions are of
+            "reward": [r + 0.5 for r in rewards],  # the cost-free reward, reported beside
             "k": ks,
             "found": [int(r > 0) for r in rewards],
             "n": 100,
@@ -61,7 +62,8 @@ def test_fraction_table_hand_computed(per_query: pd.DataFrame) -> None:
     half = t.loc[(C1, "half")]
     assert half["fraction"] == pytest.approx(0.5)
     assert half["fraction_lo"] == pytest.approx(0.5) and half["fraction_hi"] == pytest.approx(0.5)  # paired resampling
-    assert half["mean_reward"] == pytest.approx(1.5) and half["bayes_reward"] == pytest.approx(3.0)
+    assert half["mean_reward_net"] == pytest.approx(1.5) and half["bayes_reward_net"] == pytest.approx(3.0)
+    assert half["mean_reward"] == pytest.approx(2.0)
     assert half["whole_list_pct"] == pytest.approx(50.0)
     assert half["mean_k"] == pytest.approx(50.5) and half["median_k"] == pytest.approx(50.5)
     assert half["p90_k"] == pytest.approx(1 + 0.9 * 99)
@@ -89,8 +91,8 @@ def test_fraction_table_is_seeded(per_query: pd.DataFrame) -> None:
 
 
 def test_fraction_table_rejects_bad_input(per_query: pd.DataFrame) -> None:
-    with pytest.raises(ValueError, match="reward"):
-        bayes_fraction_table(per_query.drop(columns=["reward"]))
+    with pytest.raises(ValueError, match="reward_net"):
+        bayes_fraction_table(per_query.drop(columns=["reward_net"]))
     with pytest.raises(ValueError, match=C2):
         bayes_fraction_table(per_query[~((per_query["condition"] == C2) & (per_query["method"] == "bayes"))])
     odd = per_query.copy()
@@ -169,5 +171,6 @@ def test_study_module_imports_only_the_plan_io_and_report_helpers() -> None:
     tree = ast.parse(Path(study.__file__).read_text())
     mods = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     mods += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-    allowed = {"experiments.plan", "experiments.io", "experiments.report.markdown", "experiments.report.tables"}
+    allowed = {"experiments.plan", "experiments.io", "experiments.figures", "experiments.report.markdown",
+               "experiments.report.tables"}  # fmt: skip
     assert not [m for m in mods if m.startswith("experiments") and m not in allowed]

@@ -27,6 +27,7 @@ def _rows(method: str, seed: int, ks: list[int], found: list[int], rewards: list
             "r": 1,
             "found": found,
             "reward": rewards,
+            "reward_net": [r - 0.01 * (k - 1) for r, k in zip(rewards, ks, strict=True)],
             "p_random": [k / N for k in ks],
         }
     )
@@ -138,10 +139,10 @@ def test_aggregate_over_splits_stratifies_and_reports_seed_and_split_ranges() ->
     assert m["mean_k_lo"] == pytest.approx(np.quantile(boot, 0.025))
     assert m["mean_k_hi"] == pytest.approx(np.quantile(boot, 0.975))
     # paired differences pair each test unit (split, query) of both methods
-    other = pq[pq["method"] == "m"].assign(method="gap-tail10-buffer5", reward=0.0)
+    other = pq[pq["method"] == "m"].assign(method="gap-tail10-buffer5", reward=0.0, reward_net=0.0)
     d = paired_differences(pd.concat([pq.assign(method="bor-dqn"), other], ignore_index=True), n_boot=100)
-    assert d.iloc[0]["n_queries"] == 7
-    assert d.iloc[0]["diff"] == pytest.approx(pq.groupby(["split_seed", "qid"])["reward"].mean().mean())
+    assert d.iloc[0]["n_queries"] == 7  # differences of the judged net reward
+    assert d.iloc[0]["diff"] == pytest.approx(pq.groupby(["split_seed", "qid"])["reward_net"].mean().mean())
 
 
 def test_ratio_interval_is_paired() -> None:

@@ -213,12 +213,12 @@ def test_paired_conditions_is_the_mean_difference_over_shared_units() -> None:
                 for q in range(20):
                     rows.append(
                         {"condition": cond, "method": "m", "seed": seed, "split_seed": split, "qid": f"q{q}",
-                         "reward": rng.random() + shift}
+                         "reward_net": rng.random() + shift}
                     )  # fmt: skip
     pq = pd.DataFrame(rows)
     out = paired_conditions(pq, [("a", "a-hybrid"), ("a", "missing")], ["m", "absent"], n_boot=500)
     assert len(out) == 1 and out.iloc[0]["n_units"] == 40
-    by = pq.groupby(["condition", "split_seed", "qid"])["reward"].mean()
+    by = pq.groupby(["condition", "split_seed", "qid"])["reward_net"].mean()
     assert out.iloc[0]["diff"] == pytest.approx(float((by["a-hybrid"] - by["a"]).mean()))
     assert out.iloc[0]["diff_lo"] < out.iloc[0]["diff"] < out.iloc[0]["diff_hi"]
 
@@ -235,7 +235,7 @@ def test_hybrid_section_shows_one_found_at_1_per_ranking(tmp_path: Path) -> None
             for q in range(10):
                 rows.append(
                     {"condition": cond, "method": "bor-cutoff", "seed": seed, "split_seed": 0, "qid": f"q{q}",
-                     "reward": 1.0 + 0.1 * q, "gold_rank": 1 if q < n_top else 2}
+                     "reward_net": 1.0 + 0.1 * q, "gold_rank": 1 if q < n_top else 2}
                 )  # fmt: skip
     pq = pd.DataFrame(rows)
     lines = hybrid_section(pq, scorer_strength(pq), {}, tmp_path)

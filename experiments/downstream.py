@@ -1,0 +1,255 @@
+"""``shortlist downstream``: does a shorter list help the LLM pick the right tool? The paper's Table 1, and depth
+policies trained for a given LLM.
+
+A chooser (:mod:`benchmarks.choosers`: the embedded local LM, any OpenAI-compatible endpoint, or a simulated
+model of one) must call exactly one tool from each method's shortlist. Per BFCL condition (both scorers):
+
+1. **Cells**: the paper's Table 1 methods, retrained in its setting (step cost 0.01, gamma 0.95; the shortlist
+   capped at :data:`MAX_K` tools, the depths the chooser is asked about): BoR-DQN, F1-DQN, fixed K = 1 and 5,
+   the fitted peers, the cut-off and the posterior model (:data:`DOWNSTREAM_METHODS`), through the one runner
+   (run directories under ``--runs-dir``, apart from the study's, whose cells have another episode).
+2. **Choices**: the chooser's answer for every (test query, K <= :data:`MAX_K`) whose top K holds the gold
+   (:mod:`experiments.downstream_choices`); every method's shortlist is a prefix of one ranking, so each
+   (query, K) is asked once and read by every method. Cached, and committed as ``choices.csv``.
+3. **Per query and method**: presented (the gold in the shortlist), chosen correctly (given presented) and
+   end-to-end (both) at the method's depth (:func:`outcome_rows`).
+4. **Outcome-trained policies**: the end-to-end outcome minus the cost of each extra tool is a reward too
+   (``outcome``, :func:`envs.terminal_payoffs`). The RL agents and the fitted peers of
+   :data:`OUTCOME_KINDS` are trained on it from the cached choices, cross-fitted on the test queries (each
+   query's depth comes from a policy fitted on the other folds: the chooser answers only for test queries),
+   and compared with their BoR-trained counterparts, paired over queries.
+5. **Sensitivity** (simulated chooser only, never evidence about a real model): its distraction strength is
+   swept and the best depth and the BoR-versus-outcome comparison follow it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from experiments.config import Cell, MethodSpec
+
+#: The largest shortlist the chooser sees (every downstream cell is capped there).
+MAX_K = 20
+#: The paper's Table 1 setting the methods are retrained in.
+STEP_COST, GAMMA = 0.01, 0.95
+#: Conditions of the study (BFCL, both scorers: the paper's Table 1 ran BFCL).
+DOWNSTREAM_CONDITIONS = ("bfcl-bm25", "bfcl-minilm")
+#: The methods whose shortlists the chooser is shown.
+DOWNSTREAM_METHODS: tuple[MethodSpec, ...] = (
+    MethodSpec("dqn", "bor"),
+    MethodSpec("dqn", "f1"),
+    MethodSpec("fixed", "bor", 1),
+    MethodSpec("fixed", "bor", 5),
+    MethodSpec("threshold", "bor"),
+    MethodSpec("greedyk", "bor"),
+    MethodSpec("cutoff", "bor"),
+    MethodSpec("posterior", "bor"),
+)
+#: Kinds trained on the chooser's outcome (cross-fitted), each against its BoR-trained counterpart.
+OUTCOME_KINDS = ("dqn", "threshold", "greedyk")
+FOLDS = 5
+#: Distraction strengths of the sensitivity sweep: multiples of the simulated chooser's K penalty ``b``.
+STRENGTHS = (0.0, 0.5, 1.0, 2.0, 4.0)
+
+
+def downstream_cells(conditions: Sequence[str], seeds: Sequence[int], settings: dict | None = None) -> list[Cell]:
+    """The cells of the study (module docstring): stochastic methods on every seed, the others on the first."""
+    from experiments.plan import PLANS, cells_for
+
+    unknown = [c for c in conditions if c not in DOWNSTREAM_CONDITIONS]
+    if unknown:
+        raise ValueError(
+            f"downstream: unknown condition(s) {unknown}; expected some of {', '.join(DOWNSTREAM_CONDITIONS)}"
+        )
+    plans = [PLANS[c] for c in conditions]
+    learn: dict[str, Any] = {"settings": settings, "step_cost": STEP_COST, "gamma": GAMMA, "max_depth": MAX_K}
+    stoch = [m for m in DOWNSTREAM_METHODS if m.kind.stochastic]
+    det = [m for m in DOWNSTREAM_METHODS if not m.kind.stochastic]
+    cells = cells_for(plans, seeds, {p.name: stoch for p in plans}, **learn)
+    return cells + cells_for(plans, list(seeds)[:1], {p.name: det for p in plans}, **learn)
+
+
+def outcome_rows(per_query: pd.DataFrame, choices: pd.DataFrame) -> pd.DataFrame:
+    """Per (condition, method, seed, test query): the depth, ``presented`` (the gold in the top K), ``correct``
+    (the chooser picked the gold, given presented) and ``e2e`` (both), from the runs' rows and the choices of
+    the same (condition, query, K). A presented shortlist without an answer is an error naming it."""
+    rows = per_query[["condition", "method", "seed", "qid", "gold_rank", "bucket", "k", "found"]].copy()
+    ch = choices[["condition", "qid", "k", "correct"]]
+    out = rows.merge(ch, on=["condition", "qid", "k"], how="left", validate="many_to_one")
+    missing = out[(out["found"] == 1) & out["correct"].isna()]
+    if len(missing):
+        r = missing.iloc[0]
+        raise ValueError(f"no choice for {r['condition']} query {r['qid']!r} at K = {r['k']} ({len(missing)} missing)")
+    out["presented"] = out.pop("found").astype(int)
+    out["correct"] = out["correct"].fillna(0).astype(int) * out["presented"]
+    out["e2e"] = out["correct"]
+    return out
+
+
+def query_means(rows: pd.DataFrame, keys: Sequence[str] = ("condition", "method")) -> pd.DataFrame:
+    """Per (keys, query): the mean over seeds of k, presented, e2e (and the bucket)."""
+    g = rows.groupby([*keys, "qid"], sort=True)
+    out = g[["k", "presented", "e2e"]].mean()
+    out["bucket"] = g["bucket"].first()
+    return out.reset_index()
+
+
+def table1(rows: pd.DataFrame, by: Sequence[str] = ("condition", "method"), n_boot: int = 2000) -> pd.DataFrame:
+    """Per group: queries, mean K, presented %, choice % given presented (the e2e share of presented: a ratio
+    of means) and end-to-end %, each with a 95% query bootstrap (every seed's rows of a query averaged first;
+    the same resamples for every method of a condition)."""
+    from experiments.report.tables import query_resamples, ratio_interval
+
+    qm = query_means(rows, tuple(by))
+    out = []
+    for key, g in qm.groupby(list(by), sort=False):
+        idx = query_resamples(len(g), n_boot, 0)
+        k, pres, e2e = (g[c].to_numpy(dtype=np.float64) for c in ("k", "presented", "e2e"))
+        row: dict[str, Any] = dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True))
+        row["n_queries"] = len(g)
+        for name, v in (("mean_k", k), ("presented_pct", 100 * pres), ("e2e_pct", 100 * e2e)):
+            boot = v[idx].mean(axis=1)
+            lo, hi = np.quantile(boot, [0.025, 0.975])
+            row[name], row[f"{name}_lo"], row[f"{name}_hi"] = float(v.mean()), float(lo), float(hi)
+        c, lo, hi = ratio_interval(e2e, pres, idx) if pres.sum() else (np.nan,) * 3
+        row["choice_pct"], row["choice_pct_lo"], row["choice_pct_hi"] = 100 * c, 100 * lo, 100 * hi
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def choice_curve(choices: pd.DataFrame) -> pd.DataFrame:
+    """The measured cost of distraction: per (condition, K, gold position group), the chooser's accuracy on the
+    shortlists of K tools that hold the gold (every asked (query, K))."""
+    groups = pd.cut(choices["gold_rank"], [0, 1, 3, 5, 10, MAX_K], labels=["1", "2-3", "4-5", "6-10", f"11-{MAX_K}"])
+    c = choices.assign(gold_position=groups.astype(str))
+    g = c.groupby(["condition", "k", "gold_position"], sort=True)["correct"]
+    return g.agg(n="size", accuracy="mean").reset_index()
+
+
+def fold_of(qid: str) -> int:
+    """The cross-fitting fold of a query: a hash of its id (independent of any order)."""
+    return int(hashlib.sha256(qid.encode()).hexdigest(), 16) % FOLDS
+
+
+def with_payoffs(queries: Sequence[Any], choices: pd.DataFrame) -> list[Any]:
+    """The queries with their observed ``payoffs``: 1 at depth K when the chooser picked the gold from the top K
+    (K <= :data:`MAX_K`), else 0 (:attr:`envs.RankedQuery.payoffs`, read by the ``outcome`` reward)."""
+    correct = choices.set_index(["qid", "k"])["correct"]
+    out = []
+    for q in queries:
+        pay = np.zeros(q.length)
+        for k in range(1, min(MAX_K, q.length) + 1):
+            pay[k - 1] = float(correct.get((q.qid, k), 0))
+        out.append(replace(q, payoffs=pay))
+    return out
+
+
+def cross_fitted_depths(kind: str, queries: Sequence[Any], seed: int, settings: Any = None) -> pd.DataFrame:
+    """Depths of ``kind`` trained on the ``outcome`` reward (net of :data:`STEP_COST` per extra tool,
+    undiscounted), each query's from the policy fitted on the other folds (:func:`fold_of`)."""
+    from agents import registry
+    from envs import OUTCOME, EpisodeConfig
+
+    episode = EpisodeConfig(reward=OUTCOME, step_cost=STEP_COST, gamma=1.0, max_depth=MAX_K)
+    folds = np.array([fold_of(q.qid) for q in queries])
+    k = np.zeros(len(queries), dtype=np.int64)
+    for f in range(FOLDS):
+        train = [q for q, g in zip(queries, folds, strict=True) if g != f]
+        test_idx = np.flatnonzero(folds == f)
+        if not len(test_idx):
+            continue
+        policy = registry.make(kind, OUTCOME, settings).fit(train, episode, seed)
+        k[test_idx] = policy.depths([queries[int(i)] for i in test_idx], episode)
+    return pd.DataFrame({"qid": [q.qid for q in queries], "k": k})
+
+
+def outcome_trained(
+    cond: Any, choices: pd.DataFrame, seeds: Sequence[int], settings: dict, kinds: Sequence[str] = OUTCOME_KINDS
+) -> pd.DataFrame:
+    """Per (outcome-trained method, seed, test query) rows like the runs' (``outcome-<kind>``, with each query's
+    bucket), to score with :func:`outcome_rows`."""
+    from agents.evaluation import bucket_labels
+
+    queries = with_payoffs(cond.test, choices)
+    gold = {q.qid: q.gold_rank for q in queries}
+    frames = []
+    for kind in kinds:  # one seed: cross-fitting already trains FOLDS policies per kind
+        for seed in list(seeds)[:1]:
+            d = cross_fitted_depths(kind, queries, seed, settings.get(kind))
+            d["gold_rank"] = d["qid"].map(gold)
+            d["found"] = ((d["gold_rank"] >= 1) & (d["k"] >= d["gold_rank"])).astype(int)
+            d["bucket"] = bucket_labels(d["gold_rank"].to_numpy(), cond.buckets)
+            frames.append(d.assign(condition=cond.name, method=f"outcome-{kind}", seed=seed))
+    return pd.concat(frames, ignore_index=True)
+
+
+def paired_outcome(qm: pd.DataFrame, n_boot: int = 10_000) -> pd.DataFrame:
+    """Per (condition, kind): outcome-trained minus BoR-trained end-to-end % and mean K, paired over test queries
+    (each query's values averaged over seeds), with 95% bootstrap intervals."""
+    from experiments.report.tables import diff_interval, query_resamples
+
+    rows = []
+    for cond, g in qm.groupby("condition", sort=False):
+        wide = g.pivot(index="qid", columns="method", values=["e2e", "k"])
+        idx = query_resamples(len(wide), n_boot, 0)
+        for kind in OUTCOME_KINDS:
+            a, b = f"outcome-{kind}", f"bor-{kind}"
+            if a not in wide["e2e"] or b not in wide["e2e"]:
+                continue
+            e = diff_interval(100 * (wide["e2e"][a] - wide["e2e"][b]).to_numpy(), idx)
+            k = diff_interval((wide["k"][a] - wide["k"][b]).to_numpy(), idx)
+            rows.append({"condition": cond, "kind": kind, "outcome_method": a, "bor_method": b,
+                         "e2e_diff": e["diff"], "e2e_diff_lo": e["diff_lo"], "e2e_diff_hi": e["diff_hi"],
+                         "k_diff": k["diff"], "k_diff_lo": k["diff_lo"], "k_diff_hi": k["diff_hi"]})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def best_fixed_k(choices: pd.DataFrame, n_queries: int) -> tuple[int, float]:
+    """The fixed K (1..MAX_K) with the highest mean end-to-end minus the cost of its extra tools on these
+    queries (in-sample: the best depth this chooser rewards), and its end-to-end %."""
+    e2e = choices.groupby("k")["correct"].sum().reindex(range(1, MAX_K + 1), fill_value=0) / max(n_queries, 1)
+    net = e2e - STEP_COST * (e2e.index.to_numpy() - 1)
+    k = int(net.idxmax())
+    return k, 100.0 * float(e2e.loc[k])
+
+
+def sensitivity(cond: Any, queries: Sequence[Any], bor_rows: pd.DataFrame, strengths: Sequence[float]) -> pd.DataFrame:
+    """The simulated chooser (never an LLM) at each distraction strength s (its K penalty b times s): the best
+    fixed K it rewards, the best BoR-trained method's end-to-end % and depth, and the fitted peers of
+    :data:`OUTCOME_KINDS` (not the RL agents: seconds, not minutes) trained on its outcome, cross-fitted."""
+    from benchmarks.choosers.simulated import SimulatedParams
+    from experiments.downstream_choices import choices_table, chooser_for
+
+    rows = []
+    for s in strengths:
+        params = SimulatedParams()
+        chooser = chooser_for("simulated", queries, None, b=params.b * s)
+        ch = choices_table(chooser, queries, list(range(1, MAX_K + 1)), progress=False).assign(condition=cond.name)
+        k_best, e2e_best = best_fixed_k(ch, len(queries))
+        bor = query_means(outcome_rows(bor_rows, ch)).groupby("method")[["e2e", "k"]].mean()
+        peers = [k for k in OUTCOME_KINDS if not k == "dqn"]
+        out = outcome_trained(cond, ch, [0], {}, kinds=peers)
+        ot = query_means(outcome_rows(out, ch)).groupby("method")[["e2e", "k"]].mean()
+        b_m, o_m = str(bor["e2e"].idxmax()), str(ot["e2e"].idxmax())
+        rows.append(
+            {
+                "condition": cond.name,
+                "strength": s,
+                "b": params.b * s,
+                "best_fixed_k": k_best,
+                "best_fixed_e2e_pct": e2e_best,
+                "best_bor_method": b_m,
+                "best_bor_e2e_pct": 100 * float(bor.loc[b_m, "e2e"]),
+                "best_bor_mean_k": float(bor.loc[b_m, "k"]),
+                "best_outcome_method": o_m,
+                "best_outcome_e2e_pct": 100 * float(ot.loc[o_m, "e2e"]),
+                "best_outcome_mean_k": float(ot.loc[o_m, "k"]),
+            }
+        )
+    return pd.DataFrame(rows)
