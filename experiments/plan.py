@@ -386,6 +386,30 @@ def resolve_plans(
     return [p for p in PLANS.values() if p.suite in suites]
 
 
+# ----------------------------------------------------------------------------- the downstream study
+
+#: The largest shortlist the downstream chooser sees (every downstream cell is capped there).
+MAX_K = 20
+#: The paper's Table 1 setting the methods are retrained in.
+STEP_COST, GAMMA = 0.01, 0.95
+#: Conditions of the study (BFCL, both scorers: the paper's Table 1 ran BFCL).
+DOWNSTREAM_CONDITIONS = ("bfcl-bm25", "bfcl-minilm")
+#: The methods whose shortlists the chooser is shown.
+DOWNSTREAM_METHODS: tuple[MethodSpec, ...] = (
+    MethodSpec("dqn", "bor"),
+    MethodSpec("dqn", "f1"),
+    MethodSpec("fixed", "bor", 1),
+    MethodSpec("fixed", "bor", 5),
+    MethodSpec("threshold", "bor"),
+    MethodSpec("greedyk", "bor"),
+    MethodSpec("cutoff", "bor"),
+    MethodSpec("posterior", "bor"),
+)
+#: Kinds trained on the chooser's outcome (cross-fitted), each against its BoR-trained counterpart.
+#: Distraction strengths of the sensitivity sweep: multiples of the simulated chooser's K penalty ``b``.
+STRENGTHS = (0.0, 0.5, 1.0, 2.0, 4.0)
+
+
 #: ``compare`` defaults to these suites (the sweep points and the synthetic study have their own reports).
 COMPARE_SUITES = ("main", "hybrid", "multi")
 #: ``bench`` times the per-condition fits on the conditions ``compare`` runs (two-scorer ones included).
