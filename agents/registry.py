@@ -91,6 +91,11 @@ class PolicyKind:
     objective: Callable[[str, Any, Any], Objective] = lambda reward, settings, episode: NOT_FITTED
     budget: str = ""
 
+    @property
+    def summary(self) -> str:
+        """The description's first clause: one line for ``--help``."""
+        return self.description.split(" (")[0].split(";")[0].split(", ")[0]
+
     def applies_to(self, benchmark: str) -> bool:
         """Whether the kind can run on ``benchmark``."""
         return not self.only_benchmarks or benchmark in self.only_benchmarks

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import sys
 from collections.abc import Callable, Sequence
@@ -20,10 +21,22 @@ from benchmarks.corpus import DataError
 from experiments import options as o
 
 
+def _declaring(cls: type, name: str) -> type:
+    """The class of ``cls``'s MRO that declares the field ``name`` (its help group is the field's)."""
+    return next(c for c in reversed(cls.__mro__) if name in c.__dict__.get("__annotations__", {}))
+
+
 def add_dataclass_args(parser: argparse.ArgumentParser, cls: type) -> None:
-    """One ``--flag`` per dataclass field, typed from the annotation, help from metadata."""
+    """One ``--flag`` per dataclass field, typed from the annotation, help from metadata, under the help group of
+    the class that declares it (``HELP_GROUP``: data, policy, learner settings, execution, ...)."""
     hints = get_type_hints(cls)
+    groups: dict[str, argparse._ArgumentGroup] = {}
     for f in fields(cls):
+        title = getattr(_declaring(cls, f.name), "HELP_GROUP", "options")
+        if title not in groups:
+            existing = {g.title: g for g in parser._action_groups}
+            groups[title] = existing.get(title) or parser.add_argument_group(title)
+        group = groups[title]
         typ = hints[f.name]
         default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[operator]
         meta = f.metadata
@@ -34,22 +47,23 @@ def add_dataclass_args(parser: argparse.ArgumentParser, cls: type) -> None:
         if "choices" in meta:  # listed in the help; checked by the dataclass (one-line error, status 2)
             help_text = f"{help_text}: {', '.join(meta['choices'])}" + (f" (default: {shown})" if default else "")
             help_text = help_text.replace(f" (default: {shown}): ", ": ", 1)
-        kw: dict[str, Any] = {"help": help_text}
+        kw: dict[str, Any] = {"help": re.sub(r"(?<!%)%(?!%)", "%%", help_text)}  # argparse formats help with %
         if meta.get("positional"):
-            parser.add_argument(f.name, **kw)
+            optional = {"nargs": "?", "default": default} if meta.get("optional") else {}
+            group.add_argument(f.name, **optional, **kw)
             continue
         flag = "--" + f.name.replace("_", "-")
         if typ is bool:
-            parser.add_argument(flag, action="store_true", **kw)
+            group.add_argument(flag, action="store_true", **kw)
             continue
         base = [a for a in get_args(typ) if a is not type(None)] if type(None) in get_args(typ) else [typ]
         if get_origin(base[0]) is tuple and meta.get("repeat"):  # --flag a b --flag c: all of them
-            parser.add_argument(flag, type=get_args(base[0])[0], nargs="+", action="extend", default=[], **kw)
+            group.add_argument(flag, type=get_args(base[0])[0], nargs="+", action="extend", default=[], **kw)
         elif get_origin(base[0]) is tuple:  # tuple[X, ...] or tuple[X, ...] | None
             nargs = "*" if default == () else "+"
-            parser.add_argument(flag, type=get_args(base[0])[0], nargs=nargs, default=default, **kw)
+            group.add_argument(flag, type=get_args(base[0])[0], nargs=nargs, default=default, **kw)
         else:
-            parser.add_argument(flag, type=base[0], default=default, required=bool(meta.get("required")), **kw)
+            group.add_argument(flag, type=base[0], default=default, required=bool(meta.get("required")), **kw)
 
 
 def build(cls: type, ns: argparse.Namespace) -> Any:
@@ -79,6 +93,29 @@ def _downstream(a: o.DownstreamArgs, la: o.LearnArgs, ca: o.CommonArgs, command:
     from experiments.downstream import cmd_downstream
 
     return cmd_downstream(a, la, ca, command)
+
+
+def _kinds(a: o.KindsArgs) -> int:
+    """Every registered policy kind: group, description, objective and settings with their defaults."""
+    from dataclasses import fields as dc_fields
+
+    from agents import registry
+    from envs import EpisodeConfig
+
+    for name, kind in registry.KINDS.items():
+        if a.kind and name != a.kind:
+            continue
+        obj = kind.objective("bor", kind.defaults, EpisodeConfig())
+        print(f"{name} ({kind.group}{', seeded' if kind.stochastic else ''}): {kind.description}")
+        print(f"    fits: {obj.target}" + (f" ({obj.reward}, step cost from the condition, gamma {obj.gamma:g})"
+                                            if obj.target == "net" else ""))  # fmt: skip
+        for f in dc_fields(kind.config):
+            value = registry.format_value(getattr(kind.defaults, f.name))
+            print(
+                f"    --set {name}.{f.name}={value}"
+                + ("   (the method name's value: --k)" if f.name == kind.name_field else "")
+            )
+    return 0
 
 
 def _tune(a: o.TuneArgs, command: str) -> int:
@@ -179,8 +216,15 @@ COMMANDS: tuple[Command, ...] = (
         "tune",
         (o.TuneArgs,),
         _tune,
-        "compare DQN settings on an inner validation split of the training queries",
+        "compare a kind's settings on an inner validation split of the training queries",
         "Never touches the test split. Writes OUT/<condition>.csv and <condition>_mean.csv.",
+    ),
+    Command(
+        "kinds",
+        (o.KindsArgs,),
+        _kinds,
+        "every depth-policy kind: what it is, what it fits, its settings and their defaults",
+        wants_command=False,
     ),
 )
 DATA_COMMANDS: tuple[Command, ...] = (

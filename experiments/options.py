@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from agents import registry
 from benchmarks.names import DEFAULT_TRAIN_FRAC
@@ -54,6 +54,8 @@ def _check_seeds(flag: str, seeds: tuple[int, ...]) -> None:
 class FolderArgs:
     """The data and cache folders, for every command that reads benchmark data."""
 
+    HELP_GROUP: ClassVar[str] = "data"
+
     data_dir: str | None = opt(None, "benchmark data folder ($SHORTLIST_DATA_DIR, else ~/.cache/shortlist-depth/data)")
     cache_dir: str | None = opt(
         None,
@@ -68,6 +70,8 @@ class FolderArgs:
 @dataclass(frozen=True)
 class CommonArgs(FolderArgs):
     """Folders and execution, shared by every command that runs cells."""
+
+    HELP_GROUP: ClassVar[str] = "execution"
 
     workers: int = opt(1, "cells run in parallel (local processes, or CPUs of a local Ray instance)")
     backend: str = opt("local", "where cells run", choices=("local", "ray"))
@@ -85,6 +89,8 @@ class CommonArgs(FolderArgs):
 @dataclass(frozen=True)
 class LearnArgs:
     """Seeds, episode settings and learner budgets of every command that trains."""
+
+    HELP_GROUP: ClassVar[str] = "learner settings"
 
     seeds: tuple[int, ...] = opt(DEFAULT_SEEDS, "training seeds (one run per seed)")
     step_cost: float | None = opt(None, "cost of each CONTINUE (default: the condition's paper setting)")
@@ -144,6 +150,8 @@ class LearnArgs:
 class SourceArgs:
     """Which condition: a benchmark and scorer, or the user's own ranked lists."""
 
+    HELP_GROUP: ClassVar[str] = "data"
+
     benchmark: str = opt(
         "bfcl", "benchmark: bfcl, metatool, toolbench, beir (with --beir-dir) or run (with --run/--qrels)"
     )
@@ -197,7 +205,13 @@ class SourceArgs:
 class TrainArgs(SourceArgs):
     """``shortlist train``."""
 
-    agent: str = opt("dqn", "depth policy kind", choices=tuple(registry.KINDS))
+    HELP_GROUP: ClassVar[str] = "policy"
+
+    agent: str = opt(
+        "dqn",
+        "depth policy kind (`shortlist kinds` lists each with its settings): "
+        + "; ".join(f"{k} = {v.summary}" for k, v in registry.KINDS.items()),
+    )
     reward: str = opt("bor", "training reward (kinds not trained towards a reward ignore it)", choices=REWARD_KINDS)
     k: tuple[int, ...] = opt(FIXED_KS, "K values for --agent fixed")
     out: str = opt("runs", "output folder: run directories go to OUT/runs/<run_id>")
@@ -218,6 +232,8 @@ class TrainArgs(SourceArgs):
 @dataclass(frozen=True)
 class EvaluateArgs:
     """``shortlist evaluate``."""
+
+    HELP_GROUP: ClassVar[str] = "evaluation"
 
     run_dir: str = opt("", "a run directory written by train/reproduce (OUT/runs/<run_id>)", required=True)
     benchmark: str | None = opt(None, "evaluate on this benchmark instead of the run's own")
@@ -265,6 +281,8 @@ class EvaluateArgs:
 class PredictArgs:
     """``shortlist predict``."""
 
+    HELP_GROUP: ClassVar[str] = "prediction"
+
     run_dir: str = opt("", "a run directory written by train/reproduce (its trained policy)", required=True)
     run: str = opt("", "a TREC run file (qid Q0 docid rank score tag), grouped by query", required=True)
     out: str = opt("", "the truncated TREC run to write (unset: <run stem>.<method>.trec here)")
@@ -282,6 +300,8 @@ class PredictArgs:
 class ReproduceArgs:
     """``shortlist reproduce``."""
 
+    HELP_GROUP: ClassVar[str] = "study"
+
     only: tuple[str, ...] = opt((), "conditions to run (empty: every condition of the study)")
     out: str = opt("results", "results folder")
     dry_run: bool = opt(False, "print the cells and their commands without running them")
@@ -294,6 +314,8 @@ class ReproduceArgs:
 @dataclass(frozen=True)
 class CompareArgs:
     """``shortlist compare``."""
+
+    HELP_GROUP: ClassVar[str] = "comparison"
 
     only: tuple[str, ...] = opt(
         (),
@@ -315,6 +337,8 @@ class CompareArgs:
 @dataclass(frozen=True)
 class BenchArgs(FolderArgs):
     """``shortlist bench``."""
+
+    HELP_GROUP: ClassVar[str] = "benchmark"
 
     only: tuple[str, ...] = opt(
         (), "conditions of the per-condition fits (empty: those of `compare`: main, two-scorer, multi-tool)"
@@ -350,6 +374,8 @@ class BenchArgs(FolderArgs):
 @dataclass(frozen=True)
 class TuneArgs:
     """``shortlist tune``: agent settings compared on an inner validation split of the training queries."""
+
+    HELP_GROUP: ClassVar[str] = "tuning"
 
     agent: str = opt("dqn", "policy kind whose settings are tuned", choices=tuple(registry.KINDS))
     benchmark: str = opt("bfcl", "benchmark")
@@ -392,6 +418,8 @@ class TuneArgs:
 class ShiftArgs:
     """``shortlist shift``: trained policies, unchanged, under scorer, benchmark and query shift."""
 
+    HELP_GROUP: ClassVar[str] = "shift"
+
     only: tuple[str, ...] = opt(
         (),
         "source conditions whose runs are shifted (empty: the base pairs bfcl/metatool-bm25/minilm, toolbench-minilm)",
@@ -411,6 +439,8 @@ class ShiftArgs:
 @dataclass(frozen=True)
 class DownstreamArgs:
     """``shortlist downstream``: an LLM (or a model of one) picks one tool from every method's shortlist."""
+
+    HELP_GROUP: ClassVar[str] = "downstream"
 
     only: tuple[str, ...] = opt(DOWNSTREAM_CONDITIONS, "BFCL conditions", choices=DOWNSTREAM_CONDITIONS)
     chooser: str = opt(
@@ -451,8 +481,23 @@ class DownstreamArgs:
 
 
 @dataclass(frozen=True)
+class KindsArgs:
+    """``shortlist kinds``."""
+
+    HELP_GROUP: ClassVar[str] = "kinds"
+
+    kind: str = opt("", "one kind only (empty: every registered kind)", positional=True, optional=True)
+
+    def __post_init__(self) -> None:
+        if self.kind and self.kind not in registry.KINDS:
+            raise ValueError(f"unknown policy kind {self.kind!r}; registered: {', '.join(registry.KINDS)}")
+
+
+@dataclass(frozen=True)
 class DataListArgs:
     """``shortlist data list``."""
+
+    HELP_GROUP: ClassVar[str] = "data"
 
     data_dir: str | None = opt(None, "data folder ($SHORTLIST_DATA_DIR, else ~/.cache/shortlist-depth/data)")
     cache_dir: str | None = opt(
@@ -464,6 +509,8 @@ class DataListArgs:
 @dataclass(frozen=True)
 class DataFetchArgs(DataListArgs):
     """``shortlist data fetch NAME``."""
+
+    HELP_GROUP: ClassVar[str] = "data"
 
     name: str = opt("", "dataset to download and verify: metatool, toolbench or bfcl", positional=True)
 
