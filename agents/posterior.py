@@ -39,7 +39,10 @@ policy's reward kind when found (BoR: ``-log2 P_rand(k; N, max(R, 1))``) and c t
 the expected per-query reward net of the CONTINUE steps, undiscounted: the evaluator's
 ``reward_net``. ``cap`` is the episode's depth cap, also capped at the break-even depth
 (:func:`agents.base.learned_episode`) when the ``break_even`` setting is on, as for the other
-learned agents. The tail's mass is never "found", so depths beyond M are never chosen.
+learned agents. Here that cap never changes a depth: beyond it ``F(k) T(k) - c (k - 1) <=
+T(k) - c (k - 1) <= 0 <= F(1) T(1)`` and ties go to the smaller depth, so the argmax lies within it
+anyway (the setting is kept for uniformity with the other learned agents). The tail's mass is never
+"found", so depths beyond M are never chosen.
 
 The policy reads the raw scores (and the second scorer's, when the queries carry them), not a named
 observation set of :mod:`envs.features`: a model fitted with one scorer refuses queries with two and
@@ -84,7 +87,8 @@ class PosteriorConfig:
     """L-BFGS-B tolerance (``scipy.optimize.minimize(tol=...)``: relative change of the objective and
     largest gradient entry)."""
     break_even: bool = True
-    """Stop at the latest at each query's break-even depth (:func:`agents.base.learned_episode`)."""
+    """Stop at the latest at each query's break-even depth (:func:`agents.base.learned_episode`); the
+    argmax never lies beyond it anyway (module docstring), so no depth changes."""
 
     def __post_init__(self) -> None:
         def whole(value: object) -> bool:

@@ -20,7 +20,7 @@ from agents.posterior import (
     rank_targets,
 )
 from envs import EpisodeConfig, RankedQuery
-from rewards import terminal_reward
+from rewards import break_even_depth, terminal_reward
 
 
 def random_lists(gold: list[int], n: int = 20, seed: int = 0, aux: bool = False) -> list[RankedQuery]:
@@ -94,12 +94,17 @@ def test_depth_is_the_expected_net_reward_argmax_within_the_caps() -> None:
     np.testing.assert_array_equal(f1.depths(qs, cfg), np.argmax(value, axis=1) + 1)
 
 
-def test_break_even_cap_and_short_lists() -> None:
-    """A depth never passes the break-even depth (setting on), M_q or a short list's length."""
-    long_lists = random_lists([30] * 20, n=40, seed=5)
-    cfg = EpisodeConfig(step_cost=1.0)  # break-even depth of N = 40 at c = 1 is 4
-    model = ListwisePosterior().fit(long_lists, cfg, 0)
-    assert model.depths(long_lists, cfg).max() <= 4
+def test_break_even_cap_never_binds_and_short_lists_are_respected() -> None:
+    """Beyond the break-even depth every depth pays <= 0 <= depth 1, so the setting changes no depth;
+    a depth never passes M_q or a short list's length."""
+    qs = random_lists([1, 3, 6, 12, 30] * 8, n=40, seed=5)
+    for cost in (0.01, 0.3, 1.0):
+        cfg = EpisodeConfig(step_cost=cost)
+        on = ListwisePosterior("bor", PosteriorConfig(break_even=True)).fit(qs, cfg, 0)
+        off = ListwisePosterior("bor", PosteriorConfig(break_even=False)).fit(qs, cfg, 0)
+        k = on.depths(qs, cfg)
+        np.testing.assert_array_equal(k, off.depths(qs, cfg))
+        assert k.max() <= break_even_depth("bor", 40, cost)
     mixed = [*random_lists([2] * 10, n=3, seed=6), *random_lists([2] * 10, n=30, seed=7)]
     model = ListwisePosterior().fit(mixed, EpisodeConfig(), 0)
     k = model.depths(mixed, EpisodeConfig())
