@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from envs import RankedQuery
 from envs.features import RANK_FEATURE_NAMES, RANK_HYBRID_NAMES, rank_feature_names, rank_features
@@ -98,3 +100,26 @@ def test_features_never_read_labels() -> None:
         for relevant, n_relevant in (([], -1), ([25], -1), ([2, 9, 30], -1), ([4], 5)):
             other = RankedQuery(s, relevant, "q", n_relevant=n_relevant, aux_scores=aux)
             np.testing.assert_array_equal(rank_features(other, 20), base)
+
+
+finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(finite, finite), min_size=1, max_size=40), st.integers(1, 50), st.booleans())
+@example([(1e308, -1e308), (-1e308, 1e308)], 3, True)
+@example([(8.988465674311579e307, 0.0), (8.98846567431158e307, 1.0)], 1, True)
+def test_fuzz_rank_features_finite_and_bounded(pairs: list[tuple[float, float]], m: int, aux: bool) -> None:
+    """Any finite score list (and second scorer) gives finite features inside the documented ranges."""
+    s = np.array([p[0] for p in pairs])
+    order = np.argsort(-s, kind="stable")
+    with np.errstate(all="ignore"):  # RankedQuery's sortedness check may overflow in np.diff (harmless)
+        q = RankedQuery(s[order], [1], "q", aux_scores=np.array([p[1] for p in pairs])[order] if aux else None)
+        f = rank_features(q, m)
+    assert f.shape == (min(m, len(pairs)), 15 if aux else 9)
+    assert np.all(np.isfinite(f))
+    names = rank_feature_names(aux)
+    rank_cols = [i for i, n in enumerate(names) if n.endswith("log_rank")]
+    other = [i for i in range(len(names)) if i not in rank_cols]
+    assert f[:, other].min() >= -1 and f[:, other].max() <= 1
+    assert f[:, rank_cols].min() >= 0 and f[:, rank_cols].max() <= np.log2(len(pairs))
