@@ -8,7 +8,16 @@ starts at once. The evaluator and the learners' classes are loaded on first acce
 from typing import Any
 
 # importing a policy module registers its kinds in agents.registry; this order is the registry's order
-from agents import bayes, choppy, cutoff, oracle, peers, posterior, registry  # noqa: E402, F401, I001
+from agents import (  # noqa: E402, F401, I001
+    auto,  # noqa: E402, F401, I001 (last: the selector over the kinds above)
+    bayes,
+    choppy,
+    cutoff,
+    oracle,
+    peers,
+    posterior,
+    registry,
+)
 from agents.base import DepthPolicy, FixedConfig, FixedK, first_stop, greedy_depths, stacked_features
 from agents.dqn import DQNAgent, DQNConfig
 from agents.tabular import TabularConfig, TabularQ

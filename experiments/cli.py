@@ -118,6 +118,12 @@ def _kinds(a: o.KindsArgs) -> int:
     return 0
 
 
+def _recommend(a: o.RecommendArgs, la: o.LearnArgs, ca: o.CommonArgs, command: str) -> int:
+    from experiments.recommend import cmd_recommend
+
+    return cmd_recommend(a, la, ca, command)
+
+
 def _tune(a: o.TuneArgs, command: str) -> int:
     from experiments.tune import cmd_tune
 
@@ -156,6 +162,16 @@ COMMANDS: tuple[Command, ...] = (
         "Train on the train split, evaluate on the test split. Writes OUT/runs/<run_id>/ per seed (a finished "
         "run with the same config is reused) and OUT/{per_query,summary,buckets}.csv holding this command's runs "
         "only (rewritten on every call).",
+    ),
+    Command(
+        "recommend",
+        (o.RecommendArgs, o.LearnArgs, o.CommonArgs),
+        _recommend,
+        "what depth rule should I use on my retriever? every kind trained and ranked, one recommended",
+        "On your TREC run + qrels (or a BEIR folder or a benchmark): every registered kind that applies is trained on "
+        "the training split and ranked by test net reward, with paired intervals against the best; the recommendation "
+        "is the kind `auto` picks on an inner validation split of the training queries (never the test queries), and "
+        "its run directory goes to OUT/recommended, ready for `shortlist predict`.",
     ),
     Command(
         "evaluate",

@@ -26,41 +26,11 @@ from experiments.options import (
     ReproduceArgs,
     SourceArgs,
     TrainArgs,
+    source_options,  # noqa: F401 (the helper of train and evaluate)
 )
 
 if TYPE_CHECKING:
     from benchmarks.conditions import Condition
-
-
-def source_options(sa: SourceArgs) -> tuple[tuple[str, str], ...]:
-    """Paths of user-supplied inputs, with their sha256 (so a changed file is never reused)."""
-    from benchmarks.corpus import sha256_file
-
-    def checked(path: str, flag: str) -> str:
-        if not Path(path).is_file():
-            raise FileNotFoundError(f"{flag} {path}: no such file")
-        return sha256_file(path)
-
-    if sa.source == "run":
-        assert sa.run and sa.qrels  # SourceArgs checks they come together
-        opts = [
-            ("run", str(Path(sa.run).resolve())),
-            ("run_sha256", checked(sa.run, "--run")),
-            ("qrels", str(Path(sa.qrels).resolve())),
-            ("qrels_sha256", checked(sa.qrels, "--qrels")),
-        ]
-        if sa.n_candidates is not None:
-            opts.append(("n_candidates", str(sa.n_candidates)))
-        opts.append(("train_frac", str(float(sa.train_frac))))
-        return tuple(opts)
-    if sa.source == "beir":
-        if not sa.beir_dir:
-            raise ValueError("--benchmark beir needs --beir-dir FOLDER")
-        folder = Path(sa.beir_dir)
-        files = [folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels" / f"{sa.beir_split}.tsv"]
-        digests = [(f"sha256:{f.relative_to(folder)}", checked(str(f), "--beir-dir")) for f in files]
-        return (("beir_dir", str(folder.resolve())), ("split", sa.beir_split), *digests)
-    return ()
 
 
 def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int:

@@ -196,8 +196,8 @@ def write_downstream_report(
 ) -> None:
     """Every table of the downstream folder (``choices.csv`` committed so that a rerun asks nothing), the figures,
     ``answer.csv`` (the overview's sentences) and README.md."""
-    from experiments.downstream import choice_curve, paired_outcome, query_means, table1
     from experiments.io import atomic_write_text
+    from experiments.report.downstream_tables import choice_curve, paired_outcome, query_means, table1
 
     t1 = table1(rows).assign(chooser=chooser)
     by_bucket = table1(rows, ("condition", "method", "bucket")).assign(chooser=chooser)

@@ -1,0 +1,132 @@
+"""``shortlist recommend``: what depth rule should I use on my retriever? One command, one process.
+
+On the user's data (a TREC run and qrels, a BEIR folder, or a built-in benchmark), every registered kind that
+applies is trained on the training split and scored on the test split, with the same split for all (fixed K
+over the study's grid, the gap rules, the threshold, top-p, greedy K, the Choppy-style model, the cut-off, the
+posterior model, tabular Q, DQN, the limits as references, and ``auto``: the kind picked on an inner validation
+split of the training queries, never on test). Prints one ranked table (net reward and its paired interval
+against the best, the cost-free mean reward, found %, mean / median / p90 K, whole-list %), says which policy it
+recommends and why (``auto``'s pick, made without seeing the test queries) and whether that pick is also the best
+on test, and copies the recommended run directory to ``OUT/recommended`` ready for ``shortlist predict``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+from experiments.config import MethodSpec
+from experiments.options import CommonArgs, LearnArgs, RecommendArgs, source_options
+from experiments.report.markdown import fmt, table
+
+
+def recommend_methods(benchmark: str) -> list[MethodSpec]:
+    """Every registered kind that applies to ``benchmark``: the learned ones and the peers with the BoR reward,
+    fixed K on the study's grid, the limits as references."""
+    from agents import registry
+    from experiments.plan import FIXED_KS
+
+    out = []
+    for name, kind in registry.KINDS.items():
+        if not kind.applies_to(benchmark):
+            continue
+        out += [MethodSpec(name, "bor", k) for k in FIXED_KS] if kind.name_field else [MethodSpec(name, "bor")]
+    return out
+
+
+def recommend_table(per_query: pd.DataFrame, agg: pd.DataFrame, n_boot: int = 10_000) -> pd.DataFrame:
+    """Methods ranked by mean test net reward (limits last: they read labels), each with the paired difference
+    from the best policy (a method that reads no labels), the cost-free mean reward and the depth spread."""
+    from experiments.report.tables import JUDGED, JUDGED_ROW, diff_interval, unit_resamples
+
+    a = agg.assign(_limit=agg["group"] == "limit").sort_values(["_limit", JUDGED], ascending=[True, False])
+    best = a[~a["_limit"]].iloc[0]["method"]
+    wide = per_query.assign(split_seed=0).pivot_table(index="method", columns=["split_seed", "qid"], values=JUDGED_ROW)
+    idx = unit_resamples(wide.columns.get_level_values(0).to_numpy(), n_boot, 0)
+    rows = []
+    for rank, (_, r) in enumerate(a.iterrows(), start=1):
+        d = diff_interval((wide.loc[r["method"]] - wide.loc[best]).to_numpy(), idx)
+        keep = ("mean_reward", "found_pct", "mean_k", "median_k", "p90_k", "whole_list_pct")
+        rows.append({"rank": rank, "method": r["method"], "group": r["group"], JUDGED: r[JUDGED],
+                     "diff_to_best": d["diff"], "diff_lo": d["diff_lo"], "diff_hi": d["diff_hi"],
+                     **{c: r[c] for c in keep}})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def table_lines(t: pd.DataFrame) -> list[str]:
+    rows = [[str(r["rank"]), r["method"], r["group"], f"{r['mean_reward_net']:.3f}",
+             f"{r['diff_to_best']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]", f"{r['mean_reward']:.3f}",
+             fmt(r["found_pct"], nd=1), fmt(r["mean_k"]), f"{fmt(r['median_k'], nd=0)} / {fmt(r['p90_k'], nd=0)}",
+             fmt(r["whole_list_pct"], nd=1)] for _, r in t.iterrows()]  # fmt: skip
+    header = ["#", "method", "group", "net reward", "minus the best [95% paired]", "mean reward", "found %", "mean K",
+              "median / p90 K", "whole list %"]  # fmt: skip
+    return table(header, rows)
+
+
+def verdict(t: pd.DataFrame, auto_run: Path) -> tuple[str, str]:
+    """(the recommended method, the lines saying why and how it fared on test)."""
+    auto = json.loads((auto_run / "agent.json").read_text())["auto"]
+    spec = MethodSpec(auto["chosen"], auto["reward"]) if not MethodSpec(auto["chosen"]).kind.name_field else None
+    chosen = spec.name if spec is not None else auto["chosen"]
+    val = auto["validation_net_reward"]
+    best = t[(t["group"] != "limit") & (t["method"] != f"{auto['reward']}-auto")].iloc[0]  # the best single kind
+    row = t.set_index("method").loc[chosen] if chosen in set(t["method"]) else None
+    lines = [
+        f"Recommended: **{chosen}**. Chosen by `auto` on an inner validation split of the training queries (never the "
+        f"test queries): validation net reward "
+        + ", ".join(f"{k} {v:.3f}" for k, v in sorted(val.items(), key=lambda kv: -kv[1]))
+        + ".",
+    ]
+    if row is not None:
+        same = chosen == best["method"]
+        tie = row["diff_lo"] <= 0 <= row["diff_hi"]
+        lines.append(
+            f"On the test split it ranks #{int(row['rank'])}: "
+            + (
+                "it is also the best there."
+                if same
+                else f"the best there is {best['method']} ({best['mean_reward_net']:.3f}); {chosen} is "
+                f"{row['diff_to_best']:+.3f} [{row['diff_lo']:+.3f}, {row['diff_hi']:+.3f}] from it"
+                + (" (within noise)." if tie else ".")
+            )  # fmt: skip
+            + f" Typical depth: median {fmt(row['median_k'], nd=0)}, 90th percentile {fmt(row['p90_k'], nd=0)}."
+        )
+    return chosen, " ".join(lines)
+
+
+def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int:
+    """``shortlist recommend`` (module docstring)."""
+    from benchmarks.names import ConditionId
+    from experiments.io import atomic_write_csv, atomic_write_text
+    from experiments.pipeline import run_with
+    from experiments.plan import PLANS, base_plan, cells_for
+    from experiments.report.tables import aggregate_with_groups
+    from experiments.runner import collect_runs
+
+    options = source_options(ra)
+    cid = ConditionId(ra.source, ra.scorer if ra.source != "run" else "run", ra.variant)
+    plan = PLANS.get(cid.name) or base_plan(cid)
+    seed = la.seeds[:1]  # a decision, not a study: one seed
+    learn = la.learn_kwargs()
+    cells = cells_for([plan], seed, {plan.name: recommend_methods(cid.benchmark)}, options=options, **learn)
+    out = Path(ra.out)
+    runs = run_with(cells, out, ca, command)
+    per_query, summary, _ = collect_runs(runs)
+    t = recommend_table(per_query, aggregate_with_groups(summary, per_query))
+    auto_run = next(r for r in runs if json.loads((r / "config.json").read_text())["agent"] == "auto")
+    chosen, why = verdict(t, auto_run)
+    atomic_write_csv(t, out / "recommend.csv")
+    recommended = out / "recommended"
+    shutil.rmtree(recommended, ignore_errors=True)
+    shutil.copytree(auto_run, recommended)
+    lines = ["# Which depth rule to use on this data", "", why, "", *table_lines(t), "",
+             f"The recommended policy's run directory: `{recommended}` (`shortlist predict --run-dir {recommended} "
+             "--run YOUR.run`).", "", f"Command: `{command}`", ""]  # fmt: skip
+    atomic_write_text(out / "README.md", "\n".join(lines))
+    print("\n".join(table_lines(t)))
+    print(why.replace("**", ""))
+    print(f"wrote {out}/README.md, recommend.csv and the recommended run directory {recommended}")
+    return 0
