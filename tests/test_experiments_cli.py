@@ -149,8 +149,10 @@ def test_reproduce_dry_run_lists_cells(capsys: pytest.CaptureFixture[str], cache
     out = capsys.readouterr().out
     assert "bfcl-bm25__bor-dqn__s1\tshortlist train" in out
     assert "bfcl-bm25__constant-dqn__s2" in out
-    # 22 cells on each of the 5 default train/test splits of a main condition
-    assert out.strip().endswith("110 cells")
+    # 24 cells on each of the 5 default train/test splits of a main condition: 3 DQN rewards, tabular,
+    # the cut-off, the posterior and 6 fixed K, each with 2 seeds
+    assert out.strip().endswith("120 cells")
+    assert "bfcl-bm25__bor-posterior__s2__split3" in out
     split4 = [line for line in out.splitlines() if line.startswith("bfcl-bm25__fixed-3__s2__split4\t")]
     assert len(split4) == 1 and " --split-seeds 4 " in split4[0]
     assert (
@@ -158,8 +160,9 @@ def test_reproduce_dry_run_lists_cells(capsys: pytest.CaptureFixture[str], cache
         == 0
     )
     out = capsys.readouterr().out
-    # the tool-text suite: BoR-DQN, BoR-tabular, the BoR cut-off and 6 fixed K on the given split
-    assert out.strip().endswith("9 cells") and "bfcl-bm25-richtext__bor-dqn__s1__split2" in out
+    # the tool-text suite: BoR-DQN, BoR-tabular, the BoR cut-off, the posterior and 6 fixed K on the given split
+    assert out.strip().endswith("10 cells") and "bfcl-bm25-richtext__bor-dqn__s1__split2" in out
+    assert "bfcl-bm25-richtext__bor-posterior__s1__split2" in out
 
 
 @pytest.mark.parametrize(
@@ -226,9 +229,11 @@ def test_reproduce_tiny_sweep_writes_report(tmp_path: Path, cache_dir: str, monk
         "whole_list_pct_max,mean_k_mean\n" + '"n_steps=1, double_q=False",6.6,6.5,6.7,0.4,0,1.2,4.7\n'
     )
     assert run(args, cache_dir) == 0
-    assert "files in `tuning/n_steps/`" in (out / "README.md").read_text()
+    assert "files in `tuning/n_steps/`" in (out / "paper.md").read_text()
     for f in (
         "README.md",
+        "paper.md",
+        "conditions.md",
         "aggregate.csv",
         "scorer_strength.csv",
         "splits.csv",
@@ -239,7 +244,10 @@ def test_reproduce_tiny_sweep_writes_report(tmp_path: Path, cache_dir: str, monk
     ):
         assert (out / f).is_file(), f
     readme = (out / "README.md").read_text()
-    assert "## bfcl-bm25" in readme and "Beside the paper" in readme and "## Split variance" in readme
+    assert "## Answer" in readme and "(paper.md)" in readme and "(conditions.md)" in readme
+    paper = (out / "paper.md").read_text()
+    assert "Beside the paper" in paper and "## Split variance" in paper
+    assert "## bfcl-bm25" in (out / "conditions.md").read_text()
     plotted = pd.read_csv(out / "figures" / "buckets_bfcl-bm25.csv")
     assert set(plotted["method"]) == {
         "bor-dqn",
@@ -247,10 +255,11 @@ def test_reproduce_tiny_sweep_writes_report(tmp_path: Path, cache_dir: str, monk
         "constant-dqn",
         "bor-tabular",
         "bor-cutoff",
+        "bor-posterior",
         "fixed-1",
         "fixed-5",
     }
-    assert len(list((out / "runs").iterdir())) == 2 * 11
+    assert len(list((out / "runs").iterdir())) == 2 * 12
     agg = pd.read_csv(out / "aggregate.csv")
     assert (agg["n_splits"] == 2).all() and (agg["n_seeds"] == 1).all()
     summary = pd.read_csv(out / "summary.csv")

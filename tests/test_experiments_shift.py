@@ -65,10 +65,10 @@ def test_shift_report_compares_the_best_agent_with_the_gap_rule(shifted: tuple[P
     assert len(vg) == 7 and set(vg["shift"]) == {"none", "scorer", "benchmark", "query"}
     for _, r in vg.iterrows():
         a = agg[agg["condition"] == f"{r['source']}@{r['target']}"].set_index("method")
-        assert r["best_agent"] == max(("bor-tabular", "bor-cutoff"), key=lambda m: a.loc[m, "mean_reward"])
-        assert r["gap_mean_reward"] == pytest.approx(a.loc["gap", "mean_reward"])
+        assert r["best_agent"] == max(("bor-tabular", "bor-cutoff"), key=lambda m: a.loc[m, "mean_reward_net"])
+        assert r["gap_mean_reward_net"] == pytest.approx(a.loc["gap", "mean_reward_net"])
         assert r["diff_lo"] <= r["diff"] <= r["diff_hi"]
-        assert bool(r["at_least_gap"]) == bool(r["mean_reward"] >= r["gap_mean_reward"])
+        assert bool(r["at_least_gap"]) == bool(r["mean_reward_net"] >= r["gap_mean_reward_net"])
     readme = (res / "README.md").read_text()
     assert "## Against the largest-gap rule" in readme and "of 6 (source, shifted target) pairs" in readme
     man = json.loads((res / "manifest.json").read_text())

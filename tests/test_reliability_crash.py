@@ -36,7 +36,7 @@ TABLES = ("per_query.csv", "summary.csv", "buckets.csv")
 DERIVED = ("aggregate.csv", "scorer_strength.csv", "figures/buckets_bfcl-bm25.csv")
 RUN_FILES = ("config.json", "command.txt", "manifest.json", "per_query.csv", "summary.csv", "buckets.csv")
 COMPARED_RUN_FILES = ("per_query.csv", "summary.csv", "buckets.csv", "config.json")
-N_CELLS = 11
+N_CELLS = 12  # the tiny sweep: 3 DQN rewards, tabular, cut-off, posterior and 6 fixed K
 TINY = TINY_REPRODUCE_ARGS
 
 
