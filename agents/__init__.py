@@ -8,19 +8,13 @@ starts at once. The evaluator and the learners' classes are loaded on first acce
 from typing import Any
 
 # importing a policy module registers its kinds in agents.registry; this order is the registry's order
-from agents import (  # noqa: E402, F401, I001
-    auto,  # noqa: E402, F401, I001 (last: the selector over the kinds above)
-    bayes,
-    choppy,
-    cutoff,
-    oracle,
-    peers,
-    posterior,
-    registry,
-)
+# isort: off
+from agents import bayes, choppy, cutoff, oracle, peers, posterior, registry  # noqa: E402, F401
 from agents.base import DepthPolicy, FixedConfig, FixedK, first_stop, greedy_depths, stacked_features
 from agents.dqn import DQNAgent, DQNConfig
 from agents.tabular import TabularConfig, TabularQ
+from agents import auto  # noqa: E402, F401 (last: the selector over every kind above)
+# isort: on
 
 #: Names loaded on first access (the evaluator needs pandas).
 _LAZY = {name: "agents.evaluation" for name in ("BUCKET_SCHEMES", "bucket_table", "evaluate", "score_depths",

@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 
 from agents.base import DepthPolicy, net_objective
 from agents.registry import register
-from envs import EpisodeConfig, RankedQuery, terminal_payoffs
+from envs import EpisodeConfig, RankedQuery
 
 __all__ = ["AutoConfig", "AutoPolicy", "inner_split"]
 
@@ -48,18 +48,23 @@ class AutoConfig:
 
 
 def inner_split(queries: Sequence[RankedQuery], frac: float, seed: int) -> tuple[list[int], list[int]]:
-    """Positions of the fit and validation queries: a seeded permutation of the query ids in sorted order, so the
-    order the queries come in never changes the split."""
+    """Positions of the fit and validation queries, each listed in query-id order: a seeded permutation of the
+    sorted query ids, so the order the queries come in changes neither the split nor what a candidate is fitted on."""
     order = sorted(range(len(queries)), key=lambda i: queries[i].qid)
     perm = np.random.default_rng(seed).permutation(len(order))
     n_fit = min(len(order) - 1, max(1, round(frac * len(order))))
-    return sorted(order[i] for i in perm[:n_fit]), sorted(order[i] for i in perm[n_fit:])
+    fit, val = sorted(perm[:n_fit]), sorted(perm[n_fit:])  # in query-id order, so fits see the same sequence
+    return [order[i] for i in fit], [order[i] for i in val]
 
 
 def net_reward(depths: NDArray[np.int64], queries: Sequence[RankedQuery], config: EpisodeConfig) -> float:
-    """Mean net reward of ``depths``: terminal payoff minus the step cost per extra shown item, undiscounted."""
-    pay = [float(terminal_payoffs(q, np.array([k]), config.reward)[0]) for q, k in zip(queries, depths, strict=True)]
-    return float(np.mean(pay) - config.step_cost * (np.mean(depths) - 1))
+    """Mean net reward of ``depths`` (:func:`agents.peers.objective_matrix`, ``"net"``: terminal payoff minus the
+    step cost per extra shown item, undiscounted; depths clipped to each query's cap)."""
+    from agents.peers import objective_matrix
+
+    table, caps = objective_matrix(queries, config, config.reward, "net")
+    k = np.minimum(np.asarray(depths, dtype=np.int64), caps)
+    return float(table[np.arange(len(queries)), k - 1].mean())
 
 
 class AutoPolicy:
@@ -90,7 +95,8 @@ class AutoPolicy:
             policy = registry.make(kind, self.reward).fit(fit_q, config, seed)
             self.validation[kind] = net_reward(policy.depths(val_q, config), val_q, config)
         self.chosen = max(self.settings.candidates, key=lambda k: self.validation[k])  # first of equals
-        self.policy = registry.make(self.chosen, self.reward).fit(queries, config, seed)
+        by_id = sorted(queries, key=lambda q: q.qid)  # the refit, too, never depends on the order given
+        self.policy = registry.make(self.chosen, self.reward).fit(by_id, config, seed)
         return self
 
     def depths(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.int64]:

@@ -154,7 +154,8 @@ class CutoffModel:
         return self
 
     def cut_distribution(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.float64]:
-        """p(cut = k) for k = 1..D (D = largest cap), shape (Q, D); zero beyond each cap."""
+        """p(cut = k) for k = 1..D (D = largest cap of the episode it acts in, break-even cap included when on),
+        shape (Q, D); zero beyond each cap."""
         import torch
 
         if self.net is None:

@@ -46,7 +46,7 @@ GROUP_MARKERS: dict[str, tuple[str, int]] = {
     "limit": ("^", 9),
 }
 #: A palette of distinct colours (tab20, then tab20b) for the methods of :func:`method_colors`.
-_PALETTE = [plt.get_cmap(name)(i) for name in ("tab20", "tab20b") for i in range(20)]
+_PALETTE = [plt.get_cmap(name)(i) for name in ("tab20", "tab20b", "tab20c") for i in range(20)]
 
 
 def _spec(method: str) -> MethodSpec | None:

@@ -8,7 +8,9 @@ import pytest
 import torch
 
 from agents import registry
+from agents.base import learned_episode
 from agents.choppy import ChoppyConfig, CutoffModel
+from agents.peers import query_caps
 from envs import EpisodeConfig, RankedQuery
 
 
@@ -23,8 +25,10 @@ def test_learns_the_known_optimum(gold_rank: int) -> None:
     cfg = EpisodeConfig()
     model = CutoffModel("bor", ChoppyConfig(epochs=200, lr=1e-2)).fit(toy_queries(gold_rank, seed=1), cfg, 0)
     np.testing.assert_array_equal(model.depths(toy_queries(gold_rank, seed=2), cfg), gold_rank)
-    dist = model.cut_distribution(toy_queries(gold_rank, seed=2), cfg)
-    assert dist.shape == (40, 20)
+    test = toy_queries(gold_rank, seed=2)
+    dist = model.cut_distribution(test, cfg)
+    cap = int(query_caps(test, learned_episode(cfg, True)).max())  # the break-even cap (on by default)
+    assert cap < 20 and dist.shape == (40, cap)
     np.testing.assert_allclose(dist.sum(axis=1), 1.0, rtol=1e-6)
     assert dist[:, gold_rank - 1].min() > 0.5
 

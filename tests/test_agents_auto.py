@@ -1,0 +1,105 @@
+"""``auto``: picks the candidate with the best validation net reward on an inner split of the training
+queries (never the test ones), refits it on all of them, does not depend on the order the queries come in,
+and round-trips through the chosen kind's JSON file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agents import registry
+from agents.auto import AutoConfig, AutoPolicy, inner_split, net_reward
+from agents.peers import objective_matrix
+from envs import EpisodeConfig, RankedQuery
+
+CANDIDATES = ("gap", "threshold", "cutoff", "posterior")
+
+
+def noisy_lists(count: int, n: int = 30, seed: int = 0) -> list[RankedQuery]:
+    """Random sorted scores; the gold sits at rank 1 when the top score stands out, deeper otherwise."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(count):
+        s = np.sort(rng.random(n))[::-1].copy()
+        clear = rng.random() < 0.6
+        if clear:
+            s[0] += 1.0
+        gold = 1 if clear else int(rng.integers(2, 8))
+        out.append(RankedQuery(s, [gold], f"q{i:03d}"))
+    return out
+
+
+def fitted(queries: list[RankedQuery], cfg: EpisodeConfig) -> AutoPolicy:
+    return AutoPolicy("bor", AutoConfig(candidates=CANDIDATES, inner_seed=5)).fit(queries, cfg, 0)
+
+
+def test_picks_the_best_validation_net_reward_and_refits_on_all_training_queries() -> None:
+    cfg = EpisodeConfig(step_cost=0.05)
+    queries = noisy_lists(80)
+    auto = fitted(queries, cfg)
+    fit_idx, val_idx = inner_split(queries, 0.7, 5)
+    assert set(fit_idx).isdisjoint(val_idx) and sorted(fit_idx + val_idx) == list(range(80))
+    val_q = [queries[i] for i in val_idx]
+    for kind in CANDIDATES:  # every score is the candidate's net reward on the validation queries
+        policy = registry.make(kind, "bor").fit([queries[i] for i in fit_idx], cfg, 0)
+        assert auto.validation[kind] == pytest.approx(net_reward(policy.depths(val_q, cfg), val_q, cfg))
+    assert auto.chosen == max(CANDIDATES, key=lambda k: auto.validation[k])
+    refit = registry.make(auto.chosen, "bor").fit(queries, cfg, 0)
+    test = noisy_lists(40, seed=9)
+    np.testing.assert_array_equal(auto.depths(test, cfg), refit.depths(test, cfg))
+
+
+def test_net_reward_is_the_judged_objective() -> None:
+    cfg = EpisodeConfig(step_cost=0.1)
+    queries = noisy_lists(10, n=12)
+    depths = np.array([1, 2, 3, 4, 5, 6, 7, 8, 9, 40])  # the last one beyond the list: clipped to its cap
+    table, caps = objective_matrix(queries, cfg, "bor", "net")
+    by_hand = np.mean([table[i, min(k, caps[i]) - 1] for i, k in enumerate(depths)])
+    assert net_reward(depths, queries, cfg) == pytest.approx(by_hand)
+    gold_one = [q for q in queries if q.gold_rank == 1]
+    assert net_reward(np.ones(len(gold_one), dtype=np.int64), gold_one, cfg) == pytest.approx(np.log2(12))
+
+
+def test_the_order_of_the_queries_changes_nothing() -> None:
+    cfg = EpisodeConfig(step_cost=0.05)
+    queries = noisy_lists(60, seed=3)
+    shuffled = [queries[i] for i in np.random.default_rng(1).permutation(len(queries))]
+    a, b = fitted(queries, cfg), fitted(shuffled, cfg)
+    assert a.chosen == b.chosen and a.validation == pytest.approx(b.validation)
+    test = noisy_lists(30, seed=4)
+    np.testing.assert_array_equal(a.depths(test, cfg), b.depths(test, cfg))
+
+
+def test_save_and_load_through_the_chosen_kind(tmp_path: Path) -> None:
+    cfg = EpisodeConfig(step_cost=0.05)
+    auto = fitted(noisy_lists(60, seed=6), cfg)
+    path = tmp_path / "agent.json"
+    auto.save(path)
+    saved = json.loads(path.read_text())
+    assert saved["auto"]["chosen"] == auto.chosen and list(saved["auto"]["candidates"]) == list(CANDIDATES)
+    back = registry.get("auto").load(path, "bor")
+    assert back.chosen == auto.chosen and back.validation == pytest.approx(auto.validation)
+    test = noisy_lists(30, seed=7)
+    np.testing.assert_array_equal(back.depths(test, cfg), auto.depths(test, cfg))
+    path.write_text('{"auto": {"chosen": "gap"}}')
+    with pytest.raises(ValueError, match="malformed auto policy file"):
+        registry.get("auto").load(path, "bor")
+
+
+@pytest.mark.parametrize(
+    ("settings", "match"),
+    [({"candidates": ()}, "at least one kind"), ({"inner_frac": 1.0}, r"inner_frac must lie in \(0, 1\)")],
+)
+def test_bad_settings_are_refused(settings: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        AutoConfig(**settings)
+
+
+def test_one_training_query_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least 2 training queries"):
+        AutoPolicy().fit(noisy_lists(1), EpisodeConfig(), 0)
+    with pytest.raises(RuntimeError, match="call fit"):
+        AutoPolicy().depths(noisy_lists(2), EpisodeConfig())
