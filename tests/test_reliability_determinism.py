@@ -81,7 +81,8 @@ def _run_dirs(out: Path) -> list[str]:
 def _assert_same_results(x: Path, y: Path) -> None:
     for f in (*TABLES, *DERIVED):
         assert (x / f).read_bytes() == (y / f).read_bytes(), f
-    assert _run_dirs(x) == _run_dirs(y) and len(_run_dirs(x)) == 12  # the tiny sweep: 3 DQN rewards, tabular, cut-off, posterior, 6 fixed K
+    # the tiny sweep: 3 DQN rewards, tabular, cut-off, posterior, 6 fixed K
+    assert _run_dirs(x) == _run_dirs(y) and len(_run_dirs(x)) == 12
     for run in _run_dirs(x):
         for f in RUN_FILES:
             assert (x / "runs" / run / f).read_bytes() == (y / "runs" / run / f).read_bytes(), f"{run}/{f}"
