@@ -141,6 +141,7 @@ def run_cell(
             config_hash=cell.config_hash(),
             seed=cell.seed,
             condition={k: v for k, v in cond.meta.items() if not k.startswith("seconds") and k != "score_cache_hit"},
+            scores_sha256=scores_digest([*cond.train, *cond.test]),
             started_utc=started,
             wall_seconds=time.perf_counter() - t0,
             fit_seconds=t_fit,
@@ -148,6 +149,19 @@ def run_cell(
         )
         (tmp / "manifest.json").write_text(json.dumps(man, indent=2, sort_keys=True) + "\n")
     return final
+
+
+def scores_digest(queries: Sequence[RankedQuery]) -> str:
+    """sha256 of a condition's score matrix: each query's id, its scores and (with a second scorer) the
+    other scorer's scores, as little-endian float64, in query-id order. Recorded in every run's manifest and
+    in ``runs.csv``, so a cell that does not reproduce on another machine says at once whether its inputs
+    (the embeddings, the BM25 scores) differed or only the learner did."""
+    h = hashlib.sha256()
+    for q in sorted(queries, key=lambda q: q.qid):
+        h.update(q.qid.encode() + b"\x00" + np.asarray(q.scores, dtype="<f8").tobytes())
+        if q.aux_scores is not None:
+            h.update(b"\x01" + np.asarray(q.aux_scores, dtype="<f8").tobytes())
+    return h.hexdigest()
 
 
 def labelled_rows(
@@ -351,7 +365,8 @@ def float_path() -> str:
 
 
 def run_index(runs: Sequence[Path], machine: str | None = None) -> pd.DataFrame:
-    """One row per run directory: its id, config hash, code fingerprint, commit, mean reward, the
+    """One row per run directory: its id, config hash, code fingerprint, commit, the sha256 of its
+    condition's score matrix (:func:`scores_digest`), mean reward, the
     sha256 of its tables (:data:`RUN_TABLES`) and ``float_path``, the machine that wrote the index
     (:func:`float_path` unless ``machine`` names it; empty: not known). No timings: like every
     table, the index is byte-identical when the same commit remakes it (wall times stay in the runs'
@@ -374,6 +389,7 @@ def run_index(runs: Sequence[Path], machine: str | None = None) -> pd.DataFrame:
             "code_fingerprint": man.get("code_fingerprint", ""),
             "git_sha": man.get("git_sha", ""),
             "git_dirty": man.get("git_dirty"),
+            "scores_sha256": man.get("scores_sha256", ""),
             "mean_reward": float(pd.read_csv(io.BytesIO(tables["summary.csv"]))["mean_reward"].mean()),
             "float_path": path,
         }

@@ -297,3 +297,17 @@ def test_whole_list_section_lists_runaways_and_reads_the_validation_tests(tmp_pa
     assert "`shortlist tune --grid n_steps=1,4 double_q=false,true`" in lines
     assert "lower than with n_steps=1, double_q=False on 1 of the 1 conditions" in lines
     assert "zero on 1 of 1; mean validation reward changes by c1 +0.500." in lines
+
+
+def test_scores_digest_names_the_score_matrix_not_the_order() -> None:
+    """The runs' ``scores_sha256``: the same for the same queries in any order, different when one score or
+    the second scorer's scores change."""
+    from envs import RankedQuery
+    from experiments.runner import scores_digest
+
+    a = [RankedQuery([0.9, 0.5, 0.1], [1], "a"), RankedQuery([0.8, 0.7], [2], "b")]
+    digest = scores_digest(a)
+    assert len(digest) == 64 and scores_digest(a[::-1]) == digest
+    assert scores_digest([RankedQuery([0.9, 0.5, 0.2], [1], "a"), a[1]]) != digest
+    with_aux = [RankedQuery([0.9, 0.5, 0.1], [1], "a", aux_scores=[0.1, 0.2, 0.3]), a[1]]
+    assert scores_digest(with_aux) != digest

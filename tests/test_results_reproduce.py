@@ -38,6 +38,7 @@ CELLS = (
     "bfcl-bm25__bor-tabular__s42",
     "bfcl-bm25__bor-dqn__s42",
     "bfcl-minilm__fixed-5__s123__split3",
+    "bfcl-minilm__bor-dqn__s456",  # the MiniLM DQN cell that drifted most on another float path (issue 27)
 )
 
 
@@ -50,10 +51,11 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 #: CPU) that made them; on another one float rounding makes training drift a little.
 TORCH_KINDS = frozenset({"dqn", "cutoff", "choppy"})
 #: How far such a cell's mean reward (bits per query) may move on another float path. Measured between
-#: two machines of this project: -0.03 for bfcl-bm25__bor-dqn__s42 (8 of 120 depths differ). It is
-#: about the spread over seeds (0.01-0.22 between the 3 DQN seeds of one bfcl-bm25 split), so on
-#: another machine the check says "the same learner", not "the same numbers".
-TORCH_TOLERANCE = 0.1
+#: two machines of this project: -0.03 for bfcl-bm25__bor-dqn__s42 (8 of 120 depths differ) and -0.144
+#: for bfcl-minilm__bor-dqn__s456 (the largest seen, on the earlier gamma 0.95 learner). It is about
+#: the spread over seeds (0.01-0.22 between the 3 DQN seeds of one split), so on another machine the
+#: check says "the same learner", not "the same numbers".
+TORCH_TOLERANCE = 0.2
 
 
 @pytest.mark.parametrize("run_id", CELLS)
@@ -65,13 +67,16 @@ def test_committed_cell_regenerates_byte_for_byte(run_id: str, tmp_path: Path, c
     assert run_id in cells, f"{run_id} is no longer a cell of the study plan"
     run_dir = run_cell(cells[run_id], tmp_path / "runs", None, cache_dir, "test")
     recorded = index.loc[run_id]
+    here = json.loads((run_dir / "manifest.json").read_text())["scores_sha256"]
+    inputs = "the same score matrix" if here == recorded["scores_sha256"] else "a DIFFERENT score matrix"
     if MethodSpec.parse(method).agent in TORCH_KINDS and recorded["float_path"] != float_path():
         mean = float(pd.read_csv(run_dir / "summary.csv")["mean_reward"].mean())
         assert abs(mean - float(recorded["mean_reward"])) <= TORCH_TOLERANCE, (
             f"{run_id}: mean reward {mean:.3f} against the committed {float(recorded['mean_reward']):.3f} "
-            f"(made on {recorded['float_path'] or 'an unrecorded machine'}, here {float_path()})"
+            f"(made on {recorded['float_path'] or 'an unrecorded machine'}, here {float_path()}; {inputs})"
         )
         return
+    assert here == recorded["scores_sha256"], f"{run_id}: the condition's scores differ from the committed run's"
     for table in RUN_TABLES:
         assert sha256_file(str(run_dir / table)) == recorded[f"sha256_{table.removesuffix('.csv')}"], (
             f"{run_id}/{table} differs from the committed result: regenerate results/ from a clean tree"
