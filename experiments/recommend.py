@@ -97,6 +97,19 @@ def verdict(t: pd.DataFrame, auto_run: Path) -> tuple[str, str]:
     return chosen, " ".join(lines)
 
 
+def check_out_is_ours(out: Path, condition: str) -> None:
+    """ValueError when ``out`` holds a recommendation made from other inputs (another condition: for an own run
+    its name carries the hash of the run and qrels), so a rerun never replaces it."""
+    config = out / "recommended" / "config.json"
+    if config.is_file():
+        made_for = json.loads(config.read_text(encoding="utf-8")).get("condition")
+        if made_for != condition:
+            raise ValueError(
+                f"{out} holds the recommendation for {made_for}, made from other inputs than {condition}: "
+                "choose another --out (nothing was overwritten)"
+            )
+
+
 def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int:
     """``shortlist recommend`` (module docstring)."""
     from benchmarks.names import ConditionId
@@ -113,6 +126,7 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     learn = la.learn_kwargs()
     cells = cells_for([plan], seed, {plan.name: recommend_methods(cid.benchmark)}, options=options, **learn)
     out = Path(ra.out)
+    check_out_is_ours(out, plan.name)
     runs = run_with(cells, out, ca, command)
     per_query, summary, _ = collect_runs(runs)
     t = recommend_table(per_query, aggregate_with_groups(summary, per_query))
@@ -120,8 +134,11 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     chosen, why = verdict(t, auto_run)
     atomic_write_csv(t, out / "recommend.csv")
     recommended = out / "recommended"
+    staging = out / ".recommended.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(auto_run, staging)  # complete before the earlier recommendation of these inputs is replaced
     shutil.rmtree(recommended, ignore_errors=True)
-    shutil.copytree(auto_run, recommended)
+    staging.rename(recommended)
     lines = ["# Which depth rule to use on this data", "", why, "", *table_lines(t), "",
              f"The recommended policy's run directory: `{recommended}` (`shortlist predict --run-dir {recommended} "
              "--run YOUR.run`).", "", f"Command: `{command}`", ""]  # fmt: skip

@@ -1,0 +1,85 @@
+"""``shortlist recommend`` on a researcher's own TREC run (issue 28): every kind that applies in one ranked
+table judged on the net reward, the recommendation is ``auto``'s pick (made on training queries only), its run
+directory is copied ready for ``shortlist predict``, and bad input is refused before anything is written."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from test_experiments_own_run import write_run
+
+from experiments.cli import main
+from experiments.recommend import recommend_methods
+
+#: Tiny learner budgets: the test checks the command's wiring, not the learners.
+TINY = ["--set", "dqn.total_timesteps=600", "dqn.learning_starts=100", "tabular.episodes=300", "cutoff.epochs=20",
+        "choppy.epochs=20", "auto.candidates=gap,threshold,posterior", "--seeds", "42", "--no-progress"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def recommended(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path, str]:
+    folder = tmp_path_factory.mktemp("recommend")
+    run, qrels = write_run(folder / "data", seed=0, n_queries=60)
+    out = folder / "out"
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["recommend", "--run", str(run), "--qrels", str(qrels), *TINY, "--out", str(out)]) == 0
+    return out, run, qrels, buf.getvalue()
+
+
+def test_every_applicable_kind_is_ranked_on_the_net_reward(recommended: tuple[Path, Path, Path, str]) -> None:
+    out, *_ = recommended
+    t = pd.read_csv(out / "recommend.csv")
+    expected = {m.name for m in recommend_methods("run")}
+    assert set(t["method"]) == expected and {"bor-dqn", "bor-tabular", "bor-auto", "fixed-5", "gap"} <= expected
+    policies = t[t["group"] != "limit"]
+    assert list(policies["mean_reward_net"]) == sorted(policies["mean_reward_net"], reverse=True)
+    assert (t.loc[t["group"] == "limit", "rank"] > policies["rank"].max()).all()  # limits read labels: last
+    best = policies.iloc[0]
+    assert best["diff_to_best"] == 0 and best["diff_lo"] == 0 == best["diff_hi"]
+    assert (policies["diff_lo"] <= policies["diff_to_best"]).all() and (policies["diff_to_best"] <= 0 + 1e-12).all()
+    assert t[["found_pct", "mean_k", "median_k", "p90_k", "whole_list_pct"]].notna().all().all()
+
+
+def test_the_recommendation_is_autos_pick_and_is_ready_for_predict(
+    recommended: tuple[Path, Path, Path, str], tmp_path: Path
+) -> None:
+    out, run, _, console = recommended
+    auto = json.loads((out / "recommended" / "agent.json").read_text())["auto"]
+    assert auto["chosen"] in {"gap", "threshold", "posterior"}
+    assert set(auto["validation_net_reward"]) == {"gap", "threshold", "posterior"}
+    chosen = auto["chosen"] if auto["chosen"] == "gap" else f"bor-{auto['chosen']}"
+    readme = (out / "README.md").read_text()
+    assert readme.startswith("# Which depth rule to use on this data\n\nRecommended: **" + chosen + "**")
+    assert f"Recommended: {chosen}." in console and "on the test split it ranks #" in console.lower()
+    predicted = tmp_path / "shortlist.run"
+    rc = main(["predict", "--run-dir", str(out / "recommended"), "--run", str(run), "--out", str(predicted)])
+    assert rc == 0 and predicted.is_file() and predicted.stat().st_size > 0
+
+
+def test_bad_input_is_refused_and_leaves_nothing(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    run, qrels = write_run(tmp_path / "data", seed=1, n_queries=20)
+    out = tmp_path / "out"
+    missing = tmp_path / "missing.run"
+    assert main(["recommend", "--run", str(missing), "--qrels", str(qrels), *TINY, "--out", str(out)]) == 2
+    assert "missing.run" in capsys.readouterr().err
+    bad_key = ["recommend", "--run", str(run), "--qrels", str(qrels), "--set", "dqn.no_such_key=1", "--out", str(out)]
+    assert main(bad_key) == 2
+    assert "no_such_key" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_recommendation_from_other_inputs_is_never_replaced(
+    recommended: tuple[Path, Path, Path, str], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    out, *_ = recommended
+    before = (out / "recommended" / "agent.json").read_bytes()
+    other_run, other_qrels = write_run(tmp_path / "other", seed=5, n_queries=30)
+    assert main(["recommend", "--run", str(other_run), "--qrels", str(other_qrels), *TINY, "--out", str(out)]) == 2
+    assert "made from other inputs" in capsys.readouterr().err
+    assert (out / "recommended" / "agent.json").read_bytes() == before
