@@ -365,7 +365,8 @@ class BenchArgs(FolderArgs):
         "share of each learner's training budget fitted (then twice that), extrapolated to the full budget; keep "
         "it large enough that both budgets pass a learner's warm-up (DQN: learning_starts)",
     )
-    workers: int = opt(2, "workers the projected wall time of the full study divides the CPU time by")
+    workers: int = opt(2, "workers the projected wall time of the full study divides the CPU time by (and recommend's)")
+    recommend_queries: int = opt(1_000, "queries of the synthetic TREC run (100 candidates each) recommend is timed on")
     repeats: int = opt(3, "repeats of each fast measurement (the best is reported)")
     seed: int = opt(0, "seed of the synthetic scores and the random actions")
     set: tuple[str, ...] = opt(
@@ -377,7 +378,7 @@ class BenchArgs(FolderArgs):
     def __post_init__(self) -> None:
         super().__post_init__()
         registry.parse_settings(self.set)
-        for name in ("queries", "depth", "env_steps", "repeats", "workers"):
+        for name in ("queries", "depth", "env_steps", "repeats", "workers", "recommend_queries"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
         if not 0 < self.fraction <= 0.5:

@@ -20,6 +20,7 @@ TINY = {
     "env_steps": 300,
     "repeats": 1,
     "fraction": 0.5,
+    "recommend_queries": 30,
     "set": ("dqn.total_timesteps=400", "dqn.learning_starts=50", "tabular.episodes=100", "cutoff.epochs=4",
             "choppy.epochs=4"),
 }  # fmt: skip
@@ -46,6 +47,7 @@ def test_bench_writes_every_section(tmp_path: Path) -> None:
         "## CLI start",
         "## Batch evaluation: 200 queries x depth 20",
         "## Environment (bfcl-bm25",
+        "## `shortlist recommend` on a 30-query x 100-candidate TREC run",
         "## Fits per condition",
         "## Where the time of the full study and comparison goes (a projection, 2 workers)",
         "## Measured runs",
@@ -57,8 +59,9 @@ def test_bench_writes_every_section(tmp_path: Path) -> None:
     assert [f[0] for f in fits] == ["bfcl-bm25", "bfcl-bm25-hybrid"] and fits[0][1] == fits[1][1]  # same queries
     for cmd in ("shortlist --help", "shortlist data list", "shortlist evaluate"):
         assert cmd in text
-    targets = re.findall(r"^\| (batch|environment|every CLI start|full study)\D.* \| (yes|NO) \|$", text, re.M)
-    assert [t[0] for t in targets] == ["batch", "environment", "every CLI start", "full study"]
+    targets = re.findall(r"^\| (batch|environment|every CLI start|full study|shortlist recommend)\D.* \| (yes|NO) \|$",
+                         text, re.M)  # fmt: skip
+    assert [t[0] for t in targets] == ["batch", "environment", "every CLI start", "full study", "shortlist recommend"]
     assert "Total benchmark wall time" in text and "shortlist bench (test)" in text
 
 
