@@ -83,3 +83,36 @@ def test_a_recommendation_from_other_inputs_is_never_replaced(
     assert main(["recommend", "--run", str(other_run), "--qrels", str(other_qrels), *TINY, "--out", str(out)]) == 2
     assert "made from other inputs" in capsys.readouterr().err
     assert (out / "recommended" / "agent.json").read_bytes() == before
+
+
+def write_beir_folder(root: Path, n_queries: int = 40, n_docs: int = 80) -> Path:
+    """A BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) whose queries share words with
+    their relevant document, so BM25 ranks it high but not always first."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    vocab = [f"w{i}" for i in range(200)]
+    docs = [{"_id": f"d{i}", "title": "", "text": " ".join(rng.choice(vocab, 12))} for i in range(n_docs)]
+    queries, qrels = [], []
+    for q in range(n_queries):
+        gold = docs[int(rng.integers(n_docs))]
+        words = gold["text"].split()
+        text = " ".join([*rng.choice(words, 3), *rng.choice(vocab, 2)])
+        queries.append({"_id": f"q{q}", "text": text})
+        qrels.append(f"q{q}\t{gold['_id']}\t1")
+    folder = root / "mini-beir"
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(qrels) + "\n")
+    return folder
+
+
+def test_recommend_on_a_beir_folder(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    folder = write_beir_folder(tmp_path)
+    out = tmp_path / "out"
+    args = ["recommend", "--benchmark", "beir", "--beir-dir", str(folder), "--scorer", "bm25", *TINY]
+    assert main([*args, "--cache-dir", str(tmp_path / "cache"), "--out", str(out)]) == 0
+    t = pd.read_csv(out / "recommend.csv")
+    assert {"bor-auto", "fixed-1", "gap"} <= set(t["method"]) and t["mean_reward_net"].notna().all()
+    assert "Recommended:" in capsys.readouterr().out and (out / "recommended" / "agent.json").is_file()
