@@ -328,6 +328,12 @@ def methods_lines(agg: pd.DataFrame) -> list[str]:
         "where that pays: the ceiling of every policy's net reward (not of BoR bits, where a shallow fixed K can "
         "score higher).",
         "",
+        "Why the cut-off keeps its form: it predicts P(found by k) separately at each depth and forces monotonicity "
+        "afterwards, which leaves it miscalibrated at the decisive depths 1-3; the listwise posterior (one softmax "
+        "over where the gold sits, fitted by maximum likelihood) is the fix, and the cut-off stays beside it as the "
+        "per-depth baseline it is measured against. `shortlist recommend` and `auto` choose between them on a "
+        "validation split of the training queries.",
+        "",
     ]
 
 
