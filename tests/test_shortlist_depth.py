@@ -100,8 +100,7 @@ def test_readme_python_training_snippet_runs_in_such_a_folder(user_folder: Path)
     """The README's example trains a tabular policy on score lists built in Python (relevant_ranks 1-based)."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     given = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "sd.fit(" in b]
-    if given:  # once the README holds the example, it is this one
-        assert given == [SNIPPET]
+    assert given == [SNIPPET], "the README's Python training example must be exactly this test's SNIPPET"
     done = python(SNIPPET, user_folder)
     assert done.returncode == 0, done.stderr
     k, summary = done.stdout.strip().splitlines()
