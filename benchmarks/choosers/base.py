@@ -27,10 +27,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
-
-if TYPE_CHECKING:
-    from benchmarks.choosers.cache import ChoiceCache
+from typing import Any, Literal, Protocol, runtime_checkable
 
 ChoiceStatus = Literal["ok", "refused", "invalid"]
 """``ok``: a tool of the shortlist was chosen; ``refused``: the model called no tool;
@@ -159,6 +156,18 @@ Emit = Callable[[int, Choice], None]
 """``emit(k, choice)``: hands one fresh answer back (it is cached at once)."""
 
 
+class ChoiceStore(Protocol):
+    """What :class:`BaseChooser` needs of a choice cache (:class:`benchmarks.choosers.cache.ChoiceCache` is
+    the one the package ships): a key per request, reading an answer and keeping one. Defined here, so this
+    module does not import the cache module that imports it."""
+
+    def key(self, runtime: str, model: str, digest: str) -> Any: ...
+
+    def get(self, key: Any) -> Choice | None: ...
+
+    def put(self, key: Any, choice: Choice, *, query: str, tools: Sequence[str], chooser: str) -> Any: ...
+
+
 class BaseChooser(ABC):
     """Cache handling and the prefix loop shared by every chooser (see the module docstring).
 
@@ -166,7 +175,7 @@ class BaseChooser(ABC):
     and answer one shortlist (:meth:`_choose_one`).
     """
 
-    def __init__(self, cache: ChoiceCache | None = None) -> None:
+    def __init__(self, cache: ChoiceStore | None = None) -> None:
         self.cache = cache
 
     @property
