@@ -48,14 +48,12 @@ targets would have gained slightly more on the four benchmark conditions (+0.25 
 total) but kept the runaway.
 
 Undiscounted training on the judged objective, and the budget. Every learner now trains with gamma = 1 on the
-net reward it is judged on (issue 27). ``shortlist tune --benchmark {bfcl,metatool} --scorer bm25 --gamma 1
---grid total_timesteps=15000,30000 train_freq=1,2`` against the earlier defaults at gamma 0.95
-(``results/tuning/gamma1/``, ``results/tuning/gamma095/``; validation net reward, mean over seeds 42/123/456):
-BFCL+BM25 gamma 0.95 (30,000 steps, train_freq 1) 6.579; gamma 1: 30,000/1 6.578, 30,000/2 6.644, 15,000/1
-6.610, 15,000/2 6.696. MetaTool+BM25 gamma 1: 30,000/1 3.270, 30,000/2 3.306, 15,000/1 3.263, 15,000/2 3.303.
-So gamma = 1 costs nothing against 0.95, and 15,000 steps with a gradient step every second vectorised step
-(``train_freq`` 2) is at least as good as the earlier 30,000 with every step, at half the environment steps
-and a quarter of the gradient steps: the defaults.
+net reward it is judged on (issue 27). ``shortlist tune --agent dqn --benchmark {bfcl,metatool} --scorer bm25
+--gamma 1 --grid total_timesteps=15000,30000 train_freq=1,2`` (``results/tuning/dqn-gamma1/``, validation net
+reward, mean over seeds 42/123/456; BFCL+BM25: 30,000/1 6.578, 30,000/2 6.644, 15,000/1 6.610, 15,000/2 6.696;
+MetaTool+BM25 in ``metatool-bm25_mean.csv`` there): 15,000 steps with a gradient step every second vectorised
+step (``train_freq`` 2) is at least as good as 30,000 with every step, at half the environment steps and a
+quarter of the gradient steps: the defaults.
 
 Inference is batched: the Q-network is applied to every (query, depth)
 observation at once and each query stops at its first depth where
