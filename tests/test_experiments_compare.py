@@ -412,3 +412,16 @@ def test_a_sub_report_refreshes_the_enclosing_index(tmp_path: Path) -> None:
     lone.mkdir(parents=True)
     refresh_index(lone)
     assert not (lone.parent / "index.html").exists()
+
+
+def test_an_overview_over_a_part_from_an_older_version_says_so(tmp_path: Path) -> None:
+    """A study folder whose peers/ tables predate the goal columns (an older ``shortlist compare``) gets an
+    overview that names that part as older and asks for a rerun, instead of failing the study command."""
+    from experiments.report.overview import write_overview
+
+    (tmp_path / "peers").mkdir()
+    pd.DataFrame({"condition": ["bfcl-bm25"], "ahead": [True]}).to_csv(tmp_path / "peers" / "split_goal.csv")
+    pd.DataFrame({"condition": ["bfcl-bm25"], "method": ["bor-dqn"]}).to_csv(tmp_path / "peers" / "best.csv")
+    text = write_overview(tmp_path).read_text(encoding="utf-8")
+    assert "`peers/` was written by an older version of the package" in text and "rerun `shortlist compare`" in text
+    assert "No method table yet" in text

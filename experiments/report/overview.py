@@ -36,16 +36,40 @@ PAGES: tuple[tuple[str, str], ...] = (
 )
 
 
-def _read(folder: Path, name: str) -> pd.DataFrame | None:
+def _read(folder: Path, name: str, needs: tuple[str, ...] = ()) -> pd.DataFrame | None:
+    """The table ``folder/name``, or None when it is absent or lacks a column of ``needs`` (a part written by an
+    older version of the package: :func:`verdicts` then says so rather than failing)."""
     path = folder / name
-    return pd.read_csv(path) if path.is_file() else None
+    if not path.is_file():
+        return None
+    frame = pd.read_csv(path)
+    return frame if set(needs) <= set(frame.columns) else None
+
+
+def _older(folder: Path, name: str) -> bool:
+    return (folder / name).is_file()
+
+
+BEST_COLUMNS = (
+    "condition",
+    "best",
+    JUDGED,
+    f"{JUDGED}_lo",
+    f"{JUDGED}_hi",
+    "median_k",
+    "p90_k",
+    "runner_up",
+    "diff",
+    "diff_lo",
+    "diff_hi",
+)
 
 
 def answer_table(folder: Path) -> list[str]:
     """The method to use on the goal conditions: from the comparison (every peer) where it ran, else from the
     study's own methods; one row per condition."""
-    frames = [(f, "peers") for f in [_read(folder, "peers/best.csv")] if f is not None]
-    frames += [(f, "study") for f in [_read(folder, "best.csv")] if f is not None]
+    frames = [(f, "peers") for f in [_read(folder, "peers/best.csv", BEST_COLUMNS)] if f is not None]
+    frames += [(f, "study") for f in [_read(folder, "best.csv", BEST_COLUMNS)] if f is not None]
     rows, seen = [], set()
     wanted = (*GOAL_BASE_CONDITIONS, *GOAL_TWO_SCORER_CONDITIONS)
     for frame, source in frames:
@@ -66,8 +90,11 @@ def answer_table(folder: Path) -> list[str]:
 def verdicts(folder: Path) -> list[str]:
     """One computed sentence per question that has been run; a missing part is named as such."""
     out = []
-    sg = _read(folder, "peers/split_goal.csv")
-    if sg is not None and len(sg):
+    sg = _read(folder, "peers/split_goal.csv", ("two_scorer_goal", "base", "ahead", "behind"))
+    if sg is None and _older(folder, "peers/split_goal.csv"):
+        out.append("Learned policies against practitioners' rules: `peers/` was written by an older version of the "
+                   "package (its tables lack the goal columns): rerun `shortlist compare`.")  # fmt: skip
+    elif sg is not None and len(sg):
         two, one = sg[sg["two_scorer_goal"]], sg[sg["base"]]
         out.append(
             f"Learned policies against practitioners' rules (net reward, paired intervals): on two scorers the best "
@@ -77,7 +104,7 @@ def verdicts(folder: Path) -> list[str]:
         )
     else:
         out.append("Learned policies against practitioners' rules: `shortlist compare` has not written `peers/` here.")
-    paired = _read(folder, "peers/paired.csv")
+    paired = _read(folder, "peers/paired.csv", ("peer", "agent", "diff_lo", "diff_hi"))
     if paired is not None and len(paired):
         rl = paired[(paired["peer"] == "bor-posterior") & paired["agent"].isin(["bor-dqn", "bor-tabular"])]
         if len(rl):
@@ -86,7 +113,7 @@ def verdicts(folder: Path) -> list[str]:
                 f"RL against the supervised posterior model: RL is significantly ahead in {ahead} of {len(rl)} "
                 f"(condition, RL agent) pairs and behind in {behind}."
             )
-    t2 = _read(folder, "table2.csv")
+    t2 = _read(folder, "table2.csv", ("method", "paper_found_pct", "found_pct_hi", "mean_k", "paper_mean_k"))
     if t2 is not None and len(t2):
         bor = t2[(t2["method"] == "bor-dqn") & t2["paper_found_pct"].notna()]
         match = bor[(bor["found_pct_hi"] >= bor["paper_found_pct"]) & (bor["mean_k"] <= bor["paper_mean_k"] + 1e-9)]
@@ -94,7 +121,7 @@ def verdicts(folder: Path) -> list[str]:
             f"The paper's claim (its BoR agent's found % at its mean K): our BoR-DQN reaches it on {len(match)} of "
             f"{len(bor)} conditions" + (f" ({', '.join(match['condition'])})." if len(match) else ".")
         )
-    vg = _read(folder, "shift/versus_gap.csv")
+    vg = _read(folder, "shift/versus_gap.csv", ("shift", "diff_hi", "at_least_gap"))
     if vg is not None and len(vg):
         shifted = vg[vg["shift"] != "none"]
         below = int((shifted["diff_hi"] < 0).sum())
@@ -103,7 +130,7 @@ def verdicts(folder: Path) -> list[str]:
             f"{int(shifted['at_least_gap'].sum())} of {len(shifted)} (source, target) pairs, significantly below "
             f"it on {below}."
         )
-    ds = _read(folder, "downstream/answer.csv")
+    ds = _read(folder, "downstream/answer.csv", ("sentence",))
     if ds is not None and len(ds):
         out += [str(s) for s in ds["sentence"]]
     return out
