@@ -15,6 +15,7 @@ import shlex
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import MISSING, dataclass, fields
+from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
 from benchmarks.corpus import DataError
@@ -93,6 +94,15 @@ def _downstream(a: o.DownstreamArgs, la: o.LearnArgs, ca: o.CommonArgs, command:
     from experiments.downstream import cmd_downstream
 
     return cmd_downstream(a, la, ca, command)
+
+
+def _site(a: o.SiteArgs) -> int:
+    """Rebuild a results folder's overview (when it is a study folder) and its static site from its tables."""
+    from experiments.pipeline import rebuild_site
+
+    readme = rebuild_site(Path(a.out))
+    print(f"rebuilt {a.out}/{'README.md (the overview) and ' if readme else ''}index.html from the tables there")
+    return 0
 
 
 def _kinds(a: o.KindsArgs) -> int:
@@ -234,6 +244,16 @@ COMMANDS: tuple[Command, ...] = (
         _tune,
         "compare a kind's settings on an inner validation split of the training queries",
         "Never touches the test split. Writes OUT/<condition>.csv and <condition>_mean.csv.",
+    ),
+    Command(
+        "site",
+        (o.SiteArgs,),
+        _site,
+        "rebuild a results folder's overview and static site from its tables (nothing is run)",
+        "For a study folder (written by reproduce): its README's answer, computed from its tables and those of "
+        "its parts (peers/, shift/, ...), and index.html with one page per report; for another folder, its "
+        "index.html. Run it after assembling a results folder from parts made elsewhere.",
+        wants_command=False,
     ),
     Command(
         "kinds",

@@ -495,6 +495,20 @@ class DownstreamArgs:
 
 
 @dataclass(frozen=True)
+class SiteArgs:
+    """``shortlist site``."""
+
+    HELP_GROUP: ClassVar[str] = "site"
+
+    out: str = opt("results", "results folder whose overview README and static site are rebuilt")
+
+    def __post_init__(self) -> None:
+        _check_folder("--out", self.out)
+        if not Path(self.out).is_dir():
+            raise ValueError(f"--out {self.out}: no such results folder")
+
+
+@dataclass(frozen=True)
 class KindsArgs:
     """``shortlist kinds``."""
 

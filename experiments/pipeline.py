@@ -127,6 +127,21 @@ def refresh_index(out: Path, own: bool = False) -> None:
     write_index(target)
 
 
+def rebuild_site(folder: Path) -> bool:
+    """``shortlist site``: the overview README of a study folder (from its tables and those of its parts) and the
+    static site of ``folder``, without running anything. Returns whether the overview was rebuilt (a folder
+    ``reproduce`` did not write keeps its README)."""
+    from experiments.html import write_index
+
+    study = _is_study(Path(folder))
+    if study:
+        from experiments.report.overview import write_overview
+
+        write_overview(Path(folder))
+    write_index(Path(folder))
+    return study
+
+
 def _is_study(folder: Path) -> bool:
     """Whether ``folder`` was written by ``shortlist reproduce`` (its manifest names that pipeline)."""
     import json

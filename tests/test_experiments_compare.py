@@ -425,3 +425,23 @@ def test_an_overview_over_a_part_from_an_older_version_says_so(tmp_path: Path) -
     text = write_overview(tmp_path).read_text(encoding="utf-8")
     assert "`peers/` was written by an older version of the package" in text and "rerun `shortlist compare`" in text
     assert "No method table yet" in text
+
+
+def test_site_rebuilds_a_study_overview_and_leaves_other_readmes(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``shortlist site``: a study folder gets its overview and index.html; a folder reproduce did not write keeps
+    its README and gets its index.html; a missing folder is a one-line error."""
+    from experiments.cli import main
+
+    study = tmp_path / "results"
+    study.mkdir()
+    (study / "manifest.json").write_text(json.dumps({"pipeline": "reproduce", "command": "shortlist reproduce"}))
+    assert main(["site", "--out", str(study)]) == 0
+    assert (study / "README.md").read_text(encoding="utf-8").startswith("# Results")
+    assert (study / "index.html").is_file()
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "README.md").write_text("# Mine\n")
+    assert main(["site", "--out", str(other)]) == 0
+    assert (other / "README.md").read_text() == "# Mine\n" and (other / "index.html").is_file()
+    assert main(["site", "--out", str(tmp_path / "missing")]) == 2
+    assert "no such results folder" in capsys.readouterr().err
