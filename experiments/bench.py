@@ -130,18 +130,18 @@ def cli_start(repeats: int, data_dir: str | None, cache_dir: str | None) -> list
     return out
 
 
-def write_trec_run(folder: Path, queries: int, candidates: int, seed: int) -> tuple[Path, Path]:
-    """A seeded TREC run (``queries`` x ``candidates``, scores sorted) and its qrels (one relevant document per
-    query, most often near the top), the shape a user's retriever writes."""
+def write_bench_run(folder: Path, queries: int, candidates: int, seed: int) -> tuple[Path, Path]:
+    """A seeded TREC run (``queries`` x ``candidates``, the scores of :func:`synthetic_batch`, written by
+    :func:`benchmarks.trec.write_trec_run`) and its qrels (the batch's gold rank relevant), the shape a user's
+    retriever writes."""
+    from benchmarks.trec import write_trec_run
+
     scores, gold = synthetic_batch(queries, candidates, seed)
-    lines, qrels = [], []
-    for q in range(queries):
-        lines += [f"q{q} Q0 d{q}_{r} {r} {s:.6f} bench" for r, s in enumerate(scores[q], 1)]
-        qrels.append(f"q{q} 0 d{q}_{int(gold[q])} 1")
-    run, qrels_path = folder / "bench.run", folder / "bench.qrels"
-    run.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    qrels_path.write_text("\n".join(qrels) + "\n", encoding="utf-8")
-    return run, qrels_path
+    run, qrels = folder / "bench.run", folder / "bench.qrels"
+    write_trec_run(((f"q{q}", [(f"d{q}_{r}", float(s)) for r, s in enumerate(scores[q], 1)]) for q in range(queries)),
+                   run, "bench")  # fmt: skip
+    qrels.write_text("".join(f"q{q} 0 d{q}_{int(gold[q])} 1\n" for q in range(queries)), encoding="utf-8")
+    return run, qrels
 
 
 def bench_recommend(queries: int, candidates: int, workers: int, seed: int, settings: Sequence[str]) -> float:
@@ -149,7 +149,7 @@ def bench_recommend(queries: int, candidates: int, workers: int, seed: int, sett
     ``settings`` (``kind.key=value``) change them, one seed) on a seeded ``queries`` x ``candidates`` TREC run,
     in a fresh process with ``workers`` workers."""
     with tempfile.TemporaryDirectory() as tmp:
-        run, qrels = write_trec_run(Path(tmp), queries, candidates, seed)
+        run, qrels = write_bench_run(Path(tmp), queries, candidates, seed)
         cmd = [sys.executable, "-m", "experiments.cli", "recommend", "--run", str(run), "--qrels", str(qrels),
                "--seeds", "42", "--workers", str(workers), "--out", str(Path(tmp) / "out"), "--no-progress",
                "--cache-dir", str(Path(tmp) / "cache"), *(["--set", *settings] if settings else [])]  # fmt: skip

@@ -113,7 +113,7 @@ def check_out_is_ours(out: Path, condition: str) -> None:
 def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int:
     """``shortlist recommend`` (module docstring)."""
     from benchmarks.names import ConditionId
-    from experiments.io import atomic_write_csv, atomic_write_text
+    from experiments.io import atomic_write_csv, atomic_write_text, staged_folder
     from experiments.pipeline import run_with
     from experiments.plan import PLANS, base_plan, cells_for
     from experiments.report.tables import aggregate_with_groups
@@ -134,11 +134,8 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     chosen, why = verdict(t, auto_run)
     atomic_write_csv(t, out / "recommend.csv")
     recommended = out / "recommended"
-    staging = out / ".recommended.tmp"
-    shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(auto_run, staging)  # complete before the earlier recommendation of these inputs is replaced
-    shutil.rmtree(recommended, ignore_errors=True)
-    staging.rename(recommended)
+    with staged_folder(recommended) as tmp:  # complete before the earlier recommendation of these inputs goes
+        shutil.copytree(auto_run, tmp, dirs_exist_ok=True)
     lines = ["# Which depth rule to use on this data", "", why, "", *table_lines(t), "",
              f"The recommended policy's run directory: `{recommended}` (`shortlist predict --run-dir {recommended} "
              "--run YOUR.run`).", "", f"Command: `{command}`", ""]  # fmt: skip

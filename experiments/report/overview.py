@@ -46,10 +46,6 @@ def _read(folder: Path, name: str, needs: tuple[str, ...] = ()) -> pd.DataFrame 
     return frame if set(needs) <= set(frame.columns) else None
 
 
-def _older(folder: Path, name: str) -> bool:
-    return (folder / name).is_file()
-
-
 BEST_COLUMNS = (
     "condition",
     "best",
@@ -91,7 +87,7 @@ def verdicts(folder: Path) -> list[str]:
     """One computed sentence per question that has been run; a missing part is named as such."""
     out = []
     sg = _read(folder, "peers/split_goal.csv", ("two_scorer_goal", "base", "ahead", "behind"))
-    if sg is None and _older(folder, "peers/split_goal.csv"):
+    if sg is None and (folder / "peers/split_goal.csv").is_file():  # there, but without the columns read
         out.append("Learned policies against practitioners' rules: `peers/` was written by an older version of the "
                    "package (its tables lack the goal columns): rerun `shortlist compare`.")  # fmt: skip
     elif sg is not None and len(sg):
