@@ -63,6 +63,11 @@ def test_readme_answers_first_and_names_the_simulated_chooser(simulated: Path) -
     assert set(paired["kind"]) == {"dqn", "threshold", "greedyk"}
     assert (paired["e2e_diff_lo"] <= paired["e2e_diff"]).all() and (paired["e2e_diff"] <= paired["e2e_diff_hi"]).all()
     assert json.loads((simulated / "out" / "manifest.json").read_text())["episode"]["max_depth"] == 20
+    # the request count is computed from the tables, not asserted
+    choices = pd.read_csv(simulated / "out" / "choices.csv")
+    assert f"Requests: {len(choices):,} distinct (query, K) shortlists" in readme
+    presented = int(pd.read_csv(simulated / "out" / "per_query.csv")["presented"].sum())
+    assert f"shortlist holds the gold ({presented:,}) plus the curve ({len(choices):,})" in readme
 
 
 def test_the_outcome_reward_pays_the_observed_choice() -> None:
