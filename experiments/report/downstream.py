@@ -65,6 +65,7 @@ def curve_figure(curve: pd.DataFrame, chooser: str, out_png: Path) -> pd.DataFra
             if g.empty:
                 continue
             ax.plot(g["k"], 100 * g["accuracy"], marker="o", ms=3, label=f"gold at {pos} (n >= 5 per point)")
+        ax.set_xticks([1, 2, 3, 5, 10, 15, 20])
         ax.set_xlabel("K (tools shown)")
         ax.set_ylabel("choice accuracy given the gold is shown (%)")
         ax.set_ylim(0, 105)
@@ -177,14 +178,26 @@ def calls_lines(choices: pd.DataFrame, rows: pd.DataFrame, chooser: str) -> list
     ]
 
 
-def answer_rows(t1: pd.DataFrame, paired: pd.DataFrame, chooser: str) -> list[str]:
-    """The sentences the results overview shows (answer.csv)."""
+def answer_rows(t1: pd.DataFrame, paired: pd.DataFrame, choices: pd.DataFrame, chooser: str) -> list[str]:
+    """The sentences the results overview shows (answer.csv): per condition the best end-to-end method beside
+    fixed K = 1 and 5 (the simple rules), and how the chooser's accuracy given presence falls with K."""
     out = []
     for cond, g in t1.groupby("condition", sort=False):
         best = g.loc[g["e2e_pct"].idxmax()]
+        fixed = g.set_index("method")
+        rules = "; ".join(
+            f"fixed K = {k} reaches {fixed.loc[f'fixed-{k}', 'e2e_pct']:.1f}% [{fixed.loc[f'fixed-{k}', 'e2e_pct_lo']:.1f}, "
+            f"{fixed.loc[f'fixed-{k}', 'e2e_pct_hi']:.1f}]"
+            for k in (1, 5)
+            if f"fixed-{k}" in fixed.index
+        )
+        acc = choices[choices["condition"] == cond].groupby("k")["correct"].mean()
+        falls = ", ".join(f"{100 * acc[k]:.0f}% at K = {k}" for k in (1, 2, 5, 20) if k in acc.index)
         out.append(
             f"Downstream ({chooser}, {cond}): the highest end-to-end accuracy is {best['method']}'s "
-            f"{best['e2e_pct']:.1f}% [{best['e2e_pct_lo']:.1f}, {best['e2e_pct_hi']:.1f}] at mean K {best['mean_k']:.2f}."
+            f"{best['e2e_pct']:.1f}% [{best['e2e_pct_lo']:.1f}, {best['e2e_pct_hi']:.1f}] at mean K {best['mean_k']:.2f}"
+            + (f"; {rules}" if rules else "")
+            + (f". Given the gold is shown, the chooser picks it {falls}." if falls else ".")
         )
     out.append(outcome_sentence(paired, chooser))
     return out
@@ -213,7 +226,7 @@ def write_downstream_report(
         atomic_write_csv(df, out / f"{name}.csv")
     methods_figure(t1, chooser, out / "figures" / "end_to_end.png")
     curve_figure(curve, chooser, out / "figures" / "choice_vs_k.png")
-    answer = answer_rows(t1, paired, chooser)
+    answer = answer_rows(t1, paired, choices, chooser)
     atomic_write_csv(pd.DataFrame({"sentence": answer}), out / "answer.csv")
     lines = [
         "# Does a shorter list help the LLM pick the right tool?",
