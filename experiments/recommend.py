@@ -72,23 +72,24 @@ def verdict(t: pd.DataFrame, auto_run: Path) -> tuple[str, str]:
     spec = MethodSpec(auto["chosen"], auto["reward"]) if not MethodSpec(auto["chosen"]).kind.name_field else None
     chosen = spec.name if spec is not None else auto["chosen"]
     val = auto["validation_net_reward"]
-    best = t[(t["group"] != "limit") & (t["method"] != f"{auto['reward']}-auto")].iloc[0]  # the best single kind
-    row = t.set_index("method").loc[chosen] if chosen in set(t["method"]) else None
+    delivered = f"{auto['reward']}-auto"  # the policy copied to recommended/: the chosen kind refitted by `auto`
+    best = t[t["group"] != "limit"].iloc[0]
+    row = t.set_index("method").loc[delivered] if delivered in set(t["method"]) else None
     lines = [
         f"Recommended: **{chosen}**. Chosen by `auto` on an inner validation split of the training queries (never the "
         f"test queries): validation net reward "
         + ", ".join(f"{k} {v:.3f}" for k, v in sorted(val.items(), key=lambda kv: -kv[1]))
-        + ".",
+        + f"; then refitted on every training query (`{delivered}`, the policy saved)."
     ]
     if row is not None:
-        same = chosen == best["method"]
+        same = delivered == best["method"]
         tie = row["diff_lo"] <= 0 <= row["diff_hi"]
         lines.append(
-            f"On the test split it ranks #{int(row['rank'])}: "
+            f"On the test split `{delivered}` ranks #{int(row['rank'])}: "
             + (
                 "it is also the best there."
                 if same
-                else f"the best there is {best['method']} ({best['mean_reward_net']:.3f}); {chosen} is "
+                else f"the best there is {best['method']} ({best['mean_reward_net']:.3f}); `{delivered}` is "
                 f"{row['diff_to_best']:+.3f} [{row['diff_lo']:+.3f}, {row['diff_hi']:+.3f}] from it"
                 + (" (within noise)." if tie else ".")
             )  # fmt: skip

@@ -54,7 +54,8 @@ def test_readme_answers_first_and_names_the_simulated_chooser(simulated: Path) -
     readme = (simulated / "out" / "README.md").read_text()
     first = readme.split("## Table 1")[0]
     assert "**Answer** (chooser: simulated chooser, not an LLM" in first and "end-to-end" in first
-    assert "fixed K = 1 reaches" in first and "the chooser picks it 100% at K = 1" in first  # the simple rule beside
+    assert "; fixed K = 1 " in first and "; fixed K = 5 " in first  # the simple rules beside the best
+    assert "the chooser picks it 100% at K = 1" in first
     for part in ("Claude Sonnet 4.6", "## The cost of distraction", "## Outcome-trained against BoR-trained",
                  "## Sensitivity: the simulated chooser (not an LLM)", "figures/choice_vs_k.png"):  # fmt: skip
         assert part in readme, part

@@ -166,13 +166,12 @@ def calls_lines(choices: pd.DataFrame, rows: pd.DataFrame, chooser: str) -> list
     asked = len(choices)
     fresh = int((choices["cached"] == 0).sum()) if "cached" in choices else asked
     per_method = int(rows["presented"].sum())  # one request per (method, seed, query) whose shortlist holds the gold
-    curve = asked  # the choice-vs-K curve needs every (query, K) holding the gold: the shared set itself
-    naive = per_method + curve
+    naive = per_method + asked  # plus the choice-vs-K curve: every (query, K) holding the gold, the shared set itself
     return [
         f"Requests: {asked:,} distinct (query, K) shortlists hold the gold tool at K <= 20 and were asked of {chooser} "
         f"({fresh:,} this run, {asked - fresh:,} read from the cache). Every method's shortlist is a prefix of one "
         f"ranking, so the methods and the choice-vs-K curve share them: asked once per (method, seed, query) whose "
-        f"shortlist holds the gold ({per_method:,}) plus the curve ({curve:,}), the same tables would take "
+        f"shortlist holds the gold ({per_method:,}) plus the curve ({asked:,}), the same tables would take "
         f"{naive:,} requests ({naive / max(asked, 1):.1f} times as many).",
         "",
     ]
@@ -182,21 +181,17 @@ def answer_rows(t1: pd.DataFrame, paired: pd.DataFrame, choices: pd.DataFrame, c
     """The sentences the results overview shows (answer.csv): per condition the best end-to-end method beside
     fixed K = 1 and 5 (the simple rules), and how the chooser's accuracy given presence falls with K."""
     out = []
+    acc = choices.groupby(["condition", "k"])["correct"].mean()
     for cond, g in t1.groupby("condition", sort=False):
         best = g.loc[g["e2e_pct"].idxmax()]
         fixed = g.set_index("method")
-        rules = "; ".join(
-            f"fixed K = {k} reaches {fixed.loc[f'fixed-{k}', 'e2e_pct']:.1f}% [{fixed.loc[f'fixed-{k}', 'e2e_pct_lo']:.1f}, "
-            f"{fixed.loc[f'fixed-{k}', 'e2e_pct_hi']:.1f}]"
-            for k in (1, 5)
-            if f"fixed-{k}" in fixed.index
-        )
-        acc = choices[choices["condition"] == cond].groupby("k")["correct"].mean()
-        falls = ", ".join(f"{100 * acc[k]:.0f}% at K = {k}" for k in (1, 2, 5, 20) if k in acc.index)
+        rules = "".join(f"; fixed K = {k} {_ci(fixed.loc[f'fixed-{k}'], 'e2e_pct')}" for k in (1, 5)
+                        if f"fixed-{k}" in fixed.index)  # fmt: skip
+        shown = acc.loc[cond] if cond in acc.index else pd.Series(dtype=float)
+        falls = ", ".join(f"{100 * shown[k]:.0f}% at K = {k}" for k in (1, 2, 5, 20) if k in shown.index)
         out.append(
-            f"Downstream ({chooser}, {cond}): the highest end-to-end accuracy is {best['method']}'s "
-            f"{best['e2e_pct']:.1f}% [{best['e2e_pct_lo']:.1f}, {best['e2e_pct_hi']:.1f}] at mean K {best['mean_k']:.2f}"
-            + (f"; {rules}" if rules else "")
+            f"Downstream ({chooser}, {cond}), end-to-end % (gold shown and chosen): highest {best['method']} "
+            f"{_ci(best, 'e2e_pct')} at mean K {best['mean_k']:.2f}{rules}"
             + (f". Given the gold is shown, the chooser picks it {falls}." if falls else ".")
         )
     out.append(outcome_sentence(paired, chooser))
