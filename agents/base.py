@@ -209,6 +209,13 @@ class FixedK:
         return np.array([min(self.k, config.cap(q)) for q in queries], dtype=np.int64)
 
 
+def in_id_order(queries: Sequence[RankedQuery]) -> list[RankedQuery]:
+    """The queries sorted by query id (stable). A full-batch fit sums its loss over the queries in float32,
+    and such a sum depends on the order of its terms; fitting on the id-sorted list makes the model a
+    function of the set of training queries, never of the order a caller or a file lists them in."""
+    return sorted(queries, key=lambda q: q.qid)
+
+
 def stacked_features(
     queries: Sequence[RankedQuery], config: EpisodeConfig
 ) -> tuple[NDArray[np.float32], NDArray[np.int64]]:

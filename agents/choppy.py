@@ -19,7 +19,9 @@ Adam. Inference reads no labels: ``k = argmax_k logit_k`` (first maximum).
 
 Determinism: parameters are initialised under ``torch.manual_seed(seed)`` inside a
 forked RNG (the global torch RNG is left as it was), training is full-batch with one
-CPU thread, so one seed always gives the same model. Saved as JSON (no pickle).
+CPU thread, so one seed always gives the same model. The fit reads the training queries in query-id
+order (:func:`agents.base.in_id_order`), so the model depends on the set of queries, never on the
+order they are passed in. Saved as JSON (no pickle).
 """
 
 from __future__ import annotations
@@ -32,7 +34,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from agents.base import check_observation, learned_episode, load_torch_json, net_objective, save_torch_json
+from agents.base import (
+    check_observation,
+    in_id_order,
+    learned_episode,
+    load_torch_json,
+    net_objective,
+    save_torch_json,
+)
 from agents.peers import objective_matrix, query_caps
 from agents.registry import register
 
@@ -131,6 +140,7 @@ class CutoffModel:
         import torch
 
         config.check_queries(queries)
+        queries = in_id_order(queries)
         s = self.settings
         torch.set_num_threads(1)
         episode = learned_episode(config, s.break_even)

@@ -22,7 +22,8 @@ than random), so for N > 1 the whole list is never the argmax: depth N pays -c (
 payoff of depth 1. No value is bootstrapped, so nothing can run away along a tied tail.
 
 Determinism: initialised under ``torch.manual_seed(seed)`` in a forked RNG, full-batch Adam on one
-CPU thread. Saved as JSON (no pickle).
+CPU thread. The fit reads the training queries in query-id order (:func:`agents.base.in_id_order`), so
+the model depends on the set of queries, never on the order they are passed in. Saved as JSON (no pickle).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from numpy.typing import NDArray
 
 from agents.base import (
     check_observation,
+    in_id_order,
     learned_episode,
     load_torch_json,
     net_objective,
@@ -102,6 +104,7 @@ class ExpectedRewardCutoff:
         import torch
 
         config.check_queries(queries)
+        queries = in_id_order(queries)
         s = self.settings
         torch.set_num_threads(1)
         feats, offsets = stacked_features(queries, learned_episode(config, s.break_even))

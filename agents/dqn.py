@@ -214,6 +214,7 @@ class DQNAgent:
     def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int) -> DQNAgent:
         import torch
         from stable_baselines3 import DQN
+        from stable_baselines3.common.logger import Logger
 
         s = self.settings
         config = learned_episode(config, s.break_even)
@@ -241,6 +242,8 @@ class DQNAgent:
             env.action_space.seed(seed)
         else:
             env = DummyVecEnv([make() for _ in range(s.n_envs)])
+            for other in env.envs[1:]:  # one set of per-query tables for all of them (same numbers, built once)
+                other.share_tables(env.envs[0])
             env.seed(seed)
             env.action_space.seed(seed)
         self.model = (_double_dqn_class() if s.double_q else DQN)(
@@ -263,6 +266,8 @@ class DQNAgent:
             device="cpu",
             verbose=0,
         )
+        # SB3's default logger makes a /tmp/SB3-<time> folder per model, even with verbose=0: log nowhere instead
+        self.model.set_logger(Logger(folder=None, output_formats=[]))
         with training_bar(s.total_timesteps, f"{self.name} s{seed}") as bar:
             self.model.learn(total_timesteps=s.total_timesteps, callback=_BarCallback(bar))
         return self

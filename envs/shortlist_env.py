@@ -187,6 +187,15 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
             self._cache[i] = t
         return t
 
+    def share_tables(self, other: ShortlistEnv) -> None:
+        """Use ``other``'s per-query tables (features, P_rand, terminal rewards), built once for both:
+        the environments of a vectorised learner see the same queries under the same episode, so each
+        query's tables are computed once instead of once per environment. The tables are a pure function
+        of (query, episode), so nothing the environments return changes."""
+        if other.queries != self.queries or other.config != self.config:
+            raise ValueError("share_tables: the environments differ in their queries or episode settings")
+        self._cache = other._cache
+
     def _matrix(self, i: int) -> NDArray[np.float32]:
         return self._tables(i)[0]
 

@@ -102,3 +102,19 @@ def test_registry_and_errors(tmp_path) -> None:
         ExpectedRewardCutoff.load(tmp_path / "bad.json")
     with pytest.raises(ValueError, match="no queries"):
         ExpectedRewardCutoff().fit([], EpisodeConfig(), 0)
+
+
+@pytest.mark.parametrize("kind", ["cutoff", "choppy"])
+def test_fit_depends_on_the_set_of_queries_not_their_order(kind: str) -> None:
+    """A full-batch fit sums its loss in float32 over the training queries; both supervised learners fit on the
+    id-sorted list, so listing the same queries in another order gives the same weights, bit for bit."""
+    rng = np.random.default_rng(5)
+    qs = [RankedQuery(np.sort(rng.random(30))[::-1].copy(), [int(rng.integers(1, 8))], f"q{i:03d}") for i in range(60)]
+    cfg = EpisodeConfig(step_cost=0.02)
+    settings = registry.parse_settings([f"{kind}.epochs=30"])[kind]
+    shuffled = [qs[i] for i in rng.permutation(len(qs))]
+    a = registry.make(kind, "bor", settings).fit(qs, cfg, 7)
+    b = registry.make(kind, "bor", settings).fit(shuffled, cfg, 7)
+    for pa, pb in zip(a.net.parameters(), b.net.parameters(), strict=True):
+        assert torch.equal(pa, pb)
+    np.testing.assert_array_equal(a.depths(qs, cfg), b.depths(qs, cfg))

@@ -572,3 +572,26 @@ def test_exploring_starts_draw_the_start_depth_and_default_starts_at_one() -> No
     for bad in (-0.1, 1.5):
         with pytest.raises(ValueError, match="exploring_starts"):
             ShortlistEnv([q], exploring_starts=bad)
+
+
+def test_shared_tables_give_the_same_episodes_and_refuse_other_queries() -> None:
+    """Environments of a vectorised learner share one set of per-query tables: the same observations and
+    rewards as environments that build their own, and sharing between different query lists is refused."""
+    rng = np.random.default_rng(0)
+    qs = [RankedQuery(np.sort(rng.random(12))[::-1].copy(), [int(rng.integers(1, 12))], f"q{i}") for i in range(6)]
+    own, first, shared = (ShortlistEnv(qs, step_cost=0.02) for _ in range(3))
+    shared.share_tables(first)
+    for env in (own, shared):
+        env.reset(seed=3)
+    for _ in range(40):
+        a, b = own.step(1), shared.step(1)
+        np.testing.assert_array_equal(a[0], b[0])
+        assert a[1:4] == b[1:4]
+        if a[2]:
+            own.reset()
+            shared.reset()
+    assert shared._cache is first._cache and len(first._cache) > 0
+    with pytest.raises(ValueError, match="differ"):
+        ShortlistEnv(qs[:3]).share_tables(first)
+    with pytest.raises(ValueError, match="differ"):
+        ShortlistEnv(qs, step_cost=0.5).share_tables(first)
