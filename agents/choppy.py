@@ -41,6 +41,7 @@ from agents.base import (
     load_torch_json,
     net_objective,
     save_torch_json,
+    torch_on_one_thread,
 )
 from agents.peers import objective_matrix, query_caps
 from agents.registry import register
@@ -85,7 +86,9 @@ def _cut_net(n_features: int, hidden: int) -> nn.Module:
     class _CutNet(nn.Module):
         def __init__(self, n_features: int, hidden: int) -> None:
             super().__init__()
-            self.enc = nn.Sequential(nn.Linear(n_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
+            self.enc = nn.Sequential(  # ReLU in place: one (B, D, H) tensor fewer each, the same numbers
+                nn.Linear(n_features, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, hidden), nn.ReLU(inplace=True)
+            )
             # head([h_k, c]) with its first layer split as W_h h_k + W_c c: the same function as a
             # linear layer on the concatenation, with the context part computed once per query
             self.head_pos = nn.Linear(hidden, hidden)
@@ -142,7 +145,7 @@ class CutoffModel:
         config.check_queries(queries)
         queries = in_id_order(queries)
         s = self.settings
-        torch.set_num_threads(1)
+        torch_on_one_thread()
         episode = learned_episode(config, s.break_even)
         pay, _ = objective_matrix(queries, episode, self.reward)
         x, mask = _inputs(queries, episode)
@@ -181,7 +184,7 @@ class CutoffModel:
             return np.zeros(0, dtype=np.int64)
         if self.net is None:
             raise RuntimeError(f"{self.name}: call fit() or load() first")
-        torch.set_num_threads(1)
+        torch_on_one_thread()
         x, mask = self._inputs(queries, config)
         with torch.no_grad():
             logits = self.net(x, mask).numpy()

@@ -74,7 +74,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from agents.base import check_observation, greedy_depths, learned_episode, return_objective, training_bar
+from agents.base import (
+    check_observation,
+    greedy_depths,
+    learned_episode,
+    return_objective,
+    torch_on_one_thread,
+    training_bar,
+)
 from agents.registry import register
 from envs import EpisodeConfig, RankedQuery, ShortlistEnv
 from envs.features import N_FEATURES, OBSERVATIONS, observation_width
@@ -212,13 +219,12 @@ class DQNAgent:
         self.model: Any = None
 
     def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int) -> DQNAgent:
-        import torch
         from stable_baselines3 import DQN
         from stable_baselines3.common.logger import Logger
 
         s = self.settings
         config = learned_episode(config, s.break_even)
-        torch.set_num_threads(1)
+        torch_on_one_thread()
         from stable_baselines3.common.vec_env import DummyVecEnv
 
         def make() -> Any:

@@ -118,3 +118,33 @@ def test_fit_depends_on_the_set_of_queries_not_their_order(kind: str) -> None:
     for pa, pb in zip(a.net.parameters(), b.net.parameters(), strict=True):
         assert torch.equal(pa, pb)
     np.testing.assert_array_equal(a.depths(qs, cfg), b.depths(qs, cfg))
+
+
+def test_freed_memory_is_retained_on_glibc_and_numbers_do_not_depend_on_it() -> None:
+    """On glibc the torch learners keep freed memory for reuse (fewer page faults); it applies once per process,
+    and a fit in a fresh process without it (the setting is process-wide) gives the same weights."""
+    import platform
+    import subprocess
+    import sys
+
+    from agents.base import retain_freed_memory
+
+    assert retain_freed_memory() is (platform.libc_ver()[0] == "glibc")
+    assert retain_freed_memory.cache_info().currsize == 1
+    script = (
+        "import sys, numpy as np, torch\n"
+        "import agents.base as B\n"
+        "if sys.argv[1] == 'off': B.retain_freed_memory = lambda: False\n"
+        "from agents.cutoff import CutoffConfig, ExpectedRewardCutoff\n"
+        "from envs import EpisodeConfig, RankedQuery\n"
+        "rng = np.random.default_rng(0)\n"
+        "qs = [RankedQuery(np.sort(rng.random(400))[::-1].copy(), [int(rng.integers(1, 9))], str(i))\n"
+        "      for i in range(60)]\n"
+        "m = ExpectedRewardCutoff('bor', CutoffConfig(epochs=20)).fit(qs, EpisodeConfig(step_cost=0.0), 3)\n"
+        "print(torch.cat([p.detach().flatten() for p in m.net.parameters()]).numpy().tobytes().hex())\n"
+    )
+    out = [
+        subprocess.run([sys.executable, "-c", script, mode], capture_output=True, text=True, check=True).stdout
+        for mode in ("on", "off")
+    ]
+    assert out[0] == out[1] and len(out[0]) > 100
