@@ -96,14 +96,25 @@ def _cut_net(n_features: int, hidden: int) -> nn.Module:
             self.out = nn.Linear(hidden, 1)
 
         def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-            """Logits (B, D) for features x (B, D, F); positions where mask is False get -inf."""
-            h = self.enc(x)
-            m = mask.unsqueeze(-1)
-            mean = (h * m).sum(1) / m.sum(1).clamp_min(1)
-            top = h.masked_fill(~m, float("-inf")).max(1).values
+            """Logits (B, D) for features x (B, D, F); positions where mask is False get -inf.
+
+            Two shortcuts that leave every number bit-identical (tests/test_agents_choppy.py compares them
+            with the plain computation, weights after training included): the encoder reads the positions
+            as one (B * D, F) matrix, and when no position is masked (every query has the same cap, as on
+            BFCL and MetaTool), multiplying by the mask and filling masked positions are skipped."""
+            b, d, f = x.shape
+            h = self.enc(x.reshape(b * d, f)).reshape(b, d, -1)
+            full = bool(mask.all())
+            if full:
+                mean = h.sum(1) / d
+                top = h.max(1).values
+            else:
+                m = mask.unsqueeze(-1)
+                mean = (h * m).sum(1) / m.sum(1).clamp_min(1)
+                top = h.masked_fill(~m, float("-inf")).max(1).values
             ctx = self.head_ctx(torch.cat([mean, top], dim=-1)).unsqueeze(1)
-            logits = self.out(torch.relu(self.head_pos(h) + ctx)).squeeze(-1)
-            return logits.masked_fill(~mask, float("-inf"))
+            logits = self.out(torch.relu_(self.head_pos(h) + ctx)).squeeze(-1)  # in place on a temporary
+            return logits if full else logits.masked_fill(~mask, float("-inf"))
 
     return _CutNet(n_features, hidden)
 

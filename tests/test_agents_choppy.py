@@ -77,3 +77,36 @@ def test_caps_and_registry_and_errors(tmp_path) -> None:
     (tmp_path / "bad.json").write_text('{"params": {"reward": "bor"}}')
     with pytest.raises(ValueError, match="malformed"):
         CutoffModel.load(tmp_path / "bad.json")
+
+
+def _plain_forward(net: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The network's function written out without its shortcuts (3-D encoder input, mask always applied)."""
+    h = net.enc(x)
+    m = mask.unsqueeze(-1)
+    mean = (h * m).sum(1) / m.sum(1).clamp_min(1)
+    top = h.masked_fill(~m, float("-inf")).max(1).values
+    ctx = net.head_ctx(torch.cat([mean, top], dim=-1)).unsqueeze(1)
+    logits = net.out(torch.relu(net.head_pos(h) + ctx)).squeeze(-1)
+    return logits.masked_fill(~mask, float("-inf"))
+
+
+@pytest.mark.parametrize("ragged", [False, True])
+def test_forward_shortcuts_are_bit_identical_in_value_and_gradient(ragged: bool) -> None:
+    """The flattened encoder and the no-mask shortcut give the same bits as the plain computation, logits and
+    every parameter gradient, so a fit (full-batch Adam on these gradients) gives the same weights."""
+    from agents.choppy import _cut_net
+
+    torch.manual_seed(0)
+    net = _cut_net(13, 16)
+    x = torch.rand(50, 37, 13)
+    caps = torch.randint(1, 38, (50,)) if ragged else torch.full((50,), 37)
+    mask = torch.arange(37)[None, :] < caps[:, None]
+    target = torch.rand(50, 37)
+    grads = []
+    for forward in (net.forward, lambda a, b: _plain_forward(net, a, b)):
+        net.zero_grad()
+        logits = forward(x, mask)
+        (-(torch.softmax(logits, dim=1) * target).sum(1).mean()).backward()
+        grads.append([logits.detach()] + [p.grad.clone() for p in net.parameters()])
+    for a, b in zip(*grads, strict=True):
+        assert torch.equal(a, b)
