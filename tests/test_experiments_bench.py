@@ -4,13 +4,14 @@ that writes nothing. The figures themselves are machine-dependent and are not as
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from experiments.bench import cmd_bench, projection, study_cells_all
+from experiments.bench import cmd_bench, measured_runs, measured_study_minutes, projection, study_cells_all
 from experiments.options import BenchArgs
 from experiments.plan import BENCH_SUITES, COMPARE_SUITES, resolve_plans
 
@@ -33,8 +34,17 @@ def test_default_conditions_are_those_of_compare_with_the_two_scorer_ones() -> N
         assert c in names
 
 
+def _manifest(folder: Path, command: str, total: float, cells: float | None = None) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    timings = {"total": total} | ({} if cells is None else {"cells": cells})
+    man = {"command": command, "runs": ["a", "b"], "timings_seconds": timings, "git_sha": "0123456789"}
+    (folder / "manifest.json").write_text(json.dumps(man), encoding="utf-8")
+
+
 def test_bench_writes_every_section(tmp_path: Path) -> None:
     out = tmp_path / "bench.md"
+    _manifest(tmp_path, "shortlist reproduce --seeds 42", 1800.0, 1700.0)  # the study: 30 min
+    _manifest(tmp_path / "peers", "shortlist compare --seeds 42", 660.0)  # the comparison: 11 min
     rc = cmd_bench(
         BenchArgs(only=("bfcl-bm25", "bfcl-bm25-hybrid"), out=str(out), cache_dir=str(tmp_path / "c"), **TINY),
         BenchArgs(cache_dir=str(tmp_path / "c")),
@@ -61,7 +71,11 @@ def test_bench_writes_every_section(tmp_path: Path) -> None:
         assert cmd in text
     targets = re.findall(r"^\| (batch|environment|every CLI start|full study|shortlist recommend)\D.* \| (yes|NO) \|$",
                          text, re.M)  # fmt: skip
-    assert [t[0] for t in targets] == ["batch", "environment", "every CLI start", "full study", "shortlist recommend"]
+    assert [t[0] for t in targets] == ["batch", "environment", "every CLI start", "full study", "full study",
+                                       "shortlist recommend"]  # fmt: skip
+    assert "| `results` | `shortlist reproduce --seeds 42` | 2 | 28.3 | 30.0 | 0123456 |" in text
+    assert "| `results/peers` | `shortlist compare --seeds 42` | 2 | - | 11.0 | 0123456 |" in text
+    assert re.search(r"^\| full study \+ comparison as committed .* \| 41\.0 min \| NO \|$", text, re.M)
     assert "Total benchmark wall time" in text and "shortlist bench (test)" in text
 
 
@@ -79,6 +93,14 @@ def test_projection_costs_every_distinct_cell_once() -> None:
     assert proj.loc["bor-dqn", "cpu_seconds"] > 11.0 * len(dqn) - 1e-9
     assert proj["share_pct"].sum() == pytest.approx(100.0)
     assert proj["wall_minutes_at_workers"].sum() == pytest.approx(proj["cpu_seconds"].sum() / 2 / 60)
+
+
+def test_measured_study_needs_both_manifests(tmp_path: Path) -> None:
+    assert measured_study_minutes(measured_runs(tmp_path)) is None  # no manifests: no measured row
+    _manifest(tmp_path, "shortlist reproduce", 600.0)
+    assert measured_study_minutes(measured_runs(tmp_path)) is None  # the comparison is missing
+    _manifest(tmp_path / "peers", "shortlist compare", 300.0)
+    assert measured_study_minutes(measured_runs(tmp_path)) == pytest.approx(15.0)
 
 
 def test_unknown_condition_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
