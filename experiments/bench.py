@@ -367,7 +367,7 @@ def measured_runs(results: Path) -> pd.DataFrame:
 def measured_study_minutes(runs: pd.DataFrame) -> float | None:
     """Wall minutes of the committed full study (``results``) plus the comparison (``results/peers``), from
     :func:`measured_runs`; None unless both manifests record a total."""
-    total = runs.set_index("folder")["total_min"] if len(runs) else pd.Series(dtype=float)
+    total = runs.set_index("folder")["total_min"]
     if not {".", "peers"} <= set(total.index) or total[[".", "peers"]].isna().any():
         return None
     return float(total["."] + total["peers"])

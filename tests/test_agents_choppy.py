@@ -110,3 +110,38 @@ def test_forward_shortcuts_are_bit_identical_in_value_and_gradient(ragged: bool)
         grads.append([logits.detach()] + [p.grad.clone() for p in net.parameters()])
     for a, b in zip(*grads, strict=True):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("ragged", [False, True])
+def test_forward_shortcuts_train_to_bit_identical_weights(ragged: bool) -> None:
+    """Trained with the fit's loop (full-batch Adam, weight decay) for 30 epochs, the network with its shortcuts
+    and the plain computation from the same initial weights end with the same bits in every parameter."""
+    import copy
+
+    from agents.choppy import _cut_net
+
+    torch.manual_seed(1)
+    net = _cut_net(13, 16)
+    plain = copy.deepcopy(net)
+    x = torch.rand(40, 29, 13)
+    caps = torch.randint(1, 30, (40,)) if ragged else torch.full((40,), 29)
+    mask = torch.arange(29)[None, :] < caps[:, None]
+    target = torch.rand(40, 29) - 0.5
+    for model, forward in ((net, net.forward), (plain, lambda a, b: _plain_forward(plain, a, b))):
+        opt = torch.optim.Adam(model.parameters(), lr=3e-3, weight_decay=1e-4)
+        for _ in range(30):
+            loss = -(torch.softmax(forward(x, mask), dim=1) * target).sum(1).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    moved = [not torch.equal(a, b) for a, b in zip(net.parameters(), _cut_net_at_seed(1).parameters(), strict=True)]
+    assert any(moved), "training did not move the weights: the comparison would be empty"
+    for a, b in zip(net.parameters(), plain.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def _cut_net_at_seed(seed: int) -> torch.nn.Module:
+    from agents.choppy import _cut_net
+
+    torch.manual_seed(seed)
+    return _cut_net(13, 16)
