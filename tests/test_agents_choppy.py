@@ -118,10 +118,7 @@ def test_forward_shortcuts_train_to_bit_identical_weights(ragged: bool) -> None:
     and the plain computation from the same initial weights end with the same bits in every parameter."""
     import copy
 
-    from agents.choppy import _cut_net
-
-    torch.manual_seed(1)
-    net = _cut_net(13, 16)
+    net = _cut_net_at_seed(1)
     plain = copy.deepcopy(net)
     x = torch.rand(40, 29, 13)
     caps = torch.randint(1, 30, (40,)) if ragged else torch.full((40,), 29)
