@@ -3,7 +3,7 @@
 Run directories are not committed; every results folder commits ``runs.csv``, the index of the
 runs behind its tables (run id, config hash, code fingerprint, commit, sha256 of each run's
 ``per_query.csv``, ``summary.csv`` and ``buckets.csv``). Re-running a few cells of the README main
-job (``results/bfcl``: fixed K, tabular Q-learning and one full-budget BoR-DQN) from this checkout
+job (``results/bfcl``: fixed K, tabular Q-learning, a full-budget BoR-DQN on each scorer) from this checkout
 must give tables with exactly the recorded sha256 (a torch cell made on another float path: its
 mean reward within ``TORCH_TOLERANCE``) from exactly the recorded score matrix (an embedding scorer's
 on another float path: its rounding may differ, the tables may not); every committed manifest must name a clean tree
