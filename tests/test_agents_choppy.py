@@ -118,8 +118,11 @@ def test_forward_shortcuts_train_to_bit_identical_weights(ragged: bool) -> None:
     and the plain computation from the same initial weights end with the same bits in every parameter."""
     import copy
 
-    net = _cut_net_at_seed(1)
-    plain = copy.deepcopy(net)
+    from agents.choppy import _cut_net
+
+    torch.manual_seed(1)
+    net = _cut_net(13, 16)
+    start, plain = copy.deepcopy(net), copy.deepcopy(net)
     x = torch.rand(40, 29, 13)
     caps = torch.randint(1, 30, (40,)) if ragged else torch.full((40,), 29)
     mask = torch.arange(29)[None, :] < caps[:, None]
@@ -131,14 +134,7 @@ def test_forward_shortcuts_train_to_bit_identical_weights(ragged: bool) -> None:
             opt.zero_grad()
             loss.backward()
             opt.step()
-    moved = [not torch.equal(a, b) for a, b in zip(net.parameters(), _cut_net_at_seed(1).parameters(), strict=True)]
+    moved = [not torch.equal(a, b) for a, b in zip(net.parameters(), start.parameters(), strict=True)]
     assert any(moved), "training did not move the weights: the comparison would be empty"
     for a, b in zip(net.parameters(), plain.parameters(), strict=True):
         assert torch.equal(a, b)
-
-
-def _cut_net_at_seed(seed: int) -> torch.nn.Module:
-    from agents.choppy import _cut_net
-
-    torch.manual_seed(seed)
-    return _cut_net(13, 16)
