@@ -488,7 +488,9 @@ def target_lines(
     batch: list, env_rate: dict, cli: list, total_min: float, rec_s: float, rec_q: int, study_min: float | None = None
 ) -> list[str]:
     """The targets table (and one console line per target); the measured study row only when ``study_min``
-    (:func:`measured_study_minutes`) is known."""
+    (:func:`measured_study_minutes`) is known. The projection of the full study is shown but not judged
+    (``None``): it times each fit alone and leaves out the reports, so it undercounts a real run (docs/study.md
+    has one measured against it), and a target must be met by a measurement."""
     slowest = max(t for what, t, _ in batch if what.endswith("depths + scoring"))
     worst_cli = max(t for _, t in cli)
     checks = [
@@ -497,17 +499,18 @@ def target_lines(
         ("environment >= 20,000 steps/s (gymnasium.make)", f"{env_rate['gymnasium.make']:,.0f} steps/s",
          env_rate["gymnasium.make"] >= TARGETS["env_steps_per_s"]),
         ("every CLI start above < 1.5 s", f"max {worst_cli:.2f} s", worst_cli < TARGETS["cli_seconds"]),
-        ("full study + comparison from nothing <= 30 min on 2 cores (projection, fits timed alone)",
-         f"{total_min:.0f} min", total_min <= TARGETS["study_minutes"]),
+        ("full study + comparison from nothing <= 30 min on 2 cores (projection, fits timed alone: "
+         "it undercounts, so it is not judged)", f"{total_min:.0f} min", None),
         (f"shortlist recommend on {rec_q:,} queries x 100 candidates < 3 min on 2 cores", f"{rec_s:.0f} s",
          rec_s < TARGETS["recommend_seconds"]),
     ]  # fmt: skip
     if study_min is not None:
         checks.insert(4, ("full study + comparison as committed (`results` + `results/peers` manifests, their seeds) "
                           "<= 30 min", f"{study_min:.1f} min", study_min <= TARGETS["study_minutes"]))  # fmt: skip
+    verdict = {True: ("met", "yes"), False: ("NOT met", "NO"), None: ("not judged", "-")}
     for what, shown, ok in checks:
-        print(f"target {what}: {shown} -> {'met' if ok else 'NOT met'}")
-    return ["## Targets", "", *table(["target", "measured", "met"], [[w, s, "yes" if ok else "NO"]
+        print(f"target {what}: {shown} -> {verdict[ok][0]}")
+    return ["## Targets", "", *table(["target", "measured", "met"], [[w, s, verdict[ok][1]]
                                                                       for w, s, ok in checks]), ""]  # fmt: skip
 
 
