@@ -26,7 +26,7 @@ order they are passed in. Saved as JSON (no pickle).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -125,6 +125,30 @@ def _cut_net(n_features: int, hidden: int) -> nn.Module:
     return _CutNet(n_features, hidden)
 
 
+def _train(
+    net: nn.Module,
+    forward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    mask: torch.Tensor,
+    target: torch.Tensor,
+    s: ChoppyConfig,
+) -> float:
+    """The fit's loop: ``s.epochs`` full-batch Adam steps on ``net``'s parameters, minimising the negative expected
+    (scaled) net reward of the cut, with logits from ``forward(x, mask)`` (the network itself in a fit; the tests
+    pass the plain computation too). Returns the last loss."""
+    import torch
+
+    opt = torch.optim.Adam(net.parameters(), lr=s.lr, weight_decay=s.weight_decay)
+    loss = torch.zeros(())
+    for _ in range(s.epochs):
+        prob = torch.softmax(forward(x, mask), dim=1)
+        loss = -(prob * target).sum(1).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return float(loss.detach())
+
+
 def _inputs(queries: Sequence[RankedQuery], config: EpisodeConfig) -> tuple[torch.Tensor, torch.Tensor]:
     import torch
 
@@ -172,15 +196,9 @@ class CutoffModel:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(seed))
             net = _cut_net(self.n_features, s.hidden)
-            opt = torch.optim.Adam(net.parameters(), lr=s.lr, weight_decay=s.weight_decay)
-            for _ in range(s.epochs):
-                prob = torch.softmax(net(x, mask), dim=1)
-                loss = -(prob * target).sum(1).mean()
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
+            loss = _train(net, net, x, mask, target, s)
         self.net = net.eval()
-        self.final_loss = float(loss.detach()) * scale
+        self.final_loss = loss * scale
         return self
 
     def cut_distribution(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.float64]:

@@ -114,11 +114,12 @@ def test_forward_shortcuts_are_bit_identical_in_value_and_gradient(ragged: bool)
 
 @pytest.mark.parametrize("ragged", [False, True])
 def test_forward_shortcuts_train_to_bit_identical_weights(ragged: bool) -> None:
-    """Trained with the fit's loop (full-batch Adam, weight decay) for 30 epochs, the network with its shortcuts
-    and the plain computation from the same initial weights end with the same bits in every parameter."""
+    """Trained with the fit's own loop (:func:`agents.choppy._train`: full-batch Adam, weight decay) for 30 epochs,
+    the network with its shortcuts and the plain computation from the same initial weights end with the same bits
+    in every parameter."""
     import copy
 
-    from agents.choppy import _cut_net
+    from agents.choppy import ChoppyConfig, _cut_net, _train
 
     torch.manual_seed(1)
     net = _cut_net(13, 16)
@@ -128,12 +129,7 @@ def test_forward_shortcuts_train_to_bit_identical_weights(ragged: bool) -> None:
     mask = torch.arange(29)[None, :] < caps[:, None]
     target = torch.rand(40, 29) - 0.5
     for model, forward in ((net, net.forward), (plain, lambda a, b: _plain_forward(plain, a, b))):
-        opt = torch.optim.Adam(model.parameters(), lr=3e-3, weight_decay=1e-4)
-        for _ in range(30):
-            loss = -(torch.softmax(forward(x, mask), dim=1) * target).sum(1).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+        _train(model, forward, x, mask, target, ChoppyConfig(epochs=30))
     moved = [not torch.equal(a, b) for a, b in zip(net.parameters(), start.parameters(), strict=True)]
     assert any(moved), "training did not move the weights: the comparison would be empty"
     for a, b in zip(net.parameters(), plain.parameters(), strict=True):
