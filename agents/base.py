@@ -212,6 +212,19 @@ class FixedK:
         return np.array([min(self.k, config.cap(q)) for q in queries], dtype=np.int64)
 
 
+def seed_everything(seed: int) -> None:
+    """Seed Python, numpy's legacy global RNG (for libraries that use it) and torch, in one place: what a cell
+    of ``shortlist train`` and ``shortlist_depth.fit`` both do before they build and fit a policy."""
+    import random
+
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)  # noqa: NPY002 - third-party code may read the global RNG
+    torch.manual_seed(seed)
+    torch.set_num_threads(1)
+
+
 def torch_on_one_thread() -> None:
     """What every torch learner sets before it fits or predicts: one CPU thread (the determinism the run
     directories promise) and, on glibc, freed memory kept for reuse (:func:`retain_freed_memory`)."""

@@ -229,15 +229,7 @@ class DQNAgent:
 
         def make() -> Any:
             def build() -> ShortlistEnv:
-                return ShortlistEnv(
-                    queries,
-                    reward=config.reward,
-                    step_cost=config.step_cost,
-                    max_depth=config.max_depth,
-                    exploring_starts=s.exploring_starts,
-                    break_even=config.break_even,
-                    observation=config.observation,
-                )
+                return ShortlistEnv(queries, config, exploring_starts=s.exploring_starts)
 
             return build
 
@@ -328,7 +320,8 @@ class DQNAgent:
         observation = next(name for name, names in OBSERVATIONS.items() if len(names) == width)
         aux = np.array([0.0, 1.0]) if observation == "hybrid" else None
         dummy = ShortlistEnv(
-            [RankedQuery(np.array([1.0, 0.0]), np.array([1]), "dummy", aux_scores=aux)], observation=observation
+            [RankedQuery(np.array([1.0, 0.0]), np.array([1]), "dummy", aux_scores=aux)],
+            EpisodeConfig(observation=observation),
         )
         agent.model = DQN(
             "MlpPolicy",

@@ -36,7 +36,7 @@ bfcl/...   hybrid     the main rule; each query also carries the  as the base  a
                       other scorer's scores (bm25 <-> minilm)
 bfcl/...   q<shift>   the main rule with rewritten query text:    as the base  as the base
                       qnotools, qtrunc20, qdrop30
-                      (:mod:`benchmarks.shift`)
+                      (:mod:`benchmarks.query_shift`)
 run        (none)     a TREC run + qrels (``run=...``, ``qrels=``) the run's   default
 beir       (none)     the whole corpus of a BEIR folder           split qrels  default
 synthetic  <spec>     generated score lists, scorer ``gen``       n_queries    default
@@ -70,11 +70,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from benchmarks.cache import cached_embeddings, cached_scores
+from benchmarks.score_cache import cached_embeddings, cached_scores
 from benchmarks.corpus import DataError, ToolCorpus
 from benchmarks.names import ConditionId, run_condition_name
 from benchmarks.scorers import EmbeddingScorer, make_scorer
-from benchmarks.shift import QUERY_SHIFTS, shift_queries
+from benchmarks.query_shift import QUERY_SHIFTS, shift_queries
 from benchmarks.split import Condition, seeded_split, sha_lines, split_meta
 from envs import RankedQuery
 
@@ -108,7 +108,7 @@ class CandidateRule:
     """Whether every query also carries the other scorer's scores of the same candidates (variant
     ``hybrid``: the learners then observe the two-scorer features, :mod:`envs.features`)."""
     query_shift: str = ""
-    """A rule-based rewrite of the query text (:data:`benchmarks.shift.QUERY_SHIFTS`; variants
+    """A rule-based rewrite of the query text (:data:`benchmarks.query_shift.QUERY_SHIFTS`; variants
     ``qnotools``, ``qtrunc20``, ``qdrop30``); "" = the queries as written."""
 
     def __post_init__(self) -> None:

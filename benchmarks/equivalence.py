@@ -9,7 +9,7 @@ BFCL ``"<name>. <description> Parameters: <parameter names>"``, i.e. description
 the parameter schema's field names; for MetaTool name plus description, which has no
 parameter schema; ToolBench's aggregated API docs), or an explicit ``texts`` override.
 Tools are embedded with all-MiniLM-L6-v2 through the on-disk embedding cache
-(:func:`benchmarks.cache.cached_embeddings`, the same entries that
+(:func:`benchmarks.score_cache.cached_embeddings`, the same entries that
 :func:`benchmarks.conditions.tool_similarity` fills), L2-normalised, so ``cos(a, b)``
 is a dot product. For a threshold ``tau``, query q's expanded relevant set is::
 
@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from benchmarks.cache import cached_embeddings
+from benchmarks.score_cache import cached_embeddings
 from benchmarks.conditions import BENCHMARKS, SIMILARITY_MODEL, Condition, candidate_rule
 from benchmarks.corpus import ToolCorpus
 from benchmarks.scorers import EmbeddingScorer

@@ -7,7 +7,16 @@ import gymnasium
 
 from envs.features import FEATURE_NAMES, N_FEATURES, feature_matrix
 from envs.ranked import RankedQuery
-from envs.shortlist_env import CONTINUE, EPISODE_REWARDS, OUTCOME, STOP, EpisodeConfig, ShortlistEnv, terminal_payoffs
+from envs.shortlist_env import (
+    CONTINUE,
+    EPISODE_REWARDS,
+    OUTCOME,
+    STOP,
+    EpisodeConfig,
+    EpisodeOverrides,
+    ShortlistEnv,
+    terminal_payoffs,
+)
 
 ENV_ID = "ShortlistDepth-v0"
 if ENV_ID not in gymnasium.registry:
@@ -22,6 +31,7 @@ __all__ = [
     "N_FEATURES",
     "STOP",
     "EpisodeConfig",
+    "EpisodeOverrides",
     "RankedQuery",
     "ShortlistEnv",
     "feature_matrix",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import gymnasium as gym
@@ -47,8 +47,9 @@ class EpisodeConfig:
     """Terminal reward: "bor" (-log2 P_rand(k; N, R) if found), "f1" (2/(k+1) if found) or "constant" (1 if found)."""
     step_cost: float = 0.01
     """Cost of every CONTINUE (examining one more item)."""
-    gamma: float = 0.95
-    """Discount factor used by the learners (the environment itself does not discount)."""
+    gamma: float = 1.0
+    """Discount factor used by the learners (the environment itself does not discount). 1: every learner
+    trains on the undiscounted net reward it is judged on (the paper used 0.95 on most conditions)."""
     max_depth: int | None = None
     """Depth cap that forces a STOP; None = each query's full list length N."""
     observation: str = "auto"
@@ -97,6 +98,27 @@ class EpisodeConfig:
                 )
 
 
+@dataclass(frozen=True)
+class EpisodeOverrides:
+    """What a caller changes in a condition's episode settings (a command line's ``--step-cost``, ``--gamma``,
+    ``--max-depth``, ``--observation``): None keeps the condition's own value. :meth:`apply` gives the
+    :class:`EpisodeConfig`; nothing else carries these settings on their way to the environment."""
+
+    step_cost: float | None = None
+    """Cost of every CONTINUE; None: the condition's."""
+    gamma: float | None = None
+    """The learners' discount; None: the condition's."""
+    max_depth: int | None = None
+    """Depth cap that forces a STOP; None: the condition's (each query's full list)."""
+    observation: str | None = None
+    """Observation set of the learners; None: the condition's (``auto``)."""
+
+    def apply(self, base: EpisodeConfig) -> EpisodeConfig:
+        """``base`` with every setting given here in place of its own (validated by :class:`EpisodeConfig`)."""
+        changes = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+        return replace(base, **changes) if changes else base
+
+
 class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
     """Shortlist depth as an optimal-stopping episode.
 
@@ -134,14 +156,13 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
     ``terminal_reward``.
 
     ## Arguments
-    ``queries`` (sequence of :class:`RankedQuery`), ``reward`` ("bor" | "f1" |
-    "constant"), ``step_cost`` (default 0.01), ``max_depth`` (default None = N),
+    ``queries`` (sequence of :class:`RankedQuery`); ``episode`` (:class:`EpisodeConfig`, whole: reward,
+    step cost, depth cap, break-even cap, observation set; default ``EpisodeConfig()``);
     ``exploring_starts`` (default 0): the probability that an episode starts at a depth
-    drawn uniformly from 1..cap instead of 1 (exploring starts, a training device: deep
-    states are then visited, so Q-values there are learned rather than extrapolated;
-    ``options={"index": i}`` resets are affected the same way), ``break_even`` (default False),
-    ``observation`` (default "auto"; see :class:`EpisodeConfig`).
-    Created as ``gymnasium.make("ShortlistDepth-v0", queries=[...], ...)``.
+    drawn uniformly from 1..cap instead of 1 (exploring starts, a training device, not an
+    episode setting: deep states are then visited, so Q-values there are learned rather than
+    extrapolated; ``options={"index": i}`` resets are affected the same way).
+    Created as ``gymnasium.make("ShortlistDepth-v0", queries=[...], episode=EpisodeConfig(...))``.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
@@ -149,21 +170,18 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
     def __init__(
         self,
         queries: Sequence[RankedQuery],
-        reward: str = "bor",
-        step_cost: float = 0.01,
-        max_depth: int | None = None,
+        episode: EpisodeConfig | None = None,
         exploring_starts: float = 0.0,
-        break_even: bool = False,
-        observation: str = "auto",
     ) -> None:
+        if episode is not None and not isinstance(episode, EpisodeConfig):
+            raise TypeError(f"episode must be an EpisodeConfig, got {type(episode).__name__}")
         if not 0.0 <= exploring_starts <= 1.0:
             raise ValueError(f"exploring_starts must lie in [0, 1], got {exploring_starts}")
-        self.config = EpisodeConfig(
-            reward=reward, step_cost=step_cost, max_depth=max_depth, break_even=break_even, observation=observation
-        )
+        self.config = EpisodeConfig() if episode is None else episode
         self.exploring_starts = float(exploring_starts)
         self.config.check_queries(queries)
         self.queries = list(queries)
+        observation = self.config.observation
         width = observation_width(self.queries, observation)
         self.observation_space = spaces.Box(-1.0, 1.0, shape=(width,), dtype=np.float32)
         self.action_space = spaces.Discrete(2)  # type: ignore[assignment]

@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -48,6 +48,9 @@ import pandas as pd
 from experiments.io import atomic_write_text, package_versions
 from experiments.options import BenchArgs
 from experiments.report.markdown import table
+
+if TYPE_CHECKING:
+    from envs import EpisodeConfig
 
 TARGETS = {
     "batch_seconds": 1.0,
@@ -214,7 +217,7 @@ def bench_batch(ba: BenchArgs) -> list[tuple[str, float, str]]:
     return rows
 
 
-def bench_env(train: list, reward: str, step_cost: float, steps: int, seed: int) -> dict[str, float]:
+def bench_env(train: list, episode: EpisodeConfig, steps: int, seed: int) -> dict[str, float]:
     """Steps/s of one environment with random actions (bare class and gymnasium.make)."""
     import gymnasium as gym
 
@@ -223,8 +226,8 @@ def bench_env(train: list, reward: str, step_cost: float, steps: int, seed: int)
     out = {}
     actions = np.random.default_rng(seed).integers(0, 2, size=steps)
     for label, env in (
-        ("ShortlistEnv", ShortlistEnv(train, reward=reward, step_cost=step_cost)),
-        ("gymnasium.make", gym.make(ENV_ID, queries=train, reward=reward, step_cost=step_cost)),
+        ("ShortlistEnv", ShortlistEnv(train, episode)),
+        ("gymnasium.make", gym.make(ENV_ID, queries=train, episode=episode)),
     ):
         for i in range(len(train)):  # warm-up: every query's tables are built
             env.reset(options={"index": i})
@@ -249,15 +252,15 @@ def fit_costs(plans: Sequence[Any], methods: Sequence[Any], fraction: float, dat
     (how) and ``n_train``."""
     import torch
 
-    from envs import EpisodeConfig
-    from experiments.runner import get_condition, seed_everything
+    from agents.base import seed_everything
+    from experiments.runner import get_condition
 
     torch.set_num_threads(1)
     rows = []
     for plan in plans:
         c = plan.condition
         cond = get_condition(c.benchmark, c.scorer, c.variant, 0, data_dir, cache_dir)
-        episode = EpisodeConfig(step_cost=plan.step_cost, gamma=plan.gamma)
+        episode = plan.episode
         for m in methods:
             if not m.kind.applies_to(c.benchmark):
                 continue
@@ -331,7 +334,7 @@ def projection(cells: Sequence[Any], costs: pd.DataFrame, overhead: float, worke
 def cell_overhead(data_dir: str | None, cache_dir: str | None) -> float:
     """CPU seconds of one cell beyond its fit: a fixed-K cell through the runner (condition warm: evaluation,
     tables, manifest, atomic writes)."""
-    from experiments.config import MethodSpec
+    from agents.method import MethodSpec
     from experiments.plan import PLANS, cells_for
     from experiments.runner import run_cell
 
@@ -420,7 +423,7 @@ def cmd_bench(ba: BenchArgs, fa: Any, command: str) -> int:
 
     c0 = plans[0].condition
     cond0 = get_condition(c0.benchmark, c0.scorer, c0.variant, 0, fa.data_dir, fa.cache_dir)
-    env_rate = bench_env(cond0.train, "bor", plans[0].step_cost, ba.env_steps, ba.seed)
+    env_rate = bench_env(cond0.train, plans[0].episode, ba.env_steps, ba.seed)
     sections += [f"## Environment ({plans[0].name} training queries, random actions, {ba.env_steps:,} steps)", "",
                  *table(["env", "steps/s"], [[k, f"{v:,.0f}"] for k, v in env_rate.items()]), ""]  # fmt: skip
     rec_s = bench_recommend(ba.recommend_queries, 100, ba.workers, ba.seed, ba.set)

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agents import registry
+from agents.method import MethodSpec
 from benchmarks.names import DEFAULT_TRAIN_FRAC
-from experiments.config import MethodSpec
 from experiments.io import write_manifest, write_tables
 from experiments.options import (
     CommonArgs,
@@ -46,8 +46,8 @@ def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int
     kind = registry.get(ta.agent)
     methods = [MethodSpec(ta.agent, "bor", k) for k in ta.k] if kind.name_field else [MethodSpec(ta.agent, ta.reward)]
     seeds = la.seeds if kind.stochastic else la.seeds[:1]
-    learn = la.learn_kwargs(ta.agent)
-    cells = cells_for([plan], seeds, {plan.name: methods}, buckets=ta.buckets, options=options, **learn)
+    learning = la.learning(ta.agent)
+    cells = cells_for([plan], seeds, {plan.name: methods}, learning=learning, buckets=ta.buckets, options=options)
     out = Path(ta.out)
     runs = run_with(cells, out, ca, command)
     per_query, summary, buckets = collect_runs(runs)
@@ -77,7 +77,7 @@ def cmd_reproduce(ra: ReproduceArgs, la: LearnArgs, ca: CommonArgs, command: str
     from experiments.plan import MULTI_PLANS, plan_splits, resolve_plans, study_cells
     from experiments.report.study import write_study_report
 
-    cells = study_cells(resolve_plans(ra.only), la.seeds, **la.learn_kwargs())
+    cells = study_cells(resolve_plans(ra.only), la.seeds, la.learning())
     out = Path(ra.out)
     first_split = plan_splits(MULTI_PLANS[0], la.split_seeds)[0]  # the split the multi-tool suite runs on
 
@@ -188,12 +188,13 @@ def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
     manifest.json to ``--out`` (default ``evaluations/<run_id>/<condition>-<split>``).
     """
     from agents import bucket_table, summarise
+    from agents.trained import load_run_policy
     from envs import EpisodeConfig
+    from experiments.config import read_cell_config
     from experiments.runner import get_condition, labelled_rows
-    from experiments.trained import load_run_policy, read_run_config
 
     run = Path(ea.run_dir)
-    cfg = read_run_config(run)
+    cfg = read_cell_config(run)
     policy = load_run_policy(run, cfg)
     episode = EpisodeConfig(**cfg["episode"])
     if ea.run:
@@ -239,8 +240,8 @@ def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
 
 def cmd_predict(pa: PredictArgs, command: str) -> int:
     """Truncate a TREC run at each query's chosen depth (streamed: memory bounded by one query)."""
+    from agents.trained import load_policy
     from benchmarks.trec import truncate_run
-    from experiments.trained import load_policy
 
     policy = load_policy(pa.run_dir)
     out = Path(pa.out) if pa.out else Path(f"{Path(pa.run).stem}.{policy.method}.trec")

@@ -32,13 +32,13 @@ from pathlib import Path
 from experiments.options import CommonArgs, CompareArgs, LearnArgs
 from experiments.pipeline import Pipeline, Produced, cells_plan, cells_producer, run_pipeline
 from experiments.plan import COMPARE_SUITES, compare_cells, resolve_plans
-from experiments.report.peers import write_compare_report
+from experiments.report.peers_page import write_compare_report
 
 
 def cmd_compare(ca: CompareArgs, la: LearnArgs, co: CommonArgs, command: str) -> int:
     """Run (or resume) every comparison cell, then write tables, figures and the README through the one
     pipeline (:mod:`experiments.pipeline`): a failing report leaves ``out`` as it was."""
-    cells = compare_cells(resolve_plans(ca.only, COMPARE_SUITES), la.seeds, **la.learn_kwargs())
+    cells = compare_cells(resolve_plans(ca.only, COMPARE_SUITES), la.seeds, la.learning())
     out = Path(ca.out)
 
     def report(tmp: Path, p: Produced) -> dict:

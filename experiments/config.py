@@ -1,84 +1,23 @@
-"""Frozen run configuration: a method (policy kind + training reward) and a cell (condition x
-method x seed with every setting it depends on). Its resolved form is hashed: a finished run
-is reused only when the hash matches."""
+"""Frozen run configuration: a cell (condition x method x seed with every setting it depends on; the method is
+an :class:`agents.method.MethodSpec`). Its resolved form is hashed: a finished run is reused only when the hash
+matches."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import shlex
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from agents import registry
 from agents.base import Objective
+from agents.method import MethodSpec
+from agents.trained import read_run_config
 from benchmarks.names import ConditionId, run_condition_name
 from envs import EpisodeConfig
 from experiments.io import code_fingerprint
-from rewards import REWARD_KINDS
-
-
-@dataclass(frozen=True)
-class MethodSpec:
-    """One depth policy: a registered kind, its training reward, and the value of its name field.
-
-    The reward is stored here only: a cell's episode reward is derived from it. Kinds not
-    trained towards a reward always carry ``"bor"`` (the evaluation reward). ``k`` is the value
-    of the kind's :attr:`~agents.registry.PolicyKind.name_field` (fixed K's K: ``fixed-5``), 0 for
-    kinds without one.
-    """
-
-    agent: str
-    reward: str = "bor"
-    k: int = 0
-
-    def __post_init__(self) -> None:
-        kind = registry.get(self.agent)
-        if self.reward not in REWARD_KINDS:
-            raise ValueError(f"unknown reward {self.reward!r}; expected one of {', '.join(REWARD_KINDS)}")
-        if not kind.uses_reward:
-            object.__setattr__(self, "reward", "bor")
-        if kind.name_field:
-            self.settings()  # validates the named value (e.g. K >= 1)
-
-    @property
-    def kind(self) -> registry.PolicyKind:
-        return registry.get(self.agent)
-
-    def settings(self, base: Any = None) -> Any:
-        """The kind's settings (``base``, else its defaults) with the method's name field applied."""
-        settings = self.kind.settings(base)
-        return replace(settings, **{self.kind.name_field: self.k}) if self.kind.name_field else settings
-
-    @property
-    def name(self) -> str:
-        """``<kind>-<value>`` for a kind with a name field (``fixed-5``), ``<reward>-<agent>`` for trained
-        methods, else ``<agent>``."""
-        if self.kind.name_field:
-            return f"{self.agent}-{self.k}"
-        return f"{self.reward}-{self.agent}" if self.kind.uses_reward else self.agent
-
-    @property
-    def group(self) -> str:
-        return self.kind.group
-
-    @classmethod
-    def parse(cls, name: str) -> MethodSpec:
-        """Inverse of :attr:`name` (a ``@<observation>`` suffix, see :attr:`Cell.label`, is ignored)."""
-        name = name.partition("@")[0]
-        head, _, tail = name.partition("-")
-        if head in registry.KINDS and registry.KINDS[head].name_field:
-            if not tail.isdigit():
-                raise ValueError(f"bad method {name!r}: expected {head}-<{registry.KINDS[head].name_field}>")
-            return cls(head, "bor", int(tail))
-        if head in REWARD_KINDS and tail:
-            return cls(tail, head)
-        return cls(name)
-
-
-def method_group(method: str) -> str:
-    """``agent``, ``peer``, ``baseline`` or ``limit`` for a method name."""
-    return MethodSpec.parse(method).group
 
 
 @dataclass(frozen=True)
@@ -101,11 +40,8 @@ class Cell:
     def __post_init__(self) -> None:
         if self.settings is not None:
             self.method.kind.settings(self.settings)  # the kind's own dataclass, or TypeError
-        if self.episode.reward != self.method.reward:  # the method's reward is the one stored
-            object.__setattr__(self, "episode", replace(self.episode, reward=self.method.reward))
-        if self.episode.observation != "auto" and not self.method.kind.observes:
-            # a rule on the raw scores is the same policy under every observation set: one cell, no tag
-            object.__setattr__(self, "episode", replace(self.episode, observation="auto"))
+        # the method's reward and observation set are the ones stored (agents.method.MethodSpec.episode)
+        object.__setattr__(self, "episode", self.method.episode(self.episode))
 
     @property
     def benchmark(self) -> str:
@@ -205,3 +141,27 @@ class Cell:
         a result is reused only when both match."""
         payload = {"config": self.resolved(), "code": code_fingerprint()}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+#: What the ``config.json`` of a study run holds beside a policy's own keys (:data:`agents.trained.CONFIG_KEYS`):
+#: the condition it was trained on.
+CONDITION_KEYS = ("benchmark", "scorer")
+
+
+def read_cell_config(run_dir: str | Path) -> dict[str, Any]:
+    """The checked ``config.json`` of a run directory made by ``shortlist train`` / ``reproduce``:
+    :func:`agents.trained.read_run_config`, and its condition (benchmark, scorer, variant) named and known; a
+    one-line error naming the file otherwise. A policy saved from Python has no condition: ``shortlist
+    evaluate`` and ``shortlist shift`` need one, ``load_policy`` does not."""
+    from benchmarks.conditions import candidate_rule
+
+    cfg = read_run_config(run_dir)
+    path = Path(run_dir) / "config.json"
+    try:
+        missing = [k for k in CONDITION_KEYS if k not in cfg]
+        if missing:
+            raise KeyError(f"missing {missing} (a run of shortlist train names its condition)")
+        candidate_rule(cfg["benchmark"], cfg.get("variant", "") or "")
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: malformed run config ({e})") from e
+    return cfg

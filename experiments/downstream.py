@@ -1,7 +1,7 @@
 """``shortlist downstream``: does a shorter list help the LLM pick the right tool? The paper's Table 1, and depth
 policies trained for a given LLM.
 
-A chooser (:mod:`benchmarks.choosers`: the embedded local LM, any OpenAI-compatible endpoint, or a simulated
+A chooser (:mod:`choosers`: the embedded local LM, any OpenAI-compatible endpoint, or a simulated
 model of one) must call exactly one tool from each method's shortlist. Per BFCL condition (both scorers):
 
 1. **Cells**: the paper's Table 1 methods, retrained in its setting (step cost 0.01, gamma 0.95; the shortlist
@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.names import ConditionId
+from envs import EpisodeOverrides
 from experiments.config import Cell
 from experiments.downstream_choices import choices_table, chooser_for, downstream_queries, seed_cache
 from experiments.plan import (
@@ -51,7 +52,7 @@ FOLDS = 5
 
 def downstream_cells(conditions: Sequence[str], seeds: Sequence[int], settings: dict | None = None) -> list[Cell]:
     """The cells of the study (module docstring): stochastic methods on every seed, the others on the first."""
-    from experiments.plan import PLANS, cells_for
+    from experiments.plan import PLANS, Learning, cells_for
 
     unknown = [c for c in conditions if c not in DOWNSTREAM_CONDITIONS]
     if unknown:
@@ -59,11 +60,11 @@ def downstream_cells(conditions: Sequence[str], seeds: Sequence[int], settings: 
             f"downstream: unknown condition(s) {unknown}; expected some of {', '.join(DOWNSTREAM_CONDITIONS)}"
         )
     plans = [PLANS[c] for c in conditions]
-    learn: dict[str, Any] = {"settings": settings, "step_cost": STEP_COST, "gamma": GAMMA, "max_depth": MAX_K}
+    learning = Learning(settings or {}, EpisodeOverrides(step_cost=STEP_COST, gamma=GAMMA, max_depth=MAX_K))
     stoch = [m for m in DOWNSTREAM_METHODS if m.kind.stochastic]
     det = [m for m in DOWNSTREAM_METHODS if not m.kind.stochastic]
-    cells = cells_for(plans, seeds, {p.name: stoch for p in plans}, **learn)
-    return cells + cells_for(plans, list(seeds)[:1], {p.name: det for p in plans}, **learn)
+    cells = cells_for(plans, seeds, {p.name: stoch for p in plans}, learning=learning)
+    return cells + cells_for(plans, list(seeds)[:1], {p.name: det for p in plans}, learning=learning)
 
 
 def fold_of(qid: str) -> int:
@@ -127,7 +128,7 @@ def sensitivity(cond: Any, queries: Sequence[Any], bor_rows: pd.DataFrame, stren
     """The simulated chooser (never an LLM) at each distraction strength s (its K penalty b times s): the best
     fixed K it rewards, the best BoR-trained method's end-to-end % and depth, and the fitted peers of
     :data:`OUTCOME_KINDS` (not the RL agents: seconds, not minutes) trained on its outcome, cross-fitted."""
-    from benchmarks.choosers.simulated import SimulatedParams
+    from choosers.simulated import SimulatedParams
     from experiments.downstream_choices import choices_table, chooser_for
 
     rows = []
@@ -176,9 +177,9 @@ def chooser_options(da: Any, cache_dir: str | None = None) -> dict[str, Any]:
 
 def cmd_downstream(da: Any, la: Any, ca: Any, command: str) -> int:
     """``shortlist downstream`` through the one pipeline (:mod:`experiments.pipeline`; module docstring)."""
-    from benchmarks.choosers import ChoiceCache
+    from choosers import ChoiceCache
     from experiments.pipeline import Pipeline, Produced, cells_plan, run_pipeline, run_with
-    from experiments.report.downstream import write_downstream_report
+    from experiments.report.downstream_page import write_downstream_report
     from experiments.runner import collect_runs, get_condition
 
     settings = la.settings_for()
@@ -186,7 +187,7 @@ def cmd_downstream(da: Any, la: Any, ca: Any, command: str) -> int:
     out, runs_dir = Path(da.out), Path(da.runs_dir)
     options = chooser_options(da, ca.cache_dir)
     if da.chooser == "openai" and not da.dry_run:  # a missing key or a bad option fails before any cell runs
-        from benchmarks.choosers import make_chooser
+        from choosers import make_chooser
 
         make_chooser("openai", **options)
     committed = pd.read_csv(da.choices, dtype={"qid": str}) if da.choices and Path(da.choices).is_file() else None

@@ -4,7 +4,7 @@ one ranking.
 Every method's shortlist of a query is the top K of the same ranked list (the condition's scorer order,
 the same tool descriptions and parameter schemas), so the study asks the chooser once per (query, K) and
 every method reads the answer of its own K: :func:`choices_table`. The chooser's persistent cache
-(:class:`benchmarks.choosers.ChoiceCache`) keeps every answer as it arrives, so an interrupted study resumes
+(:class:`choosers.ChoiceCache`) keeps every answer as it arrives, so an interrupted study resumes
 and a rerun asks nothing.
 
 Which (query, K) are asked: K in ``ks`` with the gold tool among the top K (``K >= gold rank``). A shortlist
@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from benchmarks.choosers import BaseChooser, Tool, bfcl_tools, make_chooser
+from choosers import BaseChooser, Tool, bfcl_tools, make_chooser
 from benchmarks.conditions import Condition
 
 #: The columns of a choices table, in order (``runtime``, ``model`` and ``digest`` are the cache key of the
@@ -67,7 +67,7 @@ def downstream_queries(cond: Condition, qids: Sequence[str], data_dir: Any = Non
 
 
 def chooser_for(name: str, queries: Sequence[DownstreamQuery], cache: Any = None, **options: Any) -> BaseChooser:
-    """:func:`benchmarks.choosers.make_chooser`; the simulated chooser also gets each query's gold (its model
+    """:func:`choosers.make_chooser`; the simulated chooser also gets each query's gold (its model
     of an LLM needs it; the real choosers never see it)."""
     if name == "simulated":
         options = {**options, "gold": {q.text: q.gold for q in queries}}
@@ -103,7 +103,7 @@ def seed_cache(chooser: BaseChooser, table: pd.DataFrame, queries: Sequence[Down
     and request digest) and its cache lacks into the cache; returns how many. A machine with an empty cache
     then renders the study from the committed table without asking the model again; a request that changed
     (another prompt, tool text or order) has another digest and is asked anew."""
-    from benchmarks.choosers import Choice
+    from choosers import Choice
 
     if chooser.cache is None or table.empty:
         return 0

@@ -33,7 +33,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: 
 
 from agents import registry  # noqa: E402
 from agents.evaluation import BUCKET_ORDER  # noqa: E402
-from experiments.config import MethodSpec  # noqa: E402
+from agents.method import MethodSpec  # noqa: E402
 from experiments.io import atomic_write_csv, save_png  # noqa: E402
 
 #: Most iso-BoR lines drawn when the caller does not choose them.

@@ -88,7 +88,7 @@ def write_tables(out: Path, tables: dict[str, pd.DataFrame]) -> None:
 # ----------------------------------------------------------------------------- provenance
 
 
-CODE_PACKAGES = ("rewards", "envs", "agents", "benchmarks")
+CODE_PACKAGES = ("rewards", "envs", "agents", "benchmarks", "choosers")
 #: The experiments modules that run inside a cell (its config, the runner, the table writer).
 #: Everything else in experiments/ (CLI, options, plans, reports, figures) reaches a cell only
 #: through its resolved config, which the config hash covers on its own.

@@ -17,8 +17,16 @@ from typing import Any, ClassVar
 
 from agents import registry
 from benchmarks.names import DEFAULT_TRAIN_FRAC
+from envs import EpisodeOverrides
 from envs.features import OBSERVATION_CHOICES
-from experiments.plan import DEFAULT_SEEDS, DEFAULT_SPLIT_SEEDS, DOWNSTREAM_CONDITIONS, FIXED_KS, STRENGTHS
+from experiments.plan import (
+    DEFAULT_SEEDS,
+    DEFAULT_SPLIT_SEEDS,
+    DOWNSTREAM_CONDITIONS,
+    FIXED_KS,
+    STRENGTHS,
+    Learning,
+)
 from rewards import REWARD_KINDS
 
 BUCKET_SCHEMES = ("default", "narrow")
@@ -134,16 +142,15 @@ class LearnArgs:
         except ValueError as e:
             raise ValueError(f"--set: {e}") from e
 
-    def learn_kwargs(self, agent: str | None = None) -> dict[str, Any]:
-        """Keyword arguments of :func:`experiments.plan.cells_for` (``agent``: see :meth:`settings_for`)."""
-        return {
-            "settings": self.settings_for(agent),
-            "step_cost": self.step_cost,
-            "gamma": self.gamma,
-            "max_depth": self.max_depth,
-            "observation": self.observation,
-            "split_seeds": self.split_seeds,
-        }
+    def overrides(self) -> EpisodeOverrides:
+        """The episode settings this command line changes (None: the condition's own)."""
+        observation = None if self.observation == "auto" else self.observation
+        return EpisodeOverrides(self.step_cost, self.gamma, self.max_depth, observation)
+
+    def learning(self, agent: str | None = None) -> Learning:
+        """What :func:`experiments.plan.cells_for` takes from the command line (``agent``: see
+        :meth:`settings_for`)."""
+        return Learning(self.settings_for(agent), self.overrides(), self.split_seeds)
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,15 @@ thresholds checked in the reports. :func:`cells_for` turns plans into cells.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agents import registry
+from agents.method import MethodSpec
 from benchmarks.names import ConditionId
 from benchmarks.synthetic import SyntheticSpec
-from envs import EpisodeConfig
-from experiments.config import Cell, MethodSpec
+from envs import EpisodeConfig, EpisodeOverrides
+from experiments.config import Cell
 
 FIXED_KS = (1, 3, 5, 10, 20, 50)
 """Fixed-K baselines of the study (the paper's grid)."""
@@ -34,12 +35,12 @@ class ConditionPlan:
     """A condition of the study and how the paper trained on it."""
 
     condition: ConditionId
-    step_cost: float = 0.01
-    """Cost c of each shown tool after the first: the learners' step cost, and the c of the judged
-    net reward (found x -log2 P_rand(K) - c (K - 1); :func:`agents.base.judged_objective`)."""
-    gamma: float = 1.0
-    """The learners' discount: 1, so every learner trains on the judged objective itself (the paper
-    used 0.95 on most conditions; see README)."""
+    episode: EpisodeConfig = EpisodeConfig()
+    """The condition's episode settings, over :class:`envs.EpisodeConfig`'s defaults (the one place they
+    are set): its step cost c is the learners' step cost and the c of the judged net reward (found x
+    -log2 P_rand(K) - c (K - 1); :func:`agents.base.judged_objective`); its discount is 1, so every
+    learner trains on the judged objective itself (the paper used 0.95 on most conditions; see README).
+    A command line's :class:`envs.EpisodeOverrides` apply on top of it."""
     constant_reward: bool = False
     """Also train the constant-reward ablation (the paper's BFCL+BM25 F1 row)."""
     suite: str = "main"
@@ -65,7 +66,7 @@ def _plan(name: str, **kw: object) -> ConditionPlan:
 
 #: The paper's main-table conditions (SPEC section 6), in report order, with its per-condition settings.
 MAIN_PLANS: tuple[ConditionPlan, ...] = (
-    _plan("bfcl-bm25", step_cost=0.005, constant_reward=True),
+    _plan("bfcl-bm25", episode=EpisodeConfig(step_cost=0.005), constant_reward=True),
     _plan("bfcl-minilm"),
     _plan("metatool-bm25"),
     _plan("metatool-minilm"),
@@ -137,7 +138,7 @@ def base_plan(condition: ConditionId) -> ConditionPlan:
     base = main.get(condition.base.name)
     if base is None:
         return ConditionPlan(condition)
-    return ConditionPlan(condition, base.step_cost, base.gamma)
+    return ConditionPlan(condition, base.episode)
 
 
 def _sweep_plans() -> tuple[ConditionPlan, ...]:
@@ -280,42 +281,51 @@ def synthetic_methods(plan: ConditionPlan) -> list[MethodSpec]:
     ]
 
 
+@dataclass(frozen=True)
+class Learning:
+    """What a command sets for the cells it trains, beside the plans: policy settings per kind, the episode
+    overrides and the split seeds (:meth:`experiments.options.LearnArgs.learning` builds it from the command
+    line). The episode settings stay an :class:`envs.EpisodeOverrides` until :func:`cells_for` applies them to
+    each plan's :class:`envs.EpisodeConfig`."""
+
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    """Kind name -> its settings dataclass (the ``--set`` items); other kinds keep their defaults."""
+    overrides: EpisodeOverrides = EpisodeOverrides()
+    """Episode settings that replace each plan's own."""
+    split_seeds: tuple[int, ...] | None = None
+    """Train/test split seeds; None: the command's default (:func:`plan_splits`, or split 0)."""
+
+    @property
+    def observation(self) -> str:
+        """The observation set the learners read (``auto`` unless overridden)."""
+        return self.overrides.observation or "auto"
+
+
 def cells_for(
     plans: Sequence[ConditionPlan],
     seeds: Sequence[int],
     methods: dict[str, list[MethodSpec]] | None = None,
     *,
-    settings: Mapping[str, Any] | None = None,
-    step_cost: float | None = None,
-    gamma: float | None = None,
-    max_depth: int | None = None,
-    observation: str = "auto",
-    split_seeds: Sequence[int] | None = None,
+    learning: Learning = Learning(),
     buckets: str = "",
     options: tuple[tuple[str, str], ...] = (),
 ) -> list[Cell]:
-    """Every (condition, method, split, seed) cell; explicit step_cost/gamma override the plan's;
-    ``split_seeds`` default to split 0 only; ``settings`` maps a kind name to its settings (the
-    ``--set`` of :class:`experiments.options.LearnArgs`; other kinds keep their defaults)."""
-    settings = settings or {}
+    """Every (condition, method, split, seed) cell: each plan's episode with ``learning.overrides`` applied
+    (:meth:`envs.EpisodeOverrides.apply`), then the method's (:meth:`agents.method.MethodSpec.episode`);
+    ``learning.split_seeds`` default to split 0 only; kinds named in ``learning.settings`` get those settings."""
     cells = []
     for plan in plans:
-        episode = EpisodeConfig(
-            step_cost=plan.step_cost if step_cost is None else step_cost,
-            gamma=plan.gamma if gamma is None else gamma,
-            max_depth=max_depth,
-            observation=observation,
-        )
+        episode = learning.overrides.apply(plan.episode)
         for m in (methods or {}).get(plan.name) or methods_for(plan):
-            for split in split_seeds or (0,):
+            for split in learning.split_seeds or (0,):
                 for seed in seeds:
                     cells.append(
                         Cell(
                             plan.condition,
                             m,
                             int(seed),
-                            episode,
-                            settings.get(m.agent),
+                            m.episode(episode),
+                            learning.settings.get(m.agent),
                             int(split),
                             buckets,
                             options,
@@ -331,32 +341,34 @@ def plan_splits(plan: ConditionPlan, split_seeds: Sequence[int] | None) -> tuple
     return splits if plan.suite in ("main", "hybrid", "text") else splits[:1]
 
 
-def _split_by_seed(plan: ConditionPlan, methods: list[MethodSpec], seeds: Sequence[int], learn: dict) -> list[Cell]:
+def _split_by_seed(
+    plan: ConditionPlan, methods: list[MethodSpec], seeds: Sequence[int], learning: Learning
+) -> list[Cell]:
     """Stochastic methods on every seed, deterministic ones on the first (other seeds repeat it),
     on every split of :func:`plan_splits`."""
     if not seeds:
         raise ValueError("give at least one seed")
-    learn = {**learn, "split_seeds": plan_splits(plan, learn.get("split_seeds"))}
+    learning = replace(learning, split_seeds=plan_splits(plan, learning.split_seeds))
     stoch = [m for m in methods if m.kind.stochastic]
     det = [m for m in methods if not m.kind.stochastic]
-    cells = cells_for([plan], seeds, {plan.name: stoch}, **learn) if stoch else []
-    return cells + (cells_for([plan], list(seeds)[:1], {plan.name: det}, **learn) if det else [])
+    cells = cells_for([plan], seeds, {plan.name: stoch}, learning=learning) if stoch else []
+    return cells + (cells_for([plan], list(seeds)[:1], {plan.name: det}, learning=learning) if det else [])
 
 
-def study_cells(plans: Sequence[ConditionPlan], seeds: Sequence[int], **learn: object) -> list[Cell]:
+def study_cells(plans: Sequence[ConditionPlan], seeds: Sequence[int], learning: Learning = Learning()) -> list[Cell]:
     """``reproduce``'s cells: every method on every seed and split of :func:`plan_splits`, except on
     synthetic conditions, where deterministic methods run once (the first seed)."""
     cells: list[Cell] = []
     for plan in plans:
         if plan.suite == "synthetic":
-            cells += _split_by_seed(plan, methods_for(plan), seeds, learn)
+            cells += _split_by_seed(plan, methods_for(plan), seeds, learning)
         else:
-            splits = plan_splits(plan, learn.get("split_seeds"))  # type: ignore[arg-type]
-            cells += cells_for([plan], seeds, **{**learn, "split_seeds": splits})  # type: ignore[arg-type]
+            splits = replace(learning, split_seeds=plan_splits(plan, learning.split_seeds))
+            cells += cells_for([plan], seeds, learning=splits)
     return cells
 
 
-def compare_cells(plans: Sequence[ConditionPlan], seeds: Sequence[int], **learn: object) -> list[Cell]:
+def compare_cells(plans: Sequence[ConditionPlan], seeds: Sequence[int], learning: Learning = Learning()) -> list[Cell]:
     """Every cell of the comparison: stochastic methods on all seeds, the rest on the first.
 
     The two-scorer suite and a comparison on a named observation set (``observation`` other than
@@ -368,9 +380,9 @@ def compare_cells(plans: Sequence[ConditionPlan], seeds: Sequence[int], **learn:
     cells: list[Cell] = []
     for plan in plans:
         methods = compare_methods(plan.condition.benchmark)
-        if plan.suite == "hybrid" or learn.get("observation", "auto") != "auto":
+        if plan.suite == "hybrid" or learning.observation != "auto":
             methods = [m for m in methods if m.reward != "f1"]
-        cells += _split_by_seed(plan, methods, seeds, learn)
+        cells += _split_by_seed(plan, methods, seeds, learning)
     return cells
 
 

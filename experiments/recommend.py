@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.config import MethodSpec
+from agents.method import MethodSpec
 from experiments.options import CommonArgs, LearnArgs, RecommendArgs, source_options
 from experiments.report.markdown import fmt, table
 
@@ -124,8 +124,8 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     cid = ConditionId(ra.source, ra.scorer if ra.source != "run" else "run", ra.variant)
     plan = PLANS.get(cid.name) or base_plan(cid)
     seed = la.seeds[:1]  # a decision, not a study: one seed
-    learn = la.learn_kwargs()
-    cells = cells_for([plan], seed, {plan.name: recommend_methods(cid.benchmark)}, options=options, **learn)
+    methods = {plan.name: recommend_methods(cid.benchmark)}
+    cells = cells_for([plan], seed, methods, learning=la.learning(), options=options)
     out = Path(ra.out)
     check_out_is_ours(out, plan.name)
     runs = run_with(cells, out, ca, command)

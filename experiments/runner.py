@@ -28,25 +28,13 @@ import numpy as np
 import pandas as pd
 
 from agents import bucket_table, evaluate, summarise
-from agents.base import DepthPolicy, set_training_progress
+from agents.base import DepthPolicy, seed_everything, set_training_progress
 from benchmarks.conditions import Condition, build_condition
 from envs import EpisodeConfig, RankedQuery
 from experiments.config import Cell
 from experiments.io import manifest, now_utc, remove_stale_temporaries, staged_folder, write_csv
 
 RUN_FILES = ("config.json", "command.txt", "manifest.json", "per_query.csv", "summary.csv", "buckets.csv")
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python, numpy's legacy global RNG (for libraries that use it) and torch, in one place."""
-    import random
-
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed % 2**32)  # noqa: NPY002 - third-party code may read the global RNG
-    torch.manual_seed(seed)
-    torch.set_num_threads(1)
 
 
 def get_condition(

@@ -7,7 +7,7 @@ the saved policy on the test split (same split seed) of each shift target:
 - **scorer shift**: the same benchmark ranked by the other scorer (BM25 <-> MiniLM);
 - **benchmark shift**: the other benchmarks' main conditions, same scorer (cross-benchmark transfer);
 - **query shift**: the same benchmark and scorer with rewritten queries (``qnotools``, ``qtrunc20``,
-  ``qdrop30``: :mod:`benchmarks.shift`);
+  ``qdrop30``: :mod:`benchmarks.query_shift`);
 
 plus **none** (its own test split, which reproduces the run's own rows). Nothing is retrained; the
 fitted peers keep their fitted parameters. The largest-gap rule (``gap``) needs no training, so it
@@ -32,17 +32,18 @@ from pathlib import Path
 import pandas as pd
 
 from agents import registry
+from agents.method import MethodSpec
+from agents.trained import load_run_policy
 from benchmarks.names import ConditionId
-from benchmarks.shift import QUERY_SHIFTS
+from benchmarks.query_shift import QUERY_SHIFTS
 from envs import EpisodeConfig
-from experiments.config import MethodSpec
+from experiments.config import read_cell_config
 from experiments.io import code_fingerprint
 from experiments.options import FolderArgs, ShiftArgs
 from experiments.pipeline import Pipeline, Produced, run_pipeline
 from experiments.plan import BOR_AGENTS, DEFAULT_SEEDS, base_plan
-from experiments.report.shift import GAP_RULE
+from experiments.report.shift_page import GAP_RULE
 from experiments.runner import RUN_KEYS, get_condition, labelled_rows
-from experiments.trained import load_run_policy, read_run_config
 
 #: The conditions whose trained runs are shifted (the base benchmark/scorer pairs of the goal).
 SHIFT_SOURCES: tuple[str, ...] = ("bfcl-bm25", "bfcl-minilm", "metatool-bm25", "metatool-minilm", "toolbench-minilm")
@@ -81,7 +82,7 @@ def shifted_runs(
     stale = 0
     groups: dict[tuple[str, int], list[tuple[Path, dict]]] = defaultdict(list)
     for run in sorted(p for p in runs_dir.iterdir() if (p / "config.json").is_file()):
-        cfg = read_run_config(run)
+        cfg = read_cell_config(run)
         if cfg["condition"] not in sources or cfg["episode"].get("observation", "auto") != "auto":
             continue  # another condition, or a learner on a named observation set (its own comparison)
         group = MethodSpec.parse(cfg["method"]).kind.group
@@ -112,7 +113,7 @@ def shift_rows(groups: dict[tuple[str, int], list[tuple[Path, dict]]], fa: Folde
         policies = [(load_run_policy(run, cfg), cfg) for run, cfg in runs]
         if not any(cfg["method"] == GAP_RULE for _, cfg in runs):  # untrained: built here when no run has it
             plan = base_plan(ConditionId.parse(source))
-            episode = asdict(EpisodeConfig(step_cost=plan.step_cost, gamma=plan.gamma))
+            episode = asdict(plan.episode)
             policies.append(
                 (registry.make(GAP_RULE), {"method": GAP_RULE, "seed": DEFAULT_SEEDS[0], "episode": episode})
             )
@@ -155,7 +156,7 @@ def shift_plan(groups: dict[tuple[str, int], list[tuple[Path, dict]]]) -> list[t
 def cmd_shift(sa: ShiftArgs, fa: FolderArgs, command: str) -> int:
     """``shortlist shift``: evaluate, aggregate and report through the one pipeline (see the module docstring)."""
     from agents import bucket_table, summarise
-    from experiments.report.shift import write_shift_report
+    from experiments.report.shift_page import write_shift_report
 
     sources = sa.only or SHIFT_SOURCES
     for s in sources:

@@ -22,11 +22,12 @@ from typing import Any
 import pandas as pd
 
 from agents import evaluate, registry, summarise
+from agents.base import seed_everything
 from benchmarks.conditions import seeded_split
-from envs import EpisodeConfig
+from envs import EpisodeConfig, EpisodeOverrides
 from experiments.io import atomic_write_csv, write_manifest
 from experiments.options import TuneArgs
-from experiments.runner import get_condition, seed_everything
+from experiments.runner import get_condition
 
 INNER_SPLIT_SEED = 99
 #: The validation metrics of every row, in column order.
@@ -140,11 +141,7 @@ def cmd_tune(ta: TuneArgs, command: str = "") -> int:
 
     cid = ConditionId(ta.benchmark, ta.scorer, ta.variant)
     plan = PLANS.get(cid.name) or base_plan(cid)
-    episode = EpisodeConfig(
-        reward=ta.reward,
-        step_cost=plan.step_cost if ta.step_cost is None else ta.step_cost,
-        gamma=plan.gamma if ta.gamma is None else ta.gamma,
-    )
+    episode = replace(EpisodeOverrides(step_cost=ta.step_cost, gamma=ta.gamma).apply(plan.episode), reward=ta.reward)
     out = Path(ta.out)
     tune(
         ta.benchmark,

@@ -15,7 +15,8 @@ Exported (see each object's own docstring):
   registered with Gymnasium on import);
 - the policies: :func:`kinds` and :func:`make` (the registry, :mod:`agents.registry`), :func:`fit`
   (train a registered kind on your own ranked lists), :func:`evaluate` (per-query rows),
-  :func:`load_policy` and :class:`TrainedPolicy` (a run directory written by ``shortlist train``);
+  :func:`load_policy` and :class:`TrainedPolicy` (a run directory written by ``shortlist train`` or by
+  :meth:`TrainedPolicy.save`);
 - :data:`__version__` (the installed distribution's version).
 
 Importing this module imports numpy and gymnasium, never torch: the policy parts (:func:`fit`,
@@ -23,7 +24,7 @@ Importing this module imports numpy and gymnasium, never torch: the policy parts
 loaded on first use (module ``__getattr__``).
 
 One import name, whatever the current directory: the package's own top-level packages
-(``rewards envs agents benchmarks experiments``) import each other by those names, which a folder
+(``rewards envs agents benchmarks choosers experiments``) import each other by those names, which a folder
 of yours can shadow (Python puts the current directory first on ``sys.path``, so an
 ``experiments/`` folder there would be imported instead of ours), as can a PyPI project named
 ``envs``. On import this module checks where each of the five names would load from; any that
@@ -50,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 #: repository for an editable install).
 HOME = Path(__file__).resolve().parent.parent
 #: The top-level packages of shortlist-depth, which import each other by these names.
-PACKAGES = ("rewards", "envs", "agents", "benchmarks", "experiments")
+PACKAGES = ("rewards", "envs", "agents", "benchmarks", "choosers", "experiments")
 
 
 class _OwnPackages(importlib.abc.MetaPathFinder):
@@ -134,7 +135,7 @@ from rewards import (  # noqa: E402
 
 if TYPE_CHECKING:
     from agents.registry import kinds, make
-    from experiments.trained import TrainedPolicy, load_policy
+    from agents.trained import TrainedPolicy, load_policy
     from shortlist_depth.api import evaluate, fit
 
 try:
@@ -146,8 +147,8 @@ except PackageNotFoundError:  # run from a checkout that is not installed
 _LAZY = {
     "fit": "shortlist_depth.api",
     "evaluate": "shortlist_depth.api",
-    "load_policy": "experiments.trained",
-    "TrainedPolicy": "experiments.trained",
+    "load_policy": "agents.trained",
+    "TrainedPolicy": "agents.trained",
     "kinds": "agents.registry",
     "make": "agents.registry",
 }

@@ -4,18 +4,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Any
 
 import pandas as pd
 
 from agents import registry
-from agents.base import DepthPolicy, FixedConfig
+from agents.base import DepthPolicy, FixedConfig, seed_everything
 from agents.evaluation import evaluate as evaluate_policy
+from agents.method import MethodSpec
+from agents.trained import TrainedPolicy
 from envs import EpisodeConfig, RankedQuery
-from experiments.config import MethodSpec
-from experiments.runner import seed_everything
-from experiments.trained import TrainedPolicy
 
 
 def fit(
@@ -30,7 +29,10 @@ def fit(
     """Train a registered policy kind on your own labelled ranked lists; the fitted policy.
 
     The same steps as one cell of ``shortlist train``: seed Python, numpy's global RNG and torch
-    with ``seed``, build the kind with ``settings``, fit it on ``queries`` with the episode settings.
+    with ``seed``, build the kind with ``settings``, fit it on ``queries`` in the method's episode
+    (:meth:`agents.method.MethodSpec.episode` of ``episode``). With the same queries, seed, settings and
+    episode settings (``shortlist train``'s are the condition's: on your own run, ``EpisodeConfig()``'s
+    defaults, step cost 0.01 and gamma 1) it gives the same policy (a test trains one cell both ways).
 
     Args:
         kind: a registered kind (:func:`shortlist_depth.kinds`): ``tabular``, ``dqn``, ``cutoff``,
@@ -43,13 +45,14 @@ def fit(
             the others ignore it.
         settings: the kind's settings dataclass (e.g. ``TabularConfig(episodes=5000)``); None = its
             defaults.
-        episode: step cost, discount, depth cap and observation set (default: ``EpisodeConfig()``);
-            its reward is set to the method's.
+        episode: step cost, discount, depth cap and observation set (default: ``EpisodeConfig()``:
+            step cost 0.01, gamma 1, the judged net reward); its reward is set to the method's.
         seed: the training seed.
 
     Returns:
-        A :class:`~experiments.trained.TrainedPolicy` (``run_dir`` None): ``.depth(scores)`` and
-        ``.depths(score_lists)`` choose K from scores alone; :func:`evaluate` scores it.
+        A :class:`~agents.trained.TrainedPolicy` (``run_dir`` None): ``.depth(scores)`` and
+        ``.depths(score_lists)`` choose K from scores alone; :func:`evaluate` scores it; ``.save(dir)``
+        writes a run directory that :func:`~agents.trained.load_policy` reads.
 
     Raises:
         ValueError: an unknown kind or reward, settings of another kind, a kind that needs a known
@@ -59,12 +62,24 @@ def fit(
     spec = MethodSpec(kind, reward, k)
     if spec.kind.only_benchmarks:
         raise ValueError(f"{kind!r} applies only to the benchmarks {', '.join(spec.kind.only_benchmarks)}")
-    ep = replace(episode or EpisodeConfig(), reward=spec.reward)
+    ep = spec.episode(episode or EpisodeConfig())
     ep.check_queries(queries)
     seed_everything(seed)
-    policy = registry.make(kind, spec.reward, settings)
+    built = spec.settings(settings)
+    policy = registry.make(kind, spec.reward, built)
     policy.fit(queries, ep, seed)
-    config = {"agent": kind, "method": spec.name, "seed": seed, "episode": asdict(ep)}
+    kept = {k: v for k, v in asdict(built).items() if k != spec.kind.name_field}
+    config = {
+        "agent": kind,
+        "method": spec.name,
+        "train_reward": spec.reward if spec.kind.uses_reward else None,
+        "k": spec.k or None,
+        "seed": seed,
+        "episode": asdict(ep),
+        "settings": kept,
+        "source": "shortlist_depth.fit",
+        "n_train": len(queries),
+    }
     return TrainedPolicy(policy, ep, spec.name, None, config)
 
 
@@ -81,7 +96,7 @@ def evaluate(
     ``bor_aggregate(rows.found, rows.k, rows.n, rows.r)`` is its BoR in bits.
 
     Args:
-        policy: from :func:`fit` or :func:`~experiments.trained.load_policy` (its own episode settings),
+        policy: from :func:`fit` or :func:`~agents.trained.load_policy` (its own episode settings),
             or any fitted :class:`~agents.base.DepthPolicy`.
         queries: labelled ranked queries (``relevant_ranks`` 1-based).
         episode: the episode settings (default: the policy's own, else ``EpisodeConfig()``).

@@ -150,7 +150,7 @@ def test_undiscounted_return_equals_the_env_sum_of_rewards_including_the_forced_
     q = RankedQuery(generate(spec, 1)[0].scores, np.array([2]), "x")
     config = EpisodeConfig(step_cost=0.05, gamma=1.0, max_depth=4)
     found, cost = payoff_if_found("bor", "return", config, 6, 4)
-    env = ShortlistEnv([q], step_cost=0.05, max_depth=4)
+    env = ShortlistEnv([q], EpisodeConfig(step_cost=0.05, max_depth=4))
     for k in range(1, 5):
         env.reset(options={"index": 0})
         total, done, depth = 0.0, False, 1

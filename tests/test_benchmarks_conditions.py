@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from benchmarks.bfcl import load_bfcl
-from benchmarks.cache import cached_scores
+from benchmarks.score_cache import cached_scores
 from benchmarks.conditions import BENCHMARKS, Condition, build_condition, seeded_split
 from benchmarks.scorers import BM25Scorer
 

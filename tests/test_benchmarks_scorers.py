@@ -1,4 +1,4 @@
-"""benchmarks.scorers and benchmarks.cache: tokeniser, BM25, MiniLM, and the on-disk score cache."""
+"""benchmarks.scorers and benchmarks.score_cache: tokeniser, BM25, MiniLM, and the on-disk score cache."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from benchmarks import scorers
-from benchmarks.cache import atomic_save_npy, cache_key, cached_scores, scores_dir
+from benchmarks.score_cache import atomic_save_npy, cache_key, cached_scores, scores_dir
 from benchmarks.scorers import (
     STOPWORDS,
     TOKENISER_VERSION,

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from benchmarks.conditions import build_condition
-from benchmarks.shift import (
+from benchmarks.query_shift import (
     QUERY_SHIFTS,
     keyword_dropout,
     shift_queries,

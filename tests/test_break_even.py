@@ -65,7 +65,7 @@ def test_episode_cap_and_environment_honour_break_even() -> None:
     assert EpisodeConfig().cap(q) == 50
     assert EpisodeConfig(break_even=True).cap(q) == kstar
     assert EpisodeConfig(break_even=True, max_depth=5).cap(q) == 5
-    env = ShortlistEnv([q], break_even=True)
+    env = ShortlistEnv([q], EpisodeConfig(break_even=True))
     env.reset(seed=0)
     done, steps, info = False, 0, {}
     while not done:

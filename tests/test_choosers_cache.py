@@ -1,4 +1,4 @@
-"""benchmarks.choosers base and cache: the protocol, the per-key cache, resuming, the factory,
+"""choosers base and cache: the protocol, the per-key cache, resuming, the factory,
 and BFCL's tool schemas on the real data."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.bfcl import load_bfcl, load_bfcl_schemas, tool_text
-from benchmarks.choosers import (
+from choosers import (
     CHOOSERS,
     BaseChooser,
     Choice,
@@ -21,7 +21,7 @@ from benchmarks.choosers import (
     make_chooser,
     tools_from_schemas,
 )
-from benchmarks.choosers.base import digest_of
+from choosers.chooser import digest_of
 
 TOOLS = [Tool(f"tool_{i}", f"Tool {i}.", {"type": "dict", "properties": {"x": {"type": "integer"}}}) for i in range(6)]
 

@@ -1,4 +1,4 @@
-"""benchmarks.choosers.local: prompt shape, calibration/argmax on a stub scorer, prefix reuse vs a
+"""choosers.local: prompt shape, calibration/argmax on a stub scorer, prefix reuse vs a
 from-scratch forward pass (tiny random Gemma 3 and Llama models, then the real Gemma 3 270M)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from benchmarks.choosers import ChoiceCache, Tool
-from benchmarks.choosers.local import (
+from choosers import ChoiceCache, Tool
+from choosers.local import (
     HEADER,
     LocalChooser,
     LocalOptions,
@@ -172,7 +172,7 @@ def real_chooser(tmp_path_factory: pytest.TempPathFactory) -> LocalChooser:
 
 @pytest.mark.llm
 def test_real_model_prefix_reuse_and_choice(real_chooser: LocalChooser) -> None:
-    from benchmarks.choosers import bfcl_tools
+    from choosers import bfcl_tools
 
     tools = {t.name: t for t in bfcl_tools()}
     names = ["calculate_triangle_area", "math.hypot", "geometry.area_circle", "calculate_area", "math.factorial"]

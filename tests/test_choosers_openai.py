@@ -1,4 +1,4 @@
-"""benchmarks.choosers.openai_api against a real local HTTP server on 127.0.0.1 speaking the
+"""choosers.openai_api against a real local HTTP server on 127.0.0.1 speaking the
 OpenAI chat-completions protocol: request shape, retries, cache hits, refusals, errors, secrets."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from benchmarks.choosers import ChoiceCache, ChooserError, Tool, make_chooser
-from benchmarks.choosers.openai_api import OpenAIChooser, OpenAIOptions, openai_schema, wire_names
+from choosers import ChoiceCache, ChooserError, Tool, make_chooser
+from choosers.openai_api import OpenAIChooser, OpenAIOptions, openai_schema, wire_names
 
 KEY_ENV = "SHORTLIST_TEST_LLM_KEY"
 SECRET = "sk-test-SECRET-d41d8cd98f00b204"

@@ -1,4 +1,4 @@
-"""benchmarks.choosers.simulated: the stated error model, its fit to the paper, determinism."""
+"""choosers.simulated: the stated error model, its fit to the paper, determinism."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.choosers import Tool, make_chooser
-from benchmarks.choosers.simulated import (
+from choosers import Tool, make_chooser
+from choosers.simulated import (
     PAPER_POINTS,
     SimulatedChooser,
     SimulatedParams,

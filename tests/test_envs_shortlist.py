@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import envs
-from envs import CONTINUE, ENV_ID, N_FEATURES, STOP, RankedQuery, ShortlistEnv, feature_matrix
+from envs import CONTINUE, ENV_ID, N_FEATURES, STOP, EpisodeConfig, RankedQuery, ShortlistEnv, feature_matrix
 from rewards import REWARD_KINDS, p_random
 
 STEP_COST = 0.01
@@ -46,8 +46,9 @@ def _queries() -> list[RankedQuery]:
     ]
 
 
-def _make(queries: list[RankedQuery] | None = None, **kwargs: Any) -> gymnasium.Env:
-    return gymnasium.make(ENV_ID, queries=_queries() if queries is None else queries, **kwargs)
+def _make(queries: list[RankedQuery] | None = None, **episode: Any) -> gymnasium.Env:
+    """``gymnasium.make`` with the episode settings ``episode`` (an :class:`EpisodeConfig`, given whole)."""
+    return gymnasium.make(ENV_ID, queries=_queries() if queries is None else queries, episode=EpisodeConfig(**episode))
 
 
 def _run(env: gymnasium.Env, actions: list[int], index: int = 0) -> tuple[list[float], dict, list]:
@@ -579,7 +580,7 @@ def test_shared_tables_give_the_same_episodes_and_refuse_other_queries() -> None
     rewards as environments that build their own, and sharing between different query lists is refused."""
     rng = np.random.default_rng(0)
     qs = [RankedQuery(np.sort(rng.random(12))[::-1].copy(), [int(rng.integers(1, 12))], f"q{i}") for i in range(6)]
-    own, first, shared = (ShortlistEnv(qs, step_cost=0.02) for _ in range(3))
+    own, first, shared = (ShortlistEnv(qs, EpisodeConfig(step_cost=0.02)) for _ in range(3))
     shared.share_tables(first)
     for env in (own, shared):
         env.reset(seed=3)
@@ -594,4 +595,4 @@ def test_shared_tables_give_the_same_episodes_and_refuse_other_queries() -> None
     with pytest.raises(ValueError, match="differ"):
         ShortlistEnv(qs[:3]).share_tables(first)
     with pytest.raises(ValueError, match="differ"):
-        ShortlistEnv(qs, step_cost=0.5).share_tables(first)
+        ShortlistEnv(qs, EpisodeConfig(step_cost=0.5)).share_tables(first)

@@ -180,13 +180,13 @@ def test_cell_command_recreates_the_cell(
     run as printed, it makes a run with the same config hash and byte-identical tables."""
     import shlex
 
-    from experiments.config import MethodSpec
+    from agents.method import MethodSpec
     from experiments.options import LearnArgs
     from experiments.plan import PLANS, cells_for
     from experiments.runner import run_cells
 
     la = LearnArgs(seeds=(7,), **learn)
-    (cell,) = cells_for([PLANS["bfcl-bm25"]], la.seeds, {"bfcl-bm25": [MethodSpec(*method)]}, **la.learn_kwargs())
+    (cell,) = cells_for([PLANS["bfcl-bm25"]], la.seeds, {"bfcl-bm25": [MethodSpec(*method)]}, learning=la.learning())
     (made,) = run_cells([cell], tmp_path / "a", data_dir=None, cache_dir=cache_dir, command="test", progress=False)
     argv = shlex.split(cell.command(str(tmp_path / "b")))
     assert argv[:2] == ["shortlist", "train"]

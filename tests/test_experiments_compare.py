@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from agents.method import MethodSpec
 from experiments.cli import add_dataclass_args, build
 from experiments.compare import cmd_compare
-from experiments.config import MethodSpec
 from experiments.figures import pareto_front
 from experiments.options import CommonArgs, CompareArgs, LearnArgs
 from experiments.plan import compare_cells, compare_methods, resolve_plans

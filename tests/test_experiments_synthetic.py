@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import experiments.report.synthetic as study
+import experiments.report.synthetic_page as study
 from benchmarks.synthetic import parse_variant
-from experiments.report.synthetic import (
+from experiments.report.synthetic_page import (
     DQN_SUBSET,
     SYNTHETIC_AXES,
     SYNTHETIC_GRID,

@@ -9,10 +9,10 @@ import pytest
 from agents.choppy import ChoppyConfig, CutoffModel
 from agents.cutoff import CutoffConfig, ExpectedRewardCutoff
 from agents.dqn import DQNAgent, DQNConfig
+from agents.method import MethodSpec, method_group
 from agents.tabular import TabularConfig, TabularQ
 from envs import EpisodeConfig, RankedQuery, ShortlistEnv
 from envs.features import OBSERVATIONS, feature_matrix, observation_of, observation_width
-from experiments.config import MethodSpec, method_group
 from experiments.options import LearnArgs
 from experiments.plan import cells_for, resolve_plans
 
@@ -104,7 +104,7 @@ def test_named_sets_and_their_errors() -> None:
         observation_of(q, "nope")
     with pytest.raises(ValueError, match="unknown observation"):
         EpisodeConfig(observation="nope")
-    env = ShortlistEnv([q], observation="strict")
+    env = ShortlistEnv([q], EpisodeConfig(observation="strict"))
     obs, _ = env.reset(seed=0)
     assert obs.shape == (STRICT,) and env.observation_space.shape == (STRICT,)
     assert env.feature_names == OBSERVATIONS["strict"]
@@ -137,8 +137,8 @@ def test_every_learner_trains_and_acts_on_the_strict_set(kind: str, tmp_path) ->
 
 def test_cli_option_tags_the_learners_and_keeps_their_runs_apart() -> None:
     plans = resolve_plans(["bfcl-bm25"])
-    auto = cells_for(plans, [42], **LearnArgs().learn_kwargs())
-    strict = cells_for(plans, [42], **LearnArgs(observation="strict").learn_kwargs())
+    auto = cells_for(plans, [42], learning=LearnArgs().learning())
+    strict = cells_for(plans, [42], learning=LearnArgs(observation="strict").learning())
     assert {c.label for c in auto} == {c.method.name for c in auto}
     observing = {c.method.name for c in strict if c.method.kind.observes}
     assert {"bor-dqn", "bor-tabular", "bor-cutoff"} <= observing

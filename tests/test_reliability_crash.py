@@ -25,7 +25,7 @@ import pytest
 from conftest import TINY_REPRODUCE_ARGS, cli_env  # noqa: E402
 
 from benchmarks import scorers
-from benchmarks.cache import atomic_save_npy, cached_scores
+from benchmarks.score_cache import atomic_save_npy, cached_scores
 from benchmarks.scorers import BM25Scorer, EmbeddingScorer
 from experiments import runner
 from experiments.io import atomic_write_csv, atomic_write_text, write_tables
@@ -249,7 +249,7 @@ def test_cell_finished_concurrently_by_another_process(
     """Two processes computing the same cell (two ``reproduce`` on one --out): the other one renames
     its finished run directory into place just before we do. We must not crash (today: OSError
     'Directory not empty' from os.replace) and the result must be complete and correct."""
-    from experiments.config import MethodSpec
+    from agents.method import MethodSpec
     from experiments.plan import PLANS, cells_for
 
     (cell,) = cells_for([PLANS["bfcl-bm25"]], [1], {"bfcl-bm25": [MethodSpec("fixed", "bor", 3)]})

@@ -25,8 +25,8 @@ import torch
 from conftest import TINY_REPRODUCE_ARGS, cli_env  # noqa: E402
 
 from agents import TabularConfig, TabularQ
+from agents.base import seed_everything
 from envs import EpisodeConfig, RankedQuery, ShortlistEnv
-from experiments.runner import seed_everything
 
 REPO = Path(__file__).resolve().parents[1]
 TABLES = ("per_query.csv", "summary.csv", "buckets.csv")
@@ -198,7 +198,7 @@ GLOBAL_DRAWS = re.compile(
 
 
 def test_global_seeding_happens_in_one_place() -> None:
-    """Only ``experiments.runner.seed_everything`` seeds the global RNGs; a local torch seed is
+    """Only ``agents.base.seed_everything`` seeds the global RNGs; a local torch seed is
     allowed inside ``torch.random.fork_rng`` (it does not leak)."""
     offenders = []
     for pkg in PACKAGES:
@@ -208,7 +208,7 @@ def test_global_seeding_happens_in_one_place() -> None:
                 if not GLOBAL_SEEDING.search(line) or line.lstrip().startswith(("#", "``", "Determinism")):
                     continue
                 rel = f.relative_to(REPO).as_posix()
-                in_seed_everything = rel == "experiments/runner.py" and any(
+                in_seed_everything = rel == "agents/base.py" and any(
                     "def seed_everything" in ln for ln in lines[max(0, i - 12) : i]
                 )
                 forked = any("fork_rng" in ln for ln in lines[max(0, i - 3) : i])

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from agents.tabular import TabularQ
 from benchmarks import beir, bfcl, metatool, toolbench, trec
-from benchmarks.cache import _load_matrix
+from benchmarks.score_cache import _load_matrix
 from benchmarks.corpus import DataError
 from envs import RankedQuery, feature_matrix
 from envs.features import FEATURE_NAMES

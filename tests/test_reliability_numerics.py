@@ -204,7 +204,7 @@ def test_msmarco_scale_evaluation_in_process() -> None:
         hit = rows[rows["found"] == 1]
         np.testing.assert_allclose(hit["reward"], np.asarray(bor_reward(1, hit["k"], MSMARCO_N, hit["r"])), rtol=1e-12)
     # the environment and the features run at this N too (bounded observations, exact terminal reward)
-    env = ShortlistEnv(queries[:3], reward="bor", max_depth=1000)
+    env = ShortlistEnv(queries[:3], EpisodeConfig(reward="bor", max_depth=1000))
     obs, _ = env.reset(seed=0, options={"index": 0})
     assert env.observation_space.contains(obs)
     f = feature_matrix(queries[0])

@@ -20,10 +20,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from agents.method import MethodSpec
 from benchmarks.corpus import sha256_file
 from benchmarks.names import ConditionId
 from benchmarks.scorers import EmbeddingScorer, make_scorer
-from experiments.config import MethodSpec
 from experiments.plan import resolve_plans, study_cells
 from experiments.runner import RUN_TABLES, float_path, run_cell
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from experiments.config import method_group
+from agents.method import method_group
 
 REPO = Path(__file__).resolve().parents[1]
 #: The commit that introduced the break-even bound of the learned agents.

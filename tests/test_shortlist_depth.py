@@ -80,7 +80,7 @@ print(json.dumps({"light": light, "version": sd.__version__, "p": sd.p_random(5,
     home = Path(sd.__file__).resolve().parents[1]
     assert Path(got["experiments"]) == home / "experiments" / "__init__.py"
     assert Path(got["envs"]) == home / "envs" / "__init__.py"
-    assert got["load_policy"] == "experiments.trained" and "tabular" in got["kinds"]
+    assert got["load_policy"] == "agents.trained" and "tabular" in got["kinds"]
     assert not got["torch_now"], "the environment and the facade imported torch though nothing here trains"
     plain = python("from experiments import load_policy", user_folder)  # why the facade exists
     assert plain.returncode != 0 and "the user folder experiments was imported" in plain.stderr
@@ -147,3 +147,46 @@ def test_fit_and_evaluate_from_python() -> None:
         sd.fit("bayes", train)
     with pytest.raises(ValueError, match="unknown policy"):
         sd.fit("nope", train)
+
+
+# ---------------------------------------------------------------- two entry points, one policy
+
+
+def test_fit_and_shortlist_train_give_the_same_policy(tmp_path: Path) -> None:
+    """One cell trained through ``shortlist train`` (a TREC run + qrels, the CLI's defaults) and through
+    ``sd.fit`` on the same training queries, seed and settings: the same episode settings (step cost 0.01,
+    gamma 1: :class:`envs.EpisodeConfig`'s defaults are the plan's), the same DQN weights bit for bit, the same
+    depths. Then the fitted policy saved with ``.save`` loads back through ``load_policy`` unchanged."""
+    import torch
+
+    from agents.dqn import DQNConfig
+    from experiments.cli import main
+    from experiments.runner import get_condition
+    from test_experiments_own_run import write_run
+
+    run, qrels = write_run(tmp_path / "data", seed=3, n_queries=60)
+    budget = ["--set", "dqn.total_timesteps=1500", "dqn.learning_starts=200"]
+    argv = ["train", "--run", str(run), "--qrels", str(qrels), "--agent", "dqn", "--seeds", "5", *budget]
+    assert main([*argv, "--no-progress", "--out", str(tmp_path / "out")]) == 0
+    (run_dir,) = (tmp_path / "out" / "runs").iterdir()
+    cli = sd.load_policy(run_dir)
+
+    options = (("qrels", str(qrels)), ("run", str(run)))
+    cond = get_condition("run", "run", "", 0, None, None, tuple(sorted(options)))
+    fitted = sd.fit("dqn", cond.train, settings=DQNConfig(total_timesteps=1500, learning_starts=200), seed=5)
+
+    assert fitted.episode == cli.episode and fitted.episode.gamma == 1.0 and fitted.episode.step_cost == 0.01
+    ours, theirs = fitted.policy.model.policy.state_dict(), cli.policy.model.policy.state_dict()
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    lists = [q.scores for q in cond.test]
+    np.testing.assert_array_equal(fitted.depths(lists), cli.depths(lists))
+
+    saved = sd.load_policy(fitted.save(tmp_path / "mine"))
+    np.testing.assert_array_equal(saved.depths(lists), fitted.depths(lists))
+    assert (
+        saved.method == "bor-dqn"
+        and saved.episode == fitted.episode
+        and saved.config["source"] == "shortlist_depth.fit"
+    )
+    with pytest.raises(FileExistsError, match="not empty"):
+        fitted.save(tmp_path / "mine")

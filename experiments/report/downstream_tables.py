@@ -1,5 +1,5 @@
 """The tables of the downstream study, from its per-query rows and the chooser's answers (DataFrames in,
-DataFrames out; no I/O): what :mod:`experiments.downstream` computes and :mod:`experiments.report.downstream`
+DataFrames out; no I/O): what :mod:`experiments.downstream` computes and :mod:`experiments.report.downstream_page`
 renders."""
 
 from __future__ import annotations

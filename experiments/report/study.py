@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from agents.method import method_group
 from benchmarks.names import ConditionId
-from experiments.config import method_group
 from experiments.figures import (
     bucket_figure,
     candidate_set_size,
@@ -35,7 +35,7 @@ from experiments.report.markdown import (
     table,
 )
 from experiments.report.multi import write_multi_section
-from experiments.report.synthetic import write_synthetic_report
+from experiments.report.synthetic_page import write_synthetic_report
 from experiments.report.tables import (
     HYBRID_PAIRS,
     JUDGED,

@@ -1,7 +1,7 @@
 """Tables of the generated reports, computed from the long per-query / summary / bucket frames.
 
 Every function returns a DataFrame and writes nothing; :mod:`experiments.report.study` and
-:mod:`experiments.report.peers` render and write them.
+:mod:`experiments.report.peers_page` render and write them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from agents.evaluation import BUCKET_ORDER, spread_of
-from experiments.config import method_group
+from agents.method import method_group
 from experiments.figures import bucket_spread, with_splits
 from experiments.paper import PAPER
 from experiments.plan import BOR_AGENTS, GOAL_FRACTION_OF_DP, RL_AGENTS, SUPERVISED_AGENTS, condition_order

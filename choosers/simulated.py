@@ -59,8 +59,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from benchmarks.choosers.base import BaseChooser, Choice, Tool, digest_of
-from benchmarks.choosers.cache import ChoiceCache
+from choosers.chooser import BaseChooser, Choice, Tool, digest_of
+from choosers.choice_cache import ChoiceCache
 
 TEMPLATE_VERSION = "simulated-v1"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from agents import registry
-from experiments.config import MethodSpec, method_group
+from agents.method import MethodSpec, method_group
 from experiments.figures import bucket_figure, candidate_set_size, pareto_figure
 from experiments.io import atomic_write_csv, atomic_write_text
 from experiments.plan import BOR_AGENTS, COMPARE_BUCKET_METHODS, RL_AGENTS, SUPERVISED_AGENTS, condition_order

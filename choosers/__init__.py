@@ -1,10 +1,10 @@
 """Choosers: an LLM (or a model of one) picks exactly one tool from each shortlist.
 
-- :mod:`~benchmarks.choosers.base`: the :class:`Chooser` protocol, :class:`Tool`, :class:`Choice`.
-- :mod:`~benchmarks.choosers.cache`: the persistent choice cache.
-- :mod:`~benchmarks.choosers.local`: the embedded default (Gemma 3 270M from PyPI, calibrated scoring).
-- :mod:`~benchmarks.choosers.openai_api`: any OpenAI-compatible chat-completions endpoint.
-- :mod:`~benchmarks.choosers.simulated`: a stated error model, never evidence about real models.
+- :mod:`~choosers.chooser`: the :class:`Chooser` protocol, :class:`Tool`, :class:`Choice`.
+- :mod:`~choosers.choice_cache`: the persistent choice cache.
+- :mod:`~choosers.local`: the embedded default (Gemma 3 270M from PyPI, calibrated scoring).
+- :mod:`~choosers.openai_api`: any OpenAI-compatible chat-completions endpoint.
+- :mod:`~choosers.simulated`: a stated error model, never evidence about real models.
 
 :func:`make_chooser` builds one by name; :func:`bfcl_tools` turns BFCL's schemas into tools.
 The heavy modules (torch/transformers, httpx) are imported only by the chooser that needs them.
@@ -16,8 +16,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from benchmarks.choosers.base import BaseChooser, Choice, Chooser, ChooserError, Tool
-from benchmarks.choosers.cache import ChoiceCache, ChoiceKey
+from choosers.chooser import BaseChooser, Choice, Chooser, ChooserError, Tool
+from choosers.choice_cache import ChoiceCache, ChoiceKey
 
 CHOOSERS = ("local", "openai", "simulated")
 """Names :func:`make_chooser` knows."""
@@ -76,25 +76,25 @@ def _options(cls: type, chooser: str, options: Mapping[str, Any]) -> Any:
 def make_chooser(name: str, *, cache: ChoiceCache | None = None, **options: Any) -> BaseChooser:
     """The chooser called ``name`` (:data:`CHOOSERS`), built from keyword ``options``.
 
-    ``local``: fields of :class:`~benchmarks.choosers.local.LocalOptions`;
-    ``openai``: of :class:`~benchmarks.choosers.openai_api.OpenAIOptions` (``base_url`` and
+    ``local``: fields of :class:`~choosers.local.LocalOptions`;
+    ``openai``: of :class:`~choosers.openai_api.OpenAIOptions` (``base_url`` and
     ``model`` required); ``simulated``: ``gold`` (query text -> gold tool name) plus fields of
-    :class:`~benchmarks.choosers.simulated.SimulatedParams`.
+    :class:`~choosers.simulated.SimulatedParams`.
 
     Raises:
         ValueError: unknown chooser (listing the names) or option, one line.
         ChooserError: the chooser cannot start (missing package, key variable, model file).
     """
     if name == "local":
-        from benchmarks.choosers.local import LocalChooser, LocalOptions
+        from choosers.local import LocalChooser, LocalOptions
 
         return LocalChooser(_options(LocalOptions, name, options), cache)
     if name == "openai":
-        from benchmarks.choosers.openai_api import OpenAIChooser, OpenAIOptions
+        from choosers.openai_api import OpenAIChooser, OpenAIOptions
 
         return OpenAIChooser(_options(OpenAIOptions, name, options), cache)
     if name == "simulated":
-        from benchmarks.choosers.simulated import SimulatedChooser, SimulatedParams
+        from choosers.simulated import SimulatedChooser, SimulatedParams
 
         opts = dict(options)
         if "gold" not in opts:

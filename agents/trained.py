@@ -1,23 +1,29 @@
-"""Use a trained depth policy on any retriever's ranked lists.
+"""A trained depth policy with its episode settings: saved to and loaded from a run directory.
 
->>> from experiments import load_policy
->>> policy = load_policy("results/bfcl/runs/bfcl-bm25__bor-dqn__s42")   # doctest: +SKIP
->>> policy.depth([12.1, 9.3, 9.2, 4.0, 3.9])                            # doctest: +SKIP
+>>> import shortlist_depth as sd
+>>> policy = sd.load_policy("results/bfcl/runs/bfcl-bm25__bor-dqn__s42")   # doctest: +SKIP
+>>> policy.depth([12.1, 9.3, 9.2, 4.0, 3.9])                               # doctest: +SKIP
 1
 
-:func:`load_policy` reads a run directory written by ``shortlist train`` / ``reproduce``
-(its ``config.json`` and the policy file it saved) and returns a :class:`TrainedPolicy`:
-the policy of any registered kind with the episode settings it was trained with. It
-decides depths from scores alone (the observation features of :mod:`envs.features`), so it
-applies to any scorer's lists: scores sorted descending, one list per query, and
-optionally the candidate-set size N when a list was truncated from a larger pool.
+:func:`load_policy` reads a run directory written by ``shortlist train`` / ``reproduce`` or by
+:meth:`TrainedPolicy.save` (a policy fitted from Python with ``shortlist_depth.fit``): its ``config.json``
+and the policy file it saved. It returns a :class:`TrainedPolicy`: the policy of any registered kind with
+the episode settings it was trained with. It decides depths from scores alone (the observation features of
+:mod:`envs.features`), so it applies to any scorer's lists: scores sorted descending, one list per query,
+and optionally the candidate-set size N when a list was truncated from a larger pool.
+
+What a policy needs to exist and load lives here, beside the policies, never in the study layer: the method
+(:class:`agents.method.MethodSpec`), the seeding (:func:`agents.base.seed_everything`) and this module.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +31,11 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from agents.base import DepthPolicy, FixedK
+from agents.method import MethodSpec
 from envs import EpisodeConfig, RankedQuery
-from experiments.config import MethodSpec
 
-CONFIG_KEYS = ("agent", "train_reward", "episode", "benchmark", "scorer", "seed", "method")
+#: The keys every run directory's ``config.json`` holds (a study run adds its condition: benchmark, scorer, ...).
+CONFIG_KEYS = ("agent", "train_reward", "episode", "seed", "method")
 
 
 def read_run_config(run_dir: str | Path) -> dict[str, Any]:
@@ -58,9 +65,6 @@ def read_run_config(run_dir: str | Path) -> dict[str, Any]:
         if not isinstance(cfg["episode"], dict):
             raise TypeError("'episode' must be an object")
         EpisodeConfig(**cfg["episode"])
-        from benchmarks.conditions import candidate_rule
-
-        candidate_rule(cfg["benchmark"], cfg.get("variant", "") or "")
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
         raise ValueError(f"{cfg_path}: malformed run config ({e})") from e
     return cfg
@@ -148,6 +152,33 @@ class TrainedPolicy:
     def depth(self, scores: ArrayLike, n_candidates: int | None = None) -> int:
         """The depth K chosen for one score list (sorted descending)."""
         return int(self.depths([scores], n_candidates)[0])
+
+    def save(self, run_dir: str | Path, *, overwrite: bool = False) -> Path:
+        """Write this policy as a run directory that :func:`load_policy` reads: ``config.json`` (its config,
+        with the method, reward and episode settings) and the policy's own file (``agent.json`` or
+        ``agent.zip``; weights and numbers, never a pickle). The folder is written beside ``run_dir`` and
+        renamed into place once complete, so a reader never sees half of it.
+
+        Raises:
+            FileExistsError: ``run_dir`` exists and is not empty (another policy, or another run's
+                results), unless ``overwrite``.
+        """
+        run = Path(run_dir)
+        if run.exists() and (not run.is_dir() or any(run.iterdir())) and not overwrite:
+            raise FileExistsError(f"{run}: exists and is not empty; save elsewhere or pass overwrite=True")
+        config = {**self.config, "method": self.method, "episode": asdict(self.episode)}
+        run.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=run.parent, prefix=f".{run.name}.{os.getpid()}."))
+        try:
+            (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            self.policy.save(tmp / self.policy.artifact)
+            read_run_config(tmp)  # what load_policy will read: checked before it replaces anything
+            if run.exists():
+                shutil.rmtree(run) if run.is_dir() else run.unlink()
+            os.replace(tmp, run)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return run
 
 
 def load_policy(run_dir: str | Path) -> TrainedPolicy:

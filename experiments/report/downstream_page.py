@@ -137,7 +137,7 @@ def sensitivity_lines(sens: pd.DataFrame) -> list[str]:
         "## Sensitivity: the simulated chooser (not an LLM)",
         "",
         "The simulated chooser's K penalty b (its distraction strength) multiplied by the strength; everything else "
-        "as fitted to the paper's Table 1 (`benchmarks/choosers/simulated.py`). The best fixed K is the K with the "
+        "as fitted to the paper's Table 1 (`choosers/simulated.py`). The best fixed K is the K with the "
         "highest end-to-end minus 0.01 per extra tool on these queries (in-sample); the outcome-trained column fits "
         "the threshold and greedy-K rules to this chooser's outcome (cross-fitted). Not evidence about any real model.",
         "",

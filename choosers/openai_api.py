@@ -24,7 +24,7 @@ Failures: 429, 5xx, connection errors, timeouts and malformed bodies are retried
 exponential backoff (``backoff_s * 2**attempt``, at most ``max_backoff_s``; a ``Retry-After``
 header, in seconds or as an HTTP date, replaces the backoff, and one longer than
 ``max_retry_after_s`` fails at once) up to ``max_retries`` times, then raise
-:class:`~benchmarks.choosers.base.ChooserError`. 401/403 (key refused), 404 (no such endpoint
+:class:`~choosers.chooser.ChooserError`. 401/403 (key refused), 404 (no such endpoint
 or model), 400 (naming the model) and other 4xx raise at once, as does a key variable that is
 unset. Every error is one line, with the key's value redacted should a server echo it.
 
@@ -57,8 +57,8 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.choosers.base import BaseChooser, Choice, ChooserError, Emit, Tool, digest_of
-from benchmarks.choosers.cache import ChoiceCache
+from choosers.chooser import BaseChooser, Choice, ChooserError, Emit, Tool, digest_of
+from choosers.choice_cache import ChoiceCache
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from typing import Any
 import pandas as pd
 
 from benchmarks.atomic import atomic_path
-from benchmarks.choosers.base import STATUSES, Choice
+from choosers.chooser import STATUSES, Choice
 from benchmarks.data import PathLike, resolve_cache_dir
 
 FORMAT = "shortlist-depth choice v1"

@@ -86,8 +86,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from benchmarks.atomic import temp_prefix
-from benchmarks.choosers.base import BaseChooser, Choice, ChooserError, Emit, Tool, digest_of
-from benchmarks.choosers.cache import ChoiceCache
+from choosers.chooser import BaseChooser, Choice, ChooserError, Emit, Tool, digest_of
+from choosers.choice_cache import ChoiceCache
 from benchmarks.data import PathLike, resolve_cache_dir
 
 if TYPE_CHECKING:

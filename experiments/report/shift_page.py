@@ -81,7 +81,7 @@ def write_shift_report(out: Path, per_query: pd.DataFrame, command: str, runs_di
         f"condition ({', '.join(dict.fromkeys(per_query['source']))}) are evaluated, "
         "without retraining, on the test split (same split seed) of: the other scorer's ranking (scorer), the "
         "other benchmarks (benchmark), and rewritten queries (query: tool names removed, first 20 words, 30% "
-        "word dropout; `benchmarks/shift.py`). `none` is the policy's own test split. Judged on the net reward "
+        "word dropout; `benchmarks/query_shift.py`). `none` is the policy's own test split. Judged on the net reward "
         "(found x -log2 P_rand(K) minus the source condition's cost per extra shown tool). Means are over runs "
         "(seeds x splits), brackets a 95% query bootstrap stratified by split; differences are paired over the "
         "same test units.",

@@ -13,7 +13,7 @@ depth policy shows the first K tools of the same ranked list), so the batch entr
 
 :class:`BaseChooser` implements it once for every chooser: for each k it computes the cache
 key (runtime id, model id, digest of everything the request sends; see
-:mod:`benchmarks.choosers.cache`), returns cached choices without any call, and passes only
+:mod:`choosers.choice_cache`), returns cached choices without any call, and passes only
 the missing k to :meth:`BaseChooser._choose_missing`, whose default loops over
 :meth:`BaseChooser._choose_one`. A chooser that can share work between prefixes (the local
 LM reuses the tool-list prefix) overrides ``_choose_missing``. Each answer is written to the
@@ -157,7 +157,7 @@ Emit = Callable[[int, Choice], None]
 
 
 class ChoiceStore(Protocol):
-    """What :class:`BaseChooser` needs of a choice cache (:class:`benchmarks.choosers.cache.ChoiceCache` is
+    """What :class:`BaseChooser` needs of a choice cache (:class:`choosers.choice_cache.ChoiceCache` is
     the one the package ships): a key per request, reading an answer and keeping one. Defined here, so this
     module does not import the cache module that imports it."""
 
