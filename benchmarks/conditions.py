@@ -70,11 +70,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from benchmarks.score_cache import cached_embeddings, cached_scores
 from benchmarks.corpus import DataError, ToolCorpus
 from benchmarks.names import ConditionId, run_condition_name
-from benchmarks.scorers import EmbeddingScorer, make_scorer
 from benchmarks.query_shift import QUERY_SHIFTS, shift_queries
+from benchmarks.score_cache import cached_embeddings, cached_scores
+from benchmarks.scorers import EmbeddingScorer, make_scorer
 from benchmarks.split import Condition, seeded_split, sha_lines, split_meta
 from envs import RankedQuery
 
