@@ -88,6 +88,12 @@ class ToolCorpus:
         return h.hexdigest()
 
 
+def count_skip(skipped: dict[str, int], key: str, n: int = 1) -> None:
+    """Add ``n`` to the skip counter ``key`` of ``skipped``; a counter appears only once it is non-zero."""
+    if n:
+        skipped[key] = skipped.get(key, 0) + n
+
+
 def sha256_file(path: str) -> str:
     """sha256 hex digest of a file, streamed."""
     h = hashlib.sha256()
