@@ -7,15 +7,15 @@ import functools
 import json
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
 from envs import EpisodeConfig, RankedQuery, feature_matrix
-from envs.features import observation_width
+from envs.features import N_FEATURES, observation_width
 
 
 @runtime_checkable
@@ -96,26 +96,6 @@ def check_observation(name: str, trained: int, given: int, unit: str = "features
         )
 
 
-def save_torch_json(path: Path, name: str, params: dict, net: Any) -> None:
-    """A torch module's weights as JSON lists beside ``params`` (:func:`save_json`; no pickle)."""
-    save_json(path, name, {**params, "state": {k: v.tolist() for k, v in net.state_dict().items()}})
-
-
-def load_torch_json(path: Path, what: str, build: Callable[[dict], tuple[Any, Any]]) -> Any:
-    """Rebuild a policy saved by :func:`save_torch_json`: ``build(params)`` returns the policy and its
-    freshly built module, whose weights are then read from the file (JSON; never executes code)."""
-    import torch
-
-    params = read_json(path, what)
-    try:
-        out, net = build(params)
-        net.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in params["state"].items()})
-    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:
-        raise ValueError(f"{path}: malformed {what} file ({e})") from e
-    out.net = net.eval()
-    return out
-
-
 def read_json(path: Path, what: str) -> dict:
     """The ``params`` of a file written by :func:`save_json`; ValueError naming the file otherwise."""
     try:
@@ -128,6 +108,71 @@ def read_json(path: Path, what: str) -> dict:
     except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
         raise ValueError(f"{path}: malformed {what} file ({e})") from e
     return params
+
+
+class TorchJsonPolicy:
+    """The construction, save and load shared by the torch policies of one reward kind whose settings (a
+    frozen dataclass) set the width ``hidden`` of their network: the Choppy-style cut-off model
+    (:mod:`agents.choppy`) and the expected-reward cut-off (:mod:`agents.cutoff`).
+
+    The saved file (:func:`save_json`; no pickle) holds the reward kind, the settings, the fit's record
+    (:meth:`fit_record`), the observation width (features per depth) and the network's weights as JSON lists.
+    A subclass sets :attr:`kind` (its policies are named ``<reward>-<kind>``), :attr:`settings_type`,
+    :attr:`file_kind` (what its file is called in error messages) and :meth:`new_net`, and fits ``net``.
+    """
+
+    artifact = "agent.json"
+    stochastic = True
+    kind: ClassVar[str]
+    settings_type: ClassVar[type]
+    file_kind: ClassVar[str]
+
+    def __init__(self, reward: str = "bor", settings: Any = None) -> None:
+        self.reward = reward
+        self.settings = settings or self.settings_type()
+        self.name = f"{reward}-{self.kind}"
+        self.net: Any = None
+        self.n_features = N_FEATURES
+        self.final_loss = float("nan")
+
+    @staticmethod
+    def new_net(n_features: int, hidden: int) -> Any:
+        """A freshly built network reading ``n_features`` features per depth, of width ``hidden``."""
+        raise NotImplementedError
+
+    def fit_record(self) -> dict[str, float]:
+        """What the saved file records of the last fit (e.g. its final training loss)."""
+        raise NotImplementedError
+
+    def save(self, path: Path) -> None:
+        """Weights and settings as JSON lists (no pickle)."""
+        if self.net is None:
+            raise RuntimeError(f"{self.name}: nothing to save")
+        params = {
+            "reward": self.reward,
+            "settings": asdict(self.settings),
+            **self.fit_record(),
+            "n_features": self.n_features,
+            "state": {k: v.tolist() for k, v in self.net.state_dict().items()},
+        }
+        save_json(path, self.name, params)
+
+    @classmethod
+    def load(cls, path: Path, reward: str = "bor", settings: Any = None) -> Self:
+        """Rebuild a policy written by :meth:`save` (JSON; never executes code). The file's reward kind and
+        settings win over the arguments; the fit's record is not read back."""
+        import torch
+
+        params = read_json(path, cls.file_kind)
+        try:
+            out = cls(params["reward"], cls.settings_type(**params["settings"]))
+            out.n_features = int(params.get("n_features", N_FEATURES))
+            net = cls.new_net(out.n_features, out.settings.hidden)
+            net.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in params["state"].items()})
+        except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:
+            raise ValueError(f"{path}: malformed {cls.file_kind} file ({e})") from e
+        out.net = net.eval()
+        return out
 
 
 @dataclass(frozen=True)

@@ -27,20 +27,18 @@ order they are passed in. Saved as JSON (no pickle).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
 from agents.base import (
+    TorchJsonPolicy,
     check_observation,
     in_id_order,
     learned_episode,
-    load_torch_json,
     net_objective,
-    save_torch_json,
     torch_on_one_thread,
 )
 from agents.peers import objective_matrix, query_caps
@@ -50,7 +48,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 from envs import EpisodeConfig, RankedQuery, feature_matrix
-from envs.features import N_FEATURES, observation_width
+from envs.features import observation_width
 
 __all__ = ["ChoppyConfig", "CutoffModel"]
 
@@ -161,19 +159,25 @@ def _inputs(queries: Sequence[RankedQuery], config: EpisodeConfig) -> tuple[torc
     return torch.from_numpy(x), torch.from_numpy(mask)
 
 
-class CutoffModel:
-    """Choppy-style cut-off distribution model (see the module docstring). Name ``<reward>-choppy``."""
+class CutoffModel(TorchJsonPolicy):
+    """Choppy-style cut-off distribution model (see the module docstring). Name ``<reward>-choppy``; saved and
+    loaded as :class:`agents.base.TorchJsonPolicy` does, recording the final training objective."""
 
-    artifact = "agent.json"
-    stochastic = True
+    kind = "choppy"
+    settings_type = ChoppyConfig
+    file_kind = "cut-off model"
+    settings: ChoppyConfig
+    net: nn.Module | None
 
     def __init__(self, reward: str = "bor", settings: ChoppyConfig | None = None) -> None:
-        self.reward = reward
-        self.settings = settings or ChoppyConfig()
-        self.name = f"{reward}-choppy"
-        self.net: nn.Module | None = None
-        self.n_features = N_FEATURES
-        self.final_loss = float("nan")
+        super().__init__(reward, settings)
+
+    @staticmethod
+    def new_net(n_features: int, hidden: int) -> nn.Module:
+        return _cut_net(n_features, hidden)
+
+    def fit_record(self) -> dict[str, float]:
+        return {"final_train_objective": -self.final_loss}
 
     def _inputs(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> tuple[torch.Tensor, torch.Tensor]:
         x, mask = _inputs(queries, learned_episode(config, self.settings.break_even))
@@ -224,30 +228,6 @@ class CutoffModel:
         with torch.no_grad():
             logits = self.net(x, mask).numpy()
         return (np.argmax(logits, axis=1) + 1).astype(np.int64)
-
-    def save(self, path: Path) -> None:
-        """Weights and settings as JSON lists (no pickle)."""
-        if self.net is None:
-            raise RuntimeError(f"{self.name}: nothing to save")
-        params = {
-            "reward": self.reward,
-            "settings": asdict(self.settings),
-            "final_train_objective": -self.final_loss,
-            "n_features": self.n_features,
-        }
-        save_torch_json(path, self.name, params, self.net)
-
-    @classmethod
-    def load(cls, path: Path, reward: str = "bor", settings: Any = None) -> CutoffModel:
-        """Rebuild a model written by :meth:`save` (JSON; never executes code)."""
-
-        def build(p: dict) -> tuple[CutoffModel, nn.Module]:
-            out = cls(p["reward"], ChoppyConfig(**p["settings"]))
-            out.n_features = int(p.get("n_features", N_FEATURES))
-            return out, _cut_net(out.n_features, out.settings.hidden)
-
-        loaded: CutoffModel = load_torch_json(path, "cut-off model", build)
-        return loaded
 
 
 register(

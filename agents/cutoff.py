@@ -29,21 +29,19 @@ the model depends on the set of queries, never on the order they are passed in. 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
 from agents.base import (
+    TorchJsonPolicy,
     check_observation,
     in_id_order,
     learned_episode,
-    load_torch_json,
     net_objective,
     row_depths,
-    save_torch_json,
     stacked_features,
     torch_on_one_thread,
 )
@@ -52,7 +50,6 @@ from agents.registry import register
 if TYPE_CHECKING:
     from torch import nn
 from envs import EpisodeConfig, RankedQuery
-from envs.features import N_FEATURES
 from rewards import terminal_reward
 
 __all__ = ["CutoffConfig", "ExpectedRewardCutoff"]
@@ -90,20 +87,26 @@ def _net(n_features: int, hidden: int) -> nn.Module:
     )
 
 
-class ExpectedRewardCutoff:
+class ExpectedRewardCutoff(TorchJsonPolicy):
     """Supervised P(found by k) model + expected-reward argmax (see the module docstring).
-    Name ``<reward>-cutoff``."""
+    Name ``<reward>-cutoff``; saved and loaded as :class:`agents.base.TorchJsonPolicy` does, recording the final
+    training loss."""
 
-    artifact = "agent.json"
-    stochastic = True
+    kind = "cutoff"
+    settings_type = CutoffConfig
+    file_kind = "cut-off policy"
+    settings: CutoffConfig
+    net: nn.Module | None
 
     def __init__(self, reward: str = "bor", settings: CutoffConfig | None = None) -> None:
-        self.reward = reward
-        self.settings = settings or CutoffConfig()
-        self.name = f"{reward}-cutoff"
-        self.net: nn.Module | None = None
-        self.n_features = N_FEATURES
-        self.final_loss = float("nan")
+        super().__init__(reward, settings)
+
+    @staticmethod
+    def new_net(n_features: int, hidden: int) -> nn.Module:
+        return _net(n_features, hidden)
+
+    def fit_record(self) -> dict[str, float]:
+        return {"final_train_loss": self.final_loss}
 
     def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int) -> ExpectedRewardCutoff:
         import torch
@@ -167,30 +170,6 @@ class ExpectedRewardCutoff:
         for i, (a, b) in enumerate(zip(offsets[:-1], offsets[1:], strict=True)):
             out[i] = int(np.argmax(value[a:b])) + 1
         return out
-
-    def save(self, path: Path) -> None:
-        """Weights and settings as JSON lists (no pickle)."""
-        if self.net is None:
-            raise RuntimeError(f"{self.name}: nothing to save")
-        params = {
-            "reward": self.reward,
-            "settings": asdict(self.settings),
-            "final_train_loss": self.final_loss,
-            "n_features": self.n_features,
-        }
-        save_torch_json(path, self.name, params, self.net)
-
-    @classmethod
-    def load(cls, path: Path, reward: str = "bor", settings: Any = None) -> ExpectedRewardCutoff:
-        """Rebuild a model written by :meth:`save` (JSON; never executes code)."""
-
-        def build(p: dict) -> tuple[ExpectedRewardCutoff, nn.Module]:
-            out = cls(p["reward"], CutoffConfig(**p["settings"]))
-            out.n_features = int(p.get("n_features", N_FEATURES))
-            return out, _net(out.n_features, out.settings.hidden)
-
-        loaded: ExpectedRewardCutoff = load_torch_json(path, "cut-off policy", build)
-        return loaded
 
 
 register(

@@ -31,11 +31,12 @@ non-zero ones appear in ``ToolCorpus.skipped``): see the ``SKIP_*`` constants.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from benchmarks.corpus import DataError, QueryRecord, ToolCorpus, iter_jsonl, sha256_file
+from benchmarks.corpus import DataError, QueryRecord, ToolCorpus, count_skip, iter_jsonl, sha256_file
 from benchmarks.trec import iter_qrels
 
 SKIP_UNKNOWN_QUERY = "qrels rows with query id not in queries.jsonl"
@@ -97,34 +98,61 @@ def load_beir(folder: str | PathLike[str], split: str = "test", *, strict: bool 
         if not p.is_file():
             raise DataError(f"BEIR data file missing: {p}")
     folder_name = base.resolve().name
-    name = f"beir:{folder_name}"
-
-    doc_line: dict[str, int] = {}
-    texts: list[str] = []
-    for lineno, row in iter_jsonl(corpus_p):
-        where = f"{corpus_p}:{lineno}"
-        did = _get_id(row, where)
-        if did in doc_line:
-            raise DataError(f"{where}: duplicate document id {did!r} (first at line {doc_line[did]})")
-        doc_line[did] = lineno
-        texts.append(doc_text(_get_str(row, "title", where), _get_str(row, "text", where)))
-
-    qtext: dict[str, str] = {}
-    q_line: dict[str, int] = {}
-    for lineno, row in iter_jsonl(queries_p):
-        where = f"{queries_p}:{lineno}"
-        qid = _get_id(row, where)
-        if qid in q_line:
-            raise DataError(f"{where}: duplicate query id {qid!r} (first at line {q_line[qid]})")
-        q_line[qid] = lineno
-        qtext[qid] = _get_str(row, "text", where, required=True)
-
+    docs = _read_by_id(corpus_p, "document", _document_text)
+    queries = _read_by_id(queries_p, "query", _query_text)
     skipped: dict[str, int] = {}
+    judged = _judged(qrels_p, queries, docs, strict, skipped)
+    records = _judged_queries(queries, judged, queries_p, skipped)
+    if not records:
+        raise DataError(f"{qrels_p}: no query with a relevant document")
+    return ToolCorpus(
+        name=f"beir:{folder_name}",
+        tool_names=tuple(docs),
+        tool_texts=tuple(text for _, text in docs.values()),
+        queries=tuple(records),
+        inputs_sha256={
+            f"{folder_name}/corpus.jsonl": sha256_file(str(corpus_p)),
+            f"{folder_name}/queries.jsonl": sha256_file(str(queries_p)),
+            f"{folder_name}/qrels/{split}.tsv": sha256_file(str(qrels_p)),
+        },
+        skipped=skipped,
+    )
 
-    def skip(key: str, n: int = 1) -> None:
-        if n:
-            skipped[key] = skipped.get(key, 0) + n
 
+def _document_text(row: dict[str, Any], where: str) -> str:
+    """The text scorers see for a ``corpus.jsonl`` row: :func:`doc_text` of its title and text."""
+    return doc_text(_get_str(row, "title", where), _get_str(row, "text", where))
+
+
+def _query_text(row: dict[str, Any], where: str) -> str:
+    """The text of a ``queries.jsonl`` row (required)."""
+    return _get_str(row, "text", where, required=True)
+
+
+def _read_by_id(path: Path, kind: str, value: Callable[[dict[str, Any], str], str]) -> dict[str, tuple[int, str]]:
+    """The rows of ``corpus.jsonl`` or ``queries.jsonl`` by ``_id`` (:func:`_get_id`), in file order: each
+    row's line and ``value(row, "<file>:<line>")``; DataError naming the line of a repeated id (``kind``:
+    ``document`` or ``query``) and the first line it was on."""
+    out: dict[str, tuple[int, str]] = {}
+    for lineno, row in iter_jsonl(path):
+        where = f"{path}:{lineno}"
+        rid = _get_id(row, where)
+        if rid in out:
+            raise DataError(f"{where}: duplicate {kind} id {rid!r} (first at line {out[rid][0]})")
+        out[rid] = (lineno, value(row, where))
+    return out
+
+
+def _judged(
+    qrels_p: Path,
+    queries: Mapping[str, object],
+    docs: Mapping[str, object],
+    strict: bool,
+    skipped: dict[str, int],
+) -> dict[str, dict[str, int]]:
+    """The split's judgments ``{query id: {doc id: relevance}}`` of known queries and documents, in qrels
+    order. A repeated ``(query, doc)`` pair is a DataError; a row naming an unknown query or document is a
+    DataError when ``strict``, else counted in ``skipped``."""
     judged: dict[str, dict[str, int]] = {}
     first_line: dict[tuple[str, str], int] = {}
     for lineno, qid, did, rel in iter_qrels(qrels_p):
@@ -134,43 +162,40 @@ def load_beir(folder: str | PathLike[str], split: str = "test", *, strict: bool 
             raise DataError(
                 f"{where}: duplicate judgment of document {did!r} for query {qid!r} (first at line {first})"
             )
-        if qid not in qtext:
+        if qid not in queries:
             if strict:
-                raise DataError(f"{where}: query id {qid!r} is not in {queries_p.name}")
-            skip(SKIP_UNKNOWN_QUERY)
+                raise DataError(f"{where}: query id {qid!r} is not in queries.jsonl")
+            count_skip(skipped, SKIP_UNKNOWN_QUERY)
             continue
-        if did not in doc_line:
+        if did not in docs:
             if strict:
-                raise DataError(f"{where}: document id {did!r} is not in {corpus_p.name}")
-            skip(SKIP_UNKNOWN_DOC)
+                raise DataError(f"{where}: document id {did!r} is not in corpus.jsonl")
+            count_skip(skipped, SKIP_UNKNOWN_DOC)
             continue
         judged.setdefault(qid, {})[did] = rel
+    return judged
 
-    queries: list[QueryRecord] = []
-    for qid, text in qtext.items():
+
+def _judged_queries(
+    queries: Mapping[str, tuple[int, str]],
+    judged: Mapping[str, Mapping[str, int]],
+    queries_p: Path,
+    skipped: dict[str, int],
+) -> list[QueryRecord]:
+    """The queries (file order) with at least one relevant document (relevance > 0), all of them gold in
+    qrels order; queries without judgments or without a relevant one are counted in ``skipped``. A kept
+    query with an empty text is a DataError naming its line."""
+    out: list[QueryRecord] = []
+    for qid, (line, text) in queries.items():
         rels = judged.get(qid)
         if rels is None:
-            skip(SKIP_NOT_IN_QRELS)
+            count_skip(skipped, SKIP_NOT_IN_QRELS)
             continue
         gold = tuple(d for d, r in rels.items() if r > 0)
         if not gold:
-            skip(SKIP_NO_RELEVANT)
+            count_skip(skipped, SKIP_NO_RELEVANT)
             continue
         if not text:
-            raise DataError(f"{queries_p}:{q_line[qid]}: query {qid!r} has empty text")
-        queries.append(QueryRecord(qid=qid, text=text, gold=gold))
-    if not queries:
-        raise DataError(f"{qrels_p}: no query with a relevant document")
-
-    return ToolCorpus(
-        name=name,
-        tool_names=tuple(doc_line),
-        tool_texts=tuple(texts),
-        queries=tuple(queries),
-        inputs_sha256={
-            f"{folder_name}/corpus.jsonl": sha256_file(str(corpus_p)),
-            f"{folder_name}/queries.jsonl": sha256_file(str(queries_p)),
-            f"{folder_name}/qrels/{split}.tsv": sha256_file(str(qrels_p)),
-        },
-        skipped=skipped,
-    )
+            raise DataError(f"{queries_p}:{line}: query {qid!r} has empty text")
+        out.append(QueryRecord(qid=qid, text=text, gold=gold))
+    return out

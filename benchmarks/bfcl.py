@@ -243,72 +243,94 @@ def load_bfcl(
     q_bytes, a_bytes = source.read("questions"), source.read("answers")
     questions_label, answers_label = source.label("questions"), source.label("answers")
     qrows = _read_jsonl(questions_label, q_bytes)
-    arows: dict[str, dict] = {}
-    for r in _read_jsonl(answers_label, a_bytes):
-        if r["id"] in arows:
-            raise DataError(f"{answers_label}:{r['_line']}: duplicate query id {r['id']!r}")
-        arows[r["id"]] = r
-    qids: set[str] = set()
-    names: list[str] = []
-    texts: list[str] = []
-    seen: set[str] = set()
+    answers_by_id = _answers_by_id(answers_label, a_bytes)
+    qids: set[str | int] = set()
+    registry: dict[str, str] = {}  # function name -> tool text, in order of first appearance
     queries: list[QueryRecord] = []
     for row in qrows:
         where = f"{questions_label}:{row['_line']}"
         if row["id"] in qids:
             raise DataError(f"{where}: duplicate query id {row['id']!r}")
         qids.add(row["id"])
-        fns = row.get("function")
-        if (
-            not isinstance(fns, list)
-            or not fns
-            or not all(isinstance(f, dict) and isinstance(f.get("name"), str) and f["name"] for f in fns)
-        ):
-            raise DataError(f"{where}: 'function' must be a non-empty list of named functions")
+        fns = _functions(row, where)
         for fn in fns:
-            params = fn.get("parameters") or {}
-            if not isinstance(params, dict) or not isinstance(params.get("properties") or {}, dict):
-                raise DataError(f"{where}: 'parameters' of function {fn['name']!r} must be an object with 'properties'")
-        for fn in fns:
-            if fn["name"] not in seen:
-                seen.add(fn["name"])
-                names.append(str(fn["name"]))
-                texts.append(tool_text(fn, text_kind))
-        try:
-            turns = [t for conv in row["question"] for t in conv if t.get("role") == "user"]
-            text = " ".join(str(t["content"]) for t in turns).strip()
-        except (KeyError, TypeError, AttributeError) as e:
-            raise DataError(f"{where}: malformed 'question' ({e!r})") from e
-        if not text:
-            raise DataError(f"{where}: query {row['id']!r} has empty text")
-        ans = arows.get(row["id"])
-        if ans is None:
-            raise DataError(f"{answers_label}: no ground truth for query {row['id']!r}")
-        truth = ans.get("ground_truth")
-        if not isinstance(truth, list) or not truth or not all(isinstance(g, dict) and len(g) == 1 for g in truth):
-            raise DataError(
-                f"{answers_label}:{ans['_line']}: malformed 'ground_truth' (expected a list of {{name: args}})"
-            )
-        gold = tuple(dict.fromkeys(str(next(iter(g))) for g in truth))
-        own = {str(fn["name"]) for fn in fns}
-        if not set(gold) <= own:
-            raise DataError(
-                f"{answers_label}:{ans['_line']}: ground truth {sorted(set(gold) - own)} of query {row['id']!r} "
-                f"is not among the entry's own functions {sorted(own)}"
-            )
+            if fn["name"] not in registry:
+                registry[str(fn["name"])] = tool_text(fn, text_kind)
+        text = _query_text(row, where)
+        gold = _gold_tools(row, answers_by_id.get(row["id"]), answers_label, fns)
         queries.append(QueryRecord(qid=str(row["id"]), text=text, gold=gold))
-    missing = [(q.qid, g) for q in queries for g in q.gold if g not in seen]
+    missing = [(q.qid, g) for q in queries for g in q.gold if g not in registry]
     if missing:
         raise DataError(
             f"{answers_label}: gold function {missing[0][1]!r} of query {missing[0][0]!r} is not in the registry"
         )
     return ToolCorpus(
         name="bfcl",
-        tool_names=tuple(names),
-        tool_texts=tuple(texts),
+        tool_names=tuple(registry),
+        tool_texts=tuple(registry.values()),
         queries=tuple(queries),
         inputs_sha256={QUESTIONS: hashlib.sha256(q_bytes).hexdigest(), ANSWERS: hashlib.sha256(a_bytes).hexdigest()},
     )
+
+
+def _answers_by_id(label: str, content: bytes) -> dict[str | int, dict]:
+    """The rows of the answers file by query id; DataError naming the line of a repeated id."""
+    rows: dict[str | int, dict] = {}
+    for r in _read_jsonl(label, content):
+        if r["id"] in rows:
+            raise DataError(f"{label}:{r['_line']}: duplicate query id {r['id']!r}")
+        rows[r["id"]] = r
+    return rows
+
+
+def _functions(row: dict, where: str) -> list[dict]:
+    """The function definitions of a question row: a non-empty list of named functions, each with
+    ``parameters`` that are an object whose ``properties`` are an object; DataError at ``where`` otherwise."""
+    fns = row.get("function")
+    if (
+        not isinstance(fns, list)
+        or not fns
+        or not all(isinstance(f, dict) and isinstance(f.get("name"), str) and f["name"] for f in fns)
+    ):
+        raise DataError(f"{where}: 'function' must be a non-empty list of named functions")
+    for fn in fns:
+        params = fn.get("parameters") or {}
+        if not isinstance(params, dict) or not isinstance(params.get("properties") or {}, dict):
+            raise DataError(f"{where}: 'parameters' of function {fn['name']!r} must be an object with 'properties'")
+    return fns
+
+
+def _query_text(row: dict, where: str) -> str:
+    """The query text of a question row: the content of its user turns, joined by spaces and stripped;
+    DataError at ``where`` for a malformed ``question`` or an empty text."""
+    try:
+        turns = [t for conv in row["question"] for t in conv if t.get("role") == "user"]
+        text = " ".join(str(t["content"]) for t in turns).strip()
+    except (KeyError, TypeError, AttributeError) as e:
+        raise DataError(f"{where}: malformed 'question' ({e!r})") from e
+    if not text:
+        raise DataError(f"{where}: query {row['id']!r} has empty text")
+    return text
+
+
+def _gold_tools(row: dict, answer: dict | None, answers_label: str, fns: list[dict]) -> tuple[str, ...]:
+    """The gold functions of a question row: the names in its answer's ``ground_truth`` (distinct, in order),
+    which must be among the row's own functions; DataError naming the answers file (and line) otherwise."""
+    if answer is None:
+        raise DataError(f"{answers_label}: no ground truth for query {row['id']!r}")
+    truth = answer.get("ground_truth")
+    if not isinstance(truth, list) or not truth or not all(isinstance(g, dict) and len(g) == 1 for g in truth):
+        raise DataError(
+            f"{answers_label}:{answer['_line']}: malformed 'ground_truth' (expected a list of {{name: args}})"
+        )
+    gold = tuple(dict.fromkeys(str(next(iter(g))) for g in truth))
+    own = {str(fn["name"]) for fn in fns}
+    if not set(gold) <= own:
+        raise DataError(
+            f"{answers_label}:{answer['_line']}: ground truth {sorted(set(gold) - own)} of query {row['id']!r} "
+            f"is not among the entry's own functions {sorted(own)}"
+        )
+    return gold
 
 
 def load_bfcl_schemas(

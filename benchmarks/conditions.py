@@ -70,11 +70,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from benchmarks.score_cache import cached_embeddings, cached_scores
-from benchmarks.corpus import DataError, ToolCorpus
+from benchmarks.corpus import DataError, QueryRecord, ToolCorpus
 from benchmarks.names import ConditionId, run_condition_name
-from benchmarks.scorers import EmbeddingScorer, make_scorer
 from benchmarks.query_shift import QUERY_SHIFTS, shift_queries
+from benchmarks.score_cache import cached_embeddings, cached_scores
+from benchmarks.scorers import EmbeddingScorer, make_scorer
 from benchmarks.split import Condition, seeded_split, sha_lines, split_meta
 from envs import RankedQuery
 
@@ -211,6 +211,34 @@ def sample_queries(n_total: int, n_sample: int | None, seed: int) -> NDArray[np.
     return np.sort(np.random.default_rng(seed).choice(n_total, size=n_sample, replace=False))
 
 
+def candidate_set_size(rule: CandidateRule, n_tools: int) -> int:
+    """N of the rule's candidate sets over a registry of ``n_tools`` tools (the whole registry when
+    ``rule.n`` is None); ValueError when N exceeds the registry."""
+    n = int(rule.n or n_tools)
+    if n > n_tools:
+        raise ValueError(f"candidate-set size N={n} exceeds the registry of {n_tools} tools")
+    return n
+
+
+def fill_candidates(
+    gold: list[int], nearest: NDArray[np.int64] | None, n_similar: int, n: int, n_tools: int, seed: int, i: int
+) -> NDArray[np.int64]:
+    """One query's candidate set in registry order: its gold tools, then the first ``n_similar`` tools of
+    ``nearest`` (registry indices, most similar first; needed when ``n_similar > 0``) outside them, then a
+    uniform random fill from the rest of the registry up to N = ``n`` tools, drawn with
+    ``numpy.random.default_rng([seed, i])`` (``i``: the query's position)."""
+    chosen = list(gold)
+    if n_similar:
+        assert nearest is not None
+        golds = set(chosen)
+        chosen += [int(j) for j in nearest if j not in golds][:n_similar]
+    rest = np.setdiff1d(np.arange(n_tools), chosen, assume_unique=False)
+    fill = n - len(chosen)
+    if fill:
+        chosen += np.random.default_rng([seed, i]).choice(rest, size=fill, replace=False).tolist()
+    return np.sort(chosen)
+
+
 def candidate_sets(
     sim_row: NDArray[np.int64],
     gold: NDArray[np.int64],
@@ -219,7 +247,7 @@ def candidate_sets(
     similarity: NDArray[np.float64] | None,
     seed: int,
 ) -> NDArray[np.int64]:
-    """Candidate tool indices per query, shape (Q, N), each row in registry order.
+    """Candidate tool indices per query, shape (Q, N), each row in registry order (:func:`fill_candidates`).
 
     Args:
         sim_row: for each query, the row of ``similarity`` that belongs to its gold tool.
@@ -229,21 +257,14 @@ def candidate_sets(
         similarity: (rows, n_tools) tool-tool similarity, needed when ``rule.n_similar > 0``.
         seed: seed of the random fill (per query: ``default_rng([seed, i])``).
     """
-    n = int(rule.n or n_tools)
-    if n > n_tools:
-        raise ValueError(f"candidate-set size N={n} exceeds the registry of {n_tools} tools")
+    n = candidate_set_size(rule, n_tools)
     out = np.empty((len(gold), n), dtype=np.int64)
     for i, g in enumerate(gold):
-        chosen = [int(g)]
+        nearest = None
         if rule.n_similar:
             assert similarity is not None
-            order = np.argsort(-similarity[sim_row[i]], kind="stable")
-            chosen += [int(j) for j in order if j != g][: rule.n_similar]
-        rest = np.setdiff1d(np.arange(n_tools), chosen, assume_unique=False)
-        fill = n - len(chosen)
-        if fill:
-            chosen += np.random.default_rng([seed, i]).choice(rest, size=fill, replace=False).tolist()
-        out[i] = np.sort(chosen)
+            nearest = np.argsort(-similarity[sim_row[i]], kind="stable")
+        out[i] = fill_candidates([int(g)], nearest, rule.n_similar, n, n_tools, seed, i)
     return out
 
 
@@ -272,8 +293,8 @@ def multi_candidate_sets(
     (MiniLM tool-tool similarity; ties broken by registry order via a stable sort), then
     a uniform random fill from the remaining tools up to ``N = rule.n`` drawn with
     ``numpy.random.default_rng([seed, i])`` (query position i). With R = 1 this is exactly
-    :func:`candidate_sets` (same neighbours, same random draw). The sets do not depend on
-    the scorer being evaluated.
+    :func:`candidate_sets` (same neighbours, same random draw: both fill with :func:`fill_candidates`).
+    The sets do not depend on the scorer being evaluated.
 
     Args:
         gold_sets: per query, the registry indices of its gold tools.
@@ -286,31 +307,52 @@ def multi_candidate_sets(
     Raises:
         ValueError: N larger than the registry, or a gold set that does not fit in N.
     """
-    n = int(rule.n or n_tools)
-    if n > n_tools:
-        raise ValueError(f"candidate-set size N={n} exceeds the registry of {n_tools} tools")
+    n = candidate_set_size(rule, n_tools)
     out = np.empty((len(gold_sets), n), dtype=np.int64)
     for i, gs in enumerate(gold_sets):
         chosen = [int(g) for g in gs]
         if len(set(chosen)) != len(chosen) or len(chosen) + rule.n_similar > n:
             raise ValueError(f"query {i}: gold set {chosen} repeats a tool or does not fit with N={n}")
+        nearest = None
         if rule.n_similar:
             assert similarity is not None
-            s = similarity[[sim_rows[g] for g in chosen]].max(axis=0)
-            order = np.argsort(-s, kind="stable")
-            gold = set(chosen)
-            chosen += [int(j) for j in order if j not in gold][: rule.n_similar]
-        rest = np.setdiff1d(np.arange(n_tools), chosen, assume_unique=False)
-        fill = n - len(chosen)
-        if fill:
-            chosen += np.random.default_rng([seed, i]).choice(rest, size=fill, replace=False).tolist()
-        out[i] = np.sort(chosen)
+            nearest = np.argsort(-similarity[[sim_rows[g] for g in chosen]].max(axis=0), kind="stable")
+        out[i] = fill_candidates(chosen, nearest, rule.n_similar, n, n_tools, seed, i)
     return out
+
+
+def query_candidates(
+    benchmark: str,
+    corpus: ToolCorpus,
+    records: Sequence[QueryRecord],
+    rule: CandidateRule,
+    cache_dir: Path | None,
+    seed: int,
+) -> tuple[list[NDArray[np.int64]], list[list[int]]]:
+    """Candidate registry indices and the gold positions among them, per query, under ``rule``: the whole
+    registry (``rule.n`` None), the ``multi`` rule (:func:`multi_candidate_sets`) or one gold tool per
+    query (:func:`candidate_sets`).
+
+    Raises:
+        DataError: a query with other than one gold tool under a single-gold rule, or with one under ``multi``.
+    """
+    index = corpus.tool_index()
+    if rule.n is None:
+        return [np.arange(len(corpus.tool_names))] * len(records), [[index[g] for g in q.gold] for q in records]
+    if rule.query_set == "multi":
+        return _multi_candidates(corpus, records, rule, cache_dir, seed)
+    if any(len(q.gold) != 1 for q in records):
+        raise DataError(f"{benchmark}: candidate-set rules need exactly one gold tool per query")
+    gold = np.array([index[q.gold[0]] for q in records])
+    rows = np.unique(gold)
+    sim = tool_similarity(corpus, rows, cache_dir) if rule.n_similar else None
+    cands = list(candidate_sets(np.searchsorted(rows, gold), gold, len(corpus.tool_names), rule, sim, seed))
+    return cands, [np.flatnonzero(c == g).tolist() for c, g in zip(cands, gold, strict=True)]
 
 
 def _multi_candidates(
     corpus: ToolCorpus,
-    records: list,
+    records: Sequence[QueryRecord],
     rule: CandidateRule,
     cache_dir: Path | None,
     seed: int,
@@ -385,6 +427,11 @@ def build_condition(
     ``options`` carries source paths: ``run``/``qrels``/``n_candidates`` (and ``train_frac``, which
     then replaces the argument) for ``benchmark="run"`` and ``beir_dir``/``split`` for ``benchmark="beir"``.
 
+    The steps, in order: load the corpus, sample its queries (:func:`sampled_records`), rewrite their
+    text (:func:`query_texts`), score them against the whole registry (:func:`score_queries`), build the
+    candidate sets (:func:`query_candidates`), split, fit the fusion weight on the training split
+    (:func:`fusion_fit`, ``fused`` only) and rank each candidate set (:func:`rank_candidates`).
+
     Raises:
         ValueError: unknown benchmark (listing the valid ones) or variant.
         DataError: malformed or missing data (naming file and position).
@@ -401,66 +448,141 @@ def build_condition(
     if benchmark == "run":
         return _run_condition(opts, split_seed, float(opts.get("train_frac") or train_frac))
     t0 = time.perf_counter()
+    corpus = _load_corpus(benchmark, rule, data_dir, cache_dir, opts)
+    t_load = time.perf_counter() - t0
+    records = sampled_records(benchmark, corpus, rule, candidate_seed)
+    texts, shift_meta = query_texts(rule, records, corpus)
+    t1 = time.perf_counter()
+    scores = score_queries(scorer, rule, texts, corpus, cache_dir)
+    t_score = time.perf_counter() - t1
+    cands, gold_pos = query_candidates(benchmark, corpus, records, rule, cache_dir, candidate_seed)
+    train_idx, test_idx = seeded_split(len(records), train_frac, split_seed)
+    fusion = fusion_fit(scorer, scores.matrices, cands, gold_pos, train_idx)
+    weight = fusion.get("fusion_weight")
+    queries, ranked_tools = rank_candidates(scorer, rule, scores.matrices, records, cands, gold_pos, weight)
+    meta = {
+        "benchmark": benchmark,
+        "scorer": scorer,
+        "variant": variant,
+        "candidate_rule": _rule_meta(rule),
+        **({"tool_text": rule.tool_text or "spec"} if benchmark == "bfcl" else {}),
+        "candidate_seed": candidate_seed,
+        "scorer_identity": scores.identities.get(scorer, scores.identities),
+        **({"second_scorer": SCORER_PAIR[scorer], "observation": "hybrid"} if rule.hybrid else {}),
+        **fusion,
+        **shift_meta,
+        **_queries_meta(corpus, records, queries),
+        **split_meta(queries, train_idx, test_idx, split_seed, train_frac),
+        "score_cache_hit": scores.cache_hit,
+        "seconds_load": round(t_load, 3),
+        "seconds_score": round(t_score, 3),
+    }
+    return Condition(name, queries, train_idx, test_idx, buckets=rule.buckets, meta=meta, ranked_tools=ranked_tools)
+
+
+def _load_corpus(
+    benchmark: str, rule: CandidateRule, data_dir: Path | None, cache_dir: Path | None, opts: Mapping[str, str]
+) -> ToolCorpus:
+    """The benchmark's corpus, read by its loader (:data:`BENCHMARKS`) with the rule's query set and tool text."""
     loader_opts = {
         **opts,
         **({"query_set": rule.query_set} if rule.query_set else {}),
         **({"tool_text": rule.tool_text} if rule.tool_text else {}),
     }
-    corpus = BENCHMARKS[benchmark][0](data_dir, cache_dir, loader_opts)
-    t_load = time.perf_counter() - t0
-    picked = sample_queries(len(corpus.queries), rule.n_queries, candidate_seed)
-    records = [corpus.queries[i] for i in picked]
-    if benchmark == "beir":  # a user's folder: split on the query ids, never on the line order of queries.jsonl
+    return BENCHMARKS[benchmark][0](data_dir, cache_dir, loader_opts)
+
+
+def sampled_records(benchmark: str, corpus: ToolCorpus, rule: CandidateRule, seed: int) -> list[QueryRecord]:
+    """The corpus's queries the rule samples (seeded, :func:`sample_queries`; all when it samples none), in
+    corpus order; a BEIR folder's in query-id order instead, so that a user's split never depends on the line
+    order of ``queries.jsonl``."""
+    records = [corpus.queries[i] for i in sample_queries(len(corpus.queries), rule.n_queries, seed)]
+    if benchmark == "beir":
         records = sorted(records, key=lambda q: q.qid)
-    index = corpus.tool_index()
+    return records
+
+
+def query_texts(
+    rule: CandidateRule, records: Sequence[QueryRecord], corpus: ToolCorpus
+) -> tuple[list[str], dict[str, Any]]:
+    """The query texts the scorers read, rewritten by the rule's query shift when it has one
+    (:func:`benchmarks.query_shift.shift_queries`), and the shift's record for the meta ({} without one)."""
     texts = [q.text for q in records]
-    if rule.query_shift:
-        shifted = shift_queries(rule.query_shift, texts, [q.qid for q in records], corpus.tool_names)
-        shift_meta = {
-            "query_shift": rule.query_shift,
-            "query_shift_rule": QUERY_SHIFTS[rule.query_shift],
-            "queries_changed": sum(a != b for a, b in zip(texts, shifted, strict=True)),
-            "queries_emptied": sum(not t.strip() for t in shifted),
-        }
-        texts = shifted
-    t1 = time.perf_counter()
+    if not rule.query_shift:
+        return texts, {}
+    shifted = shift_queries(rule.query_shift, texts, [q.qid for q in records], corpus.tool_names)
+    return shifted, {
+        "query_shift": rule.query_shift,
+        "query_shift_rule": QUERY_SHIFTS[rule.query_shift],
+        "queries_changed": sum(a != b for a, b in zip(texts, shifted, strict=True)),
+        "queries_emptied": sum(not t.strip() for t in shifted),
+    }
+
+
+@dataclass(frozen=True)
+class QueryScores:
+    """What :func:`score_queries` returns."""
+
+    matrices: dict[str, NDArray[np.float64]]
+    """Scorer name -> its (Q, T) scores of the queries against every tool of the registry."""
+    identities: dict[str, Any]
+    """Scorer name -> the scorer's identity (model, digest, settings)."""
+    cache_hit: bool
+    """Whether every matrix came from the score cache."""
+
+
+def score_queries(
+    scorer: str, rule: CandidateRule, texts: list[str], corpus: ToolCorpus, cache_dir: Path | None
+) -> QueryScores:
+    """The scores of ``texts`` against every tool text, through the on-disk score cache, by the condition's
+    scorer (both of :data:`FUSED_SCORERS` for ``fused``) and, on a ``hybrid`` condition, by the other one."""
     matrices: dict[str, NDArray[np.float64]] = {}
     hits, identities = [], {}
-    for name_ in (FUSED_SCORERS if scorer == FUSED else (scorer,)) + ((SCORER_PAIR[scorer],) if rule.hybrid else ()):
-        sc = make_scorer(name_)
-        matrices[name_], hit = cached_scores(sc, texts, list(corpus.tool_texts), cache_dir)
+    for name in (FUSED_SCORERS if scorer == FUSED else (scorer,)) + ((SCORER_PAIR[scorer],) if rule.hybrid else ()):
+        sc = make_scorer(name)
+        matrices[name], hit = cached_scores(sc, texts, list(corpus.tool_texts), cache_dir)
         hits.append(hit)
-        identities[name_] = sc.identity()
-    t_score = time.perf_counter() - t1
-    if rule.n is None:
-        cands = [np.arange(len(corpus.tool_names))] * len(records)
-        gold_pos = [[index[g] for g in q.gold] for q in records]
-    elif rule.query_set == "multi":
-        cands, gold_pos = _multi_candidates(corpus, records, rule, cache_dir, candidate_seed)
-    else:
-        if any(len(q.gold) != 1 for q in records):
-            raise DataError(f"{benchmark}: candidate-set rules need exactly one gold tool per query")
-        gold = np.array([index[q.gold[0]] for q in records])
-        rows = np.unique(gold)
-        sim = tool_similarity(corpus, rows, cache_dir) if rule.n_similar else None
-        cands = list(
-            candidate_sets(np.searchsorted(rows, gold), gold, len(corpus.tool_names), rule, sim, candidate_seed)
-        )
-        gold_pos = [np.flatnonzero(c == g).tolist() for c, g in zip(cands, gold, strict=True)]
-    train_idx, test_idx = seeded_split(len(records), train_frac, split_seed)
-    fusion: dict[str, object] = {}
-    if scorer == FUSED:
-        weight, train_mrr = fit_fusion_weight(
-            [matrices[FUSED_SCORERS[0]][i, cands[i]] for i in train_idx],
-            [matrices[FUSED_SCORERS[1]][i, cands[i]] for i in train_idx],
-            [gold_pos[i] for i in train_idx],
-        )
-        fusion = {"fusion_weight": weight, "fusion_train_mrr": round(train_mrr, 6), "fusion_of": list(FUSED_SCORERS)}
+        identities[name] = sc.identity()
+    return QueryScores(matrices, identities, all(hits))
+
+
+def fusion_fit(
+    scorer: str,
+    matrices: Mapping[str, NDArray[np.float64]],
+    cands: Sequence[NDArray[np.int64]],
+    gold_pos: Sequence[Sequence[int]],
+    train_idx: NDArray[np.int64],
+) -> dict[str, Any]:
+    """For the ``fused`` scorer, the fusion weight fitted on the training queries (:func:`fit_fusion_weight`),
+    its training MRR and the scorers it fuses, as recorded in the meta; {} for every other scorer."""
+    if scorer != FUSED:
+        return {}
+    weight, train_mrr = fit_fusion_weight(
+        [matrices[FUSED_SCORERS[0]][i, cands[i]] for i in train_idx],
+        [matrices[FUSED_SCORERS[1]][i, cands[i]] for i in train_idx],
+        [gold_pos[i] for i in train_idx],
+    )
+    return {"fusion_weight": weight, "fusion_train_mrr": round(train_mrr, 6), "fusion_of": list(FUSED_SCORERS)}
+
+
+def rank_candidates(
+    scorer: str,
+    rule: CandidateRule,
+    matrices: Mapping[str, NDArray[np.float64]],
+    records: Sequence[QueryRecord],
+    cands: Sequence[NDArray[np.int64]],
+    gold_pos: Sequence[Sequence[int]],
+    weight: float | None,
+) -> tuple[list[RankedQuery], list[NDArray[np.int64]]]:
+    """Each query's candidates ranked by the scorer's scores (:meth:`RankedQuery.from_scores`; for ``fused``
+    the fused scores with ``weight``), with the other scorer's scores beside them on a ``hybrid`` condition,
+    and the candidates' registry indices in ranked order."""
     queries: list[RankedQuery] = []
     ranked_tools: list[NDArray[np.int64]] = []
     for i, q in enumerate(records):
         c = cands[i]
         if scorer == FUSED:
+            assert weight is not None
             primary = fused_scores(matrices[FUSED_SCORERS[0]][i, c], matrices[FUSED_SCORERS[1]][i, c], weight)
         else:
             primary = matrices[scorer][i, c]
@@ -468,46 +590,35 @@ def build_condition(
         rq, order = RankedQuery.from_scores(primary, gold_pos[i], q.qid, aux_scores=aux)
         queries.append(rq)
         ranked_tools.append(c[order])
-    return Condition(
-        name=name,
-        queries=queries,
-        train_idx=train_idx,
-        test_idx=test_idx,
-        buckets=rule.buckets,
-        ranked_tools=ranked_tools,
-        meta={
-            "benchmark": benchmark,
-            "scorer": scorer,
-            "variant": variant,
-            "candidate_rule": {
-                "n": rule.n,
-                "n_similar": rule.n_similar,
-                "n_random": rule.n_random,
-                "n_queries": rule.n_queries,
-                "similarity": SIMILARITY_MODEL if rule.n_similar else None,
-                **({"query_set": rule.query_set, "distractors": MULTI_DISTRACTORS} if rule.query_set else {}),
-            },
-            **({"tool_text": rule.tool_text or "spec"} if benchmark == "bfcl" else {}),
-            "candidate_seed": candidate_seed,
-            "scorer_identity": identities[scorer] if scorer in identities else identities,
-            **({"second_scorer": SCORER_PAIR[scorer], "observation": "hybrid"} if rule.hybrid else {}),
-            **fusion,
-            **(shift_meta if rule.query_shift else {}),
-            "inputs_sha256": corpus.inputs_sha256,
-            "corpus_fingerprint": corpus.fingerprint(),
-            "skipped": corpus.skipped,
-            "n_tools": len(corpus.tool_names),
-            "n_candidates": sorted({q.n_candidates for q in queries}),
-            "n_queries_available": len(corpus.queries),
-            "n_queries": len(queries),
-            "sampled_qids_sha256": sha_lines([q.qid for q in records]),
-            **tied_tail_stats(queries),
-            **split_meta(queries, train_idx, test_idx, split_seed, train_frac),
-            "score_cache_hit": all(hits),
-            "seconds_load": round(t_load, 3),
-            "seconds_score": round(t_score, 3),
-        },
-    )
+    return queries, ranked_tools
+
+
+def _rule_meta(rule: CandidateRule) -> dict[str, Any]:
+    """The candidate rule as recorded in a condition's meta."""
+    return {
+        "n": rule.n,
+        "n_similar": rule.n_similar,
+        "n_random": rule.n_random,
+        "n_queries": rule.n_queries,
+        "similarity": SIMILARITY_MODEL if rule.n_similar else None,
+        **({"query_set": rule.query_set, "distractors": MULTI_DISTRACTORS} if rule.query_set else {}),
+    }
+
+
+def _queries_meta(corpus: ToolCorpus, records: Sequence[QueryRecord], queries: Sequence[RankedQuery]) -> dict[str, Any]:
+    """What a condition's ranked queries are made of, as recorded in its meta: the corpus's inputs and skips,
+    the registry and candidate-set sizes, which queries were sampled and how much of the lists is a tied tail."""
+    return {
+        "inputs_sha256": corpus.inputs_sha256,
+        "corpus_fingerprint": corpus.fingerprint(),
+        "skipped": corpus.skipped,
+        "n_tools": len(corpus.tool_names),
+        "n_candidates": sorted({q.n_candidates for q in queries}),
+        "n_queries_available": len(corpus.queries),
+        "n_queries": len(queries),
+        "sampled_qids_sha256": sha_lines([q.qid for q in records]),
+        **tied_tail_stats(queries),
+    }
 
 
 def tied_tail_stats(queries: Sequence[RankedQuery]) -> dict[str, float]:

@@ -12,9 +12,12 @@ import io
 import json
 import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class DataError(ValueError):
@@ -88,6 +91,12 @@ class ToolCorpus:
         return h.hexdigest()
 
 
+def count_skip(skipped: dict[str, int], key: str, n: int = 1) -> None:
+    """Add ``n`` to the skip counter ``key`` of ``skipped``; a counter appears only once it is non-zero."""
+    if n:
+        skipped[key] = skipped.get(key, 0) + n
+
+
 def sha256_file(path: str) -> str:
     """sha256 hex digest of a file, streamed."""
     h = hashlib.sha256()
@@ -144,10 +153,7 @@ def iter_text_lines(path: str | os.PathLike[str], data: bytes | None = None) -> 
                     raise
                 raise DataError(f"{path}: corrupt or truncated gzip file after line {lineno} ({e})") from e
             lineno += 1
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise DataError(f"{path}:{lineno}: not UTF-8 ({e.reason} at byte {e.start})") from e
+            line = decode_utf8(raw, f"{path}:{lineno}")
             if lineno == 1:
                 line = line.removeprefix("\ufeff")
             line = line.strip()
@@ -178,3 +184,79 @@ def iter_jsonl(path: str | os.PathLike[str], data: bytes | None = None) -> Itera
         yield lineno, row
     if n == 0:
         raise DataError(f"{path}: no entries")
+
+
+# ---------------------------------------------------------------- JSON files (the MetaTool and ToolBench loaders)
+
+
+def not_utf8(where: str, e: UnicodeDecodeError) -> DataError:
+    """The error for bytes that are not UTF-8, at ``where`` (a file, ``file:line`` or ``archive:member``)."""
+    return DataError(f"{where}: not UTF-8 ({e.reason} at byte {e.start})")
+
+
+def decode_utf8(raw: bytes, where: str) -> str:
+    """``raw`` decoded as UTF-8; :func:`not_utf8` at ``where`` otherwise."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise not_utf8(where, e) from e
+
+
+def read_utf8(path: str | os.PathLike[str]) -> str:
+    """The text of a UTF-8 file, read as :meth:`pathlib.Path.read_text` does (universal newlines);
+    :func:`not_utf8` naming the file otherwise."""
+    p = Path(path)
+    try:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise not_utf8(str(p), e) from e
+
+
+def parse_json(text: str, where: str, **kwargs: Any) -> Any:
+    """``json.loads(text, **kwargs)``; DataError ``<where>:<line>: malformed JSON (...)`` otherwise."""
+    try:
+        return json.loads(text, **kwargs)
+    except json.JSONDecodeError as e:
+        raise DataError(f"{where}:{e.lineno}: malformed JSON ({e.msg})") from e
+
+
+def json_string_line(text: str, s: str) -> int:
+    """1-based line of the first occurrence of ``s`` as a JSON string literal in ``text`` (0 if not found)."""
+    for literal in (json.dumps(s, ensure_ascii=False), json.dumps(s)):
+        pos = text.find(literal)
+        if pos >= 0:
+            return text.count("\n", 0, pos) + 1
+    return 0
+
+
+def read_json_registry(
+    path: str | os.PathLike[str], expected: str, entry: Callable[[str, Any, Callable[[], str]], T]
+) -> list[tuple[str, T]]:
+    """The tools of a registry file holding one JSON object ``{tool name: entry}``, in file order, as
+    ``(name, entry(name, value, where))``: ``entry`` checks and converts a tool's value (JSON objects inside
+    it are lists of ``(key, value)`` pairs) and calls ``where()`` for the ``file:line`` of the tool's name
+    when it raises a DataError.
+
+    Raises:
+        DataError: not UTF-8, malformed JSON, not a non-empty JSON object (``expected`` says which, e.g.
+            ``{tool_name: description}``), a repeated or empty tool name, or what ``entry`` raises.
+    """
+    p = Path(path)
+    text = read_utf8(p)
+    top = parse_json(text, str(p), object_pairs_hook=list)  # every object -> list of (key, value) pairs
+    if not isinstance(top, list) or not top or not all(isinstance(item, tuple) for item in top):
+        raise DataError(f"{p}: expected a non-empty JSON object {expected}")
+    out: list[tuple[str, T]] = []
+    seen: set[str] = set()
+    for name, value in top:
+
+        def where(name: str = name) -> str:
+            return f"{p}:{json_string_line(text, name)}"
+
+        if name in seen:
+            raise DataError(f"{where()}: tool {name!r} appears twice in the registry")
+        if not name.strip():
+            raise DataError(f"{where()}: empty tool name")
+        seen.add(name)
+        out.append((name, entry(name, value, where)))
+    return out

@@ -44,9 +44,11 @@ from __future__ import annotations
 import csv
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from benchmarks.corpus import DataError, QueryRecord, ToolCorpus
+from benchmarks.corpus import DataError, QueryRecord, ToolCorpus, not_utf8, read_json_registry, read_utf8
 from benchmarks.data import ensure_file, file_sha256
 
 DATASET = "metatool"
@@ -60,14 +62,6 @@ SKIP_DUP_OTHER = "duplicate query text, different tool (first occurrence kept)"
 SKIP_EMPTY_DESC = "tools with an empty description (text = spaced name)"
 
 
-def _line_of(text: str, key: str) -> int:
-    """1-based line of the first occurrence of ``key`` as a JSON string (0 if not found)."""
-    pos = text.find(json.dumps(key, ensure_ascii=False))
-    if pos < 0:
-        pos = text.find(json.dumps(key))
-    return text.count("\n", 0, pos) + 1 if pos >= 0 else 0
-
-
 def read_plugin_des(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
     """The registry of ``plugin_des.json`` as (name, description) pairs in file order.
 
@@ -78,35 +72,17 @@ def read_plugin_des(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
         The tools, in file order.
 
     Raises:
-        DataError: not UTF-8, malformed JSON, not an object of strings, repeated key.
+        DataError: not UTF-8, malformed JSON, not an object of strings, repeated key
+            (:func:`benchmarks.corpus.read_json_registry`).
     """
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise DataError(f"{p}: not UTF-8 ({e.reason} at byte {e.start})") from e
-    try:
-        pairs = json.loads(text, object_pairs_hook=tuple)
-    except json.JSONDecodeError as e:
-        raise DataError(f"{p}:{e.lineno}: malformed JSON ({e.msg})") from e
-    if not isinstance(pairs, tuple) or not pairs:
-        raise DataError(f"{p}: expected a non-empty JSON object {{tool_name: description}}")
-    out: list[tuple[str, str]] = []
-    seen: set[str] = set()
-    for name, desc in pairs:
+    return read_json_registry(path, "{tool_name: description}", _description)
 
-        def where(name: str = name) -> str:
-            return f"{p}:{_line_of(text, name)}"
 
-        if name in seen:
-            raise DataError(f"{where()}: tool {name!r} appears twice in the registry")
-        if not name.strip():
-            raise DataError(f"{where()}: empty tool name")
-        if not isinstance(desc, str):
-            raise DataError(f"{where()}: description of tool {name!r} must be a string")
-        seen.add(name)
-        out.append((name, desc))
-    return out
+def _description(name: str, desc: Any, where: Callable[[], str]) -> str:
+    """A tool's description in ``plugin_des.json``: a string, or a DataError at ``where()``."""
+    if not isinstance(desc, str):
+        raise DataError(f"{where()}: description of tool {name!r} must be a string")
+    return desc
 
 
 def tool_text(name: str, description: str) -> str:
@@ -152,7 +128,7 @@ def read_queries(path: str | os.PathLike[str]) -> list[tuple[int, int, str, str]
             except csv.Error as e:
                 raise DataError(f"{p}:{reader.line_num}: malformed CSV ({e})") from e
     except UnicodeDecodeError as e:
-        raise DataError(f"{p}: not UTF-8 ({e.reason} at byte {e.start})") from e
+        raise not_utf8(str(p), e) from e
     if not rows:
         raise DataError(f"{p}: no data rows")
     return rows
@@ -172,9 +148,7 @@ def load_metatool_files(plugin_des: str | os.PathLike[str], queries_csv: str | o
         DataError: malformed input (file and line named).
     """
     tools = read_plugin_des(plugin_des)
-    names = tuple(n for n, _ in tools)
-    texts = tuple(tool_text(n, d) for n, d in tools)
-    known = set(names)
+    known = {n for n, _ in tools}
     skipped = {
         SKIP_UNKNOWN_TOOL: 0,
         SKIP_DUP_SAME: 0,
@@ -195,12 +169,24 @@ def load_metatool_files(plugin_des: str | os.PathLike[str], queries_csv: str | o
         queries.append(QueryRecord(qid=f"metatool-{rowno}", text=query, gold=(tool,)))
     if not queries:
         raise DataError(f"{queries_csv}: no query names a tool of {plugin_des}")
+    return _corpus("metatool", tools, queries, {PLUGIN_DES: plugin_des, QUERIES: queries_csv}, skipped)
+
+
+def _corpus(
+    name: str,
+    tools: list[tuple[str, str]],
+    queries: list[QueryRecord],
+    files: dict[str, str | os.PathLike[str]],
+    skipped: dict[str, int],
+) -> ToolCorpus:
+    """A MetaTool corpus over the registry ``tools`` (:func:`read_plugin_des`; texts by :func:`tool_text`),
+    with the sha256 of the input ``files`` (display path -> file)."""
     return ToolCorpus(
-        name="metatool",
-        tool_names=names,
-        tool_texts=texts,
+        name=name,
+        tool_names=tuple(n for n, _ in tools),
+        tool_texts=tuple(tool_text(n, d) for n, d in tools),
         queries=tuple(queries),
-        inputs_sha256={PLUGIN_DES: file_sha256(plugin_des), QUERIES: file_sha256(queries_csv)},
+        inputs_sha256={key: file_sha256(path) for key, path in files.items()},
         skipped=skipped,
     )
 
@@ -294,10 +280,7 @@ def read_multi_queries(
             for malformed JSON; ``file`` for an empty array or non-UTF-8 bytes.
     """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise DataError(f"{p}: not UTF-8 ({e.reason} at byte {e.start})") from e
+    text = read_utf8(p)
     rows: list[tuple[int, int, str, tuple[str, ...]]] = []
     for no, (line, entry) in enumerate(_array_entries(text, str(p)), start=1):
         where = f"{p}:{line}: entry {no}"
@@ -346,12 +329,10 @@ def load_metatool_multi_files(plugin_des: str | os.PathLike[str], multi_json: st
         DataError: malformed input or unknown tools (file, line and entry named).
     """
     tools = read_plugin_des(plugin_des)
-    names = tuple(n for n, _ in tools)
-    texts = tuple(tool_text(n, d) for n, d in tools)
     skipped = {SKIP_MULTI_SINGLE: 0, SKIP_MULTI_DUP: 0}
     seen: set[str] = set()
     queries: list[QueryRecord] = []
-    for no, _line, query, gold in read_multi_queries(multi_json, set(names)):
+    for no, _line, query, gold in read_multi_queries(multi_json, {n for n, _ in tools}):
         if len(gold) < 2:
             skipped[SKIP_MULTI_SINGLE] += 1
             continue
@@ -362,14 +343,7 @@ def load_metatool_multi_files(plugin_des: str | os.PathLike[str], multi_json: st
         queries.append(QueryRecord(qid=f"metatool-multi-{no}", text=query, gold=gold))
     if not queries:
         raise DataError(f"{multi_json}: no entry with at least 2 gold tools")
-    return ToolCorpus(
-        name="metatool-multi",
-        tool_names=names,
-        tool_texts=texts,
-        queries=tuple(queries),
-        inputs_sha256={PLUGIN_DES: file_sha256(plugin_des), MULTI_QUERIES: file_sha256(multi_json)},
-        skipped=skipped,
-    )
+    return _corpus("metatool-multi", tools, queries, {PLUGIN_DES: plugin_des, MULTI_QUERIES: multi_json}, skipped)
 
 
 def load_metatool_multi(data_dir: str | os.PathLike[str] | None = None) -> ToolCorpus:

@@ -78,12 +78,21 @@ import os
 import re
 import tarfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from benchmarks.atomic import atomic_path
-from benchmarks.corpus import DataError, QueryRecord, ToolCorpus
+from benchmarks.corpus import (
+    DataError,
+    QueryRecord,
+    ToolCorpus,
+    decode_utf8,
+    parse_json,
+    read_json_registry,
+    read_utf8,
+)
 from benchmarks.data import ensure_file, file_sha256, resolve_cache_dir
 
 DATASET = "toolbench"
@@ -163,50 +172,21 @@ def read_registry(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
         The tools; a null description becomes "".
 
     Raises:
-        DataError: malformed JSON or structure, a repeated or empty tool name.
+        DataError: malformed JSON or structure, a repeated or empty tool name
+            (:func:`benchmarks.corpus.read_json_registry`).
     """
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise DataError(f"{p}: not UTF-8 ({e.reason} at byte {e.start})") from e
-    try:
-        top = json.loads(text, object_pairs_hook=list)  # every object -> list of pairs
-    except json.JSONDecodeError as e:
-        raise DataError(f"{p}:{e.lineno}: malformed JSON ({e.msg})") from e
-    if not isinstance(top, list) or not top:
-        raise DataError(f"{p}: expected a non-empty JSON object {{tool_name: {{tool_description: ...}}}}")
-    out: list[tuple[str, str]] = []
-    seen: set[str] = set()
-    for item in top:
-        if not (isinstance(item, tuple) and len(item) == 2):
-            raise DataError(f"{p}: expected a JSON object at the top level")
-        name, value = item
-
-        def where(name: str = name) -> str:
-            return f"{p}:{_line_of_string(text, name)}"
-
-        if name in seen:
-            raise DataError(f"{where()}: tool {name!r} appears twice in the registry")
-        if not name.strip():
-            raise DataError(f"{where()}: empty tool name")
-        if not isinstance(value, list) or not all(isinstance(kv, tuple) for kv in value):
-            raise DataError(f"{where()}: the entry of tool {name!r} must be an object")
-        desc = dict(value).get("tool_description")
-        if desc is not None and not isinstance(desc, str):
-            raise DataError(f"{where()}: tool_description of {name!r} must be a string or null")
-        seen.add(name)
-        out.append((name, desc or ""))
-    return out
+    return read_json_registry(path, "{tool_name: {tool_description: ...}}", _registry_description)
 
 
-def _line_of_string(text: str, s: str) -> int:
-    """1-based line of the first occurrence of ``s`` as a JSON string literal (0 if not found)."""
-    for literal in (json.dumps(s, ensure_ascii=False), json.dumps(s)):
-        pos = text.find(literal)
-        if pos >= 0:
-            return text.count("\n", 0, pos) + 1
-    return 0
+def _registry_description(name: str, value: Any, where: Callable[[], str]) -> str:
+    """A tool's ``tool_description`` in ``tool_details.json`` ("" when null or absent); DataError at ``where()``
+    when its entry is not an object or the description not a string or null."""
+    if not isinstance(value, list) or not all(isinstance(kv, tuple) for kv in value):
+        raise DataError(f"{where()}: the entry of tool {name!r} must be an object")
+    desc = dict(value).get("tool_description")
+    if desc is not None and not isinstance(desc, str):
+        raise DataError(f"{where()}: tool_description of {name!r} must be a string or null")
+    return desc or ""
 
 
 # ---------------------------------------------------------------------------- archive
@@ -233,12 +213,7 @@ def _check_member(archive: Path, m: tarfile.TarInfo) -> bool:
 
 def _parse_member(archive: Path, member: str, raw: bytes) -> ArchiveTool:
     where = f"{archive}:{member}"
-    try:
-        d = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        raise DataError(f"{where}: not UTF-8 ({e.reason} at byte {e.start})") from e
-    except json.JSONDecodeError as e:
-        raise DataError(f"{where}:{e.lineno}: malformed JSON ({e.msg})") from e
+    d = parse_json(decode_utf8(raw, where), where)
     if not isinstance(d, dict):
         raise DataError(f"{where}: expected a JSON object")
     name = d.get("tool_name")
@@ -413,13 +388,8 @@ def read_queries(path: str | os.PathLike[str]) -> list[tuple[str, int | str, str
         DataError: malformed JSON or entry (file and line named), empty query text.
     """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-        data = json.loads(text)
-    except UnicodeDecodeError as e:
-        raise DataError(f"{p}: not UTF-8 ({e.reason} at byte {e.start})") from e
-    except json.JSONDecodeError as e:
-        raise DataError(f"{p}:{e.lineno}: malformed JSON ({e.msg})") from e
+    text = read_utf8(p)
+    data = parse_json(text, str(p))
     if not isinstance(data, list):
         raise DataError(f"{p}: expected a JSON list of queries")
     out: list[tuple[str, int | str, str, tuple[str, ...]]] = []

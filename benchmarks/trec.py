@@ -49,7 +49,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from benchmarks.atomic import atomic_path
-from benchmarks.corpus import DataError, iter_text_lines, sha256_file
+from benchmarks.corpus import DataError, count_skip, iter_text_lines, sha256_file
 from envs.ranked import RankedQuery
 
 BEIR_QRELS_HEADER = ("query-id", "corpus-id", "score")
@@ -296,52 +296,59 @@ def ranked_queries_from_run(
     if n_candidates is not None and (isinstance(n_candidates, bool) or int(n_candidates) < 1):
         raise ValueError(f"n_candidates must be a positive integer, got {n_candidates!r}")
     skipped: dict[str, int] = {}
-
-    def skip(key: str, n: int = 1) -> None:
-        if n:
-            skipped[key] = skipped.get(key, 0) + n
-
     out: list[RankedQuery] = []
     for qid, docs in run.items():
         judged = qrels.get(qid)
         if not judged:
             if on_missing_qrels == "error":
                 raise DataError(f"query {qid!r}: in the run but has no qrels")
-            skip(SKIP_NO_QRELS)
+            count_skip(skipped, SKIP_NO_QRELS)
             continue
         n_rel = sum(1 for r in judged.values() if r > 0)
         if n_rel == 0:
-            skip(SKIP_NO_RELEVANT)
+            count_skip(skipped, SKIP_NO_RELEVANT)
             continue
-        if not docs:
-            raise DataError(f"query {qid!r}: empty ranked list")
-        ranked = rank_docs(docs)
-        ids = [d for d, _ in ranked]
-        if len(set(ids)) != len(ids):
-            dup = sorted({d for d in ids if ids.count(d) > 1})[:3]
-            raise DataError(f"query {qid!r}: duplicate document ids in the run: {dup}")
-        scores = np.array([s for _, s in ranked], dtype=np.float64)
-        if not np.all(np.isfinite(scores)):
-            raise DataError(f"query {qid!r}: NaN/inf score in the run")
-        if n_candidates is None:
-            n = len(ranked)
-            if n_rel > n:
-                raise DataError(
-                    f"query {qid!r}: {n_rel} relevant documents in qrels but only {n} ranked; "
-                    "pass n_candidates (the corpus size) for truncated runs"
-                )
-        else:
-            n = int(n_candidates)
-            if n < len(ranked):
-                raise DataError(f"query {qid!r}: n_candidates={n} is smaller than its {len(ranked)} ranked documents")
-            if n_rel > n:
-                raise DataError(
-                    f"query {qid!r}: n_candidates={n} is smaller than its {n_rel} relevant documents in qrels"
-                )
-        rel_ranks = np.array([i for i, d in enumerate(ids, start=1) if judged.get(d, 0) > 0], dtype=np.int64)
-        out.append(RankedQuery(scores, rel_ranks, qid, n_candidates=n, n_relevant=n_rel))
-    skip(SKIP_QRELS_NOT_IN_RUN, sum(1 for q in qrels if q not in run))
+        out.append(_ranked_query(qid, docs, judged, n_rel, n_candidates))
+    count_skip(skipped, SKIP_QRELS_NOT_IN_RUN, sum(1 for q in qrels if q not in run))
     return out, skipped
+
+
+def _ranked_query(
+    qid: str, docs: Sequence[tuple[str, float]], judged: Mapping[str, int], n_rel: int, n_candidates: int | None
+) -> RankedQuery:
+    """One judged run query with ``n_rel`` relevant documents, ranked by :func:`rank_docs`, with N from
+    :func:`_list_size`; DataError naming the qid for an empty list, a repeated document id or a NaN/inf score."""
+    if not docs:
+        raise DataError(f"query {qid!r}: empty ranked list")
+    ranked = rank_docs(docs)
+    ids = [d for d, _ in ranked]
+    if len(set(ids)) != len(ids):
+        dup = sorted({d for d in ids if ids.count(d) > 1})[:3]
+        raise DataError(f"query {qid!r}: duplicate document ids in the run: {dup}")
+    scores = np.array([s for _, s in ranked], dtype=np.float64)
+    if not np.all(np.isfinite(scores)):
+        raise DataError(f"query {qid!r}: NaN/inf score in the run")
+    n = _list_size(qid, n_rel, len(ranked), n_candidates)
+    rel_ranks = np.array([i for i, d in enumerate(ids, start=1) if judged.get(d, 0) > 0], dtype=np.int64)
+    return RankedQuery(scores, rel_ranks, qid, n_candidates=n, n_relevant=n_rel)
+
+
+def _list_size(qid: str, n_rel: int, n_ranked: int, n_candidates: int | None) -> int:
+    """A query's N: ``n_candidates`` when given (no smaller than its ``n_ranked`` documents nor its R =
+    ``n_rel``), else the length of its list (no smaller than its R); DataError naming the qid otherwise."""
+    if n_candidates is None:
+        if n_rel > n_ranked:
+            raise DataError(
+                f"query {qid!r}: {n_rel} relevant documents in qrels but only {n_ranked} ranked; "
+                "pass n_candidates (the corpus size) for truncated runs"
+            )
+        return n_ranked
+    n = int(n_candidates)
+    if n < n_ranked:
+        raise DataError(f"query {qid!r}: n_candidates={n} is smaller than its {n_ranked} ranked documents")
+    if n_rel > n:
+        raise DataError(f"query {qid!r}: n_candidates={n} is smaller than its {n_rel} relevant documents in qrels")
+    return n
 
 
 class LoadedRun(NamedTuple):
