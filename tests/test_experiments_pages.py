@@ -95,6 +95,12 @@ def test_a_failing_render_leaves_the_old_page(tmp_path: Path, monkeypatch: pytes
     assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md", "figures"]
 
 
+def test_a_title_never_ends_the_metadata_comment(tmp_path: Path) -> None:
+    title = "Rule for run-a-->b <x>"
+    text = write_page(tmp_path, Page(title, "comparison", Section("", [Paragraph("text")]))).read_text()
+    assert text.split("\n")[0].count("-->") == 1 and read_meta(text) == (title, "comparison")
+
+
 def test_a_page_refuses_a_long_title_an_unknown_group_and_a_ragged_table() -> None:
     with pytest.raises(ValueError, match="page title"):
         Page("x" * (pg.MAX_TITLE + 1), "study", Section(""))

@@ -214,8 +214,10 @@ def section_lines(section: Section, level: int = 2) -> list[str]:
 
 
 def meta_line(title: str, group: str) -> str:
-    """The page's first line: its title and group as JSON inside an HTML comment."""
-    return f"<!-- page {json.dumps({'group': group, 'title': title}, sort_keys=True)} -->"
+    """The page's first line: its title and group as JSON inside an HTML comment (``>`` written as its JSON
+    escape, so no title ends the comment early)."""
+    meta = json.dumps({"group": group, "title": title}, sort_keys=True).replace(">", "\\u003e")
+    return f"<!-- page {meta} -->"
 
 
 def render_page(page: Page) -> str:
