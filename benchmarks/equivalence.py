@@ -38,9 +38,9 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from benchmarks.score_cache import cached_embeddings
 from benchmarks.conditions import BENCHMARKS, SIMILARITY_MODEL, Condition, candidate_rule
 from benchmarks.corpus import ToolCorpus
+from benchmarks.score_cache import cached_embeddings
 from benchmarks.scorers import EmbeddingScorer
 from envs import RankedQuery
 from rewards import bor_aggregate, bor_reward

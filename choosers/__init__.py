@@ -16,8 +16,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from choosers.chooser import BaseChooser, Choice, Chooser, ChooserError, Tool
 from choosers.choice_cache import ChoiceCache, ChoiceKey
+from choosers.chooser import BaseChooser, Choice, Chooser, ChooserError, Tool
 
 CHOOSERS = ("local", "openai", "simulated")
 """Names :func:`make_chooser` knows."""

@@ -35,8 +35,8 @@ from typing import Any
 import pandas as pd
 
 from benchmarks.atomic import atomic_path
-from choosers.chooser import STATUSES, Choice
 from benchmarks.data import PathLike, resolve_cache_dir
+from choosers.chooser import STATUSES, Choice
 
 FORMAT = "shortlist-depth choice v1"
 FIELDS = ("index", "status", "name", "raw", "prompt_tokens", "completion_tokens", "error")

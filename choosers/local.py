@@ -86,9 +86,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from benchmarks.atomic import temp_prefix
-from choosers.chooser import BaseChooser, Choice, ChooserError, Emit, Tool, digest_of
-from choosers.choice_cache import ChoiceCache
 from benchmarks.data import PathLike, resolve_cache_dir
+from choosers.choice_cache import ChoiceCache
+from choosers.chooser import BaseChooser, Choice, ChooserError, Emit, Tool, digest_of
 
 if TYPE_CHECKING:
     import torch

@@ -57,8 +57,8 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
-from choosers.chooser import BaseChooser, Choice, ChooserError, Emit, Tool, digest_of
 from choosers.choice_cache import ChoiceCache
+from choosers.chooser import BaseChooser, Choice, ChooserError, Emit, Tool, digest_of
 
 log = logging.getLogger(__name__)
 

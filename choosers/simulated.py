@@ -59,8 +59,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from choosers.chooser import BaseChooser, Choice, Tool, digest_of
 from choosers.choice_cache import ChoiceCache
+from choosers.chooser import BaseChooser, Choice, Tool, digest_of
 
 TEMPLATE_VERSION = "simulated-v1"
 

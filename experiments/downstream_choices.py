@@ -21,8 +21,8 @@ from typing import Any
 
 import pandas as pd
 
-from choosers import BaseChooser, Tool, bfcl_tools, make_chooser
 from benchmarks.conditions import Condition
+from choosers import BaseChooser, Tool, bfcl_tools, make_chooser
 
 #: The columns of a choices table, in order (``runtime``, ``model`` and ``digest`` are the cache key of the
 #: request, so a committed table can fill an empty cache: :func:`seed_cache`).

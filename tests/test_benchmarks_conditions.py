@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from benchmarks.bfcl import load_bfcl
-from benchmarks.score_cache import cached_scores
 from benchmarks.conditions import BENCHMARKS, Condition, build_condition, seeded_split
+from benchmarks.score_cache import cached_scores
 from benchmarks.scorers import BM25Scorer
 
 

@@ -28,8 +28,8 @@ from hypothesis import strategies as st
 
 from agents.tabular import TabularQ
 from benchmarks import beir, bfcl, metatool, toolbench, trec
-from benchmarks.score_cache import _load_matrix
 from benchmarks.corpus import DataError
+from benchmarks.score_cache import _load_matrix
 from envs import RankedQuery, feature_matrix
 from envs.features import FEATURE_NAMES
 from rewards import bor_aggregate, p_random

@@ -158,11 +158,11 @@ def test_fit_and_shortlist_train_give_the_same_policy(tmp_path: Path) -> None:
     gamma 1: :class:`envs.EpisodeConfig`'s defaults are the plan's), the same DQN weights bit for bit, the same
     depths. Then the fitted policy saved with ``.save`` loads back through ``load_policy`` unchanged."""
     import torch
+    from test_experiments_own_run import write_run
 
     from agents.dqn import DQNConfig
     from experiments.cli import main
     from experiments.runner import get_condition
-    from test_experiments_own_run import write_run
 
     run, qrels = write_run(tmp_path / "data", seed=3, n_queries=60)
     budget = ["--set", "dqn.total_timesteps=1500", "dqn.learning_starts=200"]
