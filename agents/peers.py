@@ -424,6 +424,19 @@ class GapPolicy(_Saved):
         s, n = score_matrix(queries)
         return gap_depths(s, n, query_caps(queries, config), tail=self.tail, buffer=self.buffer)
 
+    def explain(
+        self, queries: Sequence[RankedQuery], config: EpisodeConfig
+    ) -> tuple[NDArray[np.int64], list[dict[str, float]]]:
+        """The depths and why: the score drop at the cut (the depth minus the buffer; 0 on a one-item list)."""
+        depths = self.depths(queries, config)
+        out = []
+        for q, k in zip(queries, depths, strict=True):
+            cut = max(1, int(k) - self.buffer)
+            out.append(
+                {"cut": float(cut), "score_drop": float(q.scores[cut - 1] - q.scores[cut]) if cut < q.length else 0.0}
+            )
+        return depths, out
+
     def params(self) -> dict:
         return {"tail": self.tail, "buffer": self.buffer}
 
@@ -484,6 +497,12 @@ class ThresholdPolicy(_Saved):
             return np.zeros(0, dtype=np.int64)
         s, n = score_matrix(queries)
         return threshold_depths(s, n, query_caps(queries, config), t=self.t)
+
+    def explain(
+        self, queries: Sequence[RankedQuery], config: EpisodeConfig
+    ) -> tuple[NDArray[np.int64], list[dict[str, float]]]:
+        """The depths and why: the fitted threshold t on the min-max normalised score."""
+        return self.depths(queries, config), [{"threshold": self.t} for _ in queries]
 
     def params(self) -> dict:
         return {"reward": self.reward, "target": self.target, "t": self.t}
@@ -549,6 +568,12 @@ class TopPPolicy(_Saved):
         s, n = score_matrix(queries)
         caps = query_caps(queries, config)
         return topp_depths(s, n, caps, log_rest=self.log_rest, temperature=self.temperature)
+
+    def explain(
+        self, queries: Sequence[RankedQuery], config: EpisodeConfig
+    ) -> tuple[NDArray[np.int64], list[dict[str, float]]]:
+        """The depths and why: the fitted softmax mass p and temperature."""
+        return self.depths(queries, config), [{"p": self.p, "temperature": self.temperature} for _ in queries]
 
     def params(self) -> dict:
         return {

@@ -235,12 +235,12 @@ def test_small_test_sets_and_skipped_queries_are_said_on_the_console(
     assert train(run, qrels, tmp_path / "o") == 0
     err = capsys.readouterr().err
     assert "note: skipped 1 qrels queries not in run, 2 run queries without qrels (counted in manifest.json)" in err
-    assert "warning: only 3 test queries: intervals will be wide" in err  # 10 judged queries: 7 train, 3 test
+    assert "warning: only 3 test queries, under 30: intervals will be wide" in err  # 10 judged queries: 7 train, 3 test
     (run_dir,) = run_dirs(tmp_path / "o")
     assert evaluate(run_dir, tmp_path / "e", "--split", "all") == 0
     err = capsys.readouterr().err
     assert "skipped 1 qrels queries not in run, 2 run queries without qrels" in err
-    assert "warning: only 10 queries: intervals will be wide" in err
+    assert "warning: only 10 queries, under 30: intervals will be wide" in err
 
 
 def test_a_large_clean_run_prints_no_data_note(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
