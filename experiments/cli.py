@@ -58,7 +58,9 @@ def add_dataclass_args(parser: argparse.ArgumentParser, cls: type) -> None:
             group.add_argument(flag, action="store_true", **kw)
             continue
         base = [a for a in get_args(typ) if a is not type(None)] if type(None) in get_args(typ) else [typ]
-        if get_origin(base[0]) is tuple and meta.get("repeat"):  # --flag a b --flag c: all of them
+        if get_origin(base[0]) is tuple and meta.get("each"):  # one value a flag: --flag a --flag b
+            group.add_argument(flag, type=get_args(base[0])[0], action="append", default=[], **kw)
+        elif get_origin(base[0]) is tuple and meta.get("repeat"):  # --flag a b --flag c: all of them
             group.add_argument(flag, type=get_args(base[0])[0], nargs="+", action="extend", default=[], **kw)
         elif get_origin(base[0]) is tuple:  # tuple[X, ...] or tuple[X, ...] | None
             nargs = "*" if default == () else "+"

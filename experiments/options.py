@@ -329,8 +329,10 @@ class PredictArgs:
     HELP_GROUP: ClassVar[str] = "prediction"
 
     run_dir: str = opt("", "a run directory written by train/reproduce (its trained policy)", required=True)
-    run: str = opt("", "a TREC run file (qid Q0 docid rank score tag), grouped by query", required=True)
-    out: str = opt("", "the truncated TREC run to write (unset: <run stem>.<method>.trec here)")
+    run: str = opt(
+        "", "a TREC run file (qid Q0 docid rank score tag), grouped by query; - reads it from stdin", required=True
+    )
+    out: str = opt("", "the truncated TREC run to write (unset: <run stem>.<method>.trec here; stdin.<method>.trec)")
     n_candidates: int | None = opt(None, "candidate-set size N of every query (unset: each query's run length)")
     tag: str = opt("", "run tag of the written lines (unset: shortlist-<method>)")
 
@@ -575,8 +577,10 @@ class SearchArgs:
     policy: str | None = opt(None, "with --tools: a run directory of a trained policy (unset: the shipped default)")
     min_k: int | None = opt(None, "show at least this many ranked tools (unset: the policy's K)")
     max_k: int | None = opt(None, "show at most this many ranked tools (unset: the policy's K)")
-    pin: tuple[str, ...] = opt((), "tools always shown, first, besides the policy's K (repeatable)", repeat=True)
-    exclude: tuple[str, ...] = opt((), "tools never ranked nor shown (repeatable)", repeat=True)
+    pin: tuple[str, ...] = opt(
+        (), "a tool always shown, first, besides the policy's K (one a flag: --pin a --pin b)", each=True
+    )
+    exclude: tuple[str, ...] = opt((), "a tool never ranked nor shown (one a flag: --exclude a --exclude b)", each=True)
     cache_dir: str | None = opt(None, "cache folder of tool embeddings ($SHORTLIST_CACHE_DIR, else the per-user one)")
 
     def __post_init__(self) -> None:

@@ -173,6 +173,7 @@ def cmd_toolsearch_default(ta: ToolsearchDefaultArgs, command: str) -> int:
     from experiments.io import git_state
 
     settings = ta.settings()
+    code = git_state()  # the code that runs: taken before the long fits
     tables: dict[str, tuple[pd.DataFrame, pd.DataFrame, str, pd.Series]] = {}
     inputs: dict[str, str] = {}
     for scorer in ta.scorers:
@@ -185,7 +186,7 @@ def cmd_toolsearch_default(ta: ToolsearchDefaultArgs, command: str) -> int:
         summary, diffs = lobo_tables(lobo_rows(by_bench, ta.candidates, settings, ta.seed), ta.n_boot, ta.seed)
         chosen, means = choose(summary)
         tables[scorer] = (summary, diffs, chosen, means)
-        provenance = {"command": command, **git_state(), "data_sha256": dict(sorted(inputs.items())),
+        provenance = {"command": command, **code, "data_sha256": dict(sorted(inputs.items())),
                       "chosen_by": f"leave-one-benchmark-out over {', '.join(ta.benchmarks)} (table: {ta.table})",
                       "trained_on": {k: len(v) for k, v in by_bench.items()}}  # fmt: skip
         everything = [q for qs in by_bench.values() for q in qs]

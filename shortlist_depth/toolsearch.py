@@ -454,11 +454,12 @@ class ToolSearch:
         if registry_digest(tools) != meta["registry_digest"]:
             raise ValueError(f"{folder / 'tools.json'}: the registry's digest differs from searcher.json's")
         trained = load_policy(folder / "policy")
+        recorded = policy_scorer(trained) or {}
+        for key in ("scorer", "observation", "identity"):
+            if recorded.get(key) != meta.get(key):
+                said = "" if key == "identity" else f" (policy: {recorded.get(key)}, searcher: {meta.get(key)})"
+                raise ValueError(f"{folder}: the policy records another {key} than searcher.json{said}")
         ranker = _ranker(tools, meta["scorer"], Path(cache_dir) if cache_dir else None)
-        saved = {k: meta.get(k) for k in ("scorer", "identity", "observation")}
-        recorded = policy_scorer(trained)
-        if recorded != saved:
-            raise ValueError(f"{folder}: the policy records another scorer than searcher.json does ({recorded})")
         return cls(tools, ranker, trained, _check_policy(trained, ranker, str(folder)))
 
     def __repr__(self) -> str:
