@@ -607,7 +607,8 @@ class ToolsearchDefaultArgs(FolderArgs):
     benchmarks: tuple[str, ...] = opt(("bfcl", "metatool", "toolbench"), "benchmarks left out in turn (2 or more)")
     candidates: tuple[str, ...] = opt(
         ("posterior", "cutoff", "choppy", "tabular", "threshold", "topp", "greedyk"),
-        "policy kinds the default is chosen from (JSON-backed: every kind but dqn)",
+        "policy kinds judged (JSON-backed: every kind but dqn); the default is chosen among those that decide "
+        "without torch",
     )
     seed: int = opt(0, "training seed of every fit")
     n_boot: int = opt(10_000, "bootstrap resamples of the held-out queries behind every interval")
@@ -626,6 +627,8 @@ class ToolsearchDefaultArgs(FolderArgs):
             raise ValueError(f"--candidates: registered kinds other than dqn, fixed and auto, got {bad or '[]'}")
         if any(registry.KINDS[c].reads_labels for c in self.candidates):
             raise ValueError("--candidates: a kind that reads the labels cannot be a default policy")
+        if all(registry.KINDS[c].torch_at_inference for c in self.candidates):
+            raise ValueError("--candidates: name at least one kind that decides without torch (the eligible ones)")
         if self.n_boot < 100:
             raise ValueError(f"--n-boot must be >= 100, got {self.n_boot}")
         self.settings()

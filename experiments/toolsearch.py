@@ -12,8 +12,11 @@ queries). Leave one benchmark out: every candidate kind is fitted on the other b
 them) and judged on the held-out one's by the net reward (found x -log2 P_rand(K) - c (K - 1), c = 0.01),
 with paired 95% bootstrap intervals over its queries against fixed K = 3, 5, 8 and the largest-gap rule.
 The default kind is the candidate with the best mean held-out net reward over the benchmarks (each
-benchmark weighs the same); it is refitted on every query of every benchmark and written, with its
-provenance (command, commit, data sha256) and the scorer it serves, as a run directory per scorer.
+benchmark weighs the same) among those that decide without torch (:attr:`agents.registry.PolicyKind.
+torch_at_inference`: a tool search must start in a few seconds, and importing torch alone takes about two; the
+cut-off and Choppy-style models are judged and shown, not eligible); it is refitted on every query of every
+benchmark and written, with its provenance (command, commit, data sha256) and the scorer it serves, as a run
+directory per scorer.
 """
 
 from __future__ import annotations
@@ -129,6 +132,7 @@ def lobo_tables(rows: pd.DataFrame, n_boot: int, seed: int) -> tuple[pd.DataFram
     of every candidate minus every comparator, with 95% bootstrap intervals over the held-out queries)."""
     import pandas as pd
 
+    from agents.method import MethodSpec
     from experiments.report.tables import diff_interval, query_resamples
 
     summary, diffs = [], []
@@ -136,7 +140,9 @@ def lobo_tables(rows: pd.DataFrame, n_boot: int, seed: int) -> tuple[pd.DataFram
         wide = part.pivot(index="method", columns="qid", values="reward_net")
         idx = query_resamples(wide.shape[1], n_boot, seed)
         for method, m in part.groupby("method", sort=False):
+            torch = MethodSpec.parse(method).kind.torch_at_inference
             summary.append({"held_out": held, "method": method, "group": m["group"].iloc[0], "n_queries": len(m),
+                            "torch_at_inference": torch,
                             "n_train": int(m["n_train"].iloc[0]), "mean_reward_net": m["reward_net"].mean(),
                             "found_pct": 100 * m["found"].mean(), "mean_k": m["k"].mean(),
                             "median_k": m["k"].median()})  # fmt: skip
@@ -144,15 +150,17 @@ def lobo_tables(rows: pd.DataFrame, n_boot: int, seed: int) -> tuple[pd.DataFram
                 continue
             for comp in wide.index[wide.index.isin(COMPARATORS)]:
                 d = diff_interval((wide.loc[method] - wide.loc[comp]).to_numpy(), idx)
-                diffs.append({"held_out": held, "method": method, "comparator": comp, **d})
+                diffs.append({"held_out": held, "method": method, "comparator": comp, "torch_at_inference": torch,
+                              **d})  # fmt: skip
     return pd.DataFrame(summary), pd.DataFrame(diffs)
 
 
 def choose(summary: pd.DataFrame) -> tuple[str, pd.Series]:
-    """The candidate with the best mean held-out net reward (each benchmark weighing the same; ties: the
-    earlier candidate), and every method's mean over the held-out benchmarks."""
+    """The candidate that decides without torch with the best mean held-out net reward (each benchmark weighing
+    the same; ties: the earlier candidate), and every method's mean over the held-out benchmarks."""
     means = summary.groupby("method", sort=False)["mean_reward_net"].mean()
-    candidates = summary.loc[summary["group"] == "candidate", "method"].unique()
+    eligible = (summary["group"] == "candidate") & ~summary["torch_at_inference"].astype(bool)
+    candidates = summary.loc[eligible, "method"].unique()
     best = max(candidates, key=lambda m: (means[m], -list(candidates).index(m)))
     return str(best), means
 
@@ -250,8 +258,11 @@ def verdict_line(scorer: str, chosen: str, means: pd.Series, diffs: pd.DataFrame
         ahead, behind = int((d["diff_lo"] > 0).sum()), int((d["diff_hi"] < 0).sum())
         parts.append(f"{comp}: ahead on {ahead}, behind on {behind}, within noise on {len(d) - ahead - behind}")
     ranking = ", ".join(f"{m} {v:.3f}" for m, v in means.sort_values(ascending=False).items())
+    torch = sorted(set(diffs.loc[diffs["torch_at_inference"].astype(bool), "method"]))
+    note = (f" ({', '.join(torch)} decide with torch: judged, not eligible, as a tool search would import torch "
+            "to start)") if torch else ""  # fmt: skip
     return (f"Default for `{scorer}`: **{chosen}** (mean held-out net reward {means[chosen]:.3f}; every method: "
-            f"{ranking}). Against the comparators over the {mine['held_out'].nunique()} held-out benchmarks "
+            f"{ranking}{note}). Against the comparators over the {mine['held_out'].nunique()} held-out benchmarks "
             f"(95% paired intervals): {'; '.join(parts)}.")  # fmt: skip
 
 
