@@ -237,10 +237,13 @@ def lobo_readme(tables: dict[str, tuple[pd.DataFrame, pd.DataFrame, str, pd.Seri
              "queries). Every candidate is fitted on the other benchmarks' queries and judged on the held-out one's: "
              "net reward = found x -log2 P_rand(K) - 0.01 (K - 1), with paired 95% bootstrap intervals over the "
              "held-out queries against fixed K = 3, 5, 8 and the largest-gap rule. The default is the candidate with "
-             "the best mean held-out net reward (each benchmark weighing the same), refitted on every query of every "
-             "benchmark and shipped in `shortlist_depth/default_policy/<scorer>/`.", ""]  # fmt: skip
+             "the best mean held-out net reward (each benchmark weighing the same) among those that decide without "
+             "torch (a tool search must start fast; the kinds that run a torch network for every depth are judged "
+             "and shown, not eligible), refitted on every query of every benchmark and shipped in "
+             "`shortlist_depth/default_policy/<scorer>/`.", ""]  # fmt: skip
     for scorer, (summary, diffs, chosen, means) in tables.items():
         lines += [f"## {scorer}", "", verdict_line(scorer, chosen, means, diffs), ""]
+        lines += [*overview_table(summary, means), ""]
         for held, part in summary.groupby("held_out", sort=False):
             lines += [f"Held out: **{held}** ({int(part['n_queries'].iloc[0])} queries; trained on "
                       f"{int(part['n_train'].iloc[0])})", ""]  # fmt: skip
@@ -259,11 +262,22 @@ def verdict_line(scorer: str, chosen: str, means: pd.Series, diffs: pd.DataFrame
         parts.append(f"{comp}: ahead on {ahead}, behind on {behind}, within noise on {len(d) - ahead - behind}")
     ranking = ", ".join(f"{m} {v:.3f}" for m, v in means.sort_values(ascending=False).items())
     torch = sorted(set(diffs.loc[diffs["torch_at_inference"].astype(bool), "method"]))
-    note = (f" ({', '.join(torch)} decide with torch: judged, not eligible, as a tool search would import torch "
-            "to start)") if torch else ""  # fmt: skip
+    note = (f"; {', '.join(torch)} {'decides' if len(torch) == 1 else 'decide'} with torch: judged, not eligible"
+            if torch else "")  # fmt: skip
     return (f"Default for `{scorer}`: **{chosen}** (mean held-out net reward {means[chosen]:.3f}; every method: "
             f"{ranking}{note}). Against the comparators over the {mine['held_out'].nunique()} held-out benchmarks "
             f"(95% paired intervals): {'; '.join(parts)}.")  # fmt: skip
+
+
+def overview_table(summary: pd.DataFrame, means: pd.Series) -> list[str]:
+    """Every method's net reward on each held-out benchmark and their mean, best first."""
+    from experiments.report.markdown import table
+
+    wide = summary.pivot(index="method", columns="held_out", values="mean_reward_net")[summary["held_out"].unique()]
+    torch = summary.groupby("method")["torch_at_inference"].first().astype(bool)
+    rows = [[m, *(f"{wide.loc[m, h]:.3f}" for h in wide.columns), f"{means[m]:.3f}",
+             "torch" if torch[m] else "numpy"] for m in means.sort_values(ascending=False).index]  # fmt: skip
+    return table(["method", *(f"held out {h}" for h in wide.columns), "mean", "decides with"], rows)
 
 
 def held_out_table(part: pd.DataFrame, diffs: pd.DataFrame) -> list[str]:
