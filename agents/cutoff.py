@@ -156,20 +156,35 @@ class ExpectedRewardCutoff(TorchJsonPolicy):
             p[a:b] = np.maximum.accumulate(p[a:b])
         return p, offsets
 
-    def depths(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.int64]:
-        if len(queries) == 0:
-            return np.zeros(0, dtype=np.int64)
+    def _values(
+        self, queries: Sequence[RankedQuery], config: EpisodeConfig
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int64]]:
+        """Monotone P(found by k), the expected net reward ``p_k T(k) - c (k - 1)`` of every stacked row, and
+        the offsets."""
         p, offsets = self.found_probability(queries, config)
         k = row_depths(offsets)
         lengths = np.diff(offsets)
         n = np.repeat(np.array([q.n_candidates for q in queries], dtype=np.int64), lengths)
         r = np.repeat(np.maximum(np.array([q.n_relevant for q in queries], dtype=np.int64), 1), lengths)
         pay = np.asarray(terminal_reward(self.reward, np.ones(k.size, bool), k, n, r), dtype=np.float64)
-        value = p * pay - config.step_cost * (k - 1)
-        out = np.empty(len(queries), dtype=np.int64)
-        for i, (a, b) in enumerate(zip(offsets[:-1], offsets[1:], strict=True)):
-            out[i] = int(np.argmax(value[a:b])) + 1
-        return out
+        return p, p * pay - config.step_cost * (k - 1), offsets
+
+    def depths(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.int64]:
+        if len(queries) == 0:
+            return np.zeros(0, dtype=np.int64)
+        return self.explain(queries, config)[0]
+
+    def explain(
+        self, queries: Sequence[RankedQuery], config: EpisodeConfig
+    ) -> tuple[NDArray[np.int64], list[dict[str, float]]]:
+        """The depths (those of :meth:`depths`) and why: the predicted P(found by K) and the expected net reward
+        p_K T(K) - c (K - 1) at each."""
+        if len(queries) == 0:
+            return np.zeros(0, dtype=np.int64), []
+        p, value, offsets = self._values(queries, config)
+        depths = np.array([int(np.argmax(value[a:b])) + 1 for a, b in zip(offsets[:-1], offsets[1:], strict=True)])
+        rows = offsets[:-1] + depths - 1
+        return depths.astype(np.int64), [{"p_found": float(p[i]), "expected_net_reward": float(value[i])} for i in rows]
 
 
 register(
@@ -184,4 +199,5 @@ register(
     observes=True,
     objective=net_objective,
     budget="epochs",
+    torch_at_inference=True,
 )

@@ -424,6 +424,19 @@ class GapPolicy(_Saved):
         s, n = score_matrix(queries)
         return gap_depths(s, n, query_caps(queries, config), tail=self.tail, buffer=self.buffer)
 
+    def explain(
+        self, queries: Sequence[RankedQuery], config: EpisodeConfig
+    ) -> tuple[NDArray[np.int64], list[dict[str, float]]]:
+        """The depths and why: the score drop at the cut (the depth minus the buffer; 0 on a one-item list)."""
+        depths = self.depths(queries, config)
+        out = []
+        for q, k in zip(queries, depths, strict=True):
+            cut = max(1, int(k) - self.buffer)
+            out.append(
+                {"cut": float(cut), "score_drop": float(q.scores[cut - 1] - q.scores[cut]) if cut < q.length else 0.0}
+            )
+        return depths, out
+
     def params(self) -> dict:
         return {"tail": self.tail, "buffer": self.buffer}
 
@@ -484,6 +497,12 @@ class ThresholdPolicy(_Saved):
             return np.zeros(0, dtype=np.int64)
         s, n = score_matrix(queries)
         return threshold_depths(s, n, query_caps(queries, config), t=self.t)
+
+    def explain(
+        self, queries: Sequence[RankedQuery], config: EpisodeConfig
+    ) -> tuple[NDArray[np.int64], list[dict[str, float]]]:
+        """The depths and why: the fitted threshold t on the min-max normalised score."""
+        return self.depths(queries, config), [{"threshold": self.t} for _ in queries]
 
     def params(self) -> dict:
         return {"reward": self.reward, "target": self.target, "t": self.t}
@@ -549,6 +568,20 @@ class TopPPolicy(_Saved):
         s, n = score_matrix(queries)
         caps = query_caps(queries, config)
         return topp_depths(s, n, caps, log_rest=self.log_rest, temperature=self.temperature)
+
+    def explain(
+        self, queries: Sequence[RankedQuery], config: EpisodeConfig
+    ) -> tuple[NDArray[np.int64], list[dict[str, float]]]:
+        """The depths and why: the fitted mass p and temperature, and ``mass_shown``, the softmax mass of the K
+        items shown (it reaches p, or K is the cap)."""
+        depths = self.depths(queries, config)
+        if len(queries) == 0:
+            return depths, []
+        s, n = score_matrix(queries)
+        s, n, _, valid = check_matrix(s, n)
+        rest = _log_rest(s, n, valid, self.temperature)[np.arange(len(queries)), depths - 1]
+        shown = -np.expm1(rest)  # 1 - the mass left after the K items shown
+        return depths, [{"p": self.p, "temperature": self.temperature, "mass_shown": float(m)} for m in shown]
 
     def params(self) -> dict:
         return {

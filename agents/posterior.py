@@ -242,6 +242,28 @@ class ListwisePosterior:
 
     def expected_net_reward(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.float64]:
         """``F(k) T(k) - c (k - 1)`` for k = 1..M, shape (Q, M); -inf beyond min(M_q, cap_q)."""
+        return self._found_and_value(queries, config)[1]
+
+    def explain(
+        self, queries: Sequence[RankedQuery], config: EpisodeConfig
+    ) -> tuple[NDArray[np.int64], list[dict[str, float]]]:
+        """The depths (those of :meth:`depths`) and why: the model's P(found by K) = F(K) and the expected net
+        reward F(K) T(K) - c (K - 1) at each."""
+        if len(queries) == 0:
+            return np.zeros(0, dtype=np.int64), []
+        found, value = self._found_and_value(queries, config)
+        col = np.argmax(value, axis=1)
+        rows = np.arange(len(queries))
+        why = [
+            {"p_found": float(f), "expected_net_reward": float(v)}
+            for f, v in zip(found[rows, col], value[rows, col], strict=True)
+        ]
+        return (col + 1).astype(np.int64), why
+
+    def _found_and_value(
+        self, queries: Sequence[RankedQuery], config: EpisodeConfig
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """``F(k)`` and ``F(k) T(k) - c (k - 1)`` for k = 1..M, each (Q, M) (the value -inf beyond the cap)."""
         x, valid, mq = self._design(queries)
         assert self.weights is not None
         p = np.exp(_log_softmax(x, valid, self.weights))[:, :-1]
@@ -253,8 +275,9 @@ class ListwisePosterior:
         r = np.maximum(np.array([q.n_relevant for q in queries], dtype=np.int64), 1)[:, None]
         kk = np.minimum(k, n)  # padding columns beyond a short list: any valid depth, masked below
         pay = np.asarray(terminal_reward(self.reward, np.ones(p.shape, bool), kk, n, r), dtype=np.float64)
-        value = np.cumsum(p, axis=1) * pay - config.step_cost * (k - 1)
-        return np.where(k <= caps[:, None], value, -np.inf)
+        found = np.cumsum(p, axis=1)
+        value = found * pay - config.step_cost * (k - 1)
+        return found, np.where(k <= caps[:, None], value, -np.inf)
 
     def depths(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.int64]:
         if len(queries) == 0:

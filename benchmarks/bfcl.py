@@ -27,7 +27,8 @@ file and line; for a wheel the file is ``<wheel path>!<member>``.
 
 Registry: every distinct function name, in order of first appearance; a function
 that appears in several entries keeps its first definition. Tool text (what the
-scorers see) is SPEC's "description + parameter names", exactly::
+scorers see; :func:`benchmarks.tools.tool_text`, the one rule every tool search shares)
+is SPEC's "description + parameter names", exactly::
 
     "<description> Parameters: <p1>, <p2>, ..."
 
@@ -53,6 +54,9 @@ from typing import Literal
 
 from benchmarks import data
 from benchmarks.corpus import DataError, QueryRecord, ToolCorpus, iter_jsonl
+from benchmarks.tools import TOOL_TEXTS, tool_text
+
+__all__ = ["TOOL_TEXTS", "load_bfcl", "load_bfcl_schemas", "locate_files", "tool_text"]
 
 QUESTIONS = "bfcl_eval/data/BFCL_v4_simple_python.json"
 ANSWERS = "bfcl_eval/data/possible_answer/BFCL_v4_simple_python.json"
@@ -182,23 +186,6 @@ def _read_jsonl(path: str, content: bytes) -> list[dict]:
         row["_line"] = lineno
         rows.append(row)
     return rows
-
-
-TOOL_TEXTS = ("spec", "rich")
-"""Tool-text kinds: ``spec`` (SPEC: description + parameter names; the default) and ``rich``
-(the function name, then the same)."""
-
-
-def tool_text(fn: dict, kind: str = "spec") -> str:
-    """The exact text scorers see for one BFCL function definition (see module docstring)."""
-    if kind not in TOOL_TEXTS:
-        raise ValueError(f"unknown BFCL tool text {kind!r}; expected one of {', '.join(TOOL_TEXTS)}")
-    desc = str(fn.get("description", "")).strip()
-    props = (fn.get("parameters") or {}).get("properties") or {}
-    text = f"{desc} Parameters: {', '.join(props.keys())}"
-    if kind == "rich":
-        text = str(fn["name"]).replace("_", " ").replace(".", " ") + ". " + text
-    return text.strip()
 
 
 def load_bfcl(

@@ -174,10 +174,14 @@ _SUB = re.compile(r"^sub(\d+)$")
 
 def candidate_rule(benchmark: str, variant: str) -> CandidateRule:
     """The rule of ``benchmark``/``variant`` (``sub<N>``: random sub-registry of N tools)."""
-    if benchmark not in BENCHMARKS and benchmark not in ("run", "synthetic"):
+    if benchmark not in BENCHMARKS and benchmark not in ("run", "synthetic", "log"):
         raise ValueError(
-            f"unknown benchmark {benchmark!r}; expected one of {', '.join([*BENCHMARKS, 'run', 'synthetic'])}"
+            f"unknown benchmark {benchmark!r}; expected one of {', '.join([*BENCHMARKS, 'run', 'synthetic', 'log'])}"
         )
+    if benchmark == "log":  # the whole registry (benchmarks.toollog); hybrid observes the other scorer
+        if variant not in ("", "hybrid"):
+            raise ValueError(f"benchmark 'log' has one variant, hybrid, got {variant!r}")
+        return CandidateRule(hybrid=variant == "hybrid")
     if benchmark == "synthetic":  # generated score lists (benchmarks.synthetic); N from the variant
         from benchmarks.synthetic import parse_variant
 
@@ -425,7 +429,8 @@ def build_condition(
     path (an unavailable model fails when it is loaded, naming it). BFCL data comes
     from the pinned ``bfcl-eval`` wheel (see :mod:`benchmarks.bfcl` for the lookup order).
     ``options`` carries source paths: ``run``/``qrels``/``n_candidates`` (and ``train_frac``, which
-    then replaces the argument) for ``benchmark="run"`` and ``beir_dir``/``split`` for ``benchmark="beir"``.
+    then replaces the argument) for ``benchmark="run"``, ``beir_dir``/``split`` for ``benchmark="beir"`` and
+    ``tools``/``log`` (and ``train_frac``) for ``benchmark="log"`` (:func:`benchmarks.toollog.log_condition`).
 
     The steps, in order: load the corpus, sample its queries (:func:`sampled_records`), rewrite their
     text (:func:`query_texts`), score them against the whole registry (:func:`score_queries`), build the
@@ -437,6 +442,11 @@ def build_condition(
         DataError: malformed or missing data (naming file and position).
     """
     opts = dict(options or {})
+    if benchmark == "log":  # a tool registry and a log of the agent's requests (benchmarks.toollog)
+        from benchmarks.toollog import log_condition
+
+        frac = float(opts.get("train_frac") or train_frac)
+        return log_condition(opts, scorer, variant, split_seed, frac, cache_dir)
     rule = candidate_rule(benchmark, variant)
     if rule.hybrid and scorer not in SCORER_PAIR:
         raise ValueError(f"variant 'hybrid' pairs bm25 with minilm: scorer must be one of them, got {scorer!r}")
@@ -643,7 +653,9 @@ def tied_tail_stats(queries: Sequence[RankedQuery]) -> dict[str, float]:
 SMALL_QUERY_SET = 30
 
 
-def data_notes(meta: Mapping[str, Any], n_evaluated: int, split: str = "test") -> list[str]:
+def data_notes(
+    meta: Mapping[str, Any], n_evaluated: int, split: str = "test", interval_width: float | None = None
+) -> list[str]:
     """What a user should know about their own data (a TREC run, a BEIR folder), one console line each.
 
     Each line starts with ``note:`` or ``warning:``. From the condition's ``meta``: the skipped queries
@@ -652,13 +664,26 @@ def data_notes(meta: Mapping[str, Any], n_evaluated: int, split: str = "test") -
     tied lists (a warning when every list of two or more items is: no ranking information at all), the
     lists that leave no choice (R >= N, e.g. one candidate: every depth is random there); and
     a warning when fewer than :data:`SMALL_QUERY_SET` queries are evaluated (``n_evaluated`` of the
-    ``split``: test, train or all).
+    ``split``: test, train or all), with ``interval_width`` (the width of a typical paired 95% interval of
+    the command's table) when given. For a log of requests (:mod:`benchmarks.toollog`): the first unknown
+    tool names and the duplicate requests merged.
     """
     lines = []
     skipped = {k: int(v) for k, v in sorted((meta.get("skipped") or {}).items()) if int(v)}
     if skipped:
         counts = ", ".join(f"{v} {k}" for k, v in skipped.items())
         lines.append(f"note: skipped {counts} (counted in manifest.json)")
+    unknown = dict(meta.get("unknown_tools") or [])  # [name, lines] pairs, in order of appearance
+    if unknown:
+        first = ", ".join(f"{name!r} ({n} line{'s' if n > 1 else ''})" for name, n in list(unknown.items())[:5])
+        more = int(meta.get("n_unknown_tools", len(unknown))) - min(5, len(unknown))
+        tail = f" and {more} more" if more else ""
+        lines.append(f"note: tools the log names but the registry lacks: {first}{tail} (those requests are skipped)")
+    if int(meta.get("duplicates_merged", 0)):
+        lines.append(
+            f"note: {meta['duplicates_merged']} log lines repeat an earlier request: merged into it (one query, "
+            "the union of the tools called)"
+        )
     absent, n = int(meta.get("n_relevant_not_in_run", 0)), int(meta.get("n_queries", 0))
     tied, ranked = int(meta.get("n_tied_lists", 0)), int(meta.get("n_lists_of_two_or_more", 0))
     if tied and tied == ranked:
@@ -681,7 +706,10 @@ def data_notes(meta: Mapping[str, Any], n_evaluated: int, split: str = "test") -
         )
     if n_evaluated < SMALL_QUERY_SET:
         what = {"test": "test ", "train": "training "}.get(split, "")
-        lines.append(f"warning: only {n_evaluated} {what}queries: intervals will be wide")
+        width = "" if interval_width is None else f" (here a paired 95% interval spans {interval_width:.2f} bits)"
+        lines.append(
+            f"warning: only {n_evaluated} {what}queries, under {SMALL_QUERY_SET}: intervals will be wide{width}"
+        )
     return lines
 
 

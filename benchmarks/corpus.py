@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 import os
+import sys
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -108,14 +109,21 @@ def sha256_file(path: str) -> str:
 
 #: The first two bytes of every gzip stream (RFC 1952).
 GZIP_MAGIC = b"\x1f\x8b"
+#: The path that names the standard input (:func:`open_binary`).
+STDIN = "-"
 
 
 def open_binary(path: str | os.PathLike[str], data: bytes | None = None) -> io.BufferedIOBase | gzip.GzipFile:
     """A binary stream of a file (or of ``data``), decompressed when it is gzip.
 
     gzip is detected by its magic bytes (``1f 8b``), never by the file name, so ``run.gz``,
-    ``run.txt.gz`` and a gzip stream saved as ``run.txt`` all read the same.
+    ``run.txt.gz`` and a gzip stream saved as ``run.txt`` all read the same. The path ``-`` is the standard
+    input (read as a stream: one pass, memory bounded as for a file).
     """
+    if str(path) == STDIN and data is None:
+        stream: Any = sys.stdin.buffer
+        reader = stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(stream)  # peek needs one
+        return gzip.GzipFile(fileobj=reader) if reader.peek(2)[:2] == GZIP_MAGIC else reader
     if data is not None:
         raw: io.BufferedIOBase = io.BytesIO(data)
         return gzip.GzipFile(fileobj=raw) if data[:2] == GZIP_MAGIC else raw

@@ -96,3 +96,21 @@ def run_condition_name(options: Mapping[str, str]) -> str:
     if options.get("train_frac") and float(options["train_frac"]) != DEFAULT_TRAIN_FRAC:
         parts.append(f"train{float(options['train_frac']):g}")
     return ConditionId("run", "run", "-".join(parts)).name
+
+
+def log_condition_name(scorer: str, variant: str, options: Mapping[str, str]) -> str:
+    """The condition name of a tool registry and a log of the agent's requests (:mod:`benchmarks.toollog`):
+    ``log-<scorer>[-hybrid]-<log stem>-<hash>[-train<frac>]``, ``<hash>`` six hex digits of the sha256 of the
+    tools file's and the log's contents (as :func:`run_condition_name` does for a run and its qrels).
+
+    Raises:
+        ValueError: when an option it needs is missing.
+    """
+    try:
+        digest = hashlib.sha256(f"tools {options['tools_sha256']}\nlog {options['log_sha256']}\n".encode())
+        parts = [scorer, variant, run_stem(options["log"]), digest.hexdigest()[:6]]
+    except KeyError as e:
+        raise ValueError(f"a log condition's name needs the source option {e}") from e
+    if options.get("train_frac") and float(options["train_frac"]) != DEFAULT_TRAIN_FRAC:
+        parts.append(f"train{float(options['train_frac']):g}")
+    return "-".join(["log", *(p for p in parts if p)])

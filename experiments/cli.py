@@ -58,7 +58,9 @@ def add_dataclass_args(parser: argparse.ArgumentParser, cls: type) -> None:
             group.add_argument(flag, action="store_true", **kw)
             continue
         base = [a for a in get_args(typ) if a is not type(None)] if type(None) in get_args(typ) else [typ]
-        if get_origin(base[0]) is tuple and meta.get("repeat"):  # --flag a b --flag c: all of them
+        if get_origin(base[0]) is tuple and meta.get("each"):  # one value a flag: --flag a --flag b
+            group.add_argument(flag, type=get_args(base[0])[0], action="append", default=[], **kw)
+        elif get_origin(base[0]) is tuple and meta.get("repeat"):  # --flag a b --flag c: all of them
             group.add_argument(flag, type=get_args(base[0])[0], nargs="+", action="extend", default=[], **kw)
         elif get_origin(base[0]) is tuple:  # tuple[X, ...] or tuple[X, ...] | None
             nargs = "*" if default == () else "+"
@@ -132,6 +134,24 @@ def _recommend(a: o.RecommendArgs, la: o.LearnArgs, ca: o.CommonArgs, command: s
     from experiments.recommend import cmd_recommend
 
     return cmd_recommend(a, la, ca, command)
+
+
+def _search(a: o.SearchArgs) -> int:
+    from experiments.toolsearch import cmd_search
+
+    return cmd_search(a)
+
+
+def _toolsearch_default(a: o.ToolsearchDefaultArgs, command: str) -> int:
+    from experiments.toolsearch import cmd_toolsearch_default
+
+    return cmd_toolsearch_default(a, command)
+
+
+def _toolsearch_latency(a: o.ToolsearchLatencyArgs) -> int:
+    from experiments.toolsearch import cmd_toolsearch_latency
+
+    return cmd_toolsearch_latency(a)
 
 
 def _tune(a: o.TuneArgs, command: str) -> int:
@@ -256,10 +276,41 @@ COMMANDS: tuple[Command, ...] = (
         wants_command=False,
     ),
     Command(
+        "search",
+        (o.SearchArgs,),
+        _search,
+        "a tool search with a per-request depth: the shortlist of your tools for a request, as JSON",
+        "Ranks a saved searcher's (--searcher DIR) or a tools file's (--tools FILE) registry for the request and "
+        "shows the top K tools, K chosen per request by the searcher's policy (with --tools: the default shipped for "
+        "--scorer, or --policy). With no request, reads requests from stdin, one a line, and writes one JSON line "
+        "per request.",
+        wants_command=False,
+    ),
+    Command(
         "kinds",
         (o.KindsArgs,),
         _kinds,
         "every depth-policy kind: what it is, what it fits, its settings and their defaults",
+        wants_command=False,
+    ),
+)
+TOOLSEARCH_COMMANDS: tuple[Command, ...] = (
+    Command(
+        "default",
+        (o.ToolsearchDefaultArgs,),
+        _toolsearch_default,
+        "choose the default tool-search policy by leave-one-benchmark-out, train it, write it and its table",
+        "For each scorer: each benchmark's whole registry ranked for its queries; every candidate kind fitted on the "
+        "other benchmarks and judged on the held-out one by net reward, with paired intervals against fixed K = 3, "
+        "5, 8 and the gap rule; the best mean over the held-out benchmarks is refitted on all and written to OUT/"
+        "<scorer> with its provenance; the table goes to TABLE.",
+    ),
+    Command(
+        "latency",
+        (o.ToolsearchLatencyArgs,),
+        _toolsearch_latency,
+        "per-request time of a tool search on BFCL's 370 tools or ToolBench's 3,406 (p50 / p99, the scorer's part "
+        "and the rest)",
         wants_command=False,
     ),
 )
@@ -279,6 +330,13 @@ DATA_COMMANDS: tuple[Command, ...] = (
         wants_command=False,
     ),
 )
+
+
+#: Command groups: ``shortlist <group> <command>``.
+GROUPS: dict[str, tuple[tuple[Command, ...], str]] = {
+    "data": (DATA_COMMANDS, "list or fetch benchmark data files (pinned, sha256-verified)"),
+    "toolsearch": (TOOLSEARCH_COMMANDS, "the tool search's default policy (shortlist toolsearch default)"),
+}
 
 
 def package_version() -> str:
@@ -303,12 +361,13 @@ def make_parser() -> argparse.ArgumentParser:
         sp = sub.add_parser(cmd.name, help=cmd.help, description=cmd.description or cmd.help)
         for cls in cmd.args:
             add_dataclass_args(sp, cls)
-    d = sub.add_parser("data", help="list or fetch benchmark data files (pinned, sha256-verified)")
-    dsub = d.add_subparsers(dest="data_command", required=True)
-    for cmd in DATA_COMMANDS:
-        sp = dsub.add_parser(cmd.name, help=cmd.help, description=cmd.description or cmd.help)
-        for cls in cmd.args:
-            add_dataclass_args(sp, cls)
+    for group, (commands, help_text) in GROUPS.items():
+        g = sub.add_parser(group, help=help_text)
+        gsub = g.add_subparsers(dest=f"{group}_command", required=True)
+        for cmd in commands:
+            sp = gsub.add_parser(cmd.name, help=cmd.help, description=cmd.description or cmd.help)
+            for cls in cmd.args:
+                add_dataclass_args(sp, cls)
     return p
 
 
@@ -321,7 +380,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     command = "shortlist " + " ".join(shlex.quote(a) for a in argv)
     table = {c.name: c for c in COMMANDS}
-    cmd = table.get(ns.command) or {c.name: c for c in DATA_COMMANDS}[ns.data_command]
+    if ns.command in GROUPS:
+        cmd = {c.name: c for c in GROUPS[ns.command][0]}[getattr(ns, f"{ns.command}_command")]
+    else:
+        cmd = table[ns.command]
     try:
         args = [build(cls, ns) for cls in cmd.args]
         return cmd.run(*args, command) if cmd.wants_command else cmd.run(*args)

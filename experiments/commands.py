@@ -241,21 +241,21 @@ def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
 def cmd_predict(pa: PredictArgs, command: str) -> int:
     """Truncate a TREC run at each query's chosen depth (streamed: memory bounded by one query)."""
     from agents.trained import load_policy
+    from benchmarks.corpus import STDIN, DataError
     from benchmarks.trec import truncate_run
 
     policy = load_policy(pa.run_dir)
-    out = Path(pa.out) if pa.out else Path(f"{Path(pa.run).stem}.{policy.method}.trec")
-    if out.resolve() == Path(pa.run).resolve():
+    stdin = pa.run == STDIN  # `--run -`: the run comes on the standard input, streamed as a file is
+    out = Path(pa.out) if pa.out else Path(f"{'stdin' if stdin else Path(pa.run).stem}.{policy.method}.trec")
+    if not stdin and out.resolve() == Path(pa.run).resolve():
         raise ValueError(f"--out {out}: would overwrite the input run")
-    if not Path(pa.run).is_file():
-        raise FileNotFoundError(f"--run {pa.run}: no such file")
+    if not stdin and not Path(pa.run).is_file():
+        raise FileNotFoundError(f"--run {pa.run}: no such file (give - to read the run from the standard input)")
     tag = pa.tag or f"shortlist-{policy.method}"
-    written = truncate_run(
-        pa.run,
-        out,
-        lambda qid, scores: policy.depth(scores, pa.n_candidates),
-        tag,  # noqa: ARG005
-    )
+    try:
+        written = truncate_run(pa.run, out, lambda qid, scores: policy.depth(scores, pa.n_candidates), tag)  # noqa: ARG005
+    except DataError as e:  # name the standard input as such, not as a file called "-"
+        raise DataError(f"stdin{str(e)[1:]}" if stdin and str(e).startswith(f"{STDIN}:") else str(e)) from e
     print(f"wrote {out}: {written.n_queries} queries, {written.n_docs} shortlisted documents (tag {tag})")
     return 0
 

@@ -15,7 +15,7 @@ from agents import registry
 from agents.base import Objective
 from agents.method import MethodSpec
 from agents.trained import read_run_config
-from benchmarks.names import ConditionId, run_condition_name
+from benchmarks.names import DEFAULT_TRAIN_FRAC, ConditionId, log_condition_name, run_condition_name
 from envs import EpisodeConfig
 from experiments.io import code_fingerprint
 
@@ -59,6 +59,8 @@ class Cell:
     def condition(self) -> str:
         if self.benchmark == "run":  # the file's stem and a hash of the inputs' contents
             return run_condition_name(dict(self.options))
+        if self.benchmark == "log":  # the log's stem and a hash of the tools' and the log's contents
+            return log_condition_name(self.scorer, self.variant, dict(self.options))
         return self.condition_id.name
 
     @property
@@ -120,6 +122,11 @@ class Cell:
         if c.benchmark == "run":
             args = ["--run", opts["run"], "--qrels", opts["qrels"]]
             args += ["--n-candidates", opts["n_candidates"]] if "n_candidates" in opts else []
+        elif c.benchmark == "log":
+            args = ["--tools", opts["tools"], "--log", opts["log"], "--scorer", c.scorer]
+            args += ["--variant", c.variant] if c.variant else []
+            frac = float(opts.get("train_frac") or DEFAULT_TRAIN_FRAC)
+            args += ["--train-frac", repr(frac)] if frac != DEFAULT_TRAIN_FRAC else []
         else:
             args = ["--benchmark", c.benchmark, "--scorer", c.scorer] + (["--variant", c.variant] if c.variant else [])
             if c.benchmark == "beir":

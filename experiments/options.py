@@ -185,16 +185,39 @@ class SourceArgs:
     )
     beir_dir: str | None = opt(None, "BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
     beir_split: str = opt("test", "qrels split of --beir-dir")
+    tools: str | None = opt(
+        None,
+        "your agent's tool registry (with --log): an OpenAI tools list, an MCP tools/list result, or JSON lines "
+        "of {name, description, parameters}; the queries rank the whole registry with --scorer (bm25, minilm, "
+        "or hybrid: bm25 ranks, minilm is observed too; or --variant hybrid)",
+    )
+    log: str | None = opt(
+        None,
+        'a log of your agent\'s requests (with --tools): JSON lines {"request": "...", "tools": ["name", ...]} '
+        '(the tools it called; a single "tool" accepted)',
+    )
     train_frac: float = opt(
         DEFAULT_TRAIN_FRAC,
-        "share of --run's judged queries in the training split (a seeded split of the sorted query ids, "
-        "whatever the order of lines)",
+        "share of --run's (or --log's) judged queries in the training split (a seeded split of the sorted query "
+        "ids, whatever the order of lines)",
     )
 
     def __post_init__(self) -> None:
         _check_train_frac(self.train_frac)
-        if self.train_frac != DEFAULT_TRAIN_FRAC and self.source != "run":
-            raise ValueError("--train-frac goes with --run (the benchmarks' splits are fixed)")
+        if self.train_frac != DEFAULT_TRAIN_FRAC and self.source not in ("run", "log"):
+            raise ValueError("--train-frac goes with --run or --log (the benchmarks' splits are fixed)")
+        if bool(self.tools) != bool(self.log):
+            raise ValueError("--tools and --log go together")
+        if self.tools and (self.run or self.qrels):
+            raise ValueError("--tools/--log and --run/--qrels are two kinds of data: give one of them")
+        if self.tools and self.scorer == "hybrid":  # the tool search's name of bm25 ranking, minilm observed
+            object.__setattr__(self, "scorer", "bm25")
+            object.__setattr__(self, "variant", "hybrid")
+        if self.tools and (self.scorer not in ("bm25", "minilm") or self.variant not in ("", "hybrid")):
+            raise ValueError(
+                f"--tools/--log rank with bm25, minilm or hybrid (--scorer; --variant hybrid observes the other), "
+                f"got --scorer {self.scorer} --variant {self.variant!r}"
+            )
         if self.buckets and self.buckets not in BUCKET_SCHEMES:
             raise ValueError(f"unknown bucket scheme {self.buckets!r}; expected default or narrow")
         if self.n_candidates is not None and not 1 <= self.n_candidates <= 2**53:
@@ -204,7 +227,9 @@ class SourceArgs:
 
     @property
     def source(self) -> str:
-        """The benchmark actually used (``run`` when --run/--qrels are given)."""
+        """The benchmark actually used (``run`` when --run/--qrels are given, ``log`` for --tools/--log)."""
+        if self.tools or self.log:
+            return "log"
         return "run" if self.run or self.qrels else self.benchmark
 
 
@@ -304,8 +329,10 @@ class PredictArgs:
     HELP_GROUP: ClassVar[str] = "prediction"
 
     run_dir: str = opt("", "a run directory written by train/reproduce (its trained policy)", required=True)
-    run: str = opt("", "a TREC run file (qid Q0 docid rank score tag), grouped by query", required=True)
-    out: str = opt("", "the truncated TREC run to write (unset: <run stem>.<method>.trec here)")
+    run: str = opt(
+        "", "a TREC run file (qid Q0 docid rank score tag), grouped by query; - reads it from stdin", required=True
+    )
+    out: str = opt("", "the truncated TREC run to write (unset: <run stem>.<method>.trec here; stdin.<method>.trec)")
     n_candidates: int | None = opt(None, "candidate-set size N of every query (unset: each query's run length)")
     tag: str = opt("", "run tag of the written lines (unset: shortlist-<method>)")
 
@@ -529,6 +556,120 @@ class KindsArgs:
 
 
 @dataclass(frozen=True)
+class SearchArgs:
+    """``shortlist search``: a tool search's shortlist for a request (:class:`shortlist_depth.ToolSearch`)."""
+
+    HELP_GROUP: ClassVar[str] = "search"
+
+    request: str = opt(
+        "", "the request; empty: read requests from stdin, one a line (one JSON line out per request)",
+        positional=True, optional=True,
+    )  # fmt: skip
+    searcher: str | None = opt(
+        None, "a saved searcher folder (ToolSearch.save; `shortlist recommend --tools --log` writes OUT/searcher)"
+    )
+    tools: str | None = opt(
+        None,
+        "a tools file instead of --searcher: an OpenAI tools list, an MCP tools/list result, or JSON lines of "
+        "{name, description, parameters}",
+    )
+    scorer: str = opt("bm25", "with --tools: bm25, minilm, hybrid (bm25 ranks, minilm observed) or minilm-hybrid")
+    policy: str | None = opt(None, "with --tools: a run directory of a trained policy (unset: the shipped default)")
+    min_k: int | None = opt(None, "show at least this many ranked tools (unset: the policy's K)")
+    max_k: int | None = opt(None, "show at most this many ranked tools (unset: the policy's K)")
+    pin: tuple[str, ...] = opt(
+        (), "a tool always shown, first, besides the policy's K (one a flag: --pin a --pin b)", each=True
+    )
+    exclude: tuple[str, ...] = opt((), "a tool never ranked nor shown (one a flag: --exclude a --exclude b)", each=True)
+    cache_dir: str | None = opt(None, "cache folder of tool embeddings ($SHORTLIST_CACHE_DIR, else the per-user one)")
+
+    def __post_init__(self) -> None:
+        if bool(self.searcher) == bool(self.tools):
+            raise ValueError("give one of --searcher DIR and --tools FILE")
+        if self.searcher and (self.policy or self.scorer != "bm25"):
+            raise ValueError("--scorer and --policy go with --tools (a saved searcher holds its own)")
+        for flag, value in (("--min-k", self.min_k), ("--max-k", self.max_k)):
+            if value is not None and value < 1:
+                raise ValueError(f"{flag} must be >= 1, got {value}")
+        if self.min_k is not None and self.max_k is not None and self.min_k > self.max_k:
+            raise ValueError(f"--min-k {self.min_k} exceeds --max-k {self.max_k}")
+
+
+@dataclass(frozen=True)
+class ToolsearchDefaultArgs(FolderArgs):
+    """``shortlist toolsearch default``: choose and train the default tool-search policy shipped in the package."""
+
+    HELP_GROUP: ClassVar[str] = "default policy"
+
+    out: str = opt("shortlist_depth/default_policy", "folder of the shipped policies (one run directory per scorer)")
+    table: str = opt("results/toolsearch/default-policy", "folder of the leave-one-benchmark-out table")
+    scorers: tuple[str, ...] = opt(("bm25", "minilm", "bm25-hybrid"), "tool-search scorers a default is made for")
+    benchmarks: tuple[str, ...] = opt(("bfcl", "metatool", "toolbench"), "benchmarks left out in turn (2 or more)")
+    candidates: tuple[str, ...] = opt(
+        ("posterior", "cutoff", "choppy", "tabular", "threshold", "topp", "greedyk"),
+        "policy kinds judged (JSON-backed: every kind but dqn); the default is chosen among those that decide "
+        "without torch",
+    )
+    seed: int = opt(0, "training seed of every fit")
+    n_boot: int = opt(10_000, "bootstrap resamples of the held-out queries behind every interval")
+    set: tuple[str, ...] = opt((), "candidates' settings, kind.key=value (as train's --set)", repeat=True)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        from benchmarks.tool_ranking import resolve_scorer
+
+        object.__setattr__(self, "scorers", tuple(dict.fromkeys(resolve_scorer(s) for s in self.scorers)))
+        unknown = [b for b in self.benchmarks if b not in ("bfcl", "metatool", "toolbench")]
+        if unknown or len(set(self.benchmarks)) < 2:
+            raise ValueError(f"--benchmarks: two or more of bfcl, metatool, toolbench, got {list(self.benchmarks)}")
+        bad = [c for c in self.candidates if c not in registry.KINDS or c in ("dqn", "fixed", "auto")]
+        if bad or not self.candidates:
+            raise ValueError(f"--candidates: registered kinds other than dqn, fixed and auto, got {bad or '[]'}")
+        if any(registry.KINDS[c].reads_labels for c in self.candidates):
+            raise ValueError("--candidates: a kind that reads the labels cannot be a default policy")
+        if all(registry.KINDS[c].torch_at_inference for c in self.candidates):
+            raise ValueError("--candidates: name at least one kind that decides without torch (the eligible ones)")
+        if self.n_boot < 100:
+            raise ValueError(f"--n-boot must be >= 100, got {self.n_boot}")
+        self.settings()
+
+    def settings(self) -> dict[str, Any]:
+        """``--set`` as {kind: settings}."""
+        try:
+            return registry.parse_settings(self.set)
+        except ValueError as e:
+            raise ValueError(f"--set: {e}") from e
+
+
+@dataclass(frozen=True)
+class ToolsearchLatencyArgs(FolderArgs):
+    """``shortlist toolsearch latency``: per-request time of a tool search on a benchmark's registry."""
+
+    HELP_GROUP: ClassVar[str] = "latency"
+
+    registry: str = opt("bfcl", "the registry and requests: BFCL's 370 tools or ToolBench's 3,406",
+                        choices=("bfcl", "toolbench"))  # fmt: skip
+    scorers: tuple[str, ...] = opt(("bm25", "minilm"), "tool-search scorers timed")
+    policy: str | None = opt(None, "a policy run directory (unset: the default shipped for each scorer)")
+    requests: int = opt(200, "requests timed (BFCL's queries, one at a time)")
+    warmup: int = opt(20, "requests run first and not timed")
+    torch_threads: int = opt(1, "torch threads a MiniLM request is embedded on (the searcher's default: 1)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        from benchmarks.tool_ranking import resolve_scorer
+
+        object.__setattr__(self, "scorers", tuple(dict.fromkeys(resolve_scorer(s) for s in self.scorers)))
+        if self.registry not in ("bfcl", "toolbench"):
+            raise ValueError(f"--registry must be bfcl or toolbench, got {self.registry!r}")
+        if self.requests < 1 or self.warmup < 0 or self.torch_threads < 1:
+            raise ValueError(
+                f"--requests and --torch-threads must be >= 1 and --warmup >= 0, got {self.requests}, "
+                f"{self.torch_threads}, {self.warmup}"
+            )
+
+
+@dataclass(frozen=True)
 class DataListArgs:
     """``shortlist data list``."""
 
@@ -577,6 +718,15 @@ def source_options(sa: SourceArgs) -> tuple[tuple[str, str], ...]:
             opts.append(("n_candidates", str(sa.n_candidates)))
         opts.append(("train_frac", str(float(sa.train_frac))))
         return tuple(opts)
+    if sa.source == "log":
+        assert sa.tools and sa.log  # SourceArgs checks they come together
+        return (
+            ("tools", str(Path(sa.tools).resolve())),
+            ("tools_sha256", checked(sa.tools, "--tools")),
+            ("log", str(Path(sa.log).resolve())),
+            ("log_sha256", checked(sa.log, "--log")),
+            ("train_frac", str(float(sa.train_frac))),
+        )
     if sa.source == "beir":
         if not sa.beir_dir:
             raise ValueError("--benchmark beir needs --beir-dir FOLDER")

@@ -1,13 +1,17 @@
 """``shortlist recommend``: what depth rule should I use on my retriever? One command, one process.
 
-On the user's data (a TREC run and qrels, a BEIR folder, or a built-in benchmark), every registered kind that
+On the user's data (a TREC run and qrels, a BEIR folder, an agent's tool registry and a log of its requests, or a
+built-in benchmark), every registered kind that
 applies is trained on the training split and scored on the test split, with the same split for all (fixed K
 over the study's grid, the gap rules, the threshold, top-p, greedy K, the Choppy-style model, the cut-off, the
 posterior model, tabular Q, DQN, the limits as references, and ``auto``: the kind picked on an inner validation
 split of the training queries, never on test). Prints one ranked table (net reward and its paired interval
 against the best, the cost-free mean reward, found %, mean / median / p90 K, whole-list %), says which policy it
 recommends and why (``auto``'s pick, made without seeing the test queries) and whether that pick is also the best
-on test, and copies the recommended run directory to ``OUT/recommended`` ready for ``shortlist predict``.
+on test, and copies the recommended run directory to ``OUT/recommended`` ready for ``shortlist predict``. With
+``--tools TOOLS --log LOG`` it also saves a searcher ready to serve (``OUT/searcher``: the registry, the scorer and
+that policy; :class:`shortlist_depth.ToolSearch`). On the user's own data the console then says what was skipped,
+what repeated and, for a test set under 30 queries, how wide the intervals are.
 """
 
 from __future__ import annotations
@@ -82,8 +86,10 @@ def verdict(t: pd.DataFrame, auto_run: Path) -> tuple[str, str]:
     delivered = f"{auto['reward']}-auto"  # the policy copied to recommended/: the chosen kind refitted by `auto`
     best = t[t["group"] != "limit"].iloc[0]
     row = t.set_index("method").loc[delivered] if delivered in set(t["method"]) else None
+    how = auto.get("selection", "split")
+    on = "an inner validation split" if how == "split" else f"{how} (a small training set)"
     lines = [
-        f"Recommended: **{chosen}**. Chosen by `auto` on an inner validation split of the training queries (never the "
+        f"Recommended: **{chosen}**. Chosen by `auto` on {on} of the training queries (never the "
         f"test queries): validation net reward "
         + ", ".join(f"{k} {v:.3f}" for k, v in sorted(val.items(), key=lambda kv: -kv[1]))
         + f"; then refitted on every training query (`{delivered}`, the policy saved)."
@@ -118,6 +124,35 @@ def check_out_is_ours(out: Path, condition: str) -> None:
             )
 
 
+def interval_width(t: pd.DataFrame) -> float:
+    """The median width of the paired 95% intervals of the table's policies (the best's, 0 by construction, and
+    the limits' left out): how far apart two policies must be for the test set to tell them apart."""
+    rows = t[(t["group"] != "limit") & (t["rank"] > 1)]
+    return float((rows["diff_hi"] - rows["diff_lo"]).median()) if len(rows) else 0.0
+
+
+def print_data_notes(cond_meta: dict, n_test: int, width: float) -> None:
+    """The notes on the user's own data (:func:`benchmarks.conditions.data_notes`) on stderr, after the table."""
+    import sys
+
+    from benchmarks.conditions import data_notes
+
+    sys.stdout.flush()
+    for line in data_notes(cond_meta, n_test, "test", width):
+        print(f"shortlist: {line}", file=sys.stderr)
+
+
+def save_searcher(ra: RecommendArgs, recommended: Path, out: Path, ca: CommonArgs) -> Path:
+    """``--tools/--log``: the recommended policy with the registry and its scorer, saved as a searcher that
+    ``shortlist search --searcher OUT/searcher`` and ``ToolSearch.load`` serve."""
+    from shortlist_depth.toolsearch import ToolSearch
+
+    assert ra.tools
+    scorer = f"{ra.scorer}-hybrid" if ra.variant == "hybrid" else ra.scorer
+    search = ToolSearch.from_file(ra.tools, scorer, recommended, cache_dir=ca.cache_dir)
+    return search.save(out / "searcher", overwrite=True)
+
+
 def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int:
     """``shortlist recommend`` (module docstring)."""
     from benchmarks.names import ConditionId
@@ -134,7 +169,7 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     methods = {plan.name: recommend_methods(cid.benchmark)}
     cells = cells_for([plan], seed, methods, learning=la.learning(), options=options)
     out = Path(ra.out)
-    check_out_is_ours(out, plan.name)
+    check_out_is_ours(out, cells[0].condition)  # the name of these inputs (a run's or a log's carries their hash)
     runs = run_with(cells, out, ca, command)
     per_query, summary, _ = collect_runs(runs)
     t = recommend_table(per_query, aggregate_with_groups(summary, per_query))
@@ -145,6 +180,9 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     recommended = out / "recommended"
     with staged_folder(recommended) as tmp:  # complete before the earlier recommendation of these inputs goes
         shutil.copytree(auto_run, tmp, dirs_exist_ok=True)
+    searcher = save_searcher(ra, recommended, out, ca) if ra.source == "log" else None
+    serve = (f"The searcher to serve (the registry, its scorer and this policy): `{searcher}` (`shortlist search "
+             f"--searcher {searcher} 'request'`, `ToolSearch.load('{searcher}')`)." if searcher else "")  # fmt: skip
     page = Page(
         title=recommend_title(condition),
         group="comparison",
@@ -155,6 +193,7 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
             Section("", [
                 Paragraph(f"The recommended policy's run directory: `{recommended}` (`shortlist predict --run-dir "
                           f"{recommended} --run YOUR.run`)."),
+                *([Paragraph(serve)] if serve else []),
                 Paragraph(f"Command: `{command}`"),
             ]),
         ),
@@ -163,4 +202,9 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     print("\n".join(block_lines(table_lines(t))))
     print(why.replace("**", ""))
     print(f"wrote {out}/README.md, recommend.csv and the recommended run directory {recommended}")
+    if searcher is not None:
+        print(f'wrote the searcher {searcher}: shortlist search --searcher {searcher} "your request"')
+    if ra.source in ("run", "beir", "log"):  # the user's own data: what was skipped, how small the test set is
+        cond = json.loads((auto_run / "manifest.json").read_text(encoding="utf-8"))["condition"]
+        print_data_notes(cond, int(cond.get("n_test", 0)), interval_width(t))
     return 0

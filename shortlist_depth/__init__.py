@@ -17,11 +17,14 @@ Exported (see each object's own docstring):
   (train a registered kind on your own ranked lists), :func:`evaluate` (per-query rows),
   :func:`load_policy` and :class:`TrainedPolicy` (a run directory written by ``shortlist train`` or by
   :meth:`TrainedPolicy.save`);
+- the tool search (:mod:`shortlist_depth.toolsearch`): :class:`ToolSearch` (``ToolSearch.from_tools(tools)
+  .search(text)``: a tool registry in any agent's shape, ranked by the package's scorers, with a per-request
+  depth from a policy, the shipped default or your own) and its :class:`Shortlist`;
 - :data:`__version__` (the installed distribution's version).
 
 Importing this module imports numpy and gymnasium, never torch: the policy parts (:func:`fit`,
-:func:`evaluate`, :func:`load_policy`, :class:`TrainedPolicy`, :func:`kinds`, :func:`make`) are
-loaded on first use (module ``__getattr__``).
+:func:`evaluate`, :func:`load_policy`, :class:`TrainedPolicy`, :func:`kinds`, :func:`make`) and the tool
+search are loaded on first use (module ``__getattr__``).
 
 One import name, whatever the current directory: the package's own top-level packages
 (``rewards envs agents benchmarks choosers experiments``) import each other by those names, which a folder
@@ -137,6 +140,7 @@ if TYPE_CHECKING:
     from agents.registry import kinds, make
     from agents.trained import TrainedPolicy, load_policy
     from shortlist_depth.api import evaluate, fit
+    from shortlist_depth.toolsearch import Shortlist, ToolSearch
 
 try:
     __version__ = version("shortlist-depth")
@@ -151,6 +155,8 @@ _LAZY = {
     "TrainedPolicy": "agents.trained",
     "kinds": "agents.registry",
     "make": "agents.registry",
+    "ToolSearch": "shortlist_depth.toolsearch",
+    "Shortlist": "shortlist_depth.toolsearch",
 }
 
 __all__ = [
@@ -158,6 +164,8 @@ __all__ = [
     "REWARD_KINDS",
     "EpisodeConfig",
     "RankedQuery",
+    "Shortlist",
+    "ToolSearch",
     "TrainedPolicy",
     "__version__",
     "bor_aggregate",

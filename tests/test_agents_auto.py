@@ -1,6 +1,7 @@
 """``auto``: picks the candidate with the best validation net reward on an inner split of the training
-queries (never the test ones), refits it on all of them, does not depend on the order the queries come in,
-and round-trips through the chosen kind's JSON file."""
+queries (never the test ones; k-fold cross-validation when that split would validate on fewer than 30), refits
+it on all of them, does not depend on the order the queries come in, and round-trips through the chosen kind's
+JSON file."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from agents import registry
-from agents.auto import AutoConfig, AutoPolicy, inner_split, net_reward
+from agents.auto import AutoConfig, AutoPolicy, cv_folds, inner_split, net_reward, net_rewards
 from agents.peers import objective_matrix
 from envs import EpisodeConfig, RankedQuery
 
@@ -32,14 +33,16 @@ def noisy_lists(count: int, n: int = 30, seed: int = 0) -> list[RankedQuery]:
     return out
 
 
-def fitted(queries: list[RankedQuery], cfg: EpisodeConfig) -> AutoPolicy:
-    return AutoPolicy("bor", AutoConfig(candidates=CANDIDATES, inner_seed=5)).fit(queries, cfg, 0)
+def fitted(queries: list[RankedQuery], cfg: EpisodeConfig, min_validation: int = 30) -> AutoPolicy:
+    settings = AutoConfig(candidates=CANDIDATES, inner_seed=5, min_validation=min_validation)
+    return AutoPolicy("bor", settings).fit(queries, cfg, 0)
 
 
 def test_picks_the_best_validation_net_reward_and_refits_on_all_training_queries() -> None:
     cfg = EpisodeConfig(step_cost=0.05)
     queries = noisy_lists(80)
-    auto = fitted(queries, cfg)
+    auto = fitted(queries, cfg, min_validation=0)  # one inner split, whatever the size
+    assert auto.selection == "split"
     fit_idx, val_idx = inner_split(queries, 0.7, 5)
     assert set(fit_idx).isdisjoint(val_idx) and sorted(fit_idx + val_idx) == list(range(80))
     val_q = [queries[i] for i in val_idx]
@@ -63,11 +66,36 @@ def test_net_reward_is_the_judged_objective() -> None:
     assert net_reward(np.ones(len(gold_one), dtype=np.int64), gold_one, cfg) == pytest.approx(np.log2(12))
 
 
-def test_the_order_of_the_queries_changes_nothing() -> None:
+def test_small_training_sets_are_compared_by_cross_validation() -> None:
+    """Under 99 training queries an inner 30% split would validate on fewer than 30 (min_validation): the
+    candidates are scored by 5-fold cross-validation, every training query once, by a fit that never saw it."""
+    settings = AutoConfig(candidates=CANDIDATES, inner_seed=5)
+    assert settings.uses_cv(98) and not settings.uses_cv(99)  # 98 - round(68.6) = 29 < 30; 99 - 69 = 30
+    assert not AutoConfig(min_validation=0).uses_cv(3)
+    cfg = EpisodeConfig(step_cost=0.05)
+    queries = noisy_lists(40, seed=2)
+    auto = fitted(queries, cfg)
+    assert auto.selection == "5-fold cross-validation"
+    folds = cv_folds(queries, 5, 5)
+    assert sorted(i for f in folds for i in f) == list(range(40)) and {len(f) for f in folds} == {8}
+    for kind in CANDIDATES:
+        scores = []
+        for fold in folds:
+            fit_q = sorted((queries[i] for f in folds if f is not fold for i in f), key=lambda q: q.qid)
+            policy = registry.make(kind, "bor").fit(fit_q, cfg, 0)
+            val_q = [queries[i] for i in fold]
+            scores.append(net_rewards(policy.depths(val_q, cfg), val_q, cfg))
+        assert auto.validation[kind] == pytest.approx(float(np.concatenate(scores).mean()))
+    assert auto.chosen == max(CANDIDATES, key=lambda k: auto.validation[k])
+    assert len(cv_folds(queries[:3], 5, 0)) == 3  # fewer queries than folds: leave-one-out
+
+
+@pytest.mark.parametrize("min_validation", [0, 30])  # one split, and cross-validation
+def test_the_order_of_the_queries_changes_nothing(min_validation: int) -> None:
     cfg = EpisodeConfig(step_cost=0.05)
     queries = noisy_lists(60, seed=3)
     shuffled = [queries[i] for i in np.random.default_rng(1).permutation(len(queries))]
-    a, b = fitted(queries, cfg), fitted(shuffled, cfg)
+    a, b = fitted(queries, cfg, min_validation), fitted(shuffled, cfg, min_validation)
     assert a.chosen == b.chosen and a.validation == pytest.approx(b.validation)
     test = noisy_lists(30, seed=4)
     np.testing.assert_array_equal(a.depths(test, cfg), b.depths(test, cfg))
@@ -82,6 +110,7 @@ def test_save_and_load_through_the_chosen_kind(tmp_path: Path) -> None:
     assert saved["auto"]["chosen"] == auto.chosen and list(saved["auto"]["candidates"]) == list(CANDIDATES)
     back = registry.get("auto").load(path, "bor")
     assert back.chosen == auto.chosen and back.validation == pytest.approx(auto.validation)
+    assert saved["auto"]["selection"] == back.selection == "5-fold cross-validation"
     test = noisy_lists(30, seed=7)
     np.testing.assert_array_equal(back.depths(test, cfg), auto.depths(test, cfg))
     path.write_text('{"auto": {"chosen": "gap"}}')
@@ -91,7 +120,12 @@ def test_save_and_load_through_the_chosen_kind(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("settings", "match"),
-    [({"candidates": ()}, "at least one kind"), ({"inner_frac": 1.0}, r"inner_frac must lie in \(0, 1\)")],
+    [
+        ({"candidates": ()}, "at least one kind"),
+        ({"inner_frac": 1.0}, r"inner_frac must lie in \(0, 1\)"),
+        ({"cv_folds": 1}, "cv_folds >= 2"),
+        ({"min_validation": -1}, "min_validation >= 0"),
+    ],
 )
 def test_bad_settings_are_refused(settings: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):

@@ -164,7 +164,7 @@ def test_tool_text_default_is_spec_and_rich_is_a_named_option(tmp_path) -> None:
     fn = {"name": "get_weather", "description": "Weather now.", "parameters": {"properties": {"city": {}}}}
     assert tool_text(fn) == "Weather now. Parameters: city"
     assert tool_text(fn, "rich") == "get weather. Weather now. Parameters: city"
-    with pytest.raises(ValueError, match="unknown BFCL tool text 'fancy'"):
+    with pytest.raises(ValueError, match="unknown tool text 'fancy'"):
         tool_text(fn, "fancy")
     with pytest.raises(ValueError, match="unknown tool text 'fancy'"):
         load_bfcl(tmp_path / "missing_q.json", tmp_path / "missing_a.json", text_kind="fancy")

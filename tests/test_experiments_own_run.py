@@ -90,6 +90,33 @@ def test_hashed_run_dirs_work_with_evaluate_load_policy_and_predict(tmp_path: Pa
     assert short.is_file() and short.read_text().count("\n") >= 40
 
 
+def test_predict_reads_the_run_from_stdin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """``--run -`` streams the run from the standard input (plain or gzip) and writes the same file as from a path;
+    a malformed line is named as ``stdin:<line>``; a missing file says how to read stdin."""
+    import gzip
+    import io
+    import sys
+
+    run, qrels = write_run(tmp_path / "data", seed=0)
+    assert train(run, qrels, tmp_path / "o") == 0
+    (run_dir,) = run_dirs(tmp_path / "o")
+    from_file = tmp_path / "file.run"
+    assert main(["predict", "--run-dir", str(run_dir), "--run", str(run), "--out", str(from_file)]) == 0
+    for raw in (run.read_bytes(), gzip.compress(run.read_bytes())):
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(raw)))
+        out = tmp_path / "stdin.run"
+        assert main(["predict", "--run-dir", str(run_dir), "--run", "-", "--out", str(out)]) == 0
+        assert out.read_bytes() == from_file.read_bytes()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"q1 Q0 d1 1 3.0 t\nq1 Q0 d2 2 x t\n")))
+    capsys.readouterr()
+    assert main(["predict", "--run-dir", str(run_dir), "--run", "-", "--out", str(tmp_path / "bad.run")]) == 2
+    assert "error: stdin:2: " in capsys.readouterr().err and not (tmp_path / "bad.run").exists()
+    assert main(["predict", "--run-dir", str(run_dir), "--run", str(tmp_path / "none.run")]) == 2
+    assert "no such file (give - to read the run from the standard input)" in capsys.readouterr().err
+
+
 # ---------------------------------------------------------------- 2. the split is on the query ids
 
 
@@ -235,12 +262,12 @@ def test_small_test_sets_and_skipped_queries_are_said_on_the_console(
     assert train(run, qrels, tmp_path / "o") == 0
     err = capsys.readouterr().err
     assert "note: skipped 1 qrels queries not in run, 2 run queries without qrels (counted in manifest.json)" in err
-    assert "warning: only 3 test queries: intervals will be wide" in err  # 10 judged queries: 7 train, 3 test
+    assert "warning: only 3 test queries, under 30: intervals will be wide" in err  # 10 judged queries: 7 train, 3 test
     (run_dir,) = run_dirs(tmp_path / "o")
     assert evaluate(run_dir, tmp_path / "e", "--split", "all") == 0
     err = capsys.readouterr().err
     assert "skipped 1 qrels queries not in run, 2 run queries without qrels" in err
-    assert "warning: only 10 queries: intervals will be wide" in err
+    assert "warning: only 10 queries, under 30: intervals will be wide" in err
 
 
 def test_a_large_clean_run_prints_no_data_note(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

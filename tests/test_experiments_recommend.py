@@ -14,7 +14,7 @@ import pytest
 from test_experiments_own_run import write_run
 
 from experiments.cli import main
-from experiments.recommend import recommend_methods
+from experiments.recommend import interval_width, recommend_methods
 from experiments.report.page import split_page
 
 #: Tiny learner budgets: the test checks the command's wiring, not the learners.
@@ -28,7 +28,7 @@ def recommended(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, P
     run, qrels = write_run(folder / "data", seed=0, n_queries=60)
     out = folder / "out"
     buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
+    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
         assert main(["recommend", "--run", str(run), "--qrels", str(qrels), *TINY, "--out", str(out)]) == 0
     return out, run, qrels, buf.getvalue()
 
@@ -68,6 +68,19 @@ def test_the_recommendation_is_autos_pick_and_is_ready_for_predict(
     predicted = tmp_path / "shortlist.run"
     rc = main(["predict", "--run-dir", str(out / "recommended"), "--run", str(run), "--out", str(predicted)])
     assert rc == 0 and predicted.is_file() and predicted.stat().st_size > 0
+
+
+def test_a_small_test_set_is_reported_with_the_width_of_its_intervals(
+    recommended: tuple[Path, Path, Path, str],
+) -> None:
+    """The README promises it: 60 judged queries leave 18 for test, under 30, and the console says so, with the
+    median width of the table's paired intervals; the auto pick on 42 training queries is cross-validated."""
+    out, _, _, console = recommended
+    width = interval_width(pd.read_csv(out / "recommend.csv"))
+    assert width > 0
+    said = "warning: only 18 test queries, under 30: intervals will be wide (here a paired 95% interval spans"
+    assert f"{said} {width:.2f} bits)" in console
+    assert "Chosen by `auto` on 5-fold cross-validation (a small training set) of the training queries" in console
 
 
 def test_bad_input_is_refused_and_leaves_nothing(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -1,0 +1,181 @@
+"""An agent's logged requests over its tool registry, as judged ranked queries (``shortlist recommend --tools
+TOOLS --log LOG``).
+
+Log format: JSON lines, one request a line::
+
+    {"request": "What's the weather in Paris?", "tools": ["get_weather"]}
+
+``tools`` names the tools the agent called for that request (a single ``"tool": "name"`` is accepted too);
+other keys are ignored. The registry is a tools file (:func:`benchmarks.tools.read_tools_file`: an OpenAI
+``tools`` list, an MCP ``tools/list`` result, or JSON lines of ``{name, description, parameters}``).
+
+Rules (:func:`read_tool_log`):
+
+- a line that is not JSON, not an object, without a non-blank string ``request`` or whose ``tools`` is not a
+  list of strings: a :class:`~benchmarks.corpus.DataError` naming ``file:line``;
+- a request that called no tool (``"tools": []``): skipped, counted;
+- a request naming a tool the registry lacks: skipped as a whole (its label would be partial), counted, and
+  the unknown names kept (:attr:`ToolLog.unknown`) so the console names the first few;
+- the same request text again (exactly, after stripping): one query, whose relevant tools are the union of
+  the lines' (counted as duplicates), so a repeated request never lands in both the training and the test
+  split;
+- query ids ``L<line>`` (the first line of the request, zero-padded), so the seeded split
+  (:func:`benchmarks.split.seeded_split` on the ids' order) depends on the log, not on the order of reading.
+
+Each query is the whole registry ranked for the request by the tool search's own path
+(:class:`benchmarks.tool_ranking.RegistryRanker`, ties by registry order), relevant = the called tools.
+
+The labels are biased: the tool the agent called counts as relevant, and every other tool as irrelevant,
+even one that would have served the request as well (docs/toolsearch.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmarks.corpus import DataError, QueryRecord, iter_jsonl
+from benchmarks.names import log_condition_name
+from benchmarks.split import Condition, seeded_split, split_meta
+from benchmarks.tool_ranking import RegistryRanker, rank_records
+from benchmarks.tools import read_tools_file, registry_digest
+
+SKIP_NO_TOOL = "requests that called no tool"
+SKIP_UNKNOWN_TOOL = "requests naming a tool not in the registry"
+
+
+@dataclass(frozen=True)
+class ToolLog:
+    """A log read against a registry.
+
+    Attributes:
+        records: one query per distinct request: id ``L<line>``, its text, the called tools (union).
+        skipped: counted skips (:data:`SKIP_NO_TOOL`, :data:`SKIP_UNKNOWN_TOOL`), non-zero only.
+        unknown: each unknown tool name -> the number of log lines naming it, in order of appearance.
+        duplicates: lines whose request repeats an earlier line's (merged into it).
+        n_lines: non-blank lines read.
+        sha256: the log file's sha256.
+    """
+
+    records: tuple[QueryRecord, ...]
+    skipped: dict[str, int] = field(default_factory=dict)
+    unknown: dict[str, int] = field(default_factory=dict)
+    duplicates: int = 0
+    n_lines: int = 0
+    sha256: str = ""
+
+
+def _called(row: dict, where: str) -> tuple[str, list[str]]:
+    """The request text and the called tools of one log line (module docstring)."""
+    text = row.get("request")
+    if not isinstance(text, str) or not text.strip():
+        raise DataError(f"{where}: 'request' must be a non-blank string (the user's request), got {text!r}")
+    if "tools" in row:
+        called = row["tools"]
+    elif "tool" in row:
+        called = [row["tool"]]
+    else:
+        raise DataError(f"{where}: no 'tools' (the names of the tools the agent called)")
+    if not isinstance(called, list) or not all(isinstance(t, str) and t for t in called):
+        raise DataError(f"{where}: 'tools' must be a list of tool names, got {called!r}")
+    return text.strip(), list(dict.fromkeys(called))
+
+
+def read_tool_log(path: str | os.PathLike[str], names: Collection[str]) -> ToolLog:
+    """Read a log of requests against a registry of tool ``names`` (module docstring).
+
+    Raises:
+        DataError: a missing or empty file, or a malformed line (naming ``file:line``).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"{p}: no such log file")
+    known = set(names)
+    first: dict[str, tuple[int, list[str]]] = {}
+    skipped: dict[str, int] = {}
+    unknown: dict[str, int] = {}
+    duplicates = n_lines = 0
+    for lineno, row in iter_jsonl(p):
+        n_lines += 1
+        text, called = _called(row, f"{p}:{lineno}")
+        missing = [t for t in called if t not in known]
+        if not called or missing:
+            key = SKIP_UNKNOWN_TOOL if missing else SKIP_NO_TOOL
+            skipped[key] = skipped.get(key, 0) + 1
+            for t in missing:
+                unknown[t] = unknown.get(t, 0) + 1
+            continue
+        if text in first:
+            duplicates += 1
+            first[text][1].extend(t for t in called if t not in first[text][1])
+            continue
+        first[text] = (lineno, called)
+    width = len(str(n_lines))
+    records = tuple(QueryRecord(f"L{line:0{width}d}", text, tuple(gold)) for text, (line, gold) in first.items())
+    sha = hashlib.sha256(p.read_bytes()).hexdigest()
+    return ToolLog(records, skipped, unknown, duplicates, n_lines, sha)
+
+
+def log_condition(
+    options: Mapping[str, str],
+    scorer: str,
+    variant: str,
+    split_seed: int,
+    train_frac: float,
+    cache_dir: Path | None = None,
+) -> Condition:
+    """The logged requests of ``options["log"]`` over the registry of ``options["tools"]`` as a condition:
+    one ranked query per distinct request (the whole registry, ranked by ``scorer``; ``variant="hybrid"``
+    also observes the other scorer), in query-id order, split ``train_frac`` / ``1 - train_frac``.
+
+    Raises:
+        ValueError: fewer than 2 usable requests, an unknown scorer or variant.
+        DataError: malformed tools or log (naming the file and the line or tool).
+    """
+    if variant not in ("", "hybrid"):
+        raise ValueError(f"benchmark 'log' has one variant, hybrid (observe the other scorer), got {variant!r}")
+    if not options.get("tools") or not options.get("log"):
+        raise ValueError("benchmark 'log' needs --tools FILE and --log FILE")
+    tools = read_tools_file(options["tools"])
+    log = read_tool_log(options["log"], [t.name for t in tools])
+    if len(log.records) < 2:
+        raise ValueError(f"{options['log']}: need at least 2 usable requests, got {len(log.records)}")
+    index = {t.name: i for i, t in enumerate(tools)}
+    records = sorted(log.records, key=lambda r: r.qid)
+    ranker = RegistryRanker([t.text for t in tools], f"{scorer}-hybrid" if variant else scorer, cache_dir)
+    queries = rank_records(ranker, records, index)
+    train_idx, test_idx = seeded_split(len(queries), train_frac, split_seed)
+    tools_sha = hashlib.sha256(Path(options["tools"]).read_bytes()).hexdigest()
+    shas = {"tools_sha256": tools_sha, "log_sha256": log.sha256, "log": options["log"], "train_frac": str(train_frac)}
+    return Condition(
+        name=log_condition_name(scorer, variant, shas),
+        queries=queries,
+        train_idx=train_idx,
+        test_idx=test_idx,
+        meta={
+            "benchmark": "log",
+            "scorer": scorer,
+            "variant": variant,
+            "toolsearch": {
+                "scorer": ranker.scorer,
+                "identity": ranker.identity(),
+                "observation": ranker.observation,
+                "registry_digest": registry_digest(tools),
+            },
+            "inputs_sha256": {str(Path(options["tools"])): tools_sha, str(Path(options["log"])): log.sha256},
+            "skipped": dict(log.skipped),
+            "unknown_tools": [[name, n] for name, n in list(log.unknown.items())[:20]],  # in order of appearance
+            "n_unknown_tools": len(log.unknown),
+            "duplicates_merged": log.duplicates,
+            "n_log_lines": log.n_lines,
+            "n_tools": len(tools),
+            "n_candidates": sorted({q.n_candidates for q in queries}),
+            "n_queries": len(queries),
+            "n_lists_of_two_or_more": sum(q.length > 1 for q in queries),
+            "n_tied_lists": sum(bool(q.length > 1 and q.scores[0] == q.scores[-1]) for q in queries),
+            **split_meta(queries, train_idx, test_idx, split_seed, train_frac),
+        },
+    )

@@ -1,0 +1,531 @@
+"""A tool search with a per-request depth: ``ToolSearch.from_tools(tools).search(text)`` in place of "top 5".
+
+>>> from shortlist_depth import ToolSearch
+>>> search = ToolSearch.from_tools(openai_tools)                     # doctest: +SKIP
+>>> shortlist = search.search("What's the weather in Paris?")        # doctest: +SKIP
+>>> shortlist.names, shortlist.k, shortlist.why                      # doctest: +SKIP
+
+A :class:`ToolSearch` ranks a tool registry for a request with one of the package's scorers (``bm25``,
+``minilm``, or a hybrid: rank by one, observe both; :mod:`benchmarks.tool_ranking`) and lets a depth policy
+choose how many of the top tools to show (K per request, from the scores alone). The tools come in any shape
+an agent holds them (:mod:`benchmarks.tools`: an OpenAI ``tools`` list, an MCP ``tools/list`` result, bare
+``{name, description, parameters}`` dicts), and a :class:`Shortlist` gives them back as given.
+
+The policy: by default the one shipped inside the package for the scorer (``shortlist_depth/default_policy/``,
+chosen and trained by ``shortlist toolsearch default`` on BFCL, MetaTool and ToolBench; see
+``results/toolsearch/default-policy/``), or any trained policy: a :class:`~agents.trained.TrainedPolicy`
+(``shortlist_depth.fit``), a run directory (``shortlist recommend --tools ... --log ...`` saves a ready
+searcher under ``OUT/searcher``). A policy records the scorer it was trained on (its scorer identity and
+observation set; :func:`policy_scorer`); one trained with another scorer is refused in one line. A policy that
+records none (fitted from Python on your own ranked lists) is trusted to match, and is checked to read this
+scorer's observation set.
+
+Pinned tools are shown on every shortlist, first, in the order given, IN ADDITION to the policy's K: they are
+left out of the ranked list the policy reads (so they are never shown twice, and K counts ranked tools only).
+Excluded tools are never ranked. Both leave the BM25 statistics of the registry as they are (the index is the
+registry's). ``min_k`` / ``max_k`` clip the policy's K (and K never exceeds the tools left to rank).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from agents.method import MethodSpec
+from agents.trained import TrainedPolicy, load_policy
+from benchmarks.tool_ranking import (
+    SEARCH_SCORERS,
+    RegistryRanker,
+    identity_mismatch,
+    rank_candidates,
+    resolve_scorer,
+    scorer_observation,
+)
+from benchmarks.tools import ToolSchema, parse_tools, read_tools_file, registry_digest
+from envs import RankedQuery
+
+__all__ = ["DEFAULT_POLICY_DIR", "FORMAT", "Shortlist", "ToolSearch", "default_policy_path", "policy_scorer"]
+
+#: Where the default policies ship: one run directory per scorer (``bm25``, ``minilm``, ...).
+DEFAULT_POLICY_DIR = Path(__file__).resolve().parent / "default_policy"
+#: The format of a saved searcher's ``searcher.json``.
+FORMAT = "shortlist-depth toolsearch 1"
+#: The files of a saved searcher, besides ``searcher.json`` (which records their sha256).
+SAVED_FILES = ("tools.json", "policy/config.json")
+_RANKERS: OrderedDict[tuple[str, str, str], RegistryRanker] = OrderedDict()
+_RANKERS_KEPT = 16
+
+
+@dataclass(frozen=True)
+class Shortlist:
+    """The tools to show for one request.
+
+    Attributes:
+        request: the request text.
+        tools: the chosen tools' schemas as they were given (OpenAI or MCP shape): the pinned tools first, then
+            the top K ranked tools in rank order. (The searcher's own objects: copy before changing them.)
+        names: their names, in the same order.
+        k: the number of ranked tools shown (the policy's K after ``min_k`` / ``max_k``; pinned tools extra).
+        scores: the ranking scorer's score of each tool in ``tools``.
+        pinned: the names of the pinned tools (the first ``len(pinned)`` of ``names``).
+        why: how K was chosen: ``method`` and ``kind`` of the policy, ``policy_k`` (its K before clipping),
+            ``clipped`` (``min_k`` / ``max_k`` / ``list`` when clipping changed it, else None), ``n_ranked`` (the
+            tools ranked) and, where the policy has one, ``estimate`` (e.g. the posterior's ``p_found``, P(a
+            relevant tool is among the K), and ``expected_net_reward``).
+    """
+
+    request: str
+    tools: tuple[dict[str, Any], ...]
+    names: tuple[str, ...]
+    k: int
+    scores: tuple[float, ...]
+    pinned: tuple[str, ...]
+    why: dict[str, Any]
+
+    def as_tool_references(self) -> list[dict[str, str]]:
+        """The ``tool_reference`` blocks a client-side Anthropic tool search returns, one per tool in order."""
+        return [{"type": "tool_reference", "tool_name": name} for name in self.names]
+
+    def to_json(self) -> dict[str, Any]:
+        """A plain dict (JSON-serialisable)."""
+        return {
+            "request": self.request,
+            "names": list(self.names),
+            "k": self.k,
+            "pinned": list(self.pinned),
+            "scores": list(self.scores),
+            "why": self.why,
+            "tools": list(self.tools),
+        }
+
+
+def default_policy_path(scorer: str) -> Path:
+    """The run directory of the policy shipped for ``scorer``; ValueError naming the shipped ones otherwise."""
+    path = DEFAULT_POLICY_DIR / resolve_scorer(scorer)
+    if not (path / "config.json").is_file():
+        shipped = sorted(p.name for p in DEFAULT_POLICY_DIR.glob("*") if (p / "config.json").is_file())
+        raise ValueError(
+            f"no default policy ships for scorer {scorer!r} (shipped: {', '.join(shipped) or 'none'}); pass "
+            "policy= (e.g. the searcher `shortlist recommend --tools T --log L` saves)"
+        )
+    return path
+
+
+def policy_scorer(policy: TrainedPolicy) -> dict[str, Any] | None:
+    """What a policy records of the scorer it was trained on: ``{"scorer", "identity", "observation"}``, or None.
+
+    Read from its config's ``toolsearch`` entry (a searcher's policy, the shipped defaults, a ``--tools --log``
+    run), else from a study run directory (its ``scorer`` and ``variant``, and the scorer identity its
+    ``manifest.json`` holds). None: nothing recorded (``shortlist_depth.fit`` on your own lists, a TREC run).
+    """
+    cfg = policy.config
+    if isinstance(cfg.get("toolsearch"), dict):
+        return dict(cfg["toolsearch"])
+    scorer, variant = cfg.get("scorer"), cfg.get("variant") or ""
+    if cfg.get("benchmark") in (None, "run") or not isinstance(scorer, str):
+        return None
+    name = f"{scorer}-hybrid" if variant == "hybrid" else scorer
+    if variant not in ("", "hybrid") and not variant.startswith(("top", "sub")):
+        name = f"{scorer} ({variant})"  # another kind of list (a rewritten query, a richer tool text)
+    record: dict[str, Any] = {"scorer": name, "observation": "hybrid" if variant == "hybrid" else "score"}
+    manifest = policy.run_dir / "manifest.json" if policy.run_dir is not None else None
+    if manifest is not None and manifest.is_file():
+        condition = json.loads(manifest.read_text(encoding="utf-8")).get("condition") or {}
+        if isinstance(condition.get("toolsearch"), dict):
+            return dict(condition["toolsearch"])
+        if isinstance(condition.get("scorer_identity"), dict):
+            record["identity"] = {"scorer": name, "rank": condition["scorer_identity"]}
+    return record
+
+
+def _check_scorer_name(policy: TrainedPolicy, scorer: str, where: str) -> None:
+    """The cheap part of :func:`_check_policy`, before a registry is prepared for ``scorer`` (a MiniLM search
+    embeds its tools): ValueError when the policy records another scorer."""
+    record = policy_scorer(policy)
+    if record is not None and record.get("scorer") != scorer:
+        raise ValueError(f"{where}: policy {policy.method} was trained on {record.get('scorer')} scores, not {scorer}")
+
+
+def _check_policy(policy: TrainedPolicy, ranker: RegistryRanker, where: str) -> dict[str, Any]:
+    """The record of the scorer a policy serves under (``policy_scorer``, or this ranker's when none is
+    recorded); ValueError, one line, for a policy of another scorer, identity or observation set."""
+    label = f"{where}: policy {policy.method}"
+    if MethodSpec.parse(policy.method).kind.reads_labels:
+        raise ValueError(f"{label} reads the labels: it cannot choose depths for a request")
+    record = policy_scorer(policy)
+    identity = ranker.identity()
+    current = {"scorer": ranker.scorer, "identity": identity, "observation": ranker.observation}
+    if record is not None:
+        if record.get("scorer") != ranker.scorer:
+            raise ValueError(f"{label} was trained on {record.get('scorer')} scores, not {ranker.scorer}")
+        if record.get("observation", ranker.observation) != ranker.observation:
+            raise ValueError(
+                f"{label} reads the {record.get('observation')!r} observation set, a {ranker.scorer} search "
+                f"gives {ranker.observation!r}"
+            )
+        recorded = record.get("identity")
+        if isinstance(recorded, dict):
+            wanted = {k: v for k, v in identity.items() if k in recorded}
+            differ = identity_mismatch(recorded, wanted)
+            if differ:
+                raise ValueError(f"{label} was trained with another {ranker.scorer} scorer (differs in {differ})")
+    _probe(policy, ranker, label)
+    return current
+
+
+def _probe(policy: TrainedPolicy, ranker: RegistryRanker, label: str) -> None:
+    """Run the policy on one made-up list of this scorer's observation set: a policy fitted on the other set
+    refuses it (``agents.base.check_observation``), here rather than at the first request."""
+    scores = np.linspace(1.0, 0.0, 8)
+    aux = scores[::-1].copy() if ranker.observation == "hybrid" else None
+    probe = RankedQuery(scores, np.zeros(0, dtype=np.int64), "probe", aux_scores=aux)
+    try:
+        policy.policy.depths([probe], policy.episode)
+    except ValueError as e:
+        raise ValueError(f"{label} does not apply to {ranker.scorer} searches ({e})") from e
+
+
+def _ranker(tools: Sequence[ToolSchema], scorer: str, cache_dir: Path | None) -> RegistryRanker:
+    """The prepared registry (a BM25 index, the tools' embeddings) of ``tools``, kept for the last few
+    registries: a registry seen again costs nothing."""
+    key = (resolve_scorer(scorer), registry_digest(tools), str(cache_dir or ""))
+    if key in _RANKERS:
+        _RANKERS.move_to_end(key)
+        return _RANKERS[key]
+    ranker = RegistryRanker([t.text for t in tools], scorer, cache_dir)
+    _RANKERS[key] = ranker
+    while len(_RANKERS) > _RANKERS_KEPT:
+        _RANKERS.popitem(last=False)
+    return ranker
+
+
+def _as_policy(policy: TrainedPolicy | str | os.PathLike[str] | None, scorer: str) -> TrainedPolicy:
+    if policy is None:
+        return load_policy(default_policy_path(scorer))
+    if isinstance(policy, TrainedPolicy):
+        return policy
+    if isinstance(policy, str | os.PathLike):
+        return load_policy(Path(policy))
+    raise TypeError(f"policy must be a TrainedPolicy, a run directory or None, got {type(policy).__name__}")
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class ToolSearch:
+    """A tool registry, a scorer and a depth policy: ``search(request)`` -> :class:`Shortlist` (module docstring).
+
+    Build one with :meth:`from_tools`, :meth:`from_file` or :meth:`load`.
+    """
+
+    def __init__(
+        self, tools: tuple[ToolSchema, ...], ranker: RegistryRanker, policy: TrainedPolicy, record: dict[str, Any]
+    ) -> None:
+        self.tools = tools
+        self.ranker = ranker
+        self.policy = policy
+        self.record = record
+        self.digest = registry_digest(tools)
+        self._index = {t.name: i for i, t in enumerate(tools)}
+        self._episode = policy.episode  # its own observation set (auto: the one the lists give)
+        self._explain = getattr(policy.policy, "explain", None)
+
+    @classmethod
+    def from_tools(
+        cls,
+        tools: object,
+        scorer: str = "bm25",
+        policy: TrainedPolicy | str | os.PathLike[str] | None = None,
+        *,
+        cache_dir: str | os.PathLike[str] | None = None,
+    ) -> ToolSearch:
+        """A searcher over ``tools`` (any shape of :mod:`benchmarks.tools`).
+
+        Args:
+            tools: an OpenAI ``tools`` list, bare function dicts, an MCP ``tools/list`` result or its list.
+            scorer: ``bm25`` (default), ``minilm``, ``hybrid`` (= ``bm25-hybrid``) or ``minilm-hybrid``.
+            policy: None (the default shipped for ``scorer``), a trained policy or a run directory.
+            cache_dir: the cache folder of tool embeddings (default ``$SHORTLIST_CACHE_DIR`` or the per-user one).
+
+        Raises:
+            DataError: a malformed tool (naming its index and name), duplicate names, an empty registry.
+            ValueError: an unknown scorer, no default policy for it, or a policy of another scorer.
+        """
+        parsed = parse_tools(tools)
+        canonical = resolve_scorer(scorer)
+        trained = _as_policy(policy, canonical)
+        _check_scorer_name(trained, canonical, "ToolSearch")
+        ranker = _ranker(parsed, canonical, Path(cache_dir) if cache_dir else None)
+        return cls(parsed, ranker, trained, _check_policy(trained, ranker, "ToolSearch"))
+
+    @classmethod
+    def from_file(
+        cls,
+        path: str | os.PathLike[str],
+        scorer: str = "bm25",
+        policy: TrainedPolicy | str | os.PathLike[str] | None = None,
+        *,
+        cache_dir: str | os.PathLike[str] | None = None,
+    ) -> ToolSearch:
+        """A searcher over the tools of a file: JSON (any shape) or JSON lines of ``{name, description,
+        parameters}`` (:func:`benchmarks.tools.read_tools_file`); the rest as :meth:`from_tools`."""
+        parsed = read_tools_file(path)
+        canonical = resolve_scorer(scorer)
+        trained = _as_policy(policy, canonical)
+        _check_scorer_name(trained, canonical, str(path))
+        ranker = _ranker(parsed, canonical, Path(cache_dir) if cache_dir else None)
+        return cls(parsed, ranker, trained, _check_policy(trained, ranker, str(path)))
+
+    @property
+    def scorer(self) -> str:
+        """The scorer's canonical name (``bm25``, ``minilm``, ``bm25-hybrid``, ``minilm-hybrid``)."""
+        return self.ranker.scorer
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The tools' names, in registry order."""
+        return tuple(t.name for t in self.tools)
+
+    def with_tools(self, tools: object) -> ToolSearch:
+        """The same scorer and policy on another registry (prepared once per distinct registry: a repeated list
+        costs its digest only)."""
+        parsed = parse_tools(tools)
+        return ToolSearch(parsed, _ranker(parsed, self.scorer, self.ranker.cache_dir), self.policy, self.record)
+
+    # ------------------------------------------------------------------------------------------------ search
+
+    def _candidates(self, pinned: Sequence[str], exclude: Sequence[str]) -> tuple[list[int], NDArray[np.int64]]:
+        """Registry indices of the pinned tools (in the order given) and of the tools ranked (registry order)."""
+        for what, names in (("pinned", pinned), ("excluded", exclude)):
+            if isinstance(names, str):
+                raise TypeError(f"{what} tools must be a list of names, got the string {names!r}")
+            unknown = [n for n in names if n not in self._index]
+            if unknown:
+                raise ValueError(f"{what} tool(s) not in the registry: {unknown[:5]}")
+        both = sorted(set(pinned) & set(exclude))
+        if both:
+            raise ValueError(f"tool(s) both pinned and excluded: {both[:5]}")
+        pins = [self._index[n] for n in dict.fromkeys(pinned)]
+        dropped = set(pins) | {self._index[n] for n in exclude}
+        ranked = np.array([i for i in range(len(self.tools)) if i not in dropped], dtype=np.int64)
+        return pins, ranked
+
+    def search(
+        self,
+        request: str,
+        *,
+        min_k: int | None = None,
+        max_k: int | None = None,
+        pinned: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+    ) -> Shortlist:
+        """The shortlist for one request (see :meth:`search_many`)."""
+        return self.search_many([request], min_k=min_k, max_k=max_k, pinned=pinned, exclude=exclude)[0]
+
+    def search_many(
+        self,
+        requests: Sequence[str],
+        *,
+        min_k: int | None = None,
+        max_k: int | None = None,
+        pinned: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+    ) -> list[Shortlist]:
+        """The shortlists of several requests: one scorer call and one policy call for all of them.
+
+        Args:
+            requests: the request texts (each non-blank).
+            min_k: the fewest ranked tools shown (>= 1); None: the policy's K.
+            max_k: the most ranked tools shown (>= min_k); None: the policy's K.
+            pinned: tools always shown, first, besides the K ranked ones (module docstring).
+            exclude: tools never ranked nor shown.
+
+        Raises:
+            ValueError: a request with no text (naming its position), a bad min_k / max_k, unknown or
+                contradictory pinned / excluded names.
+        """
+        if isinstance(requests, str):
+            raise TypeError("search_many takes a list of requests; use search() for one")
+        requests = list(requests)
+        for i, r in enumerate(requests):
+            if not isinstance(r, str) or not r.strip():
+                raise ValueError(f"request {i} has no text ({r!r}): a request must be a non-blank string")
+        lo, hi = _clip_bounds(min_k, max_k)
+        pins, ranked = self._candidates(pinned, exclude)
+        if len(requests) == 0:
+            return []
+        primary, aux = self.ranker.scores(list(requests))
+        if ranked.size == 0:  # everything pinned or excluded: the pinned tools only
+            return [self._shortlist(r, primary[i], pins, ranked, 0, {"n_ranked": 0}) for i, r in enumerate(requests)]
+        lists = [
+            rank_candidates(primary[i], None if aux is None else aux[i], ranked, [], f"request-{i}")
+            for i in range(len(requests))
+        ]
+        queries = [q for q, _ in lists]
+        estimates: list[dict[str, Any]] | None = None
+        if self._explain is not None:  # the depths and the estimate behind each, in one pass
+            depths, estimates = self._explain(queries, self._episode)
+        else:
+            depths = self.policy.policy.depths(queries, self._episode)
+        depths = np.asarray(depths, dtype=np.int64)
+        out = []
+        for i, (request, (_, order)) in enumerate(zip(requests, lists, strict=True)):
+            k = int(np.clip(depths[i], lo, min(hi, ranked.size)))
+            clipped = None if k == depths[i] else ("min_k" if k > depths[i] else ("max_k" if k == hi else "list"))
+            why = self._why(int(depths[i]), clipped, int(ranked.size), estimates[i] if estimates else None)
+            out.append(self._shortlist(request, primary[i], pins, order, k, why))
+        return out
+
+    def _why(self, policy_k: int, clipped: str | None, n_ranked: int, estimate: dict | None) -> dict[str, Any]:
+        spec = MethodSpec.parse(self.policy.method)
+        why: dict[str, Any] = {"method": self.policy.method, "kind": spec.kind.name, "policy_k": policy_k}
+        why.update(clipped=clipped, n_ranked=n_ranked)
+        if estimate:
+            why["estimate"] = estimate
+        return why
+
+    def _shortlist(
+        self, request: str, scores: NDArray[np.float64], pins: list[int], order: NDArray[np.int64], k: int, why: dict
+    ) -> Shortlist:
+        shown = [*pins, *(int(i) for i in order[:k])]
+        if "method" not in why:
+            why = self._why(0, None, 0, None) | why
+        return Shortlist(
+            request=request,
+            tools=tuple(self.tools[i].schema for i in shown),
+            names=tuple(self.tools[i].name for i in shown),
+            k=k,
+            scores=tuple(float(scores[i]) for i in shown),
+            pinned=tuple(self.tools[i].name for i in pins),
+            why=why,
+        )
+
+    # ------------------------------------------------------------------------------------------------ save/load
+
+    def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+        """Write the searcher to a folder :meth:`load` reads: ``tools.json`` (the schemas as given),
+        ``policy/`` (a run directory :func:`~agents.trained.load_policy` reads, recording this scorer) and
+        ``searcher.json`` (the scorer, its identity, the observation set, the registry digest and the sha256 of
+        every file). Written beside ``path`` and renamed into place once complete.
+
+        Raises:
+            FileExistsError: ``path`` exists and is not empty, unless ``overwrite``.
+        """
+        final = Path(path)
+        if final.exists() and (not final.is_dir() or any(final.iterdir())) and not overwrite:
+            raise FileExistsError(f"{final}: exists and is not empty; save elsewhere or pass overwrite=True")
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.{os.getpid()}."))
+        try:
+            tools = [t.schema for t in self.tools]
+            (tmp / "tools.json").write_text(json.dumps(tools, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+            config = {**self.policy.config, "toolsearch": self.record}
+            policy = TrainedPolicy(self.policy.policy, self.policy.episode, self.policy.method, None, config)
+            policy.save(tmp / "policy")
+            files = [*SAVED_FILES, f"policy/{self.policy.policy.artifact}"]
+            meta = {
+                "format": FORMAT,
+                **self.record,
+                "registry_digest": self.digest,
+                "n_tools": len(self.tools),
+                "method": self.policy.method,
+                "files": {f: _sha256(tmp / f) for f in files},
+            }
+            (tmp / "searcher.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            _replace_folder(tmp, final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return final
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | None = None) -> ToolSearch:
+        """A searcher saved by :meth:`save`.
+
+        Raises:
+            FileNotFoundError: ``path`` is not a saved searcher, or one of its files is missing (named).
+            ValueError: a file changed after saving (its sha256 differs), a malformed ``searcher.json``, a
+                registry whose digest differs, or a policy of another scorer, identity or observation set.
+        """
+        folder = Path(path)
+        meta = _read_meta(folder)
+        tools = read_tools_file(folder / "tools.json")
+        if registry_digest(tools) != meta["registry_digest"]:
+            raise ValueError(f"{folder / 'tools.json'}: the registry's digest differs from searcher.json's")
+        trained = load_policy(folder / "policy")
+        recorded = policy_scorer(trained) or {}
+        for key in ("scorer", "observation", "identity"):
+            if recorded.get(key) != meta.get(key):
+                said = "" if key == "identity" else f" (policy: {recorded.get(key)}, searcher: {meta.get(key)})"
+                raise ValueError(f"{folder}: the policy records another {key} than searcher.json{said}")
+        ranker = _ranker(tools, meta["scorer"], Path(cache_dir) if cache_dir else None)
+        return cls(tools, ranker, trained, _check_policy(trained, ranker, str(folder)))
+
+    def __repr__(self) -> str:
+        return f"ToolSearch({len(self.tools)} tools, scorer={self.scorer!r}, policy={self.policy.method!r})"
+
+
+def _clip_bounds(min_k: int | None, max_k: int | None) -> tuple[int, int]:
+    """(lowest, highest) K from ``min_k`` / ``max_k`` (None: no bound); ValueError for a bad pair."""
+    for name, v in (("min_k", min_k), ("max_k", max_k)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1):
+            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+    lo, hi = int(min_k or 1), int(max_k) if max_k is not None else np.iinfo(np.int64).max
+    if lo > hi:
+        raise ValueError(f"min_k={min_k} exceeds max_k={max_k}")
+    return lo, hi
+
+
+def _read_meta(folder: Path) -> dict[str, Any]:
+    """The checked ``searcher.json`` of a saved searcher, every file it lists present and unchanged."""
+    where = folder / "searcher.json"
+    if not where.is_file():
+        raise FileNotFoundError(f"{folder}: not a saved searcher (no searcher.json)")
+    try:
+        meta = json.loads(where.read_text(encoding="utf-8"))
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            raise ValueError(f"not a {FORMAT!r} file")
+        missing = [k for k in ("scorer", "observation", "registry_digest", "files") if k not in meta]
+        if missing:
+            raise KeyError(f"missing {missing}")
+        if resolve_scorer(meta["scorer"]) != meta["scorer"] or meta["scorer"] not in SEARCH_SCORERS:
+            raise ValueError(f"unknown scorer {meta['scorer']!r}")
+        if scorer_observation(meta["scorer"]) != meta["observation"]:
+            raise ValueError(f"observation {meta['observation']!r} does not go with scorer {meta['scorer']!r}")
+        files = dict(meta["files"])
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{where}: malformed searcher file ({e})") from e
+    for name in [*SAVED_FILES, *(f for f in files if f not in SAVED_FILES)]:
+        file = folder / name
+        if not file.is_file():
+            raise FileNotFoundError(f"{file}: missing (a saved searcher holds {', '.join(sorted(files))})")
+        if name not in files or _sha256(file) != files[name]:
+            raise ValueError(f"{file}: changed after the searcher was saved (its sha256 differs from searcher.json's)")
+    return meta
+
+
+def _replace_folder(tmp: Path, final: Path) -> None:
+    """Move the complete folder ``tmp`` to ``final``; an earlier ``final`` is moved aside first, then removed."""
+    old = None
+    if final.exists():
+        old = final.with_name(f".{final.name}.{os.getpid()}.old")
+        os.replace(final, old)
+    try:
+        os.replace(tmp, final)
+    except OSError:
+        if old is not None:
+            os.replace(old, final)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink()
