@@ -34,6 +34,8 @@ from experiments.options import SearchArgs, ToolsearchDefaultArgs, ToolsearchLat
 if TYPE_CHECKING:  # pandas is read by the default command only: `shortlist search` starts without it
     import pandas as pd
 
+    from experiments.report.page import Page, Table
+
 #: The benchmarks of the leave-one-benchmark-out choice, and how many queries each gives.
 MAX_QUERIES = {"bfcl": None, "metatool": 2000, "toolbench": None}
 #: The comparators every candidate is paired with (method names of ``sd.fit``).
@@ -219,38 +221,50 @@ def write_lobo_folder(
     import pandas as pd
 
     from experiments.io import staged_folder, write_csv, write_manifest
+    from experiments.report.page import write_page
 
     summary = pd.concat([s.assign(scorer=k) for k, (s, _, _, _) in tables.items()], ignore_index=True)
     diffs = pd.concat([d.assign(scorer=k) for k, (_, d, _, _) in tables.items()], ignore_index=True)
     with staged_folder(folder) as tmp:
         write_csv(summary[["scorer", *summary.columns.drop("scorer")]], tmp / "lobo.csv")
         write_csv(diffs[["scorer", *diffs.columns.drop("scorer")]], tmp / "lobo_diffs.csv")
-        (tmp / "README.md").write_text("\n".join(lobo_readme(tables, command)) + "\n", encoding="utf-8")
+        write_page(tmp, lobo_readme(tables, command))
         write_manifest(tmp / "manifest.json", command=command, data_sha256=dict(sorted(inputs.items())),
                        chosen={k: v[2] for k, v in tables.items()}, options=asdict(ta))  # fmt: skip
 
 
-def lobo_readme(tables: dict[str, tuple[pd.DataFrame, pd.DataFrame, str, pd.Series]], command: str) -> list[str]:
-    """The README of the LOBO folder: the verdict per scorer, then each held-out benchmark's table."""
-    lines = ["# The default tool-search policy: leave one benchmark out", "",
-             "Each benchmark's queries rank its whole registry as a tool search does (BFCL 370 functions, all 400 "
-             "queries; MetaTool 199 tools, the 2,000 queries of its main condition; ToolBench 3,406 tools, 474 G1 "
-             "queries). Every candidate is fitted on the other benchmarks' queries and judged on the held-out one's: "
-             "net reward = found x -log2 P_rand(K) - 0.01 (K - 1), with paired 95% bootstrap intervals over the "
-             "held-out queries against fixed K = 3, 5, 8 and the largest-gap rule. The default is the candidate with "
-             "the best mean held-out net reward (each benchmark weighing the same) among those that decide without "
-             "torch (a tool search must start fast; the kinds that run a torch network for every depth are judged "
-             "and shown, not eligible), refitted on every query of every benchmark and shipped in "
-             "`shortlist_depth/default_policy/<scorer>/`.", ""]  # fmt: skip
-    for scorer, (summary, diffs, chosen, means) in tables.items():
-        lines += [f"## {scorer}", "", verdict_line(scorer, chosen, means, diffs), ""]
-        lines += [*overview_table(summary, means), ""]
-        for held, part in summary.groupby("held_out", sort=False):
-            lines += [f"Held out: **{held}** ({int(part['n_queries'].iloc[0])} queries; trained on "
-                      f"{int(part['n_train'].iloc[0])})", ""]  # fmt: skip
-            lines += held_out_table(part, diffs[diffs["held_out"] == held])
-            lines.append("")
-    return [*lines, f"Command: `{command}`"]
+def lobo_readme(tables: dict[str, tuple[pd.DataFrame, pd.DataFrame, str, pd.Series]], command: str) -> Page:
+    """The page of the LOBO folder: the verdict per scorer first, then each held-out benchmark's table."""
+    from experiments.report.page import Page, Paragraph, Section
+
+    how = ("Each benchmark's queries rank its whole registry as a tool search does (BFCL 370 functions, all 400 "
+           "queries; MetaTool 199 tools, the 2,000 queries of its main condition; ToolBench 3,406 tools, 474 G1 "
+           "queries). Every candidate is fitted on the other benchmarks' queries and judged on the held-out one's: "
+           "net reward = found x -log2 P_rand(K) - 0.01 (K - 1), with paired 95% bootstrap intervals over the "
+           "held-out queries against fixed K = 3, 5, 8 and the largest-gap rule. The default is the candidate with "
+           "the best mean held-out net reward (each benchmark weighing the same) among those that decide without "
+           "torch (a tool search must start fast; the kinds that run a torch network for every depth are judged "
+           "and shown, not eligible), refitted on every query of every benchmark and shipped in "
+           "`shortlist_depth/default_policy/<scorer>/`.")  # fmt: skip
+    verdicts = [
+        Paragraph(verdict_line(scorer, chosen, means, diffs)) for scorer, (_, diffs, chosen, means) in tables.items()
+    ]
+    sections = []
+    for scorer, (summary, diffs, _, means) in tables.items():
+        held = [
+            Section(f"Held out: {name} ({int(part['n_queries'].iloc[0])} queries; trained on "
+                    f"{int(part['n_train'].iloc[0])})", [held_out_table(part, diffs[diffs["held_out"] == name])])
+            for name, part in summary.groupby("held_out", sort=False)
+        ]  # fmt: skip
+        sections.append(Section(scorer, [overview_table(summary, means)], held))
+    sections.append(Section("How it was made", [Paragraph(how), Paragraph(f"Command: `{command}`")]))
+    return Page(
+        title="Default tool-search policy",
+        group="tool search",
+        lede="Which depth policy ships inside the package for each scorer, chosen by leaving one benchmark out.",
+        answer=Section("", verdicts),
+        sections=sections,
+    )
 
 
 def verdict_line(scorer: str, chosen: str, means: pd.Series, diffs: pd.DataFrame) -> str:
@@ -270,9 +284,9 @@ def verdict_line(scorer: str, chosen: str, means: pd.Series, diffs: pd.DataFrame
             f"(95% paired intervals): {'; '.join(parts)}.")  # fmt: skip
 
 
-def overview_table(summary: pd.DataFrame, means: pd.Series) -> list[str]:
+def overview_table(summary: pd.DataFrame, means: pd.Series) -> Table:
     """Every method's net reward on each held-out benchmark and their mean, best first."""
-    from experiments.report.page import table_lines as table
+    from experiments.report.page import Table as table
 
     wide = summary.pivot(index="method", columns="held_out", values="mean_reward_net")[summary["held_out"].unique()]
     torch = summary.groupby("method")["torch_at_inference"].first().astype(bool)
@@ -281,10 +295,10 @@ def overview_table(summary: pd.DataFrame, means: pd.Series) -> list[str]:
     return table(["method", *(f"held out {h}" for h in wide.columns), "mean", "decides with"], rows)
 
 
-def held_out_table(part: pd.DataFrame, diffs: pd.DataFrame) -> list[str]:
+def held_out_table(part: pd.DataFrame, diffs: pd.DataFrame) -> Table:
     """One held-out benchmark's table: every method, its net reward, found %, mean / median K and its paired
     differences from the comparators."""
-    from experiments.report.page import table_lines as table
+    from experiments.report.page import Table as table
 
     def cell(method: str, comp: str) -> str:
         d = diffs[(diffs["method"] == method) & (diffs["comparator"] == comp)]

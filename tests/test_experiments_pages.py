@@ -202,6 +202,10 @@ def committed_layout(root: Path) -> dict[str, tuple[str, str]]:
     out = {}
     for path in page_files(root):
         rel, folder = path.relative_to(root).as_posix(), path.parent
+        meta = read_meta(path.read_text(encoding="utf-8"))
+        if meta is not None:  # written by the page writer: its own title and group
+            out[rel] = meta
+            continue
         man = json.loads((folder / "manifest.json").read_text()) if (folder / "manifest.json").is_file() else {}
         study = folder.parent if folder.name == "synthetic" else folder
         if (study / "aggregate.csv").is_file() and man.get("pipeline") in ("reproduce", None) and rel != "bench.md":
