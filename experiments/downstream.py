@@ -225,7 +225,9 @@ def cmd_downstream(da: Any, la: Any, ca: Any, command: str) -> int:
         return Produced(rows, summary, buckets, runs, time.perf_counter() - t0)
 
     def report(tmp: Path, p: Produced) -> dict:
-        write_downstream_report(tmp, p.per_query, state["choices"], state["sensitivity"], state["chooser"], command)
+        write_downstream_report(
+            tmp, p.per_query, state["choices"], state["sensitivity"], state["chooser"], command, da.chooser
+        )
         return {"chooser": state["chooser"], "conditions": list(da.only), "seeds": list(la.seeds),
                 "episode": {"step_cost": STEP_COST, "gamma": GAMMA, "max_depth": MAX_K}}  # fmt: skip
 

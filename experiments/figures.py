@@ -532,3 +532,50 @@ def scorer_figure(
     )
     fig.tight_layout()
     return _save(fig, plotted, out_png)
+
+
+#: How :func:`answer_figure` draws each role of a method (marker, size, colour: None for the method's own).
+ANSWER_ROLES: dict[str, tuple[str, int, str | None]] = {
+    "learned": ("o", 7, None),
+    "best peer": ("s", 7, "0.45"),
+    "best fixed K": ("D", 6, "0.75"),
+}
+
+
+def answer_figure(points: pd.DataFrame, out_png: Path) -> pd.DataFrame:
+    """The overview's figure beside its answer table: per condition (one row each, in the order given), the net
+    reward of every learned policy, of the best peer and of the best fixed K, each minus the net reward of the
+    method to use (ringed; at 0 by construction).
+
+    ``points`` has one row per plotted marker: ``condition``, ``method``, ``role`` (a key of
+    :data:`ANSWER_ROLES`), ``best`` (whether it is the method to use), ``mean_reward_net`` and ``minus_best`` (the
+    plotted x). Writes ``out_png`` and its sibling CSV of exactly these rows; returns them.
+    """
+    conds = list(dict.fromkeys(points["condition"]))
+    y_of = {c: len(conds) - 1 - i for i, c in enumerate(conds)}
+    height = 0.27 * len(conds) + 1.6
+    fig, ax = plt.subplots(figsize=(3.6, height))
+    ax.axvline(0.0, color="black", lw=0.8, zorder=1)
+    seen: set[str] = set()
+    for _, r in points.iterrows():
+        marker, size, colour = ANSWER_ROLES[r["role"]]
+        label = r["method"] if r["role"] == "learned" else r["role"]
+        ax.plot([r["minus_best"]], [y_of[r["condition"]]], ls="none", marker=marker, ms=size, mec="black", mew=0.5,
+                color=colour or method_color(str(r["method"])), alpha=0.9, zorder=3,
+                label=None if label in seen else label)  # fmt: skip
+        seen.add(label)
+    best = points[points["best"].astype(bool)]
+    ax.plot(best["minus_best"], [y_of[c] for c in best["condition"]], ls="none", marker="o", ms=13, mfc="none",
+            mec="black", mew=1.3, zorder=4, label="the method to use")  # fmt: skip
+    ax.set_yticks(list(y_of.values()), list(y_of), fontsize=7)
+    ax.tick_params(axis="x", labelsize=7)
+    ax.set_ylim(-0.6, len(conds) - 0.4)
+    ax.set_xlabel("net reward minus the method to use's (bits)", fontsize=7)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title("Net reward by method per condition", fontsize=8)
+    handles, labels = ax.get_legend_handles_labels()
+    rows = -(-len(labels) // 3)
+    fig.legend(handles, labels, fontsize=6.5, ncol=3, loc="lower center", frameon=False, handletextpad=0.2,
+               columnspacing=0.6)  # fmt: skip
+    fig.tight_layout(rect=(0.0, (0.05 + 0.14 * rows) / height, 1.0, 1.0))
+    return _save(fig, points, out_png)

@@ -4,11 +4,15 @@ The pages need no server, no network and no JavaScript: open ``index.html`` from
 Markdown file of the folder and of its subfolders (``README.md``, ``paper.md``, ``peers/README.md``,
 ...; run directories under ``runs/`` and hidden folders are skipped) becomes one page beside
 ``index.html`` (:func:`page_name`: the folder's ``README.md`` is ``index.html``, ``peers/README.md``
-is ``peers.html``, ``paper.md`` is ``paper.html``), rendered with a small Markdown subset renderer,
-with a navigation bar to every top page; a link to a Markdown page leads to its HTML page, figures
-are embedded by relative path, and ``tables.html`` links every CSV and shows every figure no page
-embeds. All text from the Markdown is escaped; raw HTML in Markdown is shown as text, never
-interpreted.
+is ``peers.html``, ``paper.md`` is ``paper.html``), rendered with a small Markdown subset renderer.
+The navigation shows every page once, under its group, by its short title: both come from the
+page's metadata line (:mod:`experiments.report.page`; :func:`experiments.report.page.site_pages`
+orders them and makes the titles unique). The page's answer block (between its answer markers) is
+its first screen: its first table and first figure sit side by side (stacked on a narrow screen,
+CSS only). A link to a Markdown page leads to its HTML page, figures are embedded by relative path,
+and ``tables.html`` links every CSV and shows every figure no page embeds. All text from the
+Markdown is escaped; raw HTML in Markdown is shown as text, never interpreted (the page's
+metadata line and answer markers are read, not shown).
 
 Markdown subset: ATX headings (``#`` .. ``######``), paragraphs, pipe tables (header row plus
 ``|---|`` separator), unordered (``-``, ``*``, ``+``) and ordered (``1.``) lists, fenced code
@@ -29,9 +33,8 @@ from pathlib import Path
 from urllib.parse import quote, unquote
 
 from experiments.io import atomic_write_text
+from experiments.report.page import SKIP_DIRS, grouped, site_pages, split_page
 
-#: Folder names never searched for READMEs, figures or tables (run directories are many and raw).
-SKIP_DIRS = frozenset({"runs", "__pycache__"})
 IMAGE_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg", ".gif", ".webp")
 _SAFE_SCHEMES = ("http", "https", "mailto")
 
@@ -204,6 +207,11 @@ def _is_block_start(lines: list[str], i: int) -> bool:
 
 def render_markdown(text: str, ctx: Context) -> str:
     """HTML for a Markdown document in the subset described in the module docstring."""
+    return "\n".join(_render_blocks(text, ctx))
+
+
+def _render_blocks(text: str, ctx: Context) -> list[str]:
+    """The HTML of each block of a Markdown document (heading, paragraph, table, list, ...), in order."""
     lines = text.splitlines()
     out: list[str] = []
     i = 0
@@ -268,7 +276,25 @@ def render_markdown(text: str, ctx: Context) -> str:
             para.append(lines[i].strip())
             i += 1
         out.append(_paragraph(" ".join(para), ctx))
-    return "\n".join(out)
+    return out
+
+
+def render_page(text: str, ctx: Context) -> str:
+    """HTML for a page's Markdown: its answer block in a ``<section class="answer">`` whose first table and first
+    figure sit side by side (:func:`experiments.report.page.split_page`), the rest as :func:`render_markdown`."""
+    before, answer, after = split_page(text)
+    parts = [render_markdown(before, ctx)]
+    if answer.strip():
+        blocks = _render_blocks(answer, ctx)
+        tab = next((i for i, b in enumerate(blocks) if b.startswith('<div class="table">')), None)
+        fig = next((i for i, b in enumerate(blocks) if b.startswith("<figure>")), None)
+        if tab is not None and fig is not None:
+            pair = f'<div class="answer-pair">{blocks[tab]}\n{blocks[fig]}</div>'
+            first = min(tab, fig)
+            blocks = [pair if i == first else b for i, b in enumerate(blocks) if i not in (tab, fig) or i == first]
+        parts.append('<section class="answer">\n' + "\n".join(blocks) + "\n</section>")
+    parts.append(render_markdown(after, ctx))
+    return "\n".join(p for p in parts if p)
 
 
 def _paragraph(text: str, ctx: Context) -> str:
@@ -300,10 +326,24 @@ def _csv_header(path: Path) -> list[str]:
 
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0 auto;
-       max-width: 1200px; padding: 1rem 1.5rem 3rem; line-height: 1.45; color: #1b1b1b; }
-nav ul { list-style: none; padding: 0; margin: 0 0 1rem; display: flex; flex-wrap: wrap; gap: 0.3rem 1rem;
-         border-bottom: 2px solid #ddd; padding-bottom: 0.5rem; font-size: 0.9rem; }
+       max-width: 1320px; padding: 0.6rem 1.5rem 3rem; line-height: 1.45; color: #1b1b1b; }
+h1 { margin: 0.4rem 0; font-size: 1.7rem; }
+nav { border-bottom: 2px solid #ddd; padding-bottom: 0.4rem; margin-bottom: 0.6rem; font-size: 0.85rem; }
+nav .group { display: flex; gap: 0.8rem; align-items: baseline; margin: 0.1rem 0; }
+nav .group-name { flex: 0 0 7rem; font-weight: bold; color: #555; }
+nav ul { list-style: none; padding: 0; margin: 0; display: flex; flex-wrap: wrap; gap: 0.1rem 1rem; }
 nav li.current a { font-weight: bold; color: #1b1b1b; }
+.answer-pair { display: flex; gap: 1rem; align-items: flex-start; margin: 0.6rem 0; }
+.answer-pair > .table { flex: 0 1 auto; min-width: 0; margin: 0; }
+.answer-pair > .table table { font-size: 0.8rem; }
+.answer-pair > .table td { white-space: nowrap; }
+.answer-pair > .table td, .answer-pair > .table th { padding: 0.2rem 0.4rem; }
+.answer-pair > figure { flex: 1 1 280px; min-width: 240px; margin: 0; }
+@media (max-width: 900px) {
+  .answer-pair { flex-direction: column; align-items: stretch; }
+  .answer-pair > figure { flex-basis: auto; min-width: 0; }
+  nav .group { display: block; }
+}
 .source { color: #666; font-size: 0.85rem; }
 .table { overflow-x: auto; margin: 0.8rem 0; }
 table { border-collapse: collapse; font-size: 0.85rem; }
@@ -328,41 +368,51 @@ def page_name(rel: str) -> str:
     return stem.replace("/", "-") + ".html"
 
 
-def _title(text: str, fallback: str) -> str:
-    return next((m.group(2) for m in map(_HEADING.match, text.splitlines()) if m), fallback)
+#: The site's own page (every CSV and every figure no page embeds), last in the navigation.
+TABLES_PAGE = ("tables.html", "All tables and figures")
+Nav = list[tuple[str, list[tuple[str, str]]]]
+"""The navigation: (group, [(HTML page, title), ...]) in order."""
 
 
 def build_site(results_dir: Path) -> dict[str, str]:
     """The HTML text of every page of the site of ``results_dir`` (page name -> HTML; see the module docstring)."""
     root = Path(results_dir)
-    sources = _walk(root, lambda p: p.suffix == ".md")
-    sources.sort(key=lambda p: (p.relative_to(root).as_posix() != "README.md", p.relative_to(root).as_posix()))
-    rels = [p.relative_to(root).as_posix() for p in sources]
-    pages = {rel: page_name(rel) for rel in rels}
-    texts = {rel: src.read_text(encoding="utf-8", errors="replace") for rel, src in zip(rels, sources, strict=True)}
-    top = [rel for rel in rels if rel.count("/") == 0 or (rel.count("/") == 1 and rel.endswith("/README.md"))]
-    nav = [(pages[rel], _title(texts[rel], rel)) for rel in top] + [("tables.html", "All tables and figures")]
+    metas = site_pages(root)
+    pages = {m.rel: page_name(m.rel) for m in metas}
+    nav: Nav = [(group, [(pages[m.rel], m.title) for m in ms]) for group, ms in grouped(metas)]
     embedded: set[str] = set()
     site = {}
-    for n, (rel, src) in enumerate(zip(rels, sources, strict=True)):
+    for n, m in enumerate(metas):
+        src = root / m.rel
         ctx = Context(root, src.parent, prefix=f"s{n}-", embedded=embedded, pages=pages)
-        source = f'<a href="{_esc(quote(rel, safe="/"))}">{_esc(rel)}</a>'
-        body = render_markdown(texts[rel], ctx) + f'\n<p class="source">Rendered from {source}</p>'
-        site[pages[rel]] = _page(_title(texts[rel], rel), nav, pages[rel], body)
-    site["tables.html"] = _page("All tables and figures", nav, "tables.html", _tables_body(root, embedded))
+        source = f'<a href="{_esc(quote(m.rel, safe="/"))}">{_esc(m.rel)}</a>'
+        body = render_page(src.read_text(encoding="utf-8", errors="replace"), ctx)
+        site[pages[m.rel]] = _page(m.title, nav, pages[m.rel], body + f'\n<p class="source">Rendered from {source}</p>')
+    site[TABLES_PAGE[0]] = _page(TABLES_PAGE[1], nav, TABLES_PAGE[0], _tables_body(root, embedded))
     return site
 
 
-def _page(title: str, nav: list[tuple[str, str]], current: str, body: str) -> str:
-    links = "".join(
-        f'<li{" class=current" if href == current else ""}><a href="{_esc(href)}">{_esc(label)}</a></li>'
-        for href, label in nav
-    )
+def _nav_html(nav: Nav, current: str) -> str:
+    """The navigation: one row per group (``data-group``), its pages by title, then :data:`TABLES_PAGE`."""
+
+    def link(href: str, label: str) -> str:
+        return f'<li{" class=current" if href == current else ""}><a href="{_esc(href)}">{_esc(label)}</a></li>'
+
+    rows = [
+        f'<div class="group" data-group="{_esc(group)}"><span class="group-name">{_esc(group)}</span>'
+        f"<ul>{''.join(link(href, label) for href, label in links)}</ul></div>"
+        for group, links in nav
+    ]
+    rows.append(f'<div class="group all"><span class="group-name"></span><ul>{link(*TABLES_PAGE)}</ul></div>')
+    return "<nav>\n" + "\n".join(rows) + "\n</nav>"
+
+
+def _page(title: str, nav: Nav, current: str, body: str) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{_esc(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
-        f"<nav><ul>{links}</ul></nav>\n<main>\n{body}\n</main>\n</body>\n</html>\n"
+        f"{_nav_html(nav, current)}\n<main>\n{body}\n</main>\n</body>\n</html>\n"
     )
 
 

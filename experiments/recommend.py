@@ -24,7 +24,8 @@ import pandas as pd
 
 from agents.method import MethodSpec
 from experiments.options import CommonArgs, LearnArgs, RecommendArgs, source_options
-from experiments.report.markdown import fmt, table
+from experiments.report.markdown import fmt
+from experiments.report.page import MAX_TITLE, Page, Paragraph, Section, Table, block_lines, write_page
 
 
 def recommend_methods(benchmark: str) -> list[MethodSpec]:
@@ -60,14 +61,20 @@ def recommend_table(per_query: pd.DataFrame, agg: pd.DataFrame, n_boot: int = 10
     return pd.DataFrame(rows)
 
 
-def table_lines(t: pd.DataFrame) -> list[str]:
+def table_lines(t: pd.DataFrame) -> Table:
     rows = [[str(r["rank"]), r["method"], r["group"], f"{r['mean_reward_net']:.3f}",
              f"{r['diff_to_best']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]", f"{r['mean_reward']:.3f}",
              fmt(r["found_pct"], nd=1), fmt(r["mean_k"]), f"{fmt(r['median_k'], nd=0)} / {fmt(r['p90_k'], nd=0)}",
              fmt(r["whole_list_pct"], nd=1)] for _, r in t.iterrows()]  # fmt: skip
     header = ["#", "method", "group", "net reward", "minus the best [95% paired]", "mean reward", "found %", "mean K",
               "median / p90 K", "whole list %"]  # fmt: skip
-    return table(header, rows)
+    return Table(header, rows)
+
+
+def recommend_title(condition: str) -> str:
+    """The page's title: the data the rule is for (shortened to the longest title a page may have)."""
+    title = f"Rule for {condition}"
+    return title if len(title) <= MAX_TITLE else title[: MAX_TITLE - 3] + "..."
 
 
 def verdict(t: pd.DataFrame, auto_run: Path) -> tuple[str, str]:
@@ -149,7 +156,7 @@ def save_searcher(ra: RecommendArgs, recommended: Path, out: Path, ca: CommonArg
 def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int:
     """``shortlist recommend`` (module docstring)."""
     from benchmarks.names import ConditionId
-    from experiments.io import atomic_write_csv, atomic_write_text, staged_folder
+    from experiments.io import atomic_write_csv, staged_folder
     from experiments.pipeline import run_with
     from experiments.plan import PLANS, base_plan, cells_for
     from experiments.report.tables import aggregate_with_groups
@@ -167,6 +174,7 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     per_query, summary, _ = collect_runs(runs)
     t = recommend_table(per_query, aggregate_with_groups(summary, per_query))
     auto_run = next(r for r in runs if json.loads((r / "config.json").read_text())["agent"] == "auto")
+    condition = json.loads((auto_run / "config.json").read_text())["condition"]  # a run's name carries its hash
     chosen, why = verdict(t, auto_run)
     atomic_write_csv(t, out / "recommend.csv")
     recommended = out / "recommended"
@@ -175,11 +183,23 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     searcher = save_searcher(ra, recommended, out, ca) if ra.source == "log" else None
     serve = (f"The searcher to serve (the registry, its scorer and this policy): `{searcher}` (`shortlist search "
              f"--searcher {searcher} 'request'`, `ToolSearch.load('{searcher}')`)." if searcher else "")  # fmt: skip
-    lines = ["# Which depth rule to use on this data", "", why, "", *table_lines(t), "",
-             f"The recommended policy's run directory: `{recommended}` (`shortlist predict --run-dir {recommended} "
-             "--run YOUR.run`).", *([serve] if serve else []), "", f"Command: `{command}`", ""]  # fmt: skip
-    atomic_write_text(out / "README.md", "\n".join(lines))
-    print("\n".join(table_lines(t)))
+    page = Page(
+        title=recommend_title(condition),
+        group="comparison",
+        lede="Which depth rule to use on this data: every kind that applies, trained on the training split and "
+        "ranked on the test split.",
+        answer=Section("", [Paragraph(why), table_lines(t)]),
+        sections=(
+            Section("", [
+                Paragraph(f"The recommended policy's run directory: `{recommended}` (`shortlist predict --run-dir "
+                          f"{recommended} --run YOUR.run`)."),
+                *([Paragraph(serve)] if serve else []),
+                Paragraph(f"Command: `{command}`"),
+            ]),
+        ),
+    )  # fmt: skip
+    write_page(out, page)
+    print("\n".join(block_lines(table_lines(t))))
     print(why.replace("**", ""))
     print(f"wrote {out}/README.md, recommend.csv and the recommended run directory {recommended}")
     if searcher is not None:

@@ -244,7 +244,9 @@ def test_reproduce_tiny_sweep_writes_report(tmp_path: Path, cache_dir: str, monk
     ):
         assert (out / f).is_file(), f
     readme = (out / "README.md").read_text()
-    assert "## Answer" in readme and "(paper.md)" in readme and "(conditions.md)" in readme
+    assert readme.startswith('<!-- page {"group": "study", "title": "BFCL study"} -->')  # a study of BFCL only
+    assert "<!-- answer -->" in readme and "(paper.md)" in readme and "(conditions.md)" in readme
+    assert (out / "figures" / "answer.png").is_file() and (out / "figures" / "answer.csv").is_file()
     paper = (out / "paper.md").read_text()
     assert "Beside the paper" in paper and "## Split variance" in paper
     assert "## bfcl-bm25" in (out / "conditions.md").read_text()

@@ -407,7 +407,8 @@ def test_a_sub_report_refreshes_the_enclosing_index(tmp_path: Path) -> None:
     )
     refresh_index(results / "peers")  # a study folder: its overview answers from the new table
     overview = (results / "README.md").read_text(encoding="utf-8")
-    assert overview.startswith("# Results") and "**bor-posterior**" in overview and "[Which rule to use" in overview
+    assert overview.startswith('<!-- page {"group": "study", "title": "Answer"} -->\n# Answer\n')
+    assert "**bor-posterior**" in overview and "[Peers](peers/README.md)" in overview
     lone = tmp_path / "elsewhere" / "peers"
     lone.mkdir(parents=True)
     refresh_index(lone)
@@ -436,7 +437,7 @@ def test_site_rebuilds_a_study_overview_and_leaves_other_readmes(tmp_path: Path,
     study.mkdir()
     (study / "manifest.json").write_text(json.dumps({"pipeline": "reproduce", "command": "shortlist reproduce"}))
     assert main(["site", "--out", str(study)]) == 0
-    assert (study / "README.md").read_text(encoding="utf-8").startswith("# Results")
+    assert (study / "README.md").read_text(encoding="utf-8").startswith("<!-- page ")
     assert (study / "index.html").is_file()
     other = tmp_path / "mine"
     other.mkdir()

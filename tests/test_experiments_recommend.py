@@ -15,6 +15,7 @@ from test_experiments_own_run import write_run
 
 from experiments.cli import main
 from experiments.recommend import interval_width, recommend_methods
+from experiments.report.page import split_page
 
 #: Tiny learner budgets: the test checks the command's wiring, not the learners.
 TINY = ["--set", "dqn.total_timesteps=600", "dqn.learning_starts=100", "tabular.episodes=300", "cutoff.epochs=20",
@@ -55,7 +56,9 @@ def test_the_recommendation_is_autos_pick_and_is_ready_for_predict(
     assert set(auto["validation_net_reward"]) == {"gap", "threshold", "posterior"}
     chosen = auto["chosen"] if auto["chosen"] == "gap" else f"bor-{auto['chosen']}"
     readme = (out / "README.md").read_text()
-    assert readme.startswith("# Which depth rule to use on this data\n\nRecommended: **" + chosen + "**")
+    condition = json.loads((out / "recommended" / "config.json").read_text())["condition"]
+    assert readme.split("\n")[1] == f"# Rule for {condition}" and condition.startswith("run-my-")
+    assert split_page(readme)[1].startswith("Recommended: **" + chosen + "**")
     assert f"Recommended: {chosen}." in console
     # the test rank and score quoted are those of the policy saved (auto's refit), not of the chosen kind's own cell
     t = pd.read_csv(out / "recommend.csv").set_index("method")

@@ -11,6 +11,7 @@ import pytest
 
 import experiments.report.synthetic_page as study
 from benchmarks.synthetic import parse_variant
+from experiments.report.page import section_lines
 from experiments.report.synthetic_page import (
     DQN_SUBSET,
     SYNTHETIC_AXES,
@@ -102,14 +103,14 @@ def test_fraction_table_rejects_bad_input(per_query: pd.DataFrame) -> None:
 
 
 def test_markdown_lists_fractions(per_query: pd.DataFrame) -> None:
-    lines = synthetic_markdown(bayes_fraction_table(per_query, n_boot=500))
+    lines = section_lines(synthetic_markdown(bayes_fraction_table(per_query, n_boot=500)))
     text = "\n".join(lines)
     assert f"### {C1}" in text and f"### {C2}" in text
     assert "| half | 0.500 [0.500, 0.500] | 1.500 |" in text
     assert "| bayes | 1.000 [1.000, 1.000]" in text
     c1 = lines.index(f"### {C1}")
     assert lines[c1 + 4].startswith("| bayes |")  # Bayes first, then by fraction
-    assert "(no synthetic results)" in "\n".join(synthetic_markdown(pd.DataFrame()))
+    assert "(no synthetic results)" in "\n".join(section_lines(synthetic_markdown(pd.DataFrame())))
 
 
 def test_figures_write_png_and_csv_of_the_plotted_numbers(per_query: pd.DataFrame, tmp_path: Path) -> None:
@@ -172,5 +173,5 @@ def test_study_module_imports_only_the_plan_io_and_report_helpers() -> None:
     mods = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     mods += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
     allowed = {"experiments.plan", "experiments.io", "experiments.figures", "experiments.report.markdown",
-               "experiments.report.tables"}  # fmt: skip
+               "experiments.report.page", "experiments.report.tables"}  # fmt: skip
     assert not [m for m in mods if m.startswith("experiments") and m not in allowed]

@@ -267,6 +267,7 @@ def test_measured_factors_from_manifests_and_test_rows(tmp_path) -> None:
 def test_whole_list_section_lists_runaways_and_reads_the_validation_tests(tmp_path) -> None:
     """The study's whole-list section names every learned pair with K = N episodes and, when the tuning
     folders exist, computes the before/after sentence from their files (the package default is "after")."""
+    from experiments.report.page import section_lines
     from experiments.report.study import whole_list_section
 
     agg = pd.DataFrame(
@@ -277,7 +278,7 @@ def test_whole_list_section_lists_runaways_and_reads_the_validation_tests(tmp_pa
         }
     )
     meta = {("c1", 0): {"tied_tail_pct": 88.0, "gold_in_tied_tail_pct": 30.0}}
-    lines = "\n".join(whole_list_section(agg, meta, tmp_path))
+    lines = "\n".join(section_lines(whole_list_section(agg, meta, tmp_path)))
     assert "4 condition x method pairs" in lines and "2 pairs show it" in lines and "c1 bor-dqn 2.50%" in lines
     assert "c2 bor-dqn@strict 1.00%" in lines  # learned by registry group, tagged or not
     assert "gap" not in lines.split("Tied tails")[0]  # peers are not learned policies
@@ -293,7 +294,7 @@ def test_whole_list_section_lists_runaways_and_reads_the_validation_tests(tmp_pa
     before = {**cols, "setting": "n_steps=1, double_q=False", "whole_list_pct_max": 40.0, "mean_reward_mean": 2.5}
     after = {**cols, "setting": "n_steps=4, double_q=False"}
     pd.DataFrame([before, after]).to_csv(folder / "c1_mean.csv", index=False)
-    lines = "\n".join(whole_list_section(agg, meta, tmp_path))
+    lines = "\n".join(section_lines(whole_list_section(agg, meta, tmp_path)))
     assert "`shortlist tune --grid n_steps=1,4 double_q=false,true`" in lines
     assert "lower than with n_steps=1, double_q=False on 1 of the 1 conditions" in lines
     assert "zero on 1 of 1; mean validation reward changes by c1 +0.500." in lines

@@ -223,10 +223,11 @@ def test_paired_conditions_is_the_mean_difference_over_shared_units() -> None:
     assert out.iloc[0]["diff_lo"] < out.iloc[0]["diff"] < out.iloc[0]["diff_hi"]
 
 
-def test_hybrid_section_shows_one_found_at_1_per_ranking(tmp_path: Path) -> None:
+def test_hybrid_section_shows_one_found_at_1_per_ranking() -> None:
     """A -hybrid pair ranks by one scorer (one found@1); a -fused pair shows score-only -> fused."""
-    from experiments.report.study import hybrid_section
-    from experiments.report.tables import scorer_strength
+    from experiments.report.page import Section, section_lines
+    from experiments.report.study import HYBRID_METHODS, hybrid_blocks
+    from experiments.report.tables import HYBRID_PAIRS, paired_conditions, scorer_strength
 
     rows = []
     # gold at rank 1 on 3 of 10 queries for the BM25 ranking (and its -hybrid), 7 of 10 fused
@@ -238,9 +239,10 @@ def test_hybrid_section_shows_one_found_at_1_per_ranking(tmp_path: Path) -> None
                      "reward_net": 1.0 + 0.1 * q, "gold_rank": 1 if q < n_top else 2}
                 )  # fmt: skip
     pq = pd.DataFrame(rows)
-    lines = hybrid_section(pq, scorer_strength(pq), {}, tmp_path)
+    body_blocks, verdict = hybrid_blocks(paired_conditions(pq, HYBRID_PAIRS, HYBRID_METHODS), scorer_strength(pq), {})
+    lines = section_lines(Section("", [*body_blocks, verdict]))
     body = [ln for ln in lines if ln.startswith("| bfcl-bm25 |")]
-    assert len(body) == 2 and (tmp_path / "hybrid.csv").exists()
+    assert len(body) == 2 and verdict.text.startswith("Of 2 (pair, method) comparisons")
     cells = {ln.split("|")[2].strip(): ln.split("|")[3].strip() for ln in body}
     assert cells == {"bfcl-bm25-hybrid": "30.0", "bfcl-fused": "30.0 -> 70.0"}
     assert "found@1 of the ranking" in "\n".join(lines)

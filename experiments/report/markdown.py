@@ -1,4 +1,4 @@
-"""Markdown rendering helpers shared by every generated README (compute lives in :mod:`.tables`)."""
+"""Formatting helpers shared by every report page (compute lives in :mod:`.tables`, pages in :mod:`.page`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pandas as pd
 
 from agents import registry
 from agents.evaluation import BUCKET_ORDER
+from experiments.report.page import Block, Paragraph, Table
 
 
 def fmt(x: object, lo: float | None = None, hi: float | None = None, nd: int = 2) -> str:
@@ -38,14 +39,7 @@ def rates(rows: pd.DataFrame, col: str) -> str:
     return ", ".join(f"{r['condition']} {r['method']} {r[col]:.2f}%" for _, r in shown.iterrows()) + "."
 
 
-def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
-    """A markdown table (cells already formatted as text)."""
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return out
-
-
-def bucket_table(agg: pd.DataFrame, condition: str, methods: Sequence[str], n_splits: int = 1) -> list[str]:
+def bucket_table(agg: pd.DataFrame, condition: str, methods: Sequence[str], n_splits: int = 1) -> list[Block]:
     """Per difficulty bucket, ``found % / mean K`` of ``methods`` on one condition, from a
     :func:`experiments.figures.bucket_spread` table (means over runs: seeds x splits; a bucket's
     ``n`` counts its test queries summed over the ``n_splits`` train/test splits)."""
@@ -62,17 +56,12 @@ def bucket_table(agg: pd.DataFrame, condition: str, methods: Sequence[str], n_sp
             cells.append(f"{r['found_pct'].iloc[0]:.1f} / {r['mean_k'].iloc[0]:.2f}" if len(r) else "-")
         rows.append([m, *cells])
     return [
-        "Per difficulty bucket (the scorer's rank of the gold tool), found % / mean K, mean over runs"
-        + (f" (n: test queries summed over {n_splits} splits):" if n_splits > 1 else ":"),
-        "",
-        *table(["method", *(f"{bk} (n={ns[bk]})" for bk in present)], rows),
+        Paragraph(
+            "Per difficulty bucket (the scorer's rank of the gold tool), found % / mean K, mean over runs"
+            + (f" (n: test queries summed over {n_splits} splits):" if n_splits > 1 else ":")
+        ),
+        Table(["method", *(f"{bk} (n={ns[bk]})" for bk in present)], rows),
     ]
-
-
-def figure_line(alt: str, png: str, caption: str = "") -> str:
-    """An image line with its sibling CSV named (every figure has one)."""
-    csv = png.rsplit(".", 1)[0] + ".csv"
-    return f"![{alt}]({png}) {caption + ' ' if caption else ''}(numbers: `{csv}`)"
 
 
 def reads_second_scorer(observation: str) -> bool:
@@ -81,11 +70,11 @@ def reads_second_scorer(observation: str) -> bool:
     return observation in ("auto", "hybrid")
 
 
-def observation_lines(observation: str) -> list[str]:
-    """The README paragraph naming the learners' observation set (none for ``auto``)."""
+def observation_blocks(observation: str) -> list[Block]:
+    """The paragraph naming the learners' observation set (none for ``auto``)."""
     if observation == "auto":
         return []
-    return [
+    text = (
         f"**Observation set: `{observation}`.** The kinds that read an observation set ("
         + ", ".join(f"`{k}`" for k, kind in registry.KINDS.items() if kind.observes)
         + f") were trained and applied on the `{observation}` set (`envs/features.py`); their run ids carry "
@@ -95,6 +84,6 @@ def observation_lines(observation: str) -> list[str]:
             ""
             if reads_second_scorer(observation)
             else " The learners do not see a second scorer on this set, so there is no two-scorer section."
-        ),
-        "",
-    ]
+        )
+    )
+    return [Paragraph(text)]

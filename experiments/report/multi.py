@@ -1,7 +1,7 @@
 """Beyond one gold tool: completeness, the cost of not knowing R, and equivalent-tool labels.
 
 For every condition whose queries have several relevant tools (MetaTool's multi-tool
-queries, BEIR folders) the study README gets: each method's found % ("any" relevant in the
+queries, BEIR folders) the study's multi-tool page gets: each method's found % ("any" relevant in the
 top K) beside Completeness@K ("all" R in the top K) and BoR bits under both success notions
 (exact chance terms: :mod:`rewards.completeness`); the same depths scored with the chance
 term assuming R = 1 (as the paper does), an R estimated from the scores
@@ -19,8 +19,8 @@ import pandas as pd
 
 from agents.unknown_r import estimate_r, unknown_r_table
 from benchmarks.equivalence import DEFAULT_TAUS, equivalence_sweep, expanded_pairs, load_condition_corpus, tool_cosine
-from experiments.io import atomic_write_csv
-from experiments.report.markdown import fmt, table
+from experiments.report.markdown import fmt
+from experiments.report.page import Block, Page, Paragraph, Section, Table
 from experiments.runner import get_condition
 
 #: Methods whose depths are re-scored under other assumptions about R.
@@ -93,25 +93,24 @@ def multi_tables(
     return out
 
 
-def write_multi_section(
-    out: Path,
-    per_query: pd.DataFrame,
-    summary: pd.DataFrame,
-    data_dir: str | None,
-    cache_dir: str | None,
-    split_seed: int = 0,
-) -> list[str]:
-    """``multi.csv``, ``unknown_r.csv``, ``equivalence.csv``, ``equivalence_pairs.csv`` (:func:`multi_tables`,
-    those that ran); returns the page's lines (none when nothing ran)."""
-    t = multi_tables(per_query, summary, data_dir, cache_dir, split_seed)
-    for name, df in t.items():
-        if len(df):
-            atomic_write_csv(df, out / f"{name}.csv")
-    body = completeness_lines(t["multi"]) + unknown_r_lines(t["unknown_r"]) + equivalence_lines(t["equivalence"])
-    return ["## Several relevant tools: completeness, unknown R, equivalent tools", "", *body] if body else []
+def multi_page(t: dict[str, pd.DataFrame], title: str) -> Page | None:
+    """The multi-tool page of the tables of :func:`multi_tables` (written by the study as ``multi.csv``,
+    ``unknown_r.csv``, ``equivalence.csv``, ``equivalence_pairs.csv``): its first part that ran is the answer
+    block, the others follow; None when nothing ran."""
+    parts = [p for p in (completeness_lines(t["multi"]), unknown_r_lines(t["unknown_r"]),
+                         equivalence_lines(t["equivalence"])) if p]  # fmt: skip
+    if not parts:
+        return None
+    return Page(
+        title=title,
+        group="study",
+        lede="Several relevant tools: completeness, the cost of not knowing R, equivalent tools.",
+        answer=Section("", parts[0]),
+        sections=tuple(Section("", p) for p in parts[1:]),
+    )
 
 
-def completeness_lines(comp: pd.DataFrame) -> list[str]:
+def completeness_lines(comp: pd.DataFrame) -> list[Block]:
     if comp.empty:
         return []
     header = ["condition", "method", "seeds", "mean R", "found %", "complete %", "mean K", "BoR bits (any)",
@@ -123,16 +122,16 @@ def completeness_lines(comp: pd.DataFrame) -> list[str]:
         for _, r in comp.iterrows()
     ]  # fmt: skip
     return [
-        "Found % counts a query when at least one of its R relevant tools is in the top K (chance: the "
-        "hypergeometric tail with the true R); complete % when all R are (Completeness@K; chance "
-        "C(N-R, K-R) / C(N, K)). Means over seeds; `multi.csv` holds the numbers.",
-        "",
-        *table(header, rows),
-        "",
+        Paragraph(
+            "Found % counts a query when at least one of its R relevant tools is in the top K (chance: the "
+            "hypergeometric tail with the true R); complete % when all R are (Completeness@K; chance "
+            "C(N-R, K-R) / C(N, K)). Means over seeds; `multi.csv` holds the numbers."
+        ),
+        Table(header, rows),
     ]
 
 
-def unknown_r_lines(ur: pd.DataFrame) -> list[str]:
+def unknown_r_lines(ur: pd.DataFrame) -> list[Block]:
     if ur.empty:
         return []
     header = ["condition", "method", "assumed R", "BoR bits (any)", "minus true", "BoR bits (all)", "minus true"]
@@ -142,17 +141,17 @@ def unknown_r_lines(ur: pd.DataFrame) -> list[str]:
         for _, r in ur.iterrows()
     ]  # fmt: skip
     return [
-        "**The cost of not knowing R.** The same depths (first seed) scored with the chance term "
-        "assuming R = 1 (as the paper does), an R estimated from the scores (ridge regression of log R "
-        "on score statistics, fitted on the training split) and the true R. Positive differences mean "
-        "the assumption overstates the bits. `unknown_r.csv` holds every column.",
-        "",
-        *table(header, rows),
-        "",
+        Paragraph(
+            "**The cost of not knowing R.** The same depths (first seed) scored with the chance term "
+            "assuming R = 1 (as the paper does), an R estimated from the scores (ridge regression of log R "
+            "on score statistics, fitted on the training split) and the true R. Positive differences mean "
+            "the assumption overstates the bits. `unknown_r.csv` holds every column."
+        ),
+        Table(header, rows),
     ]
 
 
-def equivalence_lines(sw: pd.DataFrame) -> list[str]:
+def equivalence_lines(sw: pd.DataFrame) -> list[Block]:
     if sw.empty:
         return []
     header = ["condition", "tau", "method", "queries expanded %", "found % exact", "found % expanded",
@@ -164,14 +163,14 @@ def equivalence_lines(sw: pd.DataFrame) -> list[str]:
         for _, r in sw[sw["method"].isin(["fixed-1", "fixed-5"])].iterrows()
     ]  # fmt: skip
     return [
-        "**Equivalent tools.** A candidate whose MiniLM tool-text embedding has cosine >= tau with a gold "
-        "tool counts as relevant too (no LLM); the same fixed-K depths scored with exact and with expanded "
-        "labels (the chance term uses the expanded R). `equivalence.csv` holds every tau and method; "
-        f"`equivalence_pairs.csv` a seeded sample of expanded pairs at tau = {min(EQUIVALENCE_TAUS)} for a "
-        "human to check.",
-        "",
-        *table(header, rows),
-        "",
+        Paragraph(
+            "**Equivalent tools.** A candidate whose MiniLM tool-text embedding has cosine >= tau with a gold "
+            "tool counts as relevant too (no LLM); the same fixed-K depths scored with exact and with expanded "
+            "labels (the chance term uses the expanded R). `equivalence.csv` holds every tau and method; "
+            f"`equivalence_pairs.csv` a seeded sample of expanded pairs at tau = {min(EQUIVALENCE_TAUS)} for a "
+            "human to check."
+        ),
+        Table(header, rows),
     ]
 
 

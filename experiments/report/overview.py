@@ -1,10 +1,12 @@
-"""The overview page of a results folder (its ``README.md``): the answer first, then one link per page.
+"""The overview page of a results folder (its ``README.md``): the answer first, beside its figure, then every page.
 
-It reads the tables the commands committed (the study's ``best.csv`` and ``table2.csv``, ``peers/`` of
-``shortlist compare``, ``shift/`` of ``shortlist shift``, ``downstream/`` of ``shortlist downstream``) and
-writes nothing but ``README.md``; every command that writes into the folder rebuilds it
+It reads the tables the commands committed (the study's ``best.csv``, ``aggregate.csv`` and ``table2.csv``,
+``peers/`` of ``shortlist compare``, ``shift/`` of ``shortlist shift``, ``downstream/`` of ``shortlist
+downstream``) and writes nothing but ``README.md`` and its figure ``figures/answer.png`` (with
+``figures/answer.csv``, the plotted numbers); every command that writes into the folder rebuilds it
 (:func:`experiments.pipeline.refresh_index`), so it never shows a stale answer. A part that has not run is
-named as missing, never guessed.
+named as missing, never guessed. The pages it links are those of the folder (:func:`experiments.report.page.
+site_pages`), by navigation group.
 """
 
 from __future__ import annotations
@@ -14,26 +16,23 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.io import atomic_write_text
-from experiments.report.markdown import ci, fmt, table
+from experiments.report.markdown import ci, fmt
+from experiments.report.page import (
+    Block,
+    Bullets,
+    Figure,
+    Page,
+    Paragraph,
+    Section,
+    Table,
+    grouped,
+    site_pages,
+    write_page,
+)
 from experiments.report.tables import GOAL_BASE_CONDITIONS, GOAL_TWO_SCORER_CONDITIONS, JUDGED
 
-TITLE = "Results: how many tools should an LLM agent see?"
-#: The pages an overview links, in order: (path relative to the folder, what it answers).
-PAGES: tuple[tuple[str, str], ...] = (
-    ("peers/README.md", "Which rule to use: learned policies beside practitioners' rules and the limits"),
-    ("paper.md", "Beside the paper's main table: the BoR agent, the F1 ablation, fixed K"),
-    ("two-scorers.md", "Two scorers on the same candidates"),
-    ("shift/README.md", "Trained policies under scorer, benchmark and query shift"),
-    ("multi-tool.md", "Several relevant tools: completeness, unknown R, equivalent tools"),
-    ("synthetic/README.md", "A benchmark with a known optimum: every method as a fraction of the Bayes limit"),
-    ("downstream/README.md", "Does a shorter list help the LLM pick the right tool?"),
-    ("conditions.md", "Every condition of the study: methods, buckets, figures"),
-    ("peers-topn/README.md", "Peers on the MetaTool top-N and multi-tool conditions"),
-    ("strict/README.md", "The learners on the examined-items-only observation"),
-    ("bfcl/README.md", "The README main job: BFCL with BM25 and MiniLM"),
-    ("bench.md", "Speed and memory on this machine"),
-)
+#: The overview's figure (PNG; its CSV beside it).
+ANSWER_FIGURE = "figures/answer.png"
 
 
 def _read(folder: Path, name: str, needs: tuple[str, ...] = ()) -> pd.DataFrame | None:
@@ -59,28 +58,73 @@ BEST_COLUMNS = (
     "diff_lo",
     "diff_hi",
 )
+#: The table each answer row comes from (``among``) and the aggregate its figure row reads.
+SOURCES: tuple[tuple[str, str, str], ...] = (
+    ("peers", "peers/best.csv", "peers/aggregate.csv"),
+    ("study", "best.csv", "aggregate.csv"),
+)
 
 
-def answer_table(folder: Path) -> list[str]:
-    """The method to use on the goal conditions: from the comparison (every peer) where it ran, else from the
-    study's own methods; one row per condition."""
-    frames = [(f, "peers") for f in [_read(folder, "peers/best.csv", BEST_COLUMNS)] if f is not None]
-    frames += [(f, "study") for f in [_read(folder, "best.csv", BEST_COLUMNS)] if f is not None]
+def overview_title(folder: Path) -> str:
+    """``Answer`` for the whole study, else the scope of the folder's study (``BFCL study`` for a study of BFCL
+    alone, e.g. ``results/bfcl``), so a results folder shown on its own has a title of its own."""
+    from experiments.report.study import study_scope
+
+    agg = _read(folder, "aggregate.csv", ("condition",))
+    scope = study_scope(list(dict.fromkeys(agg["condition"]))) if agg is not None else ""
+    return f"{scope} study" if scope else "Answer"
+
+
+def answer_rows(folder: Path) -> list[tuple[str, pd.Series]]:
+    """The method to use on each goal condition, (among, row of its ``best.csv``): from the comparison (every peer)
+    where it ran, else from the study's own methods."""
     rows, seen = [], set()
     wanted = (*GOAL_BASE_CONDITIONS, *GOAL_TWO_SCORER_CONDITIONS)
-    for frame, source in frames:
-        for _, r in frame.iterrows():
-            if r["condition"] in seen or r["condition"] not in wanted:
-                continue
-            seen.add(r["condition"])
-            rows.append([r["condition"], f"**{r['best']}**", ci(r, JUDGED, 3),
-                         f"{fmt(r['median_k'], nd=0)} / {fmt(r['p90_k'], nd=0)}", r["runner_up"],
-                         f"{r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]", source])  # fmt: skip
+    for source, best, _ in SOURCES:
+        frame = _read(folder, best, BEST_COLUMNS)
+        for _, r in frame.iterrows() if frame is not None else ():
+            if r["condition"] in wanted and r["condition"] not in seen:
+                seen.add(r["condition"])
+                rows.append((source, r))
+    return rows
+
+
+def answer_table(rows: list[tuple[str, pd.Series]]) -> Block:
+    """The answer table: one row per condition of :func:`answer_rows`."""
     if not rows:
-        return ["No method table yet: run `shortlist reproduce` (and `shortlist compare` for every peer)."]
+        return Paragraph("No method table yet: run `shortlist reproduce` (and `shortlist compare` for every peer).")
+    cells = [[r["condition"], f"**{r['best']}**", ci(r, JUDGED, 3), f"{fmt(r['median_k'], nd=0)} / {fmt(r['p90_k'], nd=0)}",
+              r["runner_up"], f"{r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]", source]
+             for source, r in rows]  # fmt: skip
     header = ["condition", "use", "net reward [95%]", "median / p90 K", "runner-up", "best - runner-up [95% paired]",
               "among"]  # fmt: skip
-    return table(header, rows)
+    return Table(header, cells)
+
+
+def answer_points(folder: Path, rows: list[tuple[str, pd.Series]]) -> pd.DataFrame:
+    """The numbers of the overview's figure (:func:`experiments.figures.answer_figure`), from the aggregate table
+    each answer row's ``best.csv`` sits beside: per condition, every learned policy (group ``agent``), the best
+    peer and the best fixed K (group ``baseline``), each with its net reward and that minus the method to use's.
+    A condition whose aggregate is missing is left out."""
+    aggs = {source: _read(folder, agg, ("condition", "method", "group", JUDGED)) for source, _, agg in SOURCES}
+    out = []
+    for source, r in rows:
+        agg = aggs[source]
+        if agg is None:
+            continue
+        a = agg[agg["condition"] == r["condition"]].set_index("method")
+        if r["best"] not in a.index:
+            continue
+        picks = [(m, "learned") for m in a.index[a["group"] == "agent"]]
+        for group, role in (("peer", "best peer"), ("baseline", "best fixed K")):
+            if (a["group"] == group).any():
+                picks.append((a.loc[a["group"] == group, JUDGED].idxmax(), role))
+        top = float(a.loc[r["best"], JUDGED])
+        for method, role in picks:
+            value = float(a.loc[method, JUDGED])
+            out.append({"condition": r["condition"], "among": source, "method": method, "role": role,
+                        "best": method == r["best"], JUDGED: value, "minus_best": value - top})  # fmt: skip
+    return pd.DataFrame(out, columns=["condition", "among", "method", "role", "best", JUDGED, "minus_best"])
 
 
 def verdicts(folder: Path) -> list[str]:
@@ -132,48 +176,63 @@ def verdicts(folder: Path) -> list[str]:
     return out
 
 
+def pages_section(folder: Path) -> Section:
+    """One list item per navigation group: a link to each page of the folder but this one."""
+    pages = [p for p in site_pages(folder) if p.rel != "README.md"]
+    items = [f"**{group}**: " + ", ".join(f"[{p.title}]({p.rel})" for p in ps) for group, ps in grouped(pages)]
+    return Section("Pages", [Bullets(items)] if items else [])
+
+
 def provenance(folder: Path) -> list[str]:
-    """Which command and commit made each part of the folder (from the manifests)."""
+    """Which command and commit made each part of the folder (from the manifests of the folder and of each
+    folder holding one of its pages)."""
+    folders = dict.fromkeys(["", *(p.rel.rsplit("/", 1)[0] for p in site_pages(folder) if "/" in p.rel)])
     lines = []
-    for rel in ("manifest.json", *(f"{p.rsplit('/', 1)[0]}/manifest.json" for p, _ in PAGES if "/" in p)):
-        path = folder / rel
+    for where in folders:
+        path = folder / where / "manifest.json"
         if path.is_file():
             m = json.loads(path.read_text(encoding="utf-8"))
-            where = rel.rsplit("/", 1)[0] if "/" in rel else "this folder"
             sha = str(m.get("git_sha") or "?")[:7]
-            lines.append(f"- `{where}`: `{m.get('command', '?')}` at commit {sha} ({len(m.get('runs', []))} runs)")
+            lines.append(f"`{where or 'this folder'}`: `{m.get('command', '?')}` at commit {sha} "
+                         f"({len(m.get('runs', []))} runs)")  # fmt: skip
     return lines
 
 
 def write_overview(folder: Path) -> Path:
-    """Write ``folder/README.md``: the answer (computed from the committed tables), then the pages."""
+    """Write ``folder/README.md``: the answer (computed from the committed tables) beside its figure, then the
+    pages and where the numbers come from; returns its path."""
+    from experiments.figures import answer_figure
+
     folder = Path(folder)
-    pages = [(p, what) for p, what in PAGES if (folder / p).is_file()]
-    lines = [
-        f"# {TITLE}",
-        "",
-        "A retriever ranks the tools; a policy picks how many to show. Judged on the **net reward**: found x "
-        "-log2 P_rand(K) (how much better than a random shortlist of the same size) minus the condition's cost per "
-        "extra shown tool. Generated from the tables of this folder; do not edit by hand.",
-        "",
-        "## Answer",
-        "",
-        *answer_table(folder),
-        "",
-        *[f"- {v}" for v in verdicts(folder)],
-        "",
-        "## Pages",
-        "",
-        *[f"- [{what}]({p})" for p, what in pages],
-        "",
-        "## Where the numbers come from",
-        "",
-        "Each part is made by one command from run directories that are not committed (`runs.csv` of each part "
-        "lists them with the sha256 of their tables); its manifest names the command and the commit:",
-        "",
-        *(provenance(folder) or ["- no manifest yet"]),
-        "",
-    ]
-    out = folder / "README.md"
-    atomic_write_text(out, "\n".join(lines))
-    return out
+    rows = answer_rows(folder)
+    points = answer_points(folder, rows)
+    figure: list[Block] = []
+    if len(points):
+        answer_figure(points, folder / ANSWER_FIGURE)
+        caption = ("per condition of the table: each learned policy (colour), the best peer (grey square) and the "
+                   "best fixed K (light grey diamond), minus the method to use (ringed, at 0)")  # fmt: skip
+        figure = [Figure(ANSWER_FIGURE, "Net reward by method", caption)]
+    page = Page(
+        title=overview_title(folder),
+        group="study",
+        lede="How many tools should an LLM agent see? A retriever ranks the tools; a policy picks how many to show. "
+        "Judged on the **net reward**: found x -log2 P_rand(K) (how much better than a random shortlist of the "
+        "same size) minus the condition's cost per extra shown tool. Generated from the tables of this folder; do "
+        "not edit by hand.",
+        answer=Section("", [answer_table(rows), *figure, Bullets(verdicts(folder))]),
+        sections=(
+            pages_section(folder),
+            Section(
+                "Where the numbers come from",
+                [
+                    Paragraph(
+                        "Each part is made by one command from run directories that are not committed (`runs.csv` "
+                        "of each part lists them with the sha256 of their tables); its manifest names the command "
+                        "and the commit:"
+                    ),
+                    Bullets(provenance(folder) or ["no manifest yet"]),
+                ],
+            ),
+        ),
+    )
+    return write_page(folder, page)

@@ -2,13 +2,15 @@
 and the limits, judged on the net reward.
 
 :func:`compare_tables` computes every table (DataFrames in, DataFrames out, no I/O); the ``*_lines``
-functions render them; :func:`write_compare_report` writes tables, figures and README.md.
+functions build the page's blocks from them; :func:`write_compare_report` writes the tables, the figures and
+then the page (README.md, titled by :func:`compare_title`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,24 +18,19 @@ import pandas as pd
 
 from agents import registry
 from agents.method import MethodSpec, method_group
+from benchmarks.names import ConditionId
 from experiments.figures import bucket_figure, candidate_set_size, pareto_figure
-from experiments.io import atomic_write_csv, atomic_write_text
+from experiments.io import atomic_write_csv
 from experiments.plan import BOR_AGENTS, COMPARE_BUCKET_METHODS, RL_AGENTS, SUPERVISED_AGENTS, condition_order
-from experiments.report.markdown import (
-    bucket_table,
-    ci,
-    figure_line,
-    fmt,
-    observation_lines,
-    reads_second_scorer,
-    table,
-)
-from experiments.report.study import hybrid_section
+from experiments.report.markdown import bucket_table, ci, fmt, observation_blocks, reads_second_scorer
+from experiments.report.page import MAX_TITLE, Block, Bullets, Figure, Page, Paragraph, Section, Table, write_page
+from experiments.report.study import HYBRID_HEADING, HYBRID_METHODS, hybrid_blocks
 from experiments.report.tables import (
     GOAL_BASE_CONDITIONS,
     GOAL_FRACTION_OF_ORACLE,
     GOAL_MIN_SIGNIFICANT,
     GOAL_TWO_SCORER_CONDITIONS,
+    HYBRID_PAIRS,
     JUDGED,
     aggregate_with_groups,
     best_methods,
@@ -42,6 +39,7 @@ from experiments.report.tables import (
     dp_table,
     goal_checks,
     limits_table,
+    paired_conditions,
     paired_differences,
     scorer_strength,
     split_goal,
@@ -50,6 +48,42 @@ from experiments.report.tables import (
 GROUP_ORDER: dict[str, int] = {g: i for i, g in enumerate(registry.GROUPS)}
 #: The tables of the comparison folder, in the order they are computed and written (``<name>.csv``).
 COMPARE_TABLES = ("aggregate", "buckets_aggregate", "limits", "dp", "goals", "paired", "split_goal", "best")
+#: The title of a comparison whose learners read a named observation set (``--observation``).
+OBSERVATION_TITLES = {
+    "strict": "Examined items only",
+    "score": "Score-only observation",
+    "hybrid": "Hybrid observation",
+}
+#: How :func:`compare_title` names a condition's variant (a pattern of the variant -> words).
+VARIANT_WORDS: tuple[tuple[str, str], ...] = (
+    (r"top\d+", "top-N"),
+    (r"sub\d+|full", "sub-registries"),
+    (r"multi", "multi-tool"),
+    (r"hybrid", "two scorers"),
+    (r"richtext", "rich tool text"),
+)
+
+
+def _variant_words(condition: str) -> str:
+    cid = ConditionId.parse(condition)
+    if cid.benchmark == "synthetic":
+        return "synthetic"
+    if not cid.variant:
+        return "a fused ranking" if cid.scorer == "fused" else "one scorer"
+    return next((words for pattern, words in VARIANT_WORDS if re.fullmatch(pattern, cid.variant)), cid.variant)
+
+
+def compare_title(conditions: Sequence[str], observation: str = "auto") -> str:
+    """The comparison page's title, from what it compares: ``Which rule to use`` on the goal conditions,
+    ``Examined items only`` (and the like) on a named observation set, else ``Peers on`` the kinds of condition
+    (``Peers on top-N and multi-tool``)."""
+    if observation != "auto":
+        return OBSERVATION_TITLES.get(observation, f"Observation set {observation}")
+    if set(conditions) <= {*GOAL_BASE_CONDITIONS, *GOAL_TWO_SCORER_CONDITIONS}:
+        return "Which rule to use"
+    kinds = list(dict.fromkeys(_variant_words(c) for c in conditions))
+    title = "Peers on " + (f"{', '.join(kinds[:-1])} and {kinds[-1]}" if len(kinds) > 1 else kinds[0])
+    return title if len(title) <= MAX_TITLE else f"Peers on {len(conditions)} conditions"
 
 
 def compare_tables(
@@ -82,30 +116,38 @@ def write_compare_report(
     seeds: Sequence[int],
     observation: str = "auto",
 ) -> list[str]:
-    """The comparison's tables (:func:`compare_tables`), figures and README.md into ``out``; returns the
-    conditions reported, in report order. ``observation`` is the observation set the learners read (on a
-    named set the tables carry the learners' plain names and the README says which set)."""
+    """The comparison's tables (:func:`compare_tables`, and ``hybrid.csv`` when the learners read a second
+    scorer and a two-scorer pair ran), figures and page (README.md) into ``out``; returns the conditions
+    reported, in report order. ``observation`` is the observation set the learners read (on a named set the
+    tables carry the learners' plain names and the page says which set)."""
     t = compare_tables(per_query, summary, buckets, runs)
     for name in COMPARE_TABLES:
         atomic_write_csv(t[name], out / f"{name}.csv")
+    hp = paired_conditions(per_query, HYBRID_PAIRS, HYBRID_METHODS) if reads_second_scorer(observation) else None
+    if hp is not None and len(hp):
+        atomic_write_csv(hp, out / "hybrid.csv")
     conds = condition_order(t["aggregate"]["condition"].unique())
     paretos = {cond: _figures(out, cond, per_query, summary, buckets, t["aggregate"]) for cond in conds}
-    lines = [
-        "# Which depth rule to use: learned policies beside practitioners' rules and the limits",
-        "",
-        *answer_lines(t["best"], t["split_goal"], t["paired"]),
-        *provenance_lines(command, seeds, t["aggregate"], observation),
-        *split_goal_lines(t["split_goal"]),
-        *summary_lines(conds, t["aggregate"], t["goals"], t["limits"]),
-    ]
-    if reads_second_scorer(observation):
-        meta = condition_meta(runs[0].parent) if runs else {}
-        lines += hybrid_section(per_query, scorer_strength(per_query), meta, out)
-    lines += methods_lines(t["aggregate"])
-    for cond in conds:
-        lines += condition_lines(cond, t, paretos[cond])
-    lines += wall_time_lines(runs)
-    atomic_write_text(out / "README.md", "\n".join(lines))
+    two_scorers = Section(HYBRID_HEADING)
+    if hp is not None and len(hp):
+        body, verdict = hybrid_blocks(hp, scorer_strength(per_query), condition_meta(runs[0].parent) if runs else {})
+        two_scorers = Section(HYBRID_HEADING, [*body, verdict])
+    page = Page(
+        title=compare_title(conds, observation),
+        group="comparison",
+        lede="Learned policies beside practitioners' rules and the limits, judged on the net reward.",
+        answer=Section("", answer_lines(t["best"], t["split_goal"], t["paired"])),
+        sections=(
+            provenance_lines(command, seeds, t["aggregate"], observation),
+            split_goal_lines(t["split_goal"]),
+            summary_lines(conds, t["aggregate"], t["goals"], t["limits"]),
+            two_scorers,
+            methods_lines(t["aggregate"]),
+            *(condition_lines(cond, t, paretos[cond]) for cond in conds),
+            wall_time_lines(runs),
+        ),
+    )
+    write_page(out, page)
     return conds
 
 
@@ -134,7 +176,7 @@ def _diff(r: pd.Series) -> str:
     return f"{r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]"
 
 
-def answer_lines(best: pd.DataFrame, sg: pd.DataFrame, paired: pd.DataFrame) -> list[str]:
+def answer_lines(best: pd.DataFrame, sg: pd.DataFrame, paired: pd.DataFrame) -> list[Block]:
     """The first screen: the method to use per condition, and the verdicts, all computed from the tables."""
     rows = [
         [
@@ -148,16 +190,15 @@ def answer_lines(best: pd.DataFrame, sg: pd.DataFrame, paired: pd.DataFrame) -> 
         for _, r in best.iterrows()
     ]
     header = ["condition", "use", "net reward [95%]", "median / p90 K", "runner-up", "best - runner-up [95% paired]"]
-    lines = [
-        "**Answer.** Per condition, the method with the highest mean test net reward among those that read no "
-        "labels (net reward: found x -log2 P_rand(K) minus the condition's cost per extra shown tool; chosen on "
-        "the test split), its typical depth and how far it is from the runner-up (`best.csv`):",
-        "",
-        *table(header, rows),
-        "",
+    return [
+        Paragraph(
+            "**Answer.** Per condition, the method with the highest mean test net reward among those that read no "
+            "labels (net reward: found x -log2 P_rand(K) minus the condition's cost per extra shown tool; chosen on "
+            "the test split), its typical depth and how far it is from the runner-up (`best.csv`):"
+        ),
+        Table(header, rows),
+        Bullets(verdict_lines(sg, paired)),
     ]
-    lines += [f"- {line}" for line in verdict_lines(sg, paired)]
-    return [*lines, ""]
 
 
 def verdict_lines(sg: pd.DataFrame, paired: pd.DataFrame) -> list[str]:
@@ -191,11 +232,9 @@ def verdict_lines(sg: pd.DataFrame, paired: pd.DataFrame) -> list[str]:
     return out
 
 
-def provenance_lines(command: str, seeds: Sequence[int], agg: pd.DataFrame, observation: str) -> list[str]:
+def provenance_lines(command: str, seeds: Sequence[int], agg: pd.DataFrame, observation: str) -> Section:
     stoch = sorted({m for m in agg["method"] if MethodSpec.parse(m).kind.stochastic})
-    return [
-        "## How these numbers were made",
-        "",
+    how = (
         "Generated by `shortlist compare` from its run directories (not committed: the command remakes them; "
         "`runs.csv` lists each with its config hash and the sha256 of its tables); do not edit by hand. Every "
         "number is on the test split; methods fitted on data saw only the training split. Every method is "
@@ -208,18 +247,18 @@ def provenance_lines(command: str, seeds: Sequence[int], agg: pd.DataFrame, obse
         "over test queries (2,000 resamples stratified by split, the same for every method of a condition); "
         "differences are paired over the same test units (10,000 resamples). The spreads over seeds and over "
         'splits are in aggregate.csv (`*_seed_min`/`*_seed_max`, `*_split_min`/`*_split_max`). "BoR bits" '
-        "is the aggregate log2(mean found / mean P_rand): it can rank methods differently.",
-        "",
-        f"Command: `{command}`",
-        "",
-        *observation_lines(observation),
-    ]
+        "is the aggregate log2(mean found / mean P_rand): it can rank methods differently."
+    )
+    return Section(
+        "How these numbers were made",
+        [Paragraph(how), Paragraph(f"Command: `{command}`"), *observation_blocks(observation)],
+    )
 
 
-def split_goal_lines(sg: pd.DataFrame) -> list[str]:
+def split_goal_lines(sg: pd.DataFrame) -> Section:
     """The goal over repeated splits (:func:`experiments.report.tables.split_goal`), table and verdicts."""
     if sg.empty:
-        return []
+        return Section("Goal over repeated splits")
     rows = [
         [
             r["condition"],
@@ -233,45 +272,33 @@ def split_goal_lines(sg: pd.DataFrame) -> list[str]:
         for _, r in sg.iterrows()
     ]
     two = sg[sg["second_scorer"]]
-    return [
-        "## Goal over repeated splits",
-        "",
+    header = ["condition", "best learned policy", "net reward", "best peer", "difference [95% paired]",
+              "significantly", "% of oracle"]  # fmt: skip
+    goal = (
         "Stated before running, reported either way, on the net reward: on the two-scorer conditions "
         f"({', '.join(GOAL_TWO_SCORER_CONDITIONS)}) the best learned policy (the BoR agent with the largest "
         "mean test net reward; choosing it on test favours it slightly) is significantly ahead of every peer "
         "(paired bootstrap over the test units of all splits, interval above 0 against the best peer) on at "
         f"least {GOAL_MIN_SIGNIFICANT} of {len(GOAL_TWO_SCORER_CONDITIONS)}; on the single-scorer ones "
         f"({', '.join(GOAL_BASE_CONDITIONS)}) it is never significantly behind (at least every peer minus its "
-        "interval). `split_goal.csv` holds these numbers.",
-        "",
-        *table(
-            [
-                "condition",
-                "best learned policy",
-                "net reward",
-                "best peer",
-                "difference [95% paired]",
-                "significantly",
-                "% of oracle",
-            ],
-            rows,
-        ),  # fmt: skip
-        "",
-        f"- At least every peer's net reward (point estimates): {int(sg['at_least_every_peer'].sum())} of {len(sg)} "
+        "interval). `split_goal.csv` holds these numbers."
+    )
+    verdicts = [
+        f"At least every peer's net reward (point estimates): {int(sg['at_least_every_peer'].sum())} of {len(sg)} "
         f"conditions; significantly ahead on {int(sg['ahead'].sum())}, significantly behind on "
         f"{int(sg['behind'].sum())}.",
         (
-            f"- At least {GOAL_FRACTION_OF_ORACLE:.0%} of the oracle with a second scorer: "
+            f"At least {GOAL_FRACTION_OF_ORACLE:.0%} of the oracle with a second scorer: "
             f"{int(two['oracle_fraction_met'].astype(bool).sum())} of {len(two)} conditions."
             if len(two)
-            else "- No condition with a second scorer ran."
+            else "No condition with a second scorer ran."
         ),
-        "- Under shift (scorer, benchmark, query): see `shortlist shift` (results/shift).",
-        "",
+        "Under shift (scorer, benchmark, query): see `shortlist shift` (results/shift).",
     ]
+    return Section("Goal over repeated splits", [Paragraph(goal), Table(header, rows), Bullets(verdicts)])
 
 
-def summary_lines(conds: Sequence[str], agg: pd.DataFrame, goals: pd.DataFrame, limits: pd.DataFrame) -> list[str]:
+def summary_lines(conds: Sequence[str], agg: pd.DataFrame, goals: pd.DataFrame, limits: pd.DataFrame) -> Section:
     """Per (condition, BoR agent): the stated per-agent goal checks (:func:`goal_checks`)."""
     rows, met, total = [], [0, 0, 0], 0
     for cond in conds:
@@ -291,19 +318,21 @@ def summary_lines(conds: Sequence[str], agg: pd.DataFrame, goals: pd.DataFrame, 
             )  # fmt: skip
     header = ["condition", "agent", "net reward", "best peer (net reward)", ">= every peer", "% of bor-dp",
               ">= 90% of bor-dp", "% of oracle", "no peer dominates"]  # fmt: skip
-    return [
-        "## Per agent",
-        "",
-        "Each BoR agent's net reward beside the best peer's, as a fraction of bor-dp (the DP optimum of the "
-        "tabular model estimated on train: a reference, not a bound) and of the oracle, and whether a peer "
-        "reaches both a higher found % and a lower mean K (`goals.csv`, `limits.csv`).",
-        "",
-        *table(header, rows),
-        "",
-        f"Over {total} (condition, BoR agent) pairs: at least every peer's net reward in {met[0]}, within 10% of "
-        f"bor-dp in {met[1]}, undominated by every peer in {met[2]}.",
-        "",
-    ]
+    return Section(
+        "Per agent",
+        [
+            Paragraph(
+                "Each BoR agent's net reward beside the best peer's, as a fraction of bor-dp (the DP optimum of the "
+                "tabular model estimated on train: a reference, not a bound) and of the oracle, and whether a peer "
+                "reaches both a higher found % and a lower mean K (`goals.csv`, `limits.csv`)."
+            ),
+            Table(header, rows),
+            Paragraph(
+                f"Over {total} (condition, BoR agent) pairs: at least every peer's net reward in {met[0]}, within "
+                f"10% of bor-dp in {met[1]}, undominated by every peer in {met[2]}."
+            ),
+        ],
+    )
 
 
 def _describe(method: str) -> str:
@@ -314,55 +343,50 @@ def _describe(method: str) -> str:
     return f"{text}; trained with the {spec.reward.upper()} reward" if spec.kind.uses_reward else text
 
 
-def methods_lines(agg: pd.DataFrame) -> list[str]:
+def methods_lines(agg: pd.DataFrame) -> Section:
     ordered = sorted(agg["method"].unique(), key=lambda x: (GROUP_ORDER[method_group(x)], x))
-    return [
-        "## Methods",
-        "",
-        *[f"- `{m}` ({method_group(m)}): {_describe(m)}" for m in ordered],
-        "",
+    dp = (
         "bor-dp is the best stationary STOP/CONTINUE rule on the tabular agent's discretised state in the model "
         "estimated from the training split (exact dynamic programming on the net reward): optimal only inside "
         "that model, not a bound. The `-insample` limits fit a peer's family on the test queries themselves: "
         "the ceiling of that family, showing how much room its scores leave. The oracle stops at the gold rank "
         "where that pays: the ceiling of every policy's net reward (not of BoR bits, where a shallow fixed K can "
-        "score higher).",
-        "",
+        "score higher)."
+    )
+    cutoff = (
         "Why the cut-off keeps its form: it predicts P(found by k) separately at each depth and forces monotonicity "
         "afterwards, which leaves it miscalibrated at the decisive depths 1-3; the listwise posterior (one softmax "
         "over where the gold sits, fitted by maximum likelihood) is the fix, and the cut-off stays beside it as the "
         "per-depth baseline it is measured against. `shortlist recommend` and `auto` choose between them on a "
-        "validation split of the training queries.",
-        "",
-    ]
+        "validation split of the training queries."
+    )
+    return Section(
+        "Methods",
+        [Bullets([f"`{m}` ({method_group(m)}): {_describe(m)}" for m in ordered]), Paragraph(dp), Paragraph(cutoff)],
+    )
 
 
-def condition_lines(cond: str, t: dict[str, pd.DataFrame], pareto: pd.DataFrame) -> list[str]:
+def condition_lines(cond: str, t: dict[str, pd.DataFrame], pareto: pd.DataFrame) -> Section:
     """One condition's section: every method, each BoR agent against the peers, the limits, figures."""
     a = t["aggregate"][t["aggregate"]["condition"] == cond].copy()
     a = a.assign(_o=a["group"].map(GROUP_ORDER)).sort_values(["_o", JUDGED], ascending=[True, False])
     front = pareto[pareto["pareto"] & (pareto["kind"] != "iso_bor")].sort_values("mean_k")["method"].tolist()
-    return [
-        f"## {cond}",
-        "",
-        *method_table_lines(a, t["limits"][t["limits"]["condition"] == cond].set_index("method")),
-        "",
-        *agent_lines(cond, a.set_index("method"), t["paired"]),
-        *limit_lines(cond, a.set_index("method"), t["limits"], t["dp"]),
-        *goal_check_lines(t["goals"][t["goals"]["condition"] == cond]),
-        "",
-        figure_line(f"{cond} Pareto", f"figures/pareto_{cond}.png"),
-        "",
-        "Pareto front (label-reading limits excluded), by increasing mean K: " + ", ".join(front) + ".",
-        "",
-        *bucket_table(t["buckets_aggregate"], cond, list(a["method"]), int(a["n_splits"].max())),
-        "",
-        figure_line(f"{cond} buckets", f"figures/buckets_{cond}.png"),
-        "",
-    ]
+    return Section(
+        cond,
+        [
+            method_table_lines(a, t["limits"][t["limits"]["condition"] == cond].set_index("method")),
+            *agent_lines(cond, a.set_index("method"), t["paired"]),
+            *limit_lines(cond, a.set_index("method"), t["limits"], t["dp"]),
+            *goal_check_lines(t["goals"][t["goals"]["condition"] == cond]),
+            Figure(f"figures/pareto_{cond}.png", f"{cond} Pareto"),
+            Paragraph("Pareto front (label-reading limits excluded), by increasing mean K: " + ", ".join(front) + "."),
+            *bucket_table(t["buckets_aggregate"], cond, list(a["method"]), int(a["n_splits"].max())),
+            Figure(f"figures/buckets_{cond}.png", f"{cond} buckets"),
+        ],
+    )
 
 
-def method_table_lines(a: pd.DataFrame, lim: pd.DataFrame) -> list[str]:
+def method_table_lines(a: pd.DataFrame, lim: pd.DataFrame) -> Table:
     rows = []
     for _, r in a.iterrows():
         m = r["method"]
@@ -375,14 +399,15 @@ def method_table_lines(a: pd.DataFrame, lim: pd.DataFrame) -> list[str]:
         )  # fmt: skip
     header = ["method", "group", "seeds x splits", "found %", "mean K", "median / p90 K", "whole list %",
               "at break-even %", "BoR bits", "net reward", "mean reward (cost-free)", "% of bor-dp", "% of oracle"]  # fmt: skip
-    return table(header, rows)
+    return Table(header, rows)
 
 
-def agent_lines(cond: str, idx: pd.DataFrame, paired: pd.DataFrame) -> list[str]:
+def agent_lines(cond: str, idx: pd.DataFrame, paired: pd.DataFrame) -> list[Block]:
     """Per BoR agent: the peers as good or better, the paired difference with the best peer, dominance."""
     peers, fixed = idx[idx["group"] == "peer"], idx[idx["group"] == "baseline"]
-    lines = ['**Where each BoR agent wins and where it does not** (point estimates of the net reward; "within noise" '
-             "means the peer's value lies inside the agent's query-bootstrap interval):", ""]  # fmt: skip
+    lead = Paragraph('**Where each BoR agent wins and where it does not** (point estimates of the net reward; '
+                     '"within noise" means the peer\'s value lies inside the agent\'s query-bootstrap interval):')  # fmt: skip
+    items: list[str] = []
     for agent in (m for m in BOR_AGENTS if m in idx.index):
         me = idx.loc[agent]
         lo, hi = me[f"{JUDGED}_lo"], me[f"{JUDGED}_hi"]
@@ -391,7 +416,7 @@ def agent_lines(cond: str, idx: pd.DataFrame, paired: pd.DataFrame) -> list[str]
             return " (within noise)" if lo < hi and lo <= v <= hi else ""
 
         better = peers[peers[JUDGED] >= me[JUDGED]].sort_values(JUDGED, ascending=False)
-        text = f"- {agent}: {fmt(me[JUDGED], lo, hi, 3)} net reward ({me['found_pct']:.1f}% found at mean K {me['mean_k']:.2f}). "
+        text = f"{agent}: {fmt(me[JUDGED], lo, hi, 3)} net reward ({me['found_pct']:.1f}% found at mean K {me['mean_k']:.2f}). "
         text += (
             "It beats every peer. "
             if better.empty
@@ -413,17 +438,18 @@ def agent_lines(cond: str, idx: pd.DataFrame, paired: pd.DataFrame) -> list[str]
             if dom.empty
             else ("Peers with a higher found % at a lower mean K: " + ", ".join(dom.index) + ".")
         )
-        lines.append(text)
+        items.append(text)
+    blocks: list[Block] = [lead, Bullets(items)]
     for sup in SUPERVISED_AGENTS:
         rl = paired[(paired["condition"] == cond) & (paired["peer"] == sup) & paired["agent"].isin(RL_AGENTS)]
         if len(rl):
             parts = [f"{r['agent']} minus {sup} = {_diff(r)} ({_verdict(r['diff_lo'], r['diff_hi'], 'RL', sup)})"
                      for _, r in rl.iterrows()]  # fmt: skip
-            lines += ["", f"**RL against {sup}:** " + "; ".join(parts) + "."]
-    return [*lines, ""]
+            blocks.append(Paragraph(f"**RL against {sup}:** " + "; ".join(parts) + "."))
+    return blocks
 
 
-def limit_lines(cond: str, idx: pd.DataFrame, limits: pd.DataFrame, dp: pd.DataFrame) -> list[str]:
+def limit_lines(cond: str, idx: pd.DataFrame, limits: pd.DataFrame, dp: pd.DataFrame) -> list[Block]:
     lim = limits[limits["condition"] == cond].set_index("method")
     parts = [
         f"{agent} reaches {ci(lim.loc[agent], 'frac_dp', 1, 100)}% of bor-dp's net reward and "
@@ -438,42 +464,34 @@ def limit_lines(cond: str, idx: pd.DataFrame, limits: pd.DataFrame, dp: pd.DataF
         if fitted in idx.index:
             parts.append(f"{m} (the {fam} family's ceiling) earns {idx.loc[m, JUDGED]:.3f} against the train-fitted "
                          f"{fitted}'s {idx.loc[fitted, JUDGED]:.3f}")  # fmt: skip
-    lines = ["**Gap to the limits:** " + "; ".join(parts) + "."]
+    blocks: list[Block] = [Paragraph("**Gap to the limits:** " + "; ".join(parts) + ".")]
     d = dp[dp["condition"] == cond] if len(dp) else dp
     if len(d):
         rows = [[r["method"], r["objective"], f"{r['model_value_train']:.3f}", f"{r['realised_value_train']:.3f}",
                  f"{r['mean_reward_net_test']:.3f}", int(r["states_seen"])] for _, r in d.iterrows()]  # fmt: skip
-        lines += [
-            "",
-            *table(
-                [
-                    "DP policy",
-                    "objective",
-                    "value in its model (train)",
-                    "realised on train",
-                    "net reward (test)",
-                    "states seen",
-                ],
-                rows,
-            ),  # fmt: skip
-            "",
-            "The model value is optimal in the certainty-equivalent model of the tabular state; the realised "
-            "training value is lower where pooled states are not Markov (see `agents/oracle.py`).",
+        header = ["DP policy", "objective", "value in its model (train)", "realised on train", "net reward (test)",
+                  "states seen"]  # fmt: skip
+        blocks += [
+            Table(header, rows),
+            Paragraph(
+                "The model value is optimal in the certainty-equivalent model of the tabular state; the realised "
+                "training value is lower where pooled states are not Markov (see `agents/oracle.py`)."
+            ),
         ]
-    return lines
+    return blocks
 
 
-def goal_check_lines(g: pd.DataFrame) -> list[str]:
+def goal_check_lines(g: pd.DataFrame) -> list[Block]:
     if g.empty:
         return []
-    lines = ["", "**Goal check** (stated before running):", ""]
+    items = []
     for _, r in g.iterrows():
         det = f" ({r['detail']})" if isinstance(r["detail"], str) and r["detail"] else ""
-        lines.append(f"- {r['agent']}: {r['check']}: {'met' if r['passed'] else 'NOT met'}{det}")
-    return lines
+        items.append(f"{r['agent']}: {r['check']}: {'met' if r['passed'] else 'NOT met'}{det}")
+    return [Paragraph("**Goal check** (stated before running):"), Bullets(items)]
 
 
-def wall_time_lines(runs: Sequence[Path]) -> list[str]:
+def wall_time_lines(runs: Sequence[Path]) -> Section:
     """Per method, the wall time summed over its run directories (from their manifests)."""
     wall = []
     for run in runs:
@@ -481,15 +499,17 @@ def wall_time_lines(runs: Sequence[Path]) -> list[str]:
         cfg = json.loads((run / "config.json").read_text())
         wall.append({"method": cfg["method"], "seconds": float(man.get("wall_seconds", math.nan))})
     if not wall:
-        return []
+        return Section("Wall time")
     w = pd.DataFrame(wall).groupby("method")["seconds"].agg(["count", "sum"]).sort_values("sum", ascending=False)
-    return [
-        "## Wall time",
-        "",
-        "Per method, summed over its run directories (from their manifests; resumed cells keep the time of the run "
-        "that made them):",
-        "",
-        *table(["method", "runs", "seconds"], [[m, int(r["count"]), f"{r['sum']:.1f}"] for m, r in w.iterrows()]),
-        f"| total | {int(w['count'].sum())} | {w['sum'].sum():.1f} |",
-        "",
-    ]
+    rows = [[m, int(r["count"]), f"{r['sum']:.1f}"] for m, r in w.iterrows()]
+    rows.append(["total", int(w["count"].sum()), f"{w['sum'].sum():.1f}"])
+    return Section(
+        "Wall time",
+        [
+            Paragraph(
+                "Per method, summed over its run directories (from their manifests; resumed cells keep the time of "
+                "the run that made them):"
+            ),
+            Table(["method", "runs", "seconds"], rows),
+        ],
+    )

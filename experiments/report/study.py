@@ -1,10 +1,15 @@
-"""The study README of ``shortlist reproduce``: ours beside the paper's main table, the answers
-to the study's questions, computed explanations, per-condition tables, bucket tables and figures.
-Every number comes from the runs; nothing is written by hand."""
+"""The study pages of ``shortlist reproduce``: ours beside the paper's main table, the answers to the study's
+questions, computed explanations, two scorers, several relevant tools, per-condition tables, bucket tables and
+figures. Every number comes from the runs; nothing is written by hand.
+
+:func:`study_tables` computes the tables (DataFrames in, DataFrames out); the ``*_section`` and ``*_page``
+functions build :class:`experiments.report.page.Page` parts from them; :func:`write_study_report` writes the
+tables, then each page once (:func:`experiments.report.page.write_page`)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,20 +26,12 @@ from experiments.figures import (
     scorer_figure,
     with_splits,
 )
-from experiments.io import atomic_write_csv, atomic_write_text
+from experiments.io import atomic_write_csv
 from experiments.paper import PAPER
 from experiments.plan import MAIN_CONDITIONS, PLANS, STUDY_BUCKET_METHODS, SWEEPS
-from experiments.report.markdown import (
-    bucket_table,
-    ci,
-    figure_line,
-    fmt,
-    observation_lines,
-    rates,
-    reads_second_scorer,
-    table,
-)
-from experiments.report.multi import write_multi_section
+from experiments.report.markdown import bucket_table, ci, fmt, observation_blocks, rates, reads_second_scorer
+from experiments.report.multi import multi_page, multi_tables
+from experiments.report.page import Block, Bullets, Figure, Page, Paragraph, Section, Table, write_page
 from experiments.report.synthetic_page import write_synthetic_report
 from experiments.report.tables import (
     HYBRID_PAIRS,
@@ -54,7 +51,32 @@ from experiments.report.tables import (
     text_comparison,
 )
 
-TITLE = "Results: shortlist depth with a chance-corrected reward"
+#: How a study page names the benchmarks of a study that ran on some of them only (:func:`study_scope`).
+BENCHMARK_NAMES = {"bfcl": "BFCL", "metatool": "MetaTool", "toolbench": "ToolBench", "beir": "BEIR", "run": "own run"}
+
+
+#: The longest scope a study page's title names (a longer one is called ``Partial``).
+MAX_SCOPE = 20
+
+
+def study_scope(conditions: Sequence[str]) -> str:
+    """What a study folder covers, for its page titles: empty for the whole study (every main condition ran),
+    else the benchmarks of its conditions (``BFCL`` for ``--only bfcl-bm25 bfcl-minilm``, ``BFCL+MetaTool``;
+    ``Partial`` when that is longer than :data:`MAX_SCOPE`), so that a study folder inside another
+    (``results/bfcl``) has titles of its own."""
+    present = set(conditions)
+    if set(MAIN_CONDITIONS) <= present:
+        return ""
+    names = [ConditionId.parse(c).benchmark for c in conditions if not is_synthetic(c)]
+    names += ["synthetic"] if any(is_synthetic(c) for c in conditions) else []
+    scope = "+".join(BENCHMARK_NAMES.get(b, b) for b in dict.fromkeys(names))
+    return scope if len(scope) <= MAX_SCOPE else "Partial"
+
+
+def scoped(title: str, scope: str) -> str:
+    """A study page's title within its scope (:func:`study_scope`): ``Beside the paper`` for the whole study,
+    ``BFCL: beside the paper`` for a study of BFCL."""
+    return f"{scope}: {title[0].lower()}{title[1:]}" if scope else title
 
 
 def factor_text(f: pd.Series) -> str:
@@ -123,19 +145,11 @@ def explain(t2: pd.DataFrame, agg: pd.DataFrame, factors: pd.DataFrame | None = 
     return out
 
 
-def answers(per_query: pd.DataFrame, t2: pd.DataFrame, conditions: list[str]) -> list[str]:
-    """The study's questions, answered from the data."""
+def answers(per_query: pd.DataFrame, t2: pd.DataFrame, conditions: list[str]) -> Section:
+    """The study's questions, answered from the data (one paragraph each)."""
     trends = {(c, m): depth_trend(per_query, c, m) for c in conditions for m in ("bor-dqn", "f1-dqn")}
-    return [
-        "## What the results show",
-        "",
-        *paper_match_lines(t2),
-        "",
-        *depth_trend_lines(trends, conditions),
-        "",
-        *f1_depth_lines(trends, conditions),
-        "",
-    ]
+    texts = [*paper_match_lines(t2), *depth_trend_lines(trends, conditions), *f1_depth_lines(trends, conditions)]
+    return Section("What the results show", [Paragraph(t) for t in texts])
 
 
 def paper_match(t2: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -233,7 +247,7 @@ def f1_depth_lines(trends: dict, conditions: list[str]) -> list[str]:
     ]
 
 
-def table2_markdown(t2: pd.DataFrame) -> list[str]:
+def table2_markdown(t2: pd.DataFrame) -> Table:
     """Ours beside the paper's main table (one row per condition x DQN reward)."""
     rows = [
         [
@@ -259,28 +273,28 @@ def table2_markdown(t2: pd.DataFrame) -> list[str]:
         "without whole list: found % / mean K", "found % (paper)", "mean K (paper)", "diff",
         "found@1 ours / paper", "BoR bits", "net reward", "mean reward (cost-free)",
     ]  # fmt: skip
-    return table(header, rows)
+    return Table(header, rows)
 
 
-def study_figures(out: Path, per_query: pd.DataFrame, summary: pd.DataFrame) -> list[str]:
+def study_figures(out: Path, per_query: pd.DataFrame, summary: pd.DataFrame) -> Section:
     """Pareto plots per condition, the registry-size sweep and the scorer comparison (paper Figure 2).
 
-    Each figure has a sibling CSV of exactly the plotted numbers. Returns README lines.
+    Each figure has a sibling CSV of exactly the plotted numbers.
     """
     figs = out / "figures"
     present = set(summary["condition"])
-    lines = ["## Figures", ""]
+    blocks: list[Block] = []
     sweeps = {fam: [(n, c) for n, c in pts if c in present] for fam, pts in SWEEPS.items()}
     sweeps = {fam: pts for fam, pts in sweeps.items() if len(pts) >= 2}
     if sweeps:
         registry_sweep_figure(summary, sweeps, figs / "registry_sweep.png")
-        lines += [
-            "Registry-size sweep: mean BoR reward (with the ceiling log2(N/K) at the learned K), learned mean K "
-            "and found % against the candidate-set size N (random sub-registries holding the gold tool; MetaTool: "
-            "gold + N-1 most similar tools).",
-            "",
-            "![registry sweep](figures/registry_sweep.png) (numbers: `figures/registry_sweep.csv`)",
-            "",
+        blocks += [
+            Paragraph(
+                "Registry-size sweep: mean BoR reward (with the ceiling log2(N/K) at the learned K), learned mean K "
+                "and found % against the candidate-set size N (random sub-registries holding the gold tool; "
+                "MetaTool: gold + N-1 most similar tools)."
+            ),
+            Figure("figures/registry_sweep.png", "registry sweep"),
         ]
     for label, pair in (
         ("MetaTool (N=100)", {"BM25": "metatool-bm25", "MiniLM": "metatool-minilm"}),
@@ -290,12 +304,12 @@ def study_figures(out: Path, per_query: pd.DataFrame, summary: pd.DataFrame) -> 
         if len(pair) == 2:
             name = "scorers_" + label.split()[0].lower()
             scorer_figure(summary, pair, figs / f"{name}.png", per_query=per_query)
-            lines += [
-                f"Scorer comparison on {label} (paper Figure 2): the BoR agent's learned mean K and found % per "
-                "scorer, with each scorer's found@1.",
-                "",
-                f"![{name}](figures/{name}.png) (numbers: `figures/{name}.csv`)",
-                "",
+            blocks += [
+                Paragraph(
+                    f"Scorer comparison on {label} (paper Figure 2): the BoR agent's learned mean K and found % per "
+                    "scorer, with each scorer's found@1."
+                ),
+                Figure(f"figures/{name}.png", name),
             ]
     for cond in sorted(c for c in present if not is_synthetic(c)):
         try:
@@ -303,12 +317,12 @@ def study_figures(out: Path, per_query: pd.DataFrame, summary: pd.DataFrame) -> 
         except ValueError:
             continue  # varying N or several relevant items: iso-BoR lines are not single lines
         pareto_figure(summary, cond, figs / f"pareto_{cond}.png", n=n)
-        lines += [
-            f"![pareto {cond}](figures/pareto_{cond}.png) Pareto view of {cond}: found % against mean K for every "
-            f"method, fixed K joined as a curve, dotted iso-BoR lines (numbers: `figures/pareto_{cond}.csv`).",
-            "",
-        ]
-    return lines
+        caption = (
+            f"Pareto view of {cond}: found % against mean K for every method, fixed K joined as a curve, dotted "
+            "iso-BoR lines"
+        )
+        blocks.append(Figure(f"figures/pareto_{cond}.png", f"pareto {cond}", caption))
+    return Section("Figures", blocks)
 
 
 def _mean(summary: pd.DataFrame, cond: str, method: str, col: str) -> float:
@@ -351,7 +365,7 @@ def _condition_section(
     buckets: pd.DataFrame,
     out: Path,
     note: str,
-) -> list[str]:
+) -> Section:
     a = agg[agg["condition"] == cond].copy()
     a["_order"] = a["method"].map(
         lambda m: (m.startswith("fixed-"), int(m.split("-")[1]) if m.startswith("fixed-") else 0, m)
@@ -359,27 +373,26 @@ def _condition_section(
     a = a.sort_values("_order")
     s = strength[strength["condition"] == cond].iloc[0]
     n_splits = int(s["n_splits"])
-    lines = [
-        f"## {cond}",
-        "",
-        f"Scorer alone on the {int(s['n_test'])} test queries"
-        + (f" (means over {n_splits} train/test splits)" if n_splits > 1 else "")
-        + f": found@1 {s['found@1']:.1f}%, found@3 {s['found@3']:.1f}%, found@5 {s['found@5']:.1f}%, "
-        f"found@20 {s['found@20']:.1f}%, found@50 {s['found@50']:.1f}%.",
-        "",
-        *condition_table(a),
+    blocks: list[Block] = [
+        Paragraph(
+            f"Scorer alone on the {int(s['n_test'])} test queries"
+            + (f" (means over {n_splits} train/test splits)" if n_splits > 1 else "")
+            + f": found@1 {s['found@1']:.1f}%, found@3 {s['found@3']:.1f}%, found@5 {s['found@5']:.1f}%, "
+            f"found@20 {s['found@20']:.1f}%, found@50 {s['found@50']:.1f}%."
+        ),
+        condition_table(a),
         *paper_rows_lines(cond, a, s),
         *collapse_lines(summary[(summary["condition"] == cond) & (summary["collapse_pct"] > 0)]),
     ]
     methods = [m for m in STUDY_BUCKET_METHODS if m in set(a["method"])]
     plotted = bucket_figure(buckets, cond, methods, out / "figures" / f"buckets_{cond}.png")
-    lines += ["", figure_line(f"{cond} buckets", f"figures/buckets_{cond}.png"), ""]
+    blocks.append(Figure(f"figures/buckets_{cond}.png", f"{cond} buckets"))
     n_splits = int(with_splits(buckets[buckets["condition"] == cond])["split_seed"].nunique())
-    lines += bucket_table(plotted, cond, methods, n_splits)
-    return [*lines, *(["", note] if note else []), ""]
+    blocks += bucket_table(plotted, cond, methods, n_splits)
+    return Section(cond, [*blocks, *([Paragraph(note)] if note else [])])
 
 
-def condition_table(a: pd.DataFrame) -> list[str]:
+def condition_table(a: pd.DataFrame) -> Table:
     header = ["method", "seeds x splits", "found %", "mean K", "median / p90 K", "whole list %", "BoR bits",
               "net reward", "mean reward (cost-free)", "ceiling"]  # fmt: skip
     rows = [
@@ -388,10 +401,10 @@ def condition_table(a: pd.DataFrame) -> list[str]:
          ci(r, JUDGED), fmt(r["mean_reward"]), f"{r['bor_ceiling']:.2f}"]
         for _, r in a.iterrows()
     ]  # fmt: skip
-    return table(header, rows)
+    return Table(header, rows)
 
 
-def paper_rows_lines(cond: str, a: pd.DataFrame, s: pd.Series) -> list[str]:
+def paper_rows_lines(cond: str, a: pd.DataFrame, s: pd.Series) -> list[Block]:
     """Ours beside the paper's numbers of one condition (SPEC section 6), when the paper has them."""
     paper = PAPER.get(cond)
     if not paper:
@@ -415,17 +428,18 @@ def paper_rows_lines(cond: str, a: pd.DataFrame, s: pd.Series) -> list[str]:
             theirs, ours = paper[f"found_at_{k}"], s[f"found@{k}"]
             rows.append([f"scorer found@{k}", theirs, k, f"{ours:.1f}", k, f"{ours - theirs:+.1f}"])
     header = ["", "paper found %", "paper mean K", "ours found %", "ours mean K", "diff found (pts)"]
-    return ["", "Beside the paper (SPEC section 6):", "", *table(header, rows)]
+    return [Paragraph("Beside the paper (SPEC section 6):"), Table(header, rows)]
 
 
-def collapse_lines(collapse: pd.DataFrame) -> list[str]:
+def collapse_lines(collapse: pd.DataFrame) -> list[Block]:
     if not len(collapse):
         return []
     worst = collapse.groupby("method")["collapse_pct"].mean().sort_values(ascending=False)
     return [
-        "",
-        "Collapse-zone warning (expected random hits lambda = K R / N >= 3, no method can be "
-        "selective there): " + ", ".join(f"{m} {v:.0f}% of queries" for m, v in worst.items()) + ".",
+        Paragraph(
+            "Collapse-zone warning (expected random hits lambda = K R / N >= 3, no method can be "
+            "selective there): " + ", ".join(f"{m} {v:.0f}% of queries" for m, v in worst.items()) + "."
+        )
     ]
 
 
@@ -434,18 +448,10 @@ def is_synthetic(condition: str) -> bool:
     return condition.startswith("synthetic-")
 
 
-#: The pages a study folder holds (file, title), in navigation order; a page is written when its part ran.
-STUDY_PAGES: tuple[tuple[str, str], ...] = (
-    ("paper.md", "Beside the paper: the BoR agent, the F1 ablation and fixed K"),
-    ("two-scorers.md", "Two scorers on the same candidates"),
-    ("multi-tool.md", "Several relevant tools: completeness, unknown R, equivalent tools"),
-    ("conditions.md", "Every condition: methods, buckets, figures"),
-)
-
-
 def study_tables(per_query: pd.DataFrame, summary: pd.DataFrame, meta: dict) -> dict[str, pd.DataFrame]:
     """The study's tables (DataFrames in, DataFrames out): aggregate, scorer strength, table 2 beside the
-    paper, split variance, measured factors and the method to use per condition (``best``)."""
+    paper, split variance, measured factors, the method to use per condition (``best``), and, when their
+    conditions ran, two scorers against one (``hybrid``) and BFCL's two tool texts (``text``)."""
     agg = aggregate_with_groups(summary, per_query)
     strength = scorer_strength(per_query)
     main = [c for c in MAIN_CONDITIONS if c in set(summary["condition"])]
@@ -456,7 +462,13 @@ def study_tables(per_query: pd.DataFrame, summary: pd.DataFrame, meta: dict) -> 
         "splits": split_variance(agg, main),
         "factors": measured_factors(per_query, meta, main),
         "best": best_methods(per_query, agg[~agg["condition"].map(is_synthetic)]),
+        "hybrid": paired_conditions(per_query, HYBRID_PAIRS, HYBRID_METHODS),
+        "text": text_comparison(agg, strength, TEXT_METHODS),
     }
+
+
+#: The tables of :func:`study_tables` written only when their part ran (the others always are).
+OPTIONAL_TABLES = ("hybrid", "text")
 
 
 def write_study_report(
@@ -470,9 +482,11 @@ def write_study_report(
     observation: str = "auto",
     source: Path | None = None,
 ) -> None:
-    """The study's tables (:func:`study_tables`, one CSV each), figures and pages (:data:`STUDY_PAGES`, plus
-    ``synthetic/README.md`` when the synthetic study ran) into ``out``. The folder's README.md, the overview
-    that answers first and links the pages, is written afterwards by :func:`experiments.report.overview.write_overview`.
+    """The study's tables (:func:`study_tables`, one CSV each), figures and pages into ``out``: ``paper.md``,
+    ``two-scorers.md`` and ``multi-tool.md`` when their parts ran, ``conditions.md``, and ``synthetic/``
+    (:func:`experiments.report.synthetic_page.write_synthetic_report`) when the synthetic study ran. The
+    folder's README.md, the overview that answers first and links the pages, is written afterwards by
+    :func:`experiments.report.overview.write_overview`.
 
     The multi-tool page runs on split ``split_seed`` (the one the multi-tool suite runs on); ``observation``
     names the learners' observation set (no two-scorer page on a set without the second scorer); ``source`` is
@@ -481,22 +495,26 @@ def write_study_report(
     source = out if source is None else source
     meta = condition_meta(source / "runs")
     t = study_tables(per_query, summary, meta)
-    for name, df in t.items():
+    t_written = {n: df for n, df in t.items() if n not in OPTIONAL_TABLES or len(df)}
+    if not reads_second_scorer(observation):  # no two-scorer page on a set without the second scorer
+        t_written.pop("hybrid", None)
+    for name, df in t_written.items():
         atomic_write_csv(df, out / f"{name}.csv")
+    multi = multi_tables(per_query, summary, data_dir, cache_dir, split_seed)
+    for name, df in multi.items():
+        if len(df):
+            atomic_write_csv(df, out / f"{name}.csv")
+    scope = study_scope(list(dict.fromkeys(summary["condition"])))
     pages = {
-        "paper.md": paper_page(out, per_query, summary, t, meta, source, observation),
-        "two-scorers.md": hybrid_section(per_query, t["scorer_strength"], meta, out)
-        if reads_second_scorer(observation)
-        else [],
-        "multi-tool.md": write_multi_section(out, per_query, summary, data_dir, cache_dir, split_seed),
-        "conditions.md": conditions_page(out, t["aggregate"], t["scorer_strength"], summary, buckets),
+        "paper.md": paper_page(out, per_query, summary, t, meta, source, observation, scope),
+        "two-scorers.md": two_scorer_page(t, meta, scope) if reads_second_scorer(observation) else None,
+        "multi-tool.md": multi_page(multi, scoped("Several relevant tools", scope)),
+        "conditions.md": conditions_page(out, t["aggregate"], t["scorer_strength"], summary, buckets, scope),
     }
-    titles = dict(STUDY_PAGES)
-    for name, lines in pages.items():
-        if lines:
-            body = lines[2:] if lines[0].startswith("## ") else lines  # the page title replaces the section heading
-            atomic_write_text(out / name, "\n".join([f"# {titles[name]}", "", *body]))
-    write_synthetic_report(out, per_query)
+    for name, page in pages.items():
+        if page is not None:
+            write_page(out, page, name)
+    write_synthetic_report(out, per_query, scoped("Known optimum", scope))
 
 
 def paper_page(
@@ -507,80 +525,107 @@ def paper_page(
     meta: dict,
     source: Path,
     observation: str,
-) -> list[str]:
-    """Ours beside the paper's main table, the study's questions answered, splits, measured factors, the
-    whole-list episodes, the tool-text comparison and the study figures."""
+    scope: str = "",
+) -> Page:
+    """Ours beside the paper's main table, the study's questions answered (the answer block), splits, measured
+    factors, the whole-list episodes, the tool-text comparison and the study figures."""
     main = list(t["table2"]["condition"].unique())
     why = explain(t["table2"], t["aggregate"], t["factors"])
-    return [
-        "## Beside the paper",
-        "",
-        *answers(per_query, t["table2"], main),
-        "## Beside the paper's main table (SPEC section 6)",
-        "",
-        "Ours: mean over runs [95% bootstrap interval over test queries]; `table2.csv` holds these numbers. "
-        "'Without whole-list' recomputes found % and mean K on the episodes that stopped before K = N.",
-        "",
-        *table2_markdown(t["table2"]),
-        "",
-        *study_provenance(observation),
-        *split_section(t["aggregate"], main),
-        "### Measured factors behind differences from the paper",
-        "",
-        "Computed from the run manifests and the test rows (`factors.csv`); they are measured beside the "
-        "results, not tested as causes.",
-        "",
-        *[f"- {c}: {factor_text(f)}." for c, f in t["factors"].set_index("condition").iterrows()],
-        "",
-        *(["### Differences from the paper larger than our interval", "", *[f"- {w}" for w in why], ""] if why else []),
-        *whole_list_section(t["aggregate"], meta, source),
-        *text_section(t["aggregate"], t["scorer_strength"], out),
-        *study_figures(out, per_query, summary),
-    ]
+    factors = [f"{c}: {factor_text(f)}." for c, f in t["factors"].set_index("condition").iterrows()]
+    return Page(
+        title=scoped("Beside the paper", scope),
+        group="study",
+        lede="The BoR agent, the F1 ablation and fixed K beside the paper's main table.",
+        answer=answers(per_query, t["table2"], main),
+        sections=(
+            Section(
+                "Beside the paper's main table (SPEC section 6)",
+                [
+                    Paragraph(
+                        "Ours: mean over runs [95% bootstrap interval over test queries]; `table2.csv` holds these "
+                        "numbers. 'Without whole-list' recomputes found % and mean K on the episodes that stopped "
+                        "before K = N."
+                    ),
+                    table2_markdown(t["table2"]),
+                ],
+            ),
+            study_provenance(observation),
+            split_section(t["aggregate"], main),
+            Section(
+                "Measured factors behind differences from the paper",
+                [
+                    Paragraph(
+                        "Computed from the run manifests and the test rows (`factors.csv`); they are measured beside "
+                        "the results, not tested as causes."
+                    ),
+                    Bullets(factors),
+                ],
+            ),
+            Section("Differences from the paper larger than our interval", [Bullets(why)] if why else []),
+            whole_list_section(t["aggregate"], meta, source),
+            text_section(t["text"]),
+            study_figures(out, per_query, summary),
+        ),
+    )
 
 
-def study_provenance(observation: str) -> list[str]:
-    return [
-        "## How these numbers were made",
-        "",
-        "Generated by `shortlist reproduce` from the run directories under `runs/` (not committed: the command "
-        "remakes them; `runs.csv` lists each with its config hash and the sha256 of its tables); do not edit "
-        "by hand. Found % and mean K are on the test split; each cell is the mean over runs "
-        "(training seeds x seeded 70/30 train/test splits; the main conditions run on several splits, the "
-        "other suites on the first) with, in brackets, a 95% percentile bootstrap interval over test queries "
-        "(2,000 resamples stratified by split, the same for every method of a condition; each resample "
-        "averages the runs). The spread over training seeds and the spread over splits are separate "
-        "(`*_seed_min`/`*_seed_max` and `*_split_min`/`*_split_max` in aggregate.csv, and the split-variance "
-        "table below); depths show median, 90th percentile and the whole-list rate (K = N) beside the mean. "
-        '"Net reward" (the judged quantity every learner is trained on) is the mean per-query BoR reward '
-        'found x -log2 P_rand(K) minus the condition\'s cost per extra shown tool; "mean reward" leaves the '
-        'cost out; "BoR bits" is the aggregate log2(mean found / mean P_rand). They can rank methods '
-        "differently. The paper's agents were trained with gamma 0.95 on most conditions and judged on found % "
-        "and K; ours with gamma 1 on the net reward.",
-        "",
-        *observation_lines(observation),
-    ]
+def study_provenance(observation: str) -> Section:
+    return Section(
+        "How these numbers were made",
+        [
+            Paragraph(
+                "Generated by `shortlist reproduce` from the run directories under `runs/` (not committed: the "
+                "command remakes them; `runs.csv` lists each with its config hash and the sha256 of its tables); do "
+                "not edit by hand. Found % and mean K are on the test split; each cell is the mean over runs "
+                "(training seeds x seeded 70/30 train/test splits; the main conditions run on several splits, the "
+                "other suites on the first) with, in brackets, a 95% percentile bootstrap interval over test "
+                "queries (2,000 resamples stratified by split, the same for every method of a condition; each "
+                "resample averages the runs). The spread over training seeds and the spread over splits are "
+                "separate (`*_seed_min`/`*_seed_max` and `*_split_min`/`*_split_max` in aggregate.csv, and the "
+                "split-variance table below); depths show median, 90th percentile and the whole-list rate (K = N) "
+                'beside the mean. "Net reward" (the judged quantity every learner is trained on) is the mean '
+                "per-query BoR reward found x -log2 P_rand(K) minus the condition's cost per extra shown tool; "
+                '"mean reward" leaves the cost out; "BoR bits" is the aggregate log2(mean found / mean P_rand). '
+                "They can rank methods differently. The paper's agents were trained with gamma 0.95 on most "
+                "conditions and judged on found % and K; ours with gamma 1 on the net reward."
+            ),
+            *observation_blocks(observation),
+        ],
+    )
 
 
 def conditions_page(
-    out: Path, agg: pd.DataFrame, strength: pd.DataFrame, summary: pd.DataFrame, buckets: pd.DataFrame
-) -> list[str]:
-    """One section per condition (not the synthetic study's): every method's table, beside the paper, buckets."""
+    out: Path,
+    agg: pd.DataFrame,
+    strength: pd.DataFrame,
+    summary: pd.DataFrame,
+    buckets: pd.DataFrame,
+    scope: str = "",
+) -> Page | None:
+    """One section per condition (not the synthetic study's): every method's table, beside the paper, buckets
+    and their figure; None when only the synthetic study ran."""
     present = set(summary["condition"])
     notes = notes_for(summary)
     order = [c for c in PLANS if c in present and not is_synthetic(c)]
     order += sorted(c for c in present - set(PLANS) if not is_synthetic(c))
-    lines = ["## Every condition", ""]
-    for cond in order:
-        lines += _condition_section(cond, agg, strength, summary, buckets, out, notes.get(cond, ""))
-    return lines
+    if not order:
+        return None
+    sections = [_condition_section(c, agg, strength, summary, buckets, out, notes.get(c, "")) for c in order]
+    return Page(
+        title=scoped("All conditions", scope),
+        group="study",
+        lede="Every condition: methods, buckets, figures.",
+        answer=Section(""),
+        sections=tuple(sections),
+    )
 
 
-def split_section(agg: pd.DataFrame, conditions: list[str]) -> list[str]:
-    """The split-variance table: net reward and found % with three separate spreads."""
+def split_section(agg: pd.DataFrame, conditions: list[str]) -> Section:
+    """The split-variance table: net reward and found % with three separate spreads (no blocks when no
+    condition ran on several splits)."""
     sv = split_variance(agg, conditions)
     if sv.empty:
-        return []
+        return Section("Split variance")
     n_splits = int(sv["n_splits"].max())
 
     def rng(r: pd.Series, m: str, kind: str, nd: int) -> str:
@@ -604,34 +649,36 @@ def split_section(agg: pd.DataFrame, conditions: list[str]) -> list[str]:
         "condition", "method", "seeds x splits", "net reward [query bootstrap]", "seed range", "split range",
         "found % [query bootstrap]", "seed range", "split range",
     ]  # fmt: skip
-    return [
-        "## Split variance",
-        "",
-        f"Every main condition runs on {n_splits} seeded 70/30 train/test splits (split seeds in the run ids, "
-        "`__split<n>`; split 0 has no suffix). Per method: the mean over runs with the 95% query-bootstrap "
-        "interval (stratified by split), the range of the per-seed means (over splits) and the range of the "
-        "per-split means (over seeds). The best fixed K is chosen on test (a hindsight reference). "
-        "`splits.csv` holds these numbers.",
-        "",
-        *table(header, rows),
-        "",
-    ]
+    return Section(
+        "Split variance",
+        [
+            Paragraph(
+                f"Every main condition runs on {n_splits} seeded 70/30 train/test splits (split seeds in the run "
+                "ids, `__split<n>`; split 0 has no suffix). Per method: the mean over runs with the 95% "
+                "query-bootstrap interval (stratified by split), the range of the per-seed means (over splits) and "
+                "the range of the per-split means (over seeds). The best fixed K is chosen on test (a hindsight "
+                "reference). `splits.csv` holds these numbers."
+            ),
+            Table(header, rows),
+        ],
+    )
 
 
 #: The learned policies compared with and without a second scorer.
 HYBRID_METHODS = ("bor-dqn", "bor-tabular", "bor-cutoff", "bor-posterior")
+#: The methods shown with both of BFCL's tool texts.
+TEXT_METHODS = ("bor-dqn", "bor-tabular", "fixed-1", "fixed-3", "fixed-5")
+#: The heading of the two-scorer comparison (a section of the comparison page).
+HYBRID_HEADING = "Two scorers on the same candidates"
 
 
-def hybrid_section(
-    per_query: pd.DataFrame, strength: pd.DataFrame, meta: dict[tuple[str, int], dict[str, Any]], out: Path
-) -> list[str]:
-    """Two scorers on identical candidate sets: each learned policy's mean reward with the second
-    scorer observed (``-hybrid``) or with the fused ranking (``-fused``) minus on the score-only
-    condition, paired over the same test units; writes ``out/hybrid.csv``."""
-    hp = paired_conditions(per_query, HYBRID_PAIRS, HYBRID_METHODS)
-    if hp.empty:
-        return []
-    atomic_write_csv(hp, out / "hybrid.csv")
+def hybrid_blocks(
+    hp: pd.DataFrame, strength: pd.DataFrame, meta: dict[tuple[str, int], dict[str, Any]]
+) -> tuple[list[Block], Paragraph]:
+    """Two scorers on identical candidate sets, from :func:`experiments.report.tables.paired_conditions` rows
+    (``hybrid.csv``): each learned policy's mean reward with the second scorer observed (``-hybrid``) or with
+    the fused ranking (``-fused``) minus on the score-only condition, paired over the same test units. Returns
+    (how they are compared and the table, the verdict sentence)."""
     st = strength.set_index("condition")
 
     def found1(c: str) -> str:
@@ -666,9 +713,7 @@ def hybrid_section(
         "score-only", "with two scorers", "found@1 of the ranking", "fusion weight of MiniLM (splits)",
         "method", "net reward (score-only)", "net reward (two scorers)", "difference [95% paired]",
     ]  # fmt: skip
-    return [
-        "## Two scorers on the same candidates",
-        "",
+    how = Paragraph(
         "`-hybrid` conditions rank by one scorer and let the learned policies observe the other scorer's "
         "scores of the same candidates (7 agreement and fusion features, `envs/features.py`); `-fused` "
         "conditions rank by the weighted z-fusion of BM25 and MiniLM, the weight chosen on each training "
@@ -676,22 +721,33 @@ def hybrid_section(
         "Same candidate sets, splits and seeds as the score-only condition, so each difference is paired over "
         "the same test units (bootstrap stratified by split). The found@1 of the ranking is one number for a "
         "`-hybrid` pair (both conditions rank by the same scorer) and score-only -> fused for a `-fused` pair. "
-        "`hybrid.csv` holds these numbers.",
-        "",
-        *table(header, rows),
-        "",
+        "`hybrid.csv` holds these numbers."
+    )
+    verdict = Paragraph(
         f"Of {len(hp)} (pair, method) comparisons, {len(up)} are significantly better with two scorers and "
-        f"{len(down)} significantly worse.",
-        "",
-    ]
+        f"{len(down)} significantly worse."
+    )
+    return [how, Table(header, rows)], verdict
 
 
-def text_section(agg: pd.DataFrame, strength: pd.DataFrame, out: Path) -> list[str]:
-    """BFCL with SPEC's tool text beside the richer text (when both ran); writes ``out/text.csv``."""
-    tc = text_comparison(agg, strength, ("bor-dqn", "bor-tabular", "fixed-1", "fixed-3", "fixed-5"))
+def two_scorer_page(t: dict[str, pd.DataFrame], meta: dict[tuple[str, int], dict[str, Any]], scope: str) -> Page | None:
+    """The two-scorer page (:func:`hybrid_blocks`; its verdict first), None when no pair of conditions ran."""
+    if t["hybrid"].empty:
+        return None
+    body, verdict = hybrid_blocks(t["hybrid"], t["scorer_strength"], meta)
+    return Page(
+        title=scoped("Two scorers", scope),
+        group="study",
+        lede=f"{HYBRID_HEADING}: each learned policy with a second scorer against the score-only condition.",
+        answer=Section("", [verdict]),
+        sections=(Section("Every pair and method", body),),
+    )
+
+
+def text_section(tc: pd.DataFrame) -> Section:
+    """BFCL with SPEC's tool text beside the richer text (``text.csv``; no blocks when not both ran)."""
     if tc.empty:
-        return []
-    atomic_write_csv(tc, out / "text.csv")
+        return Section("BFCL tool text: SPEC's beside the richer text")
     rows = [
         [
             r["condition"],
@@ -710,17 +766,18 @@ def text_section(agg: pd.DataFrame, strength: pd.DataFrame, out: Path) -> list[s
         "condition", "tool text", "scorer found@1", "scorer found@5", "method", "found %", "mean K",
         "whole list %", "net reward",
     ]  # fmt: skip
-    return [
-        "## BFCL tool text: SPEC's beside the richer text",
-        "",
-        "The main BFCL conditions use SPEC's tool text (description + parameter names, "
-        "`benchmarks/bfcl.py::tool_text`); the `-richtext` conditions put the function name first (the "
-        "package's earlier text). Same queries, splits and seeds; found % and mean K are means over runs, "
-        "net reward with its 95% query-bootstrap interval. `text.csv` holds these numbers.",
-        "",
-        *table(header, rows),
-        "",
-    ]
+    return Section(
+        "BFCL tool text: SPEC's beside the richer text",
+        [
+            Paragraph(
+                "The main BFCL conditions use SPEC's tool text (description + parameter names, "
+                "`benchmarks/bfcl.py::tool_text`); the `-richtext` conditions put the function name first (the "
+                "package's earlier text). Same queries, splits and seeds; found % and mean K are means over runs, "
+                "net reward with its 95% query-bootstrap interval. `text.csv` holds these numbers."
+            ),
+            Table(header, rows),
+        ],
+    )
 
 
 #: Validation runs behind the whole-list fixes (``shortlist tune`` folders relative to the study
@@ -757,62 +814,69 @@ def _chosen_setting(grid: str) -> str:
     return ", ".join(f"{k}={getattr(DQNConfig(), k)}" for k in keys)
 
 
-def whole_list_section(agg: pd.DataFrame, meta: dict[tuple[str, int], dict[str, Any]], out: Path) -> list[str]:
+def whole_list_section(agg: pd.DataFrame, meta: dict[tuple[str, int], dict[str, Any]], out: Path) -> Section:
     """Whole-list episodes (K = N) of the learned policies on every condition, and the validation
     runs behind the fixes (:data:`WHOLE_LIST_TESTS`), when ``out/tuning/<folder>`` holds them."""
     learned = agg[[method_group(m) == "agent" for m in agg["method"]]]  # the registry's learned kinds
     if learned.empty:
-        return []
+        return Section(WHOLE_LIST_HEADING)
     shown = learned[learned["whole_list_pct"] > 0]
-    lines = [
-        "## Whole-list episodes (K = N)",
-        "",
-        f"Learned policies (DQN, tabular Q and the expected-reward cut-off, {len(learned)} condition x method "
-        "pairs): "
-        + (
-            "none shows the whole candidate list on any test query."
-            if shown.empty
-            else f"{len(shown)} pairs show it on some test queries: " + rates(shown, "whole_list_pct")
+    blocks: list[Block] = [
+        Paragraph(
+            f"Learned policies (DQN, tabular Q and the expected-reward cut-off, {len(learned)} condition x method "
+            "pairs): "
+            + (
+                "none shows the whole candidate list on any test query."
+                if shown.empty
+                else f"{len(shown)} pairs show it on some test queries: " + rates(shown, "whole_list_pct")
+            )
         ),
-        "",
     ]
     if "break_even_pct" in learned:
         deep = learned[learned["break_even_pct"] > 0]
-        lines += [
-            "Why none can: every learned agent stops at the latest at its query's break-even depth, the deepest k "
-            "with log2(N / k) > step_cost (k - 1) (`rewards.break_even_depth`). In the agents' objective (terminal "
-            "reward minus step costs) any deeper shortlist earns at most log2(N / k) - step_cost (k - 1) <= 0 "
-            "whatever the labels, no more than one item (>= 0), and with BoR the whole list earns exactly "
-            "-step_cost (N - 1). That cap bounds the runaway; it does not learn anything. "
-            "How often a policy reaches it (`break_even_pct`, the share of test queries shown at least that deep) "
-            "is what remains of the runaway: "
-            + (
-                "no learned pair reaches it."
-                if deep.empty
-                else f"{len(deep)} of {len(learned)} pairs reach it on some queries: " + rates(deep, "break_even_pct")
-            ),
-            "",
-        ]
+        blocks.append(
+            Paragraph(
+                "Why none can: every learned agent stops at the latest at its query's break-even depth, the deepest k "
+                "with log2(N / k) > step_cost (k - 1) (`rewards.break_even_depth`). In the agents' objective (terminal "
+                "reward minus step costs) any deeper shortlist earns at most log2(N / k) - step_cost (k - 1) <= 0 "
+                "whatever the labels, no more than one item (>= 0), and with BoR the whole list earns exactly "
+                "-step_cost (N - 1). That cap bounds the runaway; it does not learn anything. "
+                "How often a policy reaches it (`break_even_pct`, the share of test queries shown at least that deep) "
+                "is what remains of the runaway: "
+                + (
+                    "no learned pair reaches it."
+                    if deep.empty
+                    else f"{len(deep)} of {len(learned)} pairs reach it on some queries: "
+                    + rates(deep, "break_even_pct")
+                )
+            )
+        )
     ties = []
     for cond in sorted(set(learned["condition"])):
         m = first_split_meta(meta, cond)
         if "tied_tail_pct" in m:
             ties.append((cond, m["tied_tail_pct"], m["gold_in_tied_tail_pct"], cond in set(shown["condition"])))
     if ties:
-        lines += [
-            "Tied tails (measured on every query of the condition): the share of a ranked list that ties with "
-            "its lowest score (there the order is candidate order, not the scorer's, and the state barely "
-            "changes from one depth to the next) and the share of queries whose gold tool sits in that tail: "
-            + "; ".join(f"{c} {t:.1f}% / {g:.1f}%" + (" (has whole-list episodes)" if w else "") for c, t, g, w in ties)
-            + ".",
-            "",
-        ]
+        blocks.append(
+            Paragraph(
+                "Tied tails (measured on every query of the condition): the share of a ranked list that ties with "
+                "its lowest score (there the order is candidate order, not the scorer's, and the state barely "
+                "changes from one depth to the next) and the share of queries whose gold tool sits in that tail: "
+                + "; ".join(
+                    f"{c} {t:.1f}% / {g:.1f}%" + (" (has whole-list episodes)" if w else "") for c, t, g, w in ties
+                )
+                + "."
+            )
+        )
     for folder_name, grid, baseline, hypothesis in WHOLE_LIST_TESTS:
-        lines += _validation_test(out / "tuning" / folder_name, folder_name, grid, baseline, hypothesis)
-    return lines
+        blocks += _validation_test(out / "tuning" / folder_name, folder_name, grid, baseline, hypothesis)
+    return Section(WHOLE_LIST_HEADING, blocks)
 
 
-def _validation_test(folder: Path, name: str, grid: str, baseline: str, hypothesis: str) -> list[str]:
+WHOLE_LIST_HEADING = "Whole-list episodes (K = N)"
+
+
+def _validation_test(folder: Path, name: str, grid: str, baseline: str, hypothesis: str) -> list[Block]:
     means = sorted(folder.glob("*_mean.csv")) if folder.is_dir() else []
     if not means:
         return []
@@ -846,11 +910,10 @@ def _validation_test(folder: Path, name: str, grid: str, baseline: str, hypothes
             + "."
         )
     return [
-        f"Why BoR-DQN showed the whole list, tested on the inner validation split of the training queries "
-        f"(`shortlist tune {grid}`, 3 seeds, files in `tuning/{name}/`). Hypothesis: " + hypothesis + result,
-        "",
-        "Validation mean reward (seed range), whole-list rate (range over seeds) and mean K:",
-        "",
-        *table(["condition", "setting", "mean reward", "whole list % (range)", "mean K"], rows),
-        "",
+        Paragraph(
+            f"Why BoR-DQN showed the whole list, tested on the inner validation split of the training queries "
+            f"(`shortlist tune {grid}`, 3 seeds, files in `tuning/{name}/`). Hypothesis: " + hypothesis + result
+        ),
+        Paragraph("Validation mean reward (seed range), whole-list rate (range over seeds) and mean K:"),
+        Table(["condition", "setting", "mean reward", "whole list % (range)", "mean K"], rows),
     ]

@@ -2,7 +2,7 @@
 
 Pure functions (no argument parsing, no runner): the grid of synthetic conditions, the
 table of every method's mean reward as a fraction of the Bayes-optimal reward
-(:class:`agents.bayes.BayesOptimal`, method ``bayes``), its markdown, and its figures.
+(:class:`agents.bayes.BayesOptimal`, method ``bayes``), its page sections, and its figures.
 The grid itself is part of the study plan (:mod:`experiments.plan`).
 
 Fraction of the Bayes optimum, per condition c and method m:
@@ -31,10 +31,10 @@ import pandas as pd
 from agents.evaluation import depth_spread
 from benchmarks.synthetic import parse_variant
 from experiments.figures import method_color
-from experiments.io import atomic_write_csv, atomic_write_text, save_png
+from experiments.io import atomic_write_csv, save_png
 from experiments.plan import DQN_SUBSET, SYNTHETIC_AXES, SYNTHETIC_BASE, SYNTHETIC_GRID
 from experiments.report.markdown import fmt
-from experiments.report.markdown import table as md_table
+from experiments.report.page import Block, Bullets, Figure, Page, Paragraph, Section, Table, write_page
 from experiments.report.tables import query_resamples, ratio_interval
 
 __all__ = [
@@ -170,35 +170,30 @@ def _f(x: float, digits: int = 3) -> str:
 
 def synthetic_markdown(
     table: pd.DataFrame, title: str = "Synthetic benchmark: fraction of the Bayes optimum"
-) -> list[str]:
-    """Markdown lines: one table per condition of :func:`bayes_fraction_table` rows (Bayes first)."""
-    lines = [
-        f"## {title}",
-        "",
-        "Mean per-query net reward of each method as a fraction of the Bayes-optimal policy's on the same test",
-        "queries (the exact optimum of every score-only policy under the known generator), with a paired",
-        "bootstrap 95% interval over test queries. K statistics pool seeds; 'whole list' = share of queries",
-        "shown all N candidates.",
-        "",
-    ]
+) -> Section:
+    """A page section: what the fractions are, then one subsection per condition with its table of
+    :func:`bayes_fraction_table` rows (Bayes first)."""
+    intro = Paragraph(
+        "Mean per-query net reward of each method as a fraction of the Bayes-optimal policy's on the same test "
+        "queries (the exact optimum of every score-only policy under the known generator), with a paired "
+        "bootstrap 95% interval over test queries. K statistics pool seeds; 'whole list' = share of queries "
+        "shown all N candidates."
+    )
     if table.empty:
-        return [*lines, "(no synthetic results)", ""]
+        return Section(title, [intro, Paragraph("(no synthetic results)")])
+    subsections = []
+    header = ["method", "fraction of Bayes [95% CI]", "net reward", "mean K", "median K", "p90 K", "whole list %",
+              "seeds"]  # fmt: skip
     for condition, g in table.groupby("condition", sort=True):
         g = g.assign(_b=g["method"] != BAYES_METHOD).sort_values(["_b", "fraction"], ascending=[True, False])
-        lines += [
-            f"### {condition}",
-            "",
-            "| method | fraction of Bayes [95% CI] | net reward | mean K | median K | p90 K | whole list % | seeds |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for _, r in g.iterrows():
-            lines.append(
-                f"| {r['method']} | {_f(r['fraction'])} [{_f(r['fraction_lo'])}, {_f(r['fraction_hi'])}] "
-                f"| {_f(r['mean_reward_net'])} | {_f(r['mean_k'], 2)} | {_f(r['median_k'], 1)} | {_f(r['p90_k'], 1)} "
-                f"| {_f(r['whole_list_pct'], 1)} | {int(r['n_seeds'])} |"
-            )
-        lines.append("")
-    return lines
+        rows = [
+            [r["method"], f"{_f(r['fraction'])} [{_f(r['fraction_lo'])}, {_f(r['fraction_hi'])}]",
+             _f(r["mean_reward_net"]), _f(r["mean_k"], 2), _f(r["median_k"], 1), _f(r["p90_k"], 1),
+             _f(r["whole_list_pct"], 1), int(r["n_seeds"])]
+            for _, r in g.iterrows()
+        ]  # fmt: skip
+        subsections.append(Section(str(condition), [Table(header, rows)]))
+    return Section(title, [intro], subsections)
 
 
 _FIGURES = {
@@ -297,8 +292,8 @@ def synthetic_figures(
 
 
 def _axis_summary(table: pd.DataFrame) -> list[str]:
-    """One computed sentence per axis: at each point, the best score-only method's fraction of
-    the Bayes optimum and each RL agent's, with their paired query-bootstrap intervals."""
+    """One computed sentence per axis (a list item each): at each point, the best score-only method's fraction
+    of the Bayes optimum and each RL agent's, with their paired query-bootstrap intervals."""
     lines = []
     above: set[str] = set()
     above_within: set[str] = set()
@@ -320,10 +315,10 @@ def _axis_summary(table: pd.DataFrame) -> list[str]:
                 above.add(str(best["condition"]))
                 if best["fraction_lo"] <= 1.0:
                     above_within.add(str(best["condition"]))
-        lines.append(f"- **{axis}** (best method other than the limits that read labels): " + "; ".join(parts) + ".")
+        lines.append(f"**{axis}** (best method other than the limits that read labels): " + "; ".join(parts) + ".")
     if above:
         lines.append(
-            f"- On {len(above)} distinct condition(s) the best fraction lies above 1; on {len(above_within)} of them "
+            f"On {len(above)} distinct condition(s) the best fraction lies above 1; on {len(above_within)} of them "
             "its interval holds 1 "
             "(the Bayes policy is optimal in expectation; on a finite test set a method can beat it by chance)."
         )
@@ -352,7 +347,7 @@ def goal_table(fr: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def goal_lines(goal: pd.DataFrame) -> list[str]:
+def goal_lines(goal: pd.DataFrame) -> list[Block]:
     if goal.empty:
         return []
     rows = [[r["axis"], f"{r['x_field']} = {r['x']}", r["best_learned"],
@@ -360,59 +355,51 @@ def goal_lines(goal: pd.DataFrame) -> list[str]:
             for _, r in goal.iterrows()]  # fmt: skip
     met = int(goal["met"].sum())
     return [
-        f"**Answer.** Goal, stated before running: the best learned policy ({', '.join(LEARNED)}) reaches at least "
-        f"{GOAL_FRACTION} of the Bayes optimum of the judged net reward at every difficulty, every training size >= "
-        f"{GOAL_MIN_TRAIN} and every label-noise rate <= {GOAL_MAX_NOISE}: met at {met} of {len(goal)} points"
-        + (" (goal met)." if met == len(goal) else " (goal NOT met).")
-        + " The best learned policy is chosen per point on the test queries (it favours it slightly); `goal.csv`.",
-        "",
-        *md_table(["axis", "point", "best learned policy", "fraction of Bayes [95% paired]", ">= goal"], rows),
-        "",
+        Paragraph(
+            f"**Answer.** Goal, stated before running: the best learned policy ({', '.join(LEARNED)}) reaches at "
+            f"least {GOAL_FRACTION} of the Bayes optimum of the judged net reward at every difficulty, every training "
+            f"size >= {GOAL_MIN_TRAIN} and every label-noise rate <= {GOAL_MAX_NOISE}: met at {met} of {len(goal)} "
+            "points"
+            + (" (goal met)." if met == len(goal) else " (goal NOT met).")
+            + " The best learned policy is chosen per point on the test queries (it favours it slightly); `goal.csv`."
+        ),
+        Table(["axis", "point", "best learned policy", "fraction of Bayes [95% paired]", ">= goal"], rows),
     ]
 
 
-def write_synthetic_report(out: Path, per_query: pd.DataFrame) -> list[str]:
-    """``out/synthetic/``: fractions.csv, figures and README.md; returns the study README's lines."""
+def write_synthetic_report(out: Path, per_query: pd.DataFrame, title: str = "Known optimum") -> Path | None:
+    """``out/synthetic/``: fractions.csv, goal.csv, figures and the page ``README.md`` titled ``title`` (the
+    study names its scope in it); None when the synthetic study did not run, else the page."""
     syn = per_query[per_query["condition"].astype(str).str.startswith(CONDITION_PREFIX)]
     if syn.empty:
-        return []
+        return None
     folder = out / "synthetic"
     table = bayes_fraction_table(syn)
-    atomic_write_csv(table, folder / "fractions.csv")
     goal = goal_table(table)
+    atomic_write_csv(table, folder / "fractions.csv")
     atomic_write_csv(goal, folder / "goal.csv")
     figs = synthetic_figures(table, folder / "figures", methods=FIGURE_METHODS)
     pngs = [p for p in figs if p.suffix == ".png"]
-    lines = [
-        "# Synthetic benchmark: every method against the Bayes optimum",
-        "",
-        *goal_lines(goal),
+    how = Paragraph(
         "Generated by `shortlist reproduce` from the run directories under `../runs/` (indexed in `../runs.csv`); "
         "do not edit by hand. "
         "Score lists come from a known generator (`benchmarks/synthetic.py`: N candidates, the gold's score "
         "shifted by d' distractor standard deviations; normal, Student-t or tied distractors; training labels "
         "optionally replaced by a random candidate). Because the generator is known, the Bayes-optimal depth "
         "(`agents/bayes.py`: exact posterior of the gold's rank given the whole list, then the K with the highest "
-        "expected net reward) is the true ceiling of every score-only policy on the judged objective; the learners train on "
-        "that same objective (gamma 1, the same step cost), so it is also their training-objective optimum. The oracle "
-        "reads labels and may exceed it.",
-        "",
-        "Per axis:",
-        "",
-        *_axis_summary(table),
-        "",
-        *[f"![{p.stem}](figures/{p.name}) (numbers: `figures/{p.with_suffix('.csv').name}`)" for p in pngs],
-        "",
-        *synthetic_markdown(table, title="Every condition and method"),
-    ]
-    atomic_write_text(folder / "README.md", "\n".join(lines))
-    return [
-        "## Synthetic benchmark with a known optimum",
-        "",
-        f"{table['condition'].nunique()} generated conditions (difficulty, distractor shape, training-set size, "
-        "label noise); every method as a fraction of the Bayes-optimal reward: "
-        "[`synthetic/README.md`](synthetic/README.md) (numbers: `synthetic/fractions.csv`).",
-        "",
-        *_axis_summary(table),
-        "",
-    ]
+        "expected net reward) is the true ceiling of every score-only policy on the judged objective; the learners "
+        "train on that same objective (gamma 1, the same step cost), so it is also their training-objective optimum. "
+        "The oracle reads labels and may exceed it."
+    )
+    page = Page(
+        title=title,
+        group="study",
+        lede="A synthetic benchmark with a known optimum: every method against the Bayes optimum.",
+        answer=Section("", goal_lines(goal)),
+        sections=(
+            Section("", [how, Paragraph("Per axis:"), Bullets(_axis_summary(table))]),
+            Section("", [Figure(f"figures/{p.name}", p.stem) for p in pngs]),
+            synthetic_markdown(table, title="Every condition and method"),
+        ),
+    )
+    return write_page(folder, page)
