@@ -696,10 +696,12 @@ class ToolsearchPaysArgs(FolderArgs):
 
 @dataclass(frozen=True)
 class ToolsearchLatencyArgs(FolderArgs):
-    """``shortlist toolsearch latency``: per-request time of a tool search on BFCL's 370 tools."""
+    """``shortlist toolsearch latency``: per-request time of a tool search on a benchmark's registry."""
 
     HELP_GROUP: ClassVar[str] = "latency"
 
+    registry: str = opt("bfcl", "the registry and requests: BFCL's 370 tools or ToolBench's 3,406",
+                        choices=("bfcl", "toolbench"))  # fmt: skip
     scorers: tuple[str, ...] = opt(("bm25", "minilm"), "tool-search scorers timed")
     policy: str | None = opt(None, "a policy run directory (unset: the default shipped for each scorer)")
     requests: int = opt(200, "requests timed (BFCL's queries, one at a time)")
@@ -710,6 +712,8 @@ class ToolsearchLatencyArgs(FolderArgs):
         from benchmarks.tool_ranking import resolve_scorer
 
         object.__setattr__(self, "scorers", tuple(dict.fromkeys(resolve_scorer(s) for s in self.scorers)))
+        if self.registry not in ("bfcl", "toolbench"):
+            raise ValueError(f"--registry must be bfcl or toolbench, got {self.registry!r}")
         if self.requests < 1 or self.warmup < 0:
             raise ValueError(f"--requests must be >= 1 and --warmup >= 0, got {self.requests}, {self.warmup}")
 

@@ -299,11 +299,21 @@ def held_out_table(part: pd.DataFrame, diffs: pd.DataFrame) -> list[str]:
 # ----------------------------------------------------------------------------------------------- latency
 
 
-def bfcl_tools(data_dir: str | None, cache_dir: str | None) -> tuple[list[dict[str, Any]], list[str]]:
-    """BFCL's 370 functions as an OpenAI ``tools`` list (registry order) and its 400 query texts."""
+def registry_tools(name: str, data_dir: str | None, cache_dir: str | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """A benchmark's registry as a tools list (registry order) and its query texts: BFCL's 370 functions as an
+    OpenAI ``tools`` list; ToolBench's 3,406 tools as bare ``{name, description}`` dicts whose description is
+    the tool's aggregated text (no parameters: the scorers then see that text and "Parameters:")."""
+    folder, cache = (Path(data_dir) if data_dir else None), (Path(cache_dir) if cache_dir else None)
+    if name == "toolbench":
+        from benchmarks.toolbench import load_toolbench
+
+        corpus = load_toolbench(folder, cache)
+        bare: list[dict[str, Any]] = [
+            {"name": n, "description": t} for n, t in zip(corpus.tool_names, corpus.tool_texts, strict=True)
+        ]
+        return bare, [q.text for q in corpus.queries]
     from benchmarks.bfcl import load_bfcl, load_bfcl_schemas
 
-    folder, cache = (Path(data_dir) if data_dir else None), (Path(cache_dir) if cache_dir else None)
     schemas = load_bfcl_schemas(data_dir=folder, cache_dir=cache)
     tools = [{"type": "function", "function": {"name": n, "description": d, "parameters": p}}
              for n, (d, p) in schemas.items()]  # fmt: skip
@@ -311,16 +321,16 @@ def bfcl_tools(data_dir: str | None, cache_dir: str | None) -> tuple[list[dict[s
 
 
 def cmd_toolsearch_latency(la: ToolsearchLatencyArgs) -> int:
-    """``shortlist toolsearch latency``: per-request time of ``ToolSearch.search`` on BFCL's 370 tools, one request
-    at a time (after ``--warmup`` requests): p50 and p99 of the whole call, of the scorer alone and of the rest
-    (ranking, the policy and its estimate, the shortlist)."""
+    """``shortlist toolsearch latency``: per-request time of ``ToolSearch.search`` on a benchmark's registry (BFCL's
+    370 tools, or ToolBench's 3,406), one request at a time (after ``--warmup`` requests): p50 and p99 of the whole
+    call, of the scorer alone and of the rest (ranking, the policy and its estimate, the shortlist)."""
     import time
 
     import numpy as np
 
     from shortlist_depth.toolsearch import ToolSearch
 
-    tools, texts = bfcl_tools(la.data_dir, la.cache_dir)
+    tools, texts = registry_tools(la.registry, la.data_dir, la.cache_dir)
     texts = (texts * (1 + la.requests // len(texts)))[: la.warmup + la.requests]
     print(
         "| scorer | policy | tools | requests | build s | p50 ms | p99 ms | scorer p50 ms | rest p50 ms | rest p99 ms |"

@@ -402,3 +402,24 @@ def test_the_kinds_that_decide_without_torch_load_and_decide_where_torch_cannot_
     seen = dict(line.split() for line in done.stdout.splitlines())
     assert seen == {k: "torch" if registry.KINDS[k].torch_at_inference else "ok" for k in kinds}
     assert {k for k, v in seen.items() if v == "torch"} == {"dqn", "cutoff", "choppy"}
+
+
+def test_a_wheel_carries_the_shipped_default_policies(tmp_path: Path) -> None:
+    """The default policies are package data (pyproject): a wheel built from this checkout holds every file of every
+    shipped policy, so ``ToolSearch.from_tools(tools)`` works on a fresh install."""
+    import subprocess
+    import sys
+    import zipfile
+
+    from conftest import REPO
+
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path)]
+    done = subprocess.run([*command, str(REPO)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-1500:]
+    (wheel,) = tmp_path.glob("shortlist_depth-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = {
+        f"shortlist_depth/{p.relative_to(DEFAULT_POLICY_DIR.parent)}" for p in DEFAULT_POLICY_DIR.rglob("*.json")
+    }
+    assert shipped and {f"shortlist_depth/default_policy/bm25/{f}" for f in ("config.json", "agent.json")} <= shipped
+    assert shipped <= names
