@@ -149,7 +149,7 @@ def _toolsearch_default(a: o.ToolsearchDefaultArgs, command: str) -> int:
 
 
 def _toolsearch_pays(a: o.ToolsearchPaysArgs, command: str) -> int:
-    from experiments.toolsearch_pays import cmd_toolsearch_pays
+    from experiments.toolsearch import cmd_toolsearch_pays
 
     return cmd_toolsearch_pays(a, command)
 
@@ -353,7 +353,7 @@ DATA_COMMANDS: tuple[Command, ...] = (
 #: Command groups: ``shortlist <group> <command>``.
 GROUPS: dict[str, tuple[tuple[Command, ...], str]] = {
     "data": (DATA_COMMANDS, "list or fetch benchmark data files (pinned, sha256-verified)"),
-    "toolsearch": (TOOLSEARCH_COMMANDS, "the tool search's default policy (shortlist toolsearch default)"),
+    "toolsearch": (TOOLSEARCH_COMMANDS, "the tool search: its default policy, whether it pays, its latency"),
 }
 
 

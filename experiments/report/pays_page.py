@@ -22,8 +22,15 @@ FIGURE_COLUMNS = ("chooser", "condition", "method", "policy", "tokens", "tokens_
 
 
 def label(chooser: str, names: dict[str, str]) -> str:
-    """How the page names a chooser: its own name, and "simulated" for the simulated one wherever it appears."""
-    return f"{names[chooser]} ({SIMULATED})" if chooser == "simulated" else names[chooser]
+    """How the page names a chooser: its own name, saying "simulated" for the simulated one wherever it appears."""
+    name = names[chooser]
+    return f"{name} ({SIMULATED})" if chooser == "simulated" and "simulated" not in name else name
+
+
+def pct(r: pd.Series, col: str) -> str:
+    """``83.3% [50.0, 100.0]``: a percentage with its interval (none when it is empty)."""
+    lo, hi = r[f"{col}_lo"], r[f"{col}_hi"]
+    return f"{r[col]:.1f}%" + (f" [{lo:.1f}, {hi:.1f}]" if hi > lo else "")
 
 
 def method_name(r: pd.Series) -> str:
@@ -35,11 +42,15 @@ def pays_figure(methods: pd.DataFrame, names: dict[str, str], out_png: Path) -> 
     """End-to-end % against mean tool tokens per request, one panel per chooser, one point per method and
     condition with both intervals as error bars, the fixed limits of a condition joined by a line (PNG + CSV)."""
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     choosers = list(dict.fromkeys(methods["chooser"]))
     fig, axes = plt.subplots(1, len(choosers), figsize=(6.4 * len(choosers), 4.8), squeeze=False)
     colors = {c: plt.get_cmap("tab10")(i) for i, c in enumerate(dict.fromkeys(methods["condition"]))}
     markers = {"default": "o", "recommended": "^"}
+    handles = [Line2D([], [], color=c, lw=6, label=cond) for cond, c in colors.items()]
+    handles += [Line2D([], [], color="0.3", marker=m, ls="none", label=f"{name} policy") for name, m in markers.items()]
+    handles.append(Line2D([], [], color="0.3", marker="s", ms=5, label="fixed K (joined)"))
     for ax, chooser in zip(axes[0], choosers, strict=True):
         for cond, g in methods[methods["chooser"] == chooser].groupby("condition", sort=False):
             fixed = g[~g["method"].isin(list(markers))].sort_values("tokens")
@@ -48,16 +59,16 @@ def pays_figure(methods: pd.DataFrame, names: dict[str, str], out_png: Path) -> 
                 xerr = np.array([[r["tokens"] - r["tokens_lo"]], [r["tokens_hi"] - r["tokens"]]]).clip(0)
                 yerr = np.array([[r["e2e_pct"] - r["e2e_pct_lo"]], [r["e2e_pct_hi"] - r["e2e_pct"]]]).clip(0)
                 ax.errorbar([r["tokens"]], [r["e2e_pct"]], xerr=xerr, yerr=yerr, color=colors[cond], capsize=3,
-                            marker=markers.get(r["method"], "s"), ms=7 if r["method"] in markers else 5,
-                            label=f"{cond}: {method_name(r)}")  # fmt: skip
+                            marker=markers.get(r["method"], "s"), ms=7 if r["method"] in markers else 5)  # fmt: skip
                 if r["method"] not in markers:
                     ax.annotate(r["method"], (r["tokens"], r["e2e_pct"]), textcoords="offset points",
                                 xytext=(4, -10), fontsize=7, color=colors[cond])  # fmt: skip
         ax.set_xlabel("tool-definition tokens per request (mean)")
         ax.set_ylabel("end-to-end % (gold shown and chosen)")
-        ax.set_title(label(chooser, names), fontsize=9)
+        ax.set_ylim(0, 102)
+        ax.set_title(label(chooser, names).split(" (a=")[0], fontsize=9)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6.5, loc="best")
+        ax.legend(handles=handles, fontsize=7, loc="best")
     fig.suptitle("The tool search's policies against fixed limits (whiskers: 95% query bootstrap)")
     fig.tight_layout()
     save_png(fig, out_png)
@@ -69,10 +80,10 @@ def pays_figure(methods: pd.DataFrame, names: dict[str, str], out_png: Path) -> 
 def methods_lines(methods: pd.DataFrame) -> Table:
     """One chooser's methods: K, the capped count, presented %, end-to-end % and tokens with their intervals."""
     rows = [[r["condition"], method_name(r), f"{r['mean_policy_k']:.2f}", f"{r['mean_k']:.2f}",
-             f"{int(r['n_capped'])} of {int(r['n_queries'])}", f"{r['presented_pct']:.1f}", ci(r, "e2e_pct", 1),
+             f"{int(r['n_capped'])} of {int(r['n_queries'])}", f"{r['presented_pct']:.1f}", pct(r, "e2e_pct"),
              ci(r, "tokens", 0)] for _, r in methods.iterrows()]  # fmt: skip
     header = ["condition", "method", "policy's mean K", "mean K shown (cap 20)", "K capped", "presented %",
-              "end-to-end % [95%]", "tool tokens per request [95%]"]  # fmt: skip
+              "end to end [95%]", "tool tokens per request [95%]"]  # fmt: skip
     return Table(header, rows)
 
 
@@ -92,12 +103,14 @@ def best_lines(methods: pd.DataFrame) -> list[str]:
     out = []
     for cond, g in methods.groupby("condition", sort=False):
         best = g.loc[g["e2e_pct"].idxmax()]
+        tied = [method_name(r) for _, r in g.iterrows() if r.name != best.name and r["e2e_pct"] == best["e2e_pct"]]
         fixed = "; ".join(f"{r['method']} {r['e2e_pct']:.1f}% at {r['tokens']:.0f}" for _, r in g.iterrows()
                           if r["method"] == r["policy"])  # fmt: skip
         out.append(
-            f"{cond}: the highest end to end is {method_name(best)}, {ci(best, 'e2e_pct', 1)}%, at "
-            f"{ci(best, 'tokens', 0)} tool tokens per request (mean K {best['mean_k']:.2f}). Fixed limits: {fixed} "
-            "tokens."
+            f"{cond}: the highest end to end is {method_name(best)}"
+            + (f" (tied with {', '.join(tied)})" if tied else "")
+            + f", {pct(best, 'e2e_pct')}, at {ci(best, 'tokens', 0)} tool tokens per request (mean K "
+            f"{best['mean_k']:.2f}). Fixed limits: {fixed} tokens."
         )
     return out
 
@@ -119,8 +132,8 @@ def tally(paired: pd.DataFrame) -> str:
     return (
         f"Over the {len(paired)} (scorer, adaptive policy, fixed limit) pairs, the adaptive policy's end to end is "
         f"significantly higher in {e.get('higher', 0)}, lower in {e.get('lower', 0)} and within noise in "
-        f"{e.get('within noise', 0)}; it sends significantly fewer tool tokens in {t.get('lower', 0)}, more in "
-        f"{t.get('higher', 0)} and within noise in {t.get('within noise', 0)} (paired 95% intervals over queries)."
+        f"{e.get('within noise', 0)}; it sends significantly fewer tool tokens in {t.get('fewer', 0)}, more in "
+        f"{t.get('more', 0)} and within noise in {t.get('within noise', 0)} (paired 95% intervals over queries)."
     )
 
 
@@ -196,7 +209,7 @@ def write_pays_report(
                 Paragraph(f"The same methods and queries with the answers of the {SIMULATED} (`choosers/simulated.py`,"
                           " fitted to the paper's Table 1): not evidence about any real model. " + tally(sim_p)),
                 Bullets(best_lines(sim_m)),
-            ], chooser_sections(sim_m, sim_p, f"{names['simulated']} ({SIMULATED})")),
+            ], chooser_sections(sim_m, sim_p, label("simulated", names))),
             Section("How these numbers were made", [
                 Paragraph(
                     f"The {n} test queries of split 0 of each BFCL condition (the downstream study's: "
@@ -208,8 +221,10 @@ def write_pays_report(
                 Bullets(policy_lines(about)),
                 Paragraph(
                     f"Every K is capped at {cap}: the chooser answered the prefixes up to {cap} only. A policy wanted "
-                    "more on " + ", ".join(f"{c} {m} {int(v)}" for (c, m), v in capped.items() if m in ("default", "recommended"))
-                    + " of the queries (column `K capped`)."
+                    f"more than {cap} tools on " + ", ".join(f"{c} {m} {int(v)} of {n}" for (c, m), v in capped.items()
+                                                             if m in ("default", "recommended"))
+                    + " queries (column `K capped`; the end to end and the tokens are those of the top "
+                    f"{cap})."
                 ),
                 Paragraph(
                     "End to end: the chooser, shown the top K, called the gold tool (`correct` of the committed "
