@@ -492,7 +492,8 @@ def leave_bfcl_out(
             f"{lobo / 'manifest.json'} (chose {chosen} for {scorer}) and the shipped policy ({shipped.method}) come "
             "from different runs of `shortlist toolsearch default`: the table cannot say which policy was judged"
         )
-    by_bench = {b: benchmark_queries(b, scorer, data_dir, cache_dir)[0] for b in opts["benchmarks"]}
+    loaded = {b: benchmark_queries(b, scorer, data_dir, cache_dir) for b in opts["benchmarks"]}
+    by_bench = {b: qs for b, (qs, _) in loaded.items()}
     train = [q for b, qs in by_bench.items() if b != "bfcl" for q in qs]
     policy = _fit(chosen, train, registry.parse_settings(tuple(opts.get("set", ()))), int(opts["seed"]))
     got, want = float(evaluate(policy, by_bench["bfcl"])["reward_net"].mean()), lobo_net_reward(lobo, scorer, chosen)
@@ -502,8 +503,9 @@ def leave_bfcl_out(
             f"{lobo / 'lobo.csv'} {want:.10g}: not the policy the table judged"
         )
     config = {**policy.config, "toolsearch": shipped.config["toolsearch"], "source": "leave BFCL out"}
+    shas = {k: v for _, read in loaded.values() for k, v in read.items()}
     check = {"trained_on": {b: len(qs) for b, qs in by_bench.items() if b != "bfcl"}, "bfcl_net_reward": got,
-             "lobo_bfcl_net_reward": want}  # fmt: skip
+             "lobo_bfcl_net_reward": want, "data_sha256": dict(sorted(shas.items()))}  # fmt: skip
     return TrainedPolicy(policy.policy, policy.episode, policy.method, None, config), check
 
 
@@ -648,7 +650,7 @@ def run_pays(args: ToolsearchPaysArgs, command: str, count: TokenCount, tokenize
         depths, about[req.condition] = method_depths(req, args, runs)
         frames.append(depths)
         queries[req.condition] = {q.qid: q for q in req.queries}
-        inputs.update(req.inputs_sha256)
+        inputs.update({**req.inputs_sha256, **about[req.condition]["default"].get("data_sha256", {})})
     tokens = token_counter(queries, count)
     depths = pd.concat(frames, ignore_index=True)
     rows = pd.concat(
