@@ -706,6 +706,7 @@ class ToolsearchLatencyArgs(FolderArgs):
     policy: str | None = opt(None, "a policy run directory (unset: the default shipped for each scorer)")
     requests: int = opt(200, "requests timed (BFCL's queries, one at a time)")
     warmup: int = opt(20, "requests run first and not timed")
+    torch_threads: int = opt(1, "torch threads a MiniLM request is embedded on (the searcher's default: 1)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -714,8 +715,11 @@ class ToolsearchLatencyArgs(FolderArgs):
         object.__setattr__(self, "scorers", tuple(dict.fromkeys(resolve_scorer(s) for s in self.scorers)))
         if self.registry not in ("bfcl", "toolbench"):
             raise ValueError(f"--registry must be bfcl or toolbench, got {self.registry!r}")
-        if self.requests < 1 or self.warmup < 0:
-            raise ValueError(f"--requests must be >= 1 and --warmup >= 0, got {self.requests}, {self.warmup}")
+        if self.requests < 1 or self.warmup < 0 or self.torch_threads < 1:
+            raise ValueError(
+                f"--requests and --torch-threads must be >= 1 and --warmup >= 0, got {self.requests}, "
+                f"{self.torch_threads}, {self.warmup}"
+            )
 
 
 @dataclass(frozen=True)

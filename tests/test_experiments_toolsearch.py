@@ -217,6 +217,7 @@ def test_toolsearch_latency_times_a_search_on_bfcl(saved: Path) -> None:
     assert header.startswith("| scorer | policy | tools | requests |")
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[:4] == ["bm25", "bor-posterior", "370", "5"] and all(float(c) >= 0 for c in cells[4:])
+    assert len(cells) == len(header.strip("|").split("|")) == 12
 
 
 def test_a_study_run_serves_a_search_of_its_own_scorer_only(tmp_path: Path) -> None:
