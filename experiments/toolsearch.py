@@ -26,16 +26,15 @@ for the scorer; when its provenance says it was trained on BFCL (it is refitted 
 benchmark, so it saw these test queries), the policy the leave-one-benchmark-out table judged on BFCL instead:
 the same kind, settings and seed fitted on the other benchmarks' queries (:func:`leave_bfcl_out`, checked to give
 the table's BFCL net reward); from ``recommended``, the searcher ``shortlist recommend --tools <BFCL schemas>
---log <the BFCL training queries: request and gold tool>`` saves (run through the CLI into ``RUNS/recommend-
-<scorer>/``); and from the fixed limits 3, 5 and 8. End to end (the committed answers of the local chooser, and
-of the simulated one as a sensitivity) and tool-definition tokens (the local chooser's own tokenizer), K capped
-at the chooser's 20 prefixes, paired intervals: :mod:`experiments.report.pays_tables`; the page:
-:mod:`experiments.report.pays_page`.
+--log <the BFCL training queries: request and gold tool>`` saves (the command itself, in a child process,
+into ``RUNS/recommend-<scorer>/``); and from the fixed limits 3, 5 and 8. End to end (the committed answers of
+the local chooser, and of the simulated one as a sensitivity) and tool-definition tokens (the local chooser's own
+tokenizer), K capped at the chooser's 20 prefixes, paired intervals: :mod:`experiments.report.pays_tables`; the
+page: :mod:`experiments.report.pays_page`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
@@ -530,10 +529,12 @@ def default_policy(scorer: str, args: ToolsearchPaysArgs, runs: Path) -> tuple[A
 
 
 def recommended_searcher(req: Requests, args: ToolsearchPaysArgs, runs: Path) -> tuple[Any, dict[str, Any]]:
-    """``shortlist recommend --tools --log`` on the BFCL training queries (the command itself, through the CLI),
-    into ``runs/recommend-<scorer>``; its saved searcher and what the report says of it."""
+    """``shortlist recommend --tools --log`` on the BFCL training queries (the command itself, in a child process
+    of this Python: a command never imports another), into ``runs/recommend-<scorer>``; its saved searcher and
+    what the report says of it."""
+    import subprocess
+
     from agents.auto import AutoPolicy
-    from experiments.cli import main
     from experiments.io import atomic_write_text
     from shortlist_depth.toolsearch import ToolSearch
 
@@ -548,10 +549,12 @@ def recommended_searcher(req: Requests, args: ToolsearchPaysArgs, runs: Path) ->
     folders = [
         x for flag, v in (("--data-dir", args.data_dir), ("--cache-dir", args.cache_dir)) if v for x in (flag, v)
     ]
-    with contextlib.redirect_stdout(sys.stderr):  # recommend's table and notes: progress of this command
-        code = main(["recommend", *flags, *folders, "--out", str(out), "--no-progress"])
-    if code != 0:
-        raise ValueError(f"{req.condition}: `shortlist recommend` on the BFCL training log failed (exit {code}, above)")
+    argv = [sys.executable, "-m", "experiments.cli", "recommend", *flags, *folders, "--out", str(out), "--no-progress"]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    print(done.stdout + done.stderr, end="", file=sys.stderr)  # recommend's table and notes: this command's progress
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise ValueError(f"{req.condition}: `shortlist recommend` on the BFCL training log failed: {why}")
     search = ToolSearch.load(out / "searcher", cache_dir=args.cache_dir)
     auto = search.policy.policy  # an AutoPolicy: the kind it chose on the log's training part, and how
     if not isinstance(auto, AutoPolicy):
