@@ -123,23 +123,33 @@ def test_the_tools_counted_are_the_bytes_httpx_sends() -> None:
 
 
 def test_the_tool_search_ranking_is_checked_against_the_condition() -> None:
-    check_ranking(["a", "b", "c"], ["a", "b", "c"], "q7", "bfcl-bm25 default")
+    ranked = [("a", 0.9), ("b", 0.5), ("c", 0.2), ("d", 0.1), ("e", 0.1)]
+    assert check_ranking(ranked, ranked, "q7", "bfcl-bm25 default", exact=3) is None
+    swapped = [("a", 0.9), ("c", 0.5), ("b", 0.5), ("d", 0.1), ("e", 0.1)]
     with pytest.raises(ValueError, match=r"bfcl-bm25 default: .* query 'q7' differently .* \(rank 2: 'c', the "):
-        check_ranking(["a", "c", "b"], ["a", "b", "c"], "q7", "bfcl-bm25 default")
-    with pytest.raises(ValueError, match=r"rank 3: None"):
-        check_ranking(["a", "b"], ["a", "b", "c"], "q7", "x")
+        check_ranking(swapped, ranked, "q7", "bfcl-bm25 default", exact=3)
+    tied = [("a", 0.9), ("b", 0.5), ("c", 0.2), ("e", 0.1 + 5e-6), ("d", 0.1)]  # a tie within the noise, past 3
+    assert check_ranking(tied, ranked, "q7", "x", exact=3) == 4
+    apart = [("a", 0.9), ("b", 0.5), ("c", 0.2), ("e", 0.1 + 2e-5), ("d", 0.1)]
+    with pytest.raises(ValueError, match=r"scores query 'q7' differently .* \(rank 4: 'e' 0.10002.*more than 1e-05"):
+        check_ranking(apart, ranked, "q7", "x", exact=3)
+    with pytest.raises(ValueError, match=r"query 'q7': the tool search ranks 4 tools, the condition 5"):
+        check_ranking(ranked[:4], ranked, "q7", "x", exact=3)
     policy = sd.fit("threshold", labelled_lists(openai_tools()), seed=0)
     search = ts.ToolSearch.from_tools(openai_tools(), policy=policy)
     texts = ["please get my weather now", "book a taxi today", "list the news"]
     whole = search.search_many(texts, min_k=100, max_k=100)
-    tools = {t.name: Tool(t.name, t.schema["function"]["description"]) for t in search.tools}
-    queries = [DownstreamQuery(f"q{i}", text, [tools[n] for n in s.names], 1, s.names[0])
-               for i, (text, s) in enumerate(zip(texts, whole, strict=True))]  # fmt: skip
-    k = policy_depths(search, queries, "generated")
+    tools = {t.name: t.schema["function"]["description"] for t in search.tools}
+    queries = []
+    for i, (text, s) in enumerate(zip(texts, whole, strict=True)):
+        ranked = [Tool(n, tools[n], score=v) for n, v in zip(s.names, s.scores, strict=True)]
+        queries.append(DownstreamQuery(f"q{i}", text, ranked, 1, s.names[0]))
+    k, found = policy_depths(search, queries, "generated")
     assert k.tolist() == [s.k for s in search.search_many(texts)]
-    swapped = list(queries[1].ranked)
-    swapped[4], swapped[5] = swapped[5], swapped[4]
-    queries[1] = replace(queries[1], ranked=swapped)
+    assert found == {"queries": 3, "top_identical": 20, "differ_beyond_top": {}, "max_abs_score_diff": 0.0}
+    swapped_tools = list(queries[1].ranked)
+    swapped_tools[4], swapped_tools[5] = swapped_tools[5], swapped_tools[4]
+    queries[1] = replace(queries[1], ranked=swapped_tools)
     with pytest.raises(ValueError, match=r"generated: the tool search ranks query 'q1' differently .* \(rank 5: "):
         policy_depths(search, queries, "generated")
 

@@ -171,6 +171,21 @@ def policy_lines(about: dict[str, dict[str, Any]]) -> list[str]:
     return out
 
 
+def ranking_line(about: dict[str, dict[str, Any]], cap: int) -> str:
+    """What the ranking check found beyond the top ``cap``, per condition (from the command's records)."""
+    parts = []
+    for cond, a in about.items():
+        r = a["ranking"]
+        differ = r["differ_beyond_top"]
+        where = ", ".join(f"`{q}` from rank {k}" for q, k in differ.items())
+        parts.append(
+            f"{cond}: the whole ranking is the condition's on {r['queries'] - len(differ)} of {r['queries']} queries"
+            + (f"; on {where}, near-tied tools change places" if differ else "")
+            + f" (the largest score difference {r['max_abs_score_diff']:.2g})"
+        )
+    return "Beyond rank " + str(cap) + ", " + "; ".join(parts) + "."
+
+
 def write_pays_report(
     out: Path,
     rows: pd.DataFrame,
@@ -214,9 +229,10 @@ def write_pays_report(
                 Paragraph(
                     f"The {n} test queries of split 0 of each BFCL condition (the downstream study's: "
                     "[results/downstream/](../downstream/README.md)), each ranking the registry's 370 functions with "
-                    "a `ToolSearch` built from BFCL's schemas with the condition's scorer; the command checks that "
-                    "this ranking equals the condition's for every test query (it stops at the first that differs), "
-                    "so the chooser's committed answers are answers to these very shortlists."
+                    "a `ToolSearch` built from BFCL's schemas with the condition's scorer, checked against the "
+                    f"condition's ranking of every test query: the top {cap} tool for tool (so the chooser's committed "
+                    "answers are answers to these very shortlists; the command stops at a query that differs) and "
+                    "every score within 1e-5. " + ranking_line(about, cap)
                 ),
                 Bullets(policy_lines(about)),
                 Paragraph(
