@@ -53,10 +53,10 @@ def tool(i: int) -> Tool:
 
 
 def handmade() -> tuple[dict[str, dict[str, DownstreamQuery]], pd.DataFrame, pd.DataFrame]:
-    """Two queries of condition ``c`` (gold at rank 1 and 3, 20 tools each), three methods' Ks (one above the
+    """Two queries of condition ``c`` (gold at rank 1 and 3, 20 and 30 tools), three methods' Ks (one above the
     cap of 20, one missing the gold), and the answers those Ks need."""
     queries = {"c": {"q1": DownstreamQuery("q1", "first", [tool(i) for i in range(1, 21)], 1, "t1"),
-                     "q2": DownstreamQuery("q2", "second", [tool(i) for i in range(21, 41)], 3, "t23")}}  # fmt: skip
+                     "q2": DownstreamQuery("q2", "second", [tool(i) for i in range(21, 51)], 3, "t23")}}  # fmt: skip
     ks = {"default": (1, 25), "fixed-1": (1, 1), "fixed-3": (3, 3)}
     depths = pd.DataFrame(
         [{"condition": "c", "scorer": "bm25", "method": m, "policy": "bor-x" if m == "default" else m, "qid": q,
@@ -90,10 +90,13 @@ def test_end_to_end_and_tokens_per_query_and_method() -> None:
     assert got.loc[("default", "q1"), "tokens"] == len(one) == len(tools_json([tool(1)]))
     for (_, qid), r in got.iterrows():
         assert r["tokens"] == len(tools_json(queries["c"][qid].ranked[: r["k"]]))
-    assert len(calls) == len(set(calls)) == 5  # each (condition, query, K) counted once: q1@1, q1@3, q2@20, q2@1, q2@3
+        assert r["tokens_uncapped"] == len(tools_json(queries["c"][qid].ranked[: r["policy_k"]]))
+    assert got.loc[("default", "q2"), "tokens_uncapped"] > got.loc[("default", "q2"), "tokens"]  # 25 tools, not 20
+    assert len(calls) == len(set(calls)) == 6  # each (condition, query, K) counted once: q1@1, 3; q2@20, 25, 1, 3
     m = method_table(rows, n_boot=200, seed=0).set_index("method")
-    assert m.loc["default", ["e2e_pct", "n_capped", "mean_k", "mean_policy_k"]].tolist() == [50.0, 1, 10.5, 13.0]
-    assert m.loc["default", "tokens"] == (len(one) + len(tools_json(queries["c"]["q2"].ranked))) / 2
+    assert m.loc["default", ["e2e_pct", "n_capped", "mean_k", "mean_policy_k", "max_policy_k"]].tolist() == [
+        50.0, 1, 10.5, 13.0, 25]  # fmt: skip
+    assert m.loc["default", "tokens"] == (len(one) + len(tools_json(queries["c"]["q2"].ranked[:20]))) / 2
     assert m.loc["fixed-1", "presented_pct"] == 50.0 and m.loc["fixed-3", "e2e_pct"] == 50.0
     p = paired_table(rows, n_boot=200, seed=0).set_index(["method", "fixed"])
     assert list(p.index) == [("default", "fixed-1"), ("default", "fixed-3")]

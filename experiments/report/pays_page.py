@@ -79,11 +79,12 @@ def pays_figure(methods: pd.DataFrame, names: dict[str, str], out_png: Path) -> 
 
 def methods_lines(methods: pd.DataFrame) -> Table:
     """One chooser's methods: K, the capped count, presented %, end-to-end % and tokens with their intervals."""
-    rows = [[r["condition"], method_name(r), f"{r['mean_policy_k']:.2f}", f"{r['mean_k']:.2f}",
-             f"{int(r['n_capped'])} of {int(r['n_queries'])}", f"{r['presented_pct']:.1f}", pct(r, "e2e_pct"),
-             ci(r, "tokens", 0)] for _, r in methods.iterrows()]  # fmt: skip
+    rows = [[r["condition"], method_name(r), f"{r['mean_policy_k']:.2f} (max {int(r['max_policy_k'])})",
+             f"{r['mean_k']:.2f}", f"{int(r['n_capped'])} of {int(r['n_queries'])}", f"{r['presented_pct']:.1f}",
+             pct(r, "e2e_pct"), ci(r, "tokens", 0), ci(r, "tokens_uncapped", 0) if r["n_capped"] else "-"]
+            for _, r in methods.iterrows()]  # fmt: skip
     header = ["condition", "method", "policy's mean K", "mean K shown (cap 20)", "K capped", "presented %",
-              "end to end [95%]", "tool tokens per request [95%]"]  # fmt: skip
+              "end to end [95%]", "tool tokens per request [95%]", "tool tokens, K uncapped"]  # fmt: skip
     return Table(header, rows)
 
 
@@ -106,11 +107,17 @@ def best_lines(methods: pd.DataFrame) -> list[str]:
         tied = [method_name(r) for _, r in g.iterrows() if r.name != best.name and r["e2e_pct"] == best["e2e_pct"]]
         fixed = "; ".join(f"{r['method']} {r['e2e_pct']:.1f}% at {r['tokens']:.0f}" for _, r in g.iterrows()
                           if r["method"] == r["policy"])  # fmt: skip
+        capped = "".join(
+            f" {method_name(r)} wanted more than 20 tools on {int(r['n_capped'])} of {int(r['n_queries'])} queries "
+            f"(up to {int(r['max_policy_k'])}; shown the top 20): without the cap it would send "
+            f"{ci(r, 'tokens_uncapped', 0)} tool tokens per request, not {r['tokens']:.0f}."
+            for _, r in g.iterrows() if r["n_capped"]
+        )  # fmt: skip
         out.append(
             f"{cond}: the highest end to end is {method_name(best)}"
             + (f" (tied with {', '.join(tied)})" if tied else "")
             + f", {pct(best, 'e2e_pct')}, at {ci(best, 'tokens', 0)} tool tokens per request (mean K "
-            f"{best['mean_k']:.2f}). Fixed limits: {fixed} tokens."
+            f"{best['mean_k']:.2f}). Fixed limits: {fixed} tokens.{capped}"
         )
     return out
 
@@ -135,6 +142,15 @@ def tally(paired: pd.DataFrame) -> str:
         f"{e.get('within noise', 0)}; it sends significantly fewer tool tokens in {t.get('fewer', 0)}, more in "
         f"{t.get('more', 0)} and within noise in {t.get('within noise', 0)} (paired 95% intervals over queries)."
     )
+
+
+def accuracy_line(rows: pd.DataFrame, chooser: str, name: str) -> str:
+    """How often the chooser picks the gold when it is among the K shown, at each fixed limit (both scorers'
+    queries pooled): the cost of every extra tool for this chooser."""
+    fixed = rows[(rows["chooser"] == chooser) & (rows["method"] == rows["policy"]) & (rows["presented"] == 1)]
+    acc = fixed.groupby("k", sort=True)["e2e"].agg(["mean", "size"])
+    at = ", ".join(f"{100 * r['mean']:.0f}% at K = {k} ({int(r['size'])} lists)" for k, r in acc.iterrows())
+    return f"Given the gold tool is among the K shown, {name} picks it {at}."
 
 
 def chooser_sections(methods: pd.DataFrame, paired: pd.DataFrame, heading: str) -> list[Section]:
@@ -186,6 +202,53 @@ def ranking_line(about: dict[str, dict[str, Any]], cap: int) -> str:
     return "Beyond rank " + str(cap) + ", " + "; ".join(parts) + "."
 
 
+def how_made(
+    about: dict[str, dict[str, Any]], tokenizer: dict[str, str], command: str, cap: int, methods: pd.DataFrame
+) -> Section:
+    """The section saying how the numbers were made: the queries and the ranking check, the policies evaluated,
+    the cap, what end to end and tokens are, the intervals and the command."""
+    capped = methods[methods["chooser"] == "local"].set_index(["condition", "method"])["n_capped"]
+    n = int(methods["n_queries"].iloc[0])
+    return Section("How these numbers were made", [
+        Paragraph(
+            f"The {n} test queries of split 0 of each BFCL condition (the downstream study's: "
+            "[results/downstream/](../downstream/README.md)), each ranking the registry's 370 functions with "
+            "a `ToolSearch` built from BFCL's schemas with the condition's scorer, checked against the "
+            f"condition's ranking of every test query: the top {cap} tool for tool (so the chooser's committed "
+            "answers are answers to these very shortlists; the command stops at a query that differs) and "
+            "every score within 1e-5. " + ranking_line(about, cap)
+        ),
+        Bullets(policy_lines(about)),
+        Paragraph(
+            f"Every K is capped at {cap}: the chooser answered the prefixes up to {cap} only. A policy wanted "
+            f"more than {cap} tools on " + ", ".join(f"{c} {m} {int(v)} of {n}" for (c, m), v in capped.items()
+                                                     if m in ("default", "recommended"))
+            + " queries (column `K capped`; the end to end and the tokens are those of the top "
+            f"{cap})."
+        ),
+        Paragraph(
+            "End to end: the chooser, shown the top K, called the gold tool (`correct` of the committed "
+            "answers at (query, K); a top K without the gold is a miss, and a top K holding it without an "
+            "answer stops the command). Tool-definition tokens: the shown tools' OpenAI `tools` array as the "
+            "package's OpenAI chooser sends it (`choosers.openai_api.tools_json`: the API-safe names, BFCL's "
+            "types mapped to JSON schema types, compact JSON as httpx encodes it), counted with the local "
+            f"chooser's tokenizer: {tokenizer['model']} (GGUF sha256 `{tokenizer['gguf_sha256']}`, "
+            f"{tokenizer['tokenizer']} read by transformers {tokenizer['transformers']}, tokenizer.json sha256 "
+            f"`{tokenizer['tokenizer_json_sha256']}`), no special tokens. A provider wraps the array in its "
+            "own prompt template, which adds tokens per tool that no client can count."
+        ),
+        Paragraph(
+            "Intervals: 95% percentile bootstrap over the test queries, the same resamples for every method "
+            "of a condition and chooser, so each difference is paired; `higher` / `lower` when the interval "
+            "excludes 0. Tables: `methods.csv`, `paired.csv`, `per_query.csv` (one row per chooser, method "
+            "and query); `manifest.json` holds the inputs' sha256 (the choices tables, the BFCL data, the "
+            "policy files) and the commit. The default policy's own table: "
+            "[default-policy/](default-policy/README.md)."
+        ),
+        Paragraph(f"Generated by `{command}`; do not edit by hand."),
+    ])  # fmt: skip
+
+
 def write_pays_report(
     out: Path,
     rows: pd.DataFrame,
@@ -204,7 +267,6 @@ def write_pays_report(
     pays_figure(methods, names, out / "figures" / "pays.png")
     local_m, local_p = methods[methods["chooser"] == "local"], paired[paired["chooser"] == "local"]
     sim_m, sim_p = methods[methods["chooser"] == "simulated"], paired[paired["chooser"] == "simulated"]
-    capped = methods[methods["chooser"] == "local"].set_index(["condition", "method"])["n_capped"]
     n = int(methods["n_queries"].iloc[0])
     page = Page(
         title=TITLE,
@@ -215,54 +277,18 @@ def write_pays_report(
         answer=Section("", [
             Paragraph(f"**Answer** (chooser: {names['local']}; tool definitions counted with the chooser's own "
                       f"tokenizer, {tokenizer['model']}):"),
-            Bullets([*best_lines(local_m), *versus_lines(local_p), tally(local_p)]),
-            Figure("figures/pays.png", "end to end against tokens"),
+            Bullets([*best_lines(local_m), *versus_lines(local_p), tally(local_p),
+                     accuracy_line(rows, "local", "this chooser")]),
+            Figure("figures/pays.png", "end to end against tokens", "(tool tokens at the K shown, capped at 20)"),
         ]),
         sections=(
             *chooser_sections(local_m, local_p, names["local"]),
             Section(f"Sensitivity: the {SIMULATED}", [
                 Paragraph(f"The same methods and queries with the answers of the {SIMULATED} (`choosers/simulated.py`,"
                           " fitted to the paper's Table 1): not evidence about any real model. " + tally(sim_p)),
-                Bullets(best_lines(sim_m)),
+                Bullets([*best_lines(sim_m), accuracy_line(rows, "simulated", "the simulated chooser")]),
             ], chooser_sections(sim_m, sim_p, label("simulated", names))),
-            Section("How these numbers were made", [
-                Paragraph(
-                    f"The {n} test queries of split 0 of each BFCL condition (the downstream study's: "
-                    "[results/downstream/](../downstream/README.md)), each ranking the registry's 370 functions with "
-                    "a `ToolSearch` built from BFCL's schemas with the condition's scorer, checked against the "
-                    f"condition's ranking of every test query: the top {cap} tool for tool (so the chooser's committed "
-                    "answers are answers to these very shortlists; the command stops at a query that differs) and "
-                    "every score within 1e-5. " + ranking_line(about, cap)
-                ),
-                Bullets(policy_lines(about)),
-                Paragraph(
-                    f"Every K is capped at {cap}: the chooser answered the prefixes up to {cap} only. A policy wanted "
-                    f"more than {cap} tools on " + ", ".join(f"{c} {m} {int(v)} of {n}" for (c, m), v in capped.items()
-                                                             if m in ("default", "recommended"))
-                    + " queries (column `K capped`; the end to end and the tokens are those of the top "
-                    f"{cap})."
-                ),
-                Paragraph(
-                    "End to end: the chooser, shown the top K, called the gold tool (`correct` of the committed "
-                    "answers at (query, K); a top K without the gold is a miss, and a top K holding it without an "
-                    "answer stops the command). Tool-definition tokens: the shown tools' OpenAI `tools` array as the "
-                    "package's OpenAI chooser sends it (`choosers.openai_api.tools_json`: the API-safe names, BFCL's "
-                    "types mapped to JSON schema types, compact JSON as httpx encodes it), counted with the local "
-                    f"chooser's tokenizer: {tokenizer['model']} (GGUF sha256 `{tokenizer['gguf_sha256']}`, "
-                    f"{tokenizer['tokenizer']} read by transformers {tokenizer['transformers']}, tokenizer.json sha256 "
-                    f"`{tokenizer['tokenizer_json_sha256']}`), no special tokens. A provider wraps the array in its "
-                    "own prompt template, which adds tokens per tool that no client can count."
-                ),
-                Paragraph(
-                    "Intervals: 95% percentile bootstrap over the test queries, the same resamples for every method "
-                    "of a condition and chooser, so each difference is paired; `higher` / `lower` when the interval "
-                    "excludes 0. Tables: `methods.csv`, `paired.csv`, `per_query.csv` (one row per chooser, method "
-                    "and query); `manifest.json` holds the inputs' sha256 (the choices tables, the BFCL data, the "
-                    "policy files) and the commit. The default policy's own table: "
-                    "[default-policy/](default-policy/README.md)."
-                ),
-                Paragraph(f"Generated by `{command}`; do not edit by hand."),
-            ]),
+            how_made(about, tokenizer, command, cap, methods),
         ),
     )  # fmt: skip
     write_page(out, page)

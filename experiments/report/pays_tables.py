@@ -51,7 +51,8 @@ def pays_rows(
     """Per (condition, method, query) of ``depths`` (:func:`method_depths`): ``k`` (the policy's K capped at
     ``cap``), ``capped`` (the policy wanted more), ``presented`` (the gold among the top K), ``e2e`` (the chooser
     picked the gold from the top K: ``correct`` of ``choices`` at (condition, query, K); a top K without the gold
-    is a miss) and ``tokens`` (``tokens(condition, qid, K)``).
+    is a miss), ``tokens`` (``tokens(condition, qid, K)``) and ``tokens_uncapped`` (those of the policy's own K:
+    what the tool search would send without the cap).
 
     Raises:
         ValueError: a top K holding the gold has no answer in ``choices`` (naming the query and K:
@@ -65,16 +66,19 @@ def pays_rows(
     out = outcome_rows(d, choices)  # a left merge: the rows of d, in order
     for col in ("scorer", "policy", "policy_k", "capped"):
         out[col] = d[col].to_numpy()
-    out["tokens"] = [tokens(c, q, int(k)) for c, q, k in zip(out["condition"], out["qid"], out["k"], strict=True)]
+    keys = list(zip(out["condition"], out["qid"], strict=True))
+    out["tokens"] = [tokens(c, q, int(k)) for (c, q), k in zip(keys, out["k"], strict=True)]
+    out["tokens_uncapped"] = [tokens(c, q, int(k)) for (c, q), k in zip(keys, out["policy_k"], strict=True)]
     cols = ["condition", "scorer", "method", "policy", "qid", "gold_rank", "policy_k", "k", "capped", "presented",
-            "e2e", "tokens"]  # fmt: skip
+            "e2e", "tokens", "tokens_uncapped"]  # fmt: skip
     return out[cols]
 
 
 def method_table(rows: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
-    """Per (chooser, condition, method): mean K (capped and the policy's own), how many Ks were capped, presented
-    %, end-to-end % and tool tokens per request, each mean with its 95% bootstrap interval over the queries (the
-    same resamples for every method of a (chooser, condition))."""
+    """Per (chooser, condition, method): mean K (capped and the policy's own, and the largest), how many Ks were
+    capped, presented %, end-to-end % and tool tokens per request (at the capped K, and at the policy's own), each
+    mean with its 95% bootstrap interval over the queries (the same resamples for every method of a (chooser,
+    condition))."""
     from experiments.report.tables import diff_interval, query_resamples
 
     out = []
@@ -86,11 +90,15 @@ def method_table(rows: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
                 raise ValueError(f"{cond} {method}: {len(m)} queries, the condition has {idx.shape[1]}")
             e = diff_interval(100.0 * m["e2e"].to_numpy(dtype=np.float64), idx)
             t = diff_interval(m["tokens"].to_numpy(dtype=np.float64), idx)
+            u = diff_interval(m["tokens_uncapped"].to_numpy(dtype=np.float64), idx)
             out.append({"chooser": chooser, "condition": cond, "method": method, "policy": m["policy"].iloc[0],
                         "n_queries": len(m), "mean_k": m["k"].mean(), "mean_policy_k": m["policy_k"].mean(),
-                        "n_capped": int(m["capped"].sum()), "presented_pct": 100.0 * m["presented"].mean(),
+                        "max_policy_k": int(m["policy_k"].max()), "n_capped": int(m["capped"].sum()),
+                        "presented_pct": 100.0 * m["presented"].mean(),
                         "e2e_pct": e["diff"], "e2e_pct_lo": e["diff_lo"], "e2e_pct_hi": e["diff_hi"],
-                        "tokens": t["diff"], "tokens_lo": t["diff_lo"], "tokens_hi": t["diff_hi"]})  # fmt: skip
+                        "tokens": t["diff"], "tokens_lo": t["diff_lo"], "tokens_hi": t["diff_hi"],
+                        "tokens_uncapped": u["diff"], "tokens_uncapped_lo": u["diff_lo"],
+                        "tokens_uncapped_hi": u["diff_hi"]})  # fmt: skip
     return pd.DataFrame(out)
 
 
