@@ -102,6 +102,9 @@ def test_end_to_end_and_tokens_per_query_and_method() -> None:
     assert list(p.index) == [("default", "fixed-1"), ("default", "fixed-3")]
     tok = rows.pivot(index="qid", columns="method", values="tokens")
     assert p.loc[("default", "fixed-3"), "tokens_diff"] == (tok["default"] - tok["fixed-3"]).mean()
+    unc = rows.pivot(index="qid", columns="method", values="tokens_uncapped")
+    assert p.loc[("default", "fixed-3"), "tokens_uncapped_diff"] == (unc["default"] - unc["fixed-3"]).mean()
+    assert p.loc[("default", "fixed-3"), "tokens_uncapped_diff"] > p.loc[("default", "fixed-3"), "tokens_diff"]
     assert p.loc[("default", "fixed-3"), "e2e_diff"] == 0.0  # +100 on q1, -100 on q2
     assert ((p["e2e_diff_lo"] <= p["e2e_diff"]) & (p["e2e_diff"] <= p["e2e_diff_hi"])).all()
 

@@ -92,10 +92,12 @@ def paired_lines(paired: pd.DataFrame) -> Table:
     """One chooser's paired differences: each adaptive method minus each fixed limit."""
     rows = [[r["condition"], r["method"], r["fixed"],
              f"{r['e2e_diff']:+.1f} [{r['e2e_diff_lo']:+.1f}, {r['e2e_diff_hi']:+.1f}]", r["e2e_verdict"],
-             f"{r['tokens_diff']:+.0f} [{r['tokens_diff_lo']:+.0f}, {r['tokens_diff_hi']:+.0f}]", r["tokens_verdict"]]
+             f"{r['tokens_diff']:+.0f} [{r['tokens_diff_lo']:+.0f}, {r['tokens_diff_hi']:+.0f}]", r["tokens_verdict"],
+             f"{r['tokens_uncapped_diff']:+.0f} [{r['tokens_uncapped_diff_lo']:+.0f}, "
+             f"{r['tokens_uncapped_diff_hi']:+.0f}] ({r['tokens_uncapped_verdict']})"]
             for _, r in paired.iterrows()]  # fmt: skip
     header = ["condition", "method", "minus", "end-to-end points [95% paired]", "end to end", "tool tokens [95% paired]",
-              "tokens"]  # fmt: skip
+              "tokens", "tool tokens, K uncapped"]  # fmt: skip
     return Table(header, rows)
 
 
@@ -128,7 +130,11 @@ def versus_lines(paired: pd.DataFrame) -> list[str]:
     for (cond, method), g in paired.groupby(["condition", "method"], sort=False):
         parts = [f"{r['fixed']}: end to end {r['e2e_diff']:+.1f} [{r['e2e_diff_lo']:+.1f}, {r['e2e_diff_hi']:+.1f}] "
                  f"points ({r['e2e_verdict']}), tokens {r['tokens_diff']:+.0f} [{r['tokens_diff_lo']:+.0f}, "
-                 f"{r['tokens_diff_hi']:+.0f}] ({r['tokens_verdict']})" for _, r in g.iterrows()]  # fmt: skip
+                 f"{r['tokens_diff_hi']:+.0f}] ({r['tokens_verdict']})"
+                 + (f", uncapped {r['tokens_uncapped_diff']:+.0f} [{r['tokens_uncapped_diff_lo']:+.0f}, "
+                    f"{r['tokens_uncapped_diff_hi']:+.0f}] ({r['tokens_uncapped_verdict']})"
+                    if r["tokens_uncapped_diff"] != r["tokens_diff"] else "")
+                 for _, r in g.iterrows()]  # fmt: skip
         out.append(f"{cond}, {method} minus " + "; ".join(parts) + ".")
     return out
 

@@ -109,14 +109,16 @@ def verdict(lo: float, hi: float, words: tuple[str, str] = ("higher", "lower")) 
 
 
 def paired_table(rows: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
-    """Per (chooser, condition, adaptive method, fixed limit): end-to-end % and tool tokens per request of the
-    adaptive method minus the limit's, paired over the queries, with 95% bootstrap intervals and verdicts."""
+    """Per (chooser, condition, adaptive method, fixed limit): end-to-end % and tool tokens per request (at the
+    capped K, and at the policy's own) of the adaptive method minus the limit's, paired over the queries, with 95%
+    bootstrap intervals and verdicts."""
     from experiments.report.tables import diff_interval, query_resamples
 
     out = []
     for (chooser, cond), g in rows.groupby(["chooser", "condition"], sort=False):
         e2e = g.pivot(index="qid", columns="method", values="e2e").astype(np.float64)
         tok = g.pivot(index="qid", columns="method", values="tokens").astype(np.float64)
+        unc = g.pivot(index="qid", columns="method", values="tokens_uncapped").astype(np.float64)
         if e2e.isna().to_numpy().any():
             raise ValueError(f"{cond}: every method must be scored on the same queries")
         idx = query_resamples(len(e2e), n_boot, seed)
@@ -125,9 +127,13 @@ def paired_table(rows: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
             for f in (m for m in methods if m not in ADAPTIVE):
                 e = diff_interval(100.0 * (e2e[a] - e2e[f]).to_numpy(), idx)
                 t = diff_interval((tok[a] - tok[f]).to_numpy(), idx)
+                u = diff_interval((unc[a] - unc[f]).to_numpy(), idx)
                 out.append({"chooser": chooser, "condition": cond, "method": a, "fixed": f, "n_queries": len(e2e),
                             "e2e_diff": e["diff"], "e2e_diff_lo": e["diff_lo"], "e2e_diff_hi": e["diff_hi"],
                             "e2e_verdict": verdict(e["diff_lo"], e["diff_hi"]), "tokens_diff": t["diff"],
                             "tokens_diff_lo": t["diff_lo"], "tokens_diff_hi": t["diff_hi"],
-                            "tokens_verdict": verdict(t["diff_lo"], t["diff_hi"], ("more", "fewer"))})  # fmt: skip
+                            "tokens_verdict": verdict(t["diff_lo"], t["diff_hi"], ("more", "fewer")),
+                            "tokens_uncapped_diff": u["diff"], "tokens_uncapped_diff_lo": u["diff_lo"],
+                            "tokens_uncapped_diff_hi": u["diff_hi"],
+                            "tokens_uncapped_verdict": verdict(u["diff_lo"], u["diff_hi"], ("more", "fewer"))})  # fmt: skip
     return pd.DataFrame(out)
