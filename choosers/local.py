@@ -512,6 +512,83 @@ def load_transformers_backend(
     return TransformersBackend(model, tok)
 
 
+@dataclass(frozen=True)
+class TokenCounter:
+    """The local model's tokenizer as a counter: ``counter(text)`` is the number of tokens of ``text`` (no
+    special token added). ``identity`` names it: the model id, the GGUF's sha256, the tokenizer's class, the
+    sha256 of its ``tokenizer.json`` and the transformers version that read it."""
+
+    tokenizer: Any
+    identity: dict[str, str]
+
+    def __call__(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=False))
+
+
+def tokenizer_dir(gguf_file: PathLike | None = None, cache_dir: PathLike | None = None) -> Path:
+    """Where the tokenizer alone is kept when the chooser has not converted the model (:func:`load_tokenizer`)."""
+    model_id, sha = gguf_identity(gguf_file)
+    stem = model_id.split("@")[0]
+    return (
+        resolve_cache_dir(cache_dir) / "models" / f"{stem}-{sha[:12]}-tokenizer-transformers-{_version('transformers')}"
+    )
+
+
+def _save_tokenizer(gguf_file: PathLike | None, target: Path) -> None:
+    """Read the tokenizer (only) from the GGUF and save it into ``target`` (written beside it, then renamed)."""
+    from transformers import AutoTokenizer
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=target.parent, prefix=temp_prefix(target)))
+    try:
+        if gguf_file is None:
+            pkg = __import__(MODEL_PACKAGE)
+            gguf = Path(pkg.assemble(work / f"{MODEL_NAME}.gguf", overwrite=True))  # sha256-checked by the package
+        else:
+            gguf = Path(gguf_file)
+        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        out = work / "tokenizer"
+        tok.save_pretrained(out)
+        try:
+            os.rename(out, target)
+        except OSError:
+            if not (target / "tokenizer.json").is_file():  # not another writer's complete copy
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def load_tokenizer(gguf_file: PathLike | None = None, cache_dir: PathLike | None = None) -> TokenCounter:
+    """The local chooser's tokenizer, never its weights: from the converted model's folder when the chooser made
+    one (:func:`converted_dir`), else read from the GGUF once and kept in :func:`tokenizer_dir` (the two are the
+    same tokenizer: both are the GGUF's, read by transformers).
+
+    Raises:
+        ChooserError: the model package, transformers or gguf is missing, or the tokenizer cannot be read (with
+            the reason).
+    """
+    model_id, sha = gguf_identity(gguf_file)
+    try:
+        from transformers import AutoTokenizer
+    except ImportError as e:
+        raise ChooserError(f"the local chooser's tokenizer needs transformers: {INSTALL_HINT}") from e
+    folder = converted_dir(gguf_file, cache_dir)
+    try:
+        if not (folder / "tokenizer.json").is_file():
+            folder = tokenizer_dir(gguf_file, cache_dir)
+            if not (folder / "tokenizer.json").is_file():
+                _save_tokenizer(gguf_file, folder)
+        tok = AutoTokenizer.from_pretrained(str(folder))
+    except (ImportError, OSError, ValueError) as e:
+        raise ChooserError(f"the tokenizer of {model_id} could not be loaded ({type(e).__name__}: {e})") from e
+    from benchmarks.data import file_sha256
+
+    identity = {"model": model_id, "gguf_sha256": sha, "tokenizer": type(tok).__name__,
+                "tokenizer_json_sha256": file_sha256(folder / "tokenizer.json"),
+                "transformers": _version("transformers")}  # fmt: skip
+    return TokenCounter(tok, identity)
+
+
 # ----------------------------------------------------------------------------- chooser
 
 

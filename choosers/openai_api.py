@@ -176,6 +176,25 @@ def wire_names(tools: Sequence[Tool]) -> list[str]:
     return out
 
 
+def openai_tools(tools: Sequence[Tool]) -> list[dict[str, Any]]:
+    """The ``tools`` array of a request for ``tools``, in order: each ``{"type": "function", "function": {name,
+    description, parameters}}`` with its :func:`wire_names` name and its :func:`openai_schema` parameters."""
+    return [
+        {
+            "type": "function",
+            "function": {"name": n, "description": t.description, "parameters": openai_schema(t.parameters)},
+        }
+        for n, t in zip(wire_names(tools), tools, strict=True)
+    ]
+
+
+def tools_json(tools: Sequence[Tool]) -> str:
+    """The ``tools`` array of :func:`openai_tools` as the request body carries it: httpx's JSON encoding
+    (``json.dumps`` with ``ensure_ascii=False``, ``separators=(",", ":")``, ``allow_nan=False``), the bytes
+    this chooser sends for them."""
+    return json.dumps(openai_tools(tools), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def _one_line(text: str, limit: int = 200) -> str:
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
@@ -271,17 +290,10 @@ class OpenAIChooser(BaseChooser):
 
     def payload(self, query: str, tools: Sequence[Tool]) -> dict[str, Any]:
         """The JSON body sent for one shortlist."""
-        names = wire_names(tools)
         body: dict[str, Any] = {
             "model": self.options.model,
             "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": query}],
-            "tools": [
-                {
-                    "type": "function",
-                    "function": {"name": n, "description": t.description, "parameters": openai_schema(t.parameters)},
-                }
-                for n, t in zip(names, tools, strict=True)
-            ],
+            "tools": openai_tools(tools),
             "tool_choice": self.options.tool_choice,
             "parallel_tool_calls": False,
             "temperature": self.options.temperature,

@@ -148,6 +148,12 @@ def _toolsearch_default(a: o.ToolsearchDefaultArgs, command: str) -> int:
     return cmd_toolsearch_default(a, command)
 
 
+def _toolsearch_pays(a: o.ToolsearchPaysArgs, command: str) -> int:
+    from experiments.toolsearch import cmd_toolsearch_pays
+
+    return cmd_toolsearch_pays(a, command)
+
+
 def _toolsearch_latency(a: o.ToolsearchLatencyArgs) -> int:
     from experiments.toolsearch import cmd_toolsearch_latency
 
@@ -306,6 +312,18 @@ TOOLSEARCH_COMMANDS: tuple[Command, ...] = (
         "<scorer> with its provenance; the table goes to TABLE.",
     ),
     Command(
+        "pays",
+        (o.ToolsearchPaysArgs,),
+        _toolsearch_pays,
+        "does the tool search pay? its default and recommended policies against fixed K = 3, 5, 8 on BFCL, end to "
+        "end (the committed chooser answers) and in tool-definition tokens",
+        "On the downstream study's BFCL test queries: K from the shipped default policy (the leave-BFCL-out one when "
+        "the shipped one saw BFCL), from `shortlist recommend --tools --log` on the BFCL training queries, and fixed "
+        "limits, capped at the chooser's 20 prefixes; end-to-end % from the committed answers of the local and the "
+        "simulated chooser, tool-definition tokens counted with the local chooser's tokenizer; paired 95% intervals; "
+        "a figure, the tables, the page and a manifest into OUT.",
+    ),
+    Command(
         "latency",
         (o.ToolsearchLatencyArgs,),
         _toolsearch_latency,
@@ -335,7 +353,7 @@ DATA_COMMANDS: tuple[Command, ...] = (
 #: Command groups: ``shortlist <group> <command>``.
 GROUPS: dict[str, tuple[tuple[Command, ...], str]] = {
     "data": (DATA_COMMANDS, "list or fetch benchmark data files (pinned, sha256-verified)"),
-    "toolsearch": (TOOLSEARCH_COMMANDS, "the tool search's default policy (shortlist toolsearch default)"),
+    "toolsearch": (TOOLSEARCH_COMMANDS, "the tool search: its default policy, whether it pays, its latency"),
 }
 
 

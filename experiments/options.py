@@ -642,6 +642,59 @@ class ToolsearchDefaultArgs(FolderArgs):
 
 
 @dataclass(frozen=True)
+class ToolsearchPaysArgs(FolderArgs):
+    """``shortlist toolsearch pays``: the tool search's policies against fixed limits on BFCL, end to end and in
+    tool-definition tokens."""
+
+    HELP_GROUP: ClassVar[str] = "pays"
+
+    out: str = opt(
+        "results/toolsearch", "results folder: README.md, methods.csv, paired.csv, per_query.csv, figures/, manifest"
+    )
+    runs_dir: str = opt("", "folder of the recommend runs and the leave-BFCL-out policies (empty: OUT/runs)")
+    choices: str = opt("results/downstream/choices.csv", "the local chooser's committed answers (shortlist downstream)")
+    simulated_choices: str = opt(
+        "results/downstream-simulated/choices.csv", "the simulated chooser's committed answers (the sensitivity)"
+    )
+    lobo: str = opt(
+        "results/toolsearch/default-policy",
+        "the leave-one-benchmark-out table of `shortlist toolsearch default` (its manifest and lobo.csv)",
+    )
+    scorers: tuple[str, ...] = opt(
+        tuple(c.removeprefix("bfcl-") for c in DOWNSTREAM_CONDITIONS), "BFCL scorers (the downstream conditions)"
+    )
+    fixed: tuple[int, ...] = opt((3, 5, 8), "the fixed limits compared (each at most the chooser's 20 prefixes)")
+    seed: int = opt(0, "the recommend run's training seed and the bootstrap's seed")
+    n_boot: int = opt(10_000, "bootstrap resamples of the test queries behind every interval")
+    limit: int | None = opt(None, "the first N test queries only (a quick look; unset: all of them)")
+    set: tuple[str, ...] = opt(
+        (), "settings of the recommend run's kinds, kind.key=value (as train's --set)", repeat=True
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        from experiments.plan import MAX_K
+
+        _check_folder("--out", self.out)
+        unknown = [s for s in self.scorers if f"bfcl-{s}" not in DOWNSTREAM_CONDITIONS]
+        if unknown or not self.scorers or len(set(self.scorers)) != len(self.scorers):
+            raise ValueError(f"--scorers: some of {', '.join(c.removeprefix('bfcl-') for c in DOWNSTREAM_CONDITIONS)}"
+                             f" (the downstream conditions), each once, got {list(self.scorers)}")  # fmt: skip
+        if not self.fixed or any(not 1 <= k <= MAX_K for k in self.fixed) or len(set(self.fixed)) != len(self.fixed):
+            raise ValueError(f"--fixed: distinct limits in 1..{MAX_K} (the chooser's prefixes), got {list(self.fixed)}")
+        if self.n_boot < 100:
+            raise ValueError(f"--n-boot must be >= 100, got {self.n_boot}")
+        if self.limit is not None and self.limit < 2:
+            raise ValueError(f"--limit must be >= 2, got {self.limit}")
+        if self.seed < 0 or self.seed >= 2**32:
+            raise ValueError(f"--seed must lie in [0, 2**32), got {self.seed}")
+        try:
+            registry.parse_settings(self.set)
+        except ValueError as e:
+            raise ValueError(f"--set: {e}") from e
+
+
+@dataclass(frozen=True)
 class ToolsearchLatencyArgs(FolderArgs):
     """``shortlist toolsearch latency``: per-request time of a tool search on a benchmark's registry."""
 

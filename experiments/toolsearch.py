@@ -18,23 +18,44 @@ torch_at_inference`: a tool search must start in a few seconds, and importing to
 cut-off and Choppy-style models are judged and shown, not eligible); it is refitted on every query of every
 benchmark and written, with its provenance (command, commit, data sha256) and the scorer it serves, as a run
 directory per scorer.
+
+``shortlist toolsearch pays``: does the tool search pay? On the downstream study's BFCL test queries (split 0
+of ``bfcl-bm25`` and ``bfcl-minilm``: 120 queries, 370 functions), each request ranks the registry with a
+:class:`shortlist_depth.ToolSearch` built from BFCL's schemas with the condition's scorer, checked against the
+condition's ranking of every test query (:func:`check_ranking`: the top 20 tool for tool, every score within
+:data:`SCORE_TOL`). K comes from ``default``, the policy shipped
+for the scorer; when its provenance says it was trained on BFCL (it is refitted on every query of every
+benchmark, so it saw these test queries), the policy the leave-one-benchmark-out table judged on BFCL instead:
+the same kind, settings and seed fitted on the other benchmarks' queries (:func:`leave_bfcl_out`, checked to give
+the table's BFCL net reward); from ``recommended``, the searcher ``shortlist recommend --tools <BFCL schemas>
+--log <the BFCL training queries: request and gold tool>`` saves (the command itself, in a child process,
+into ``RUNS/recommend-<scorer>/``); and from the fixed limits 3, 5 and 8. End to end (the committed answers of
+the local chooser, and of the simulated one as a sensitivity) and tool-definition tokens (the local chooser's own
+tokenizer), K capped at the chooser's 20 prefixes, paired intervals: :mod:`experiments.report.pays_tables`; the
+page: :mod:`experiments.report.pays_page`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import sys
-from collections.abc import Iterable
-from dataclasses import asdict
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from itertools import zip_longest
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from experiments.options import SearchArgs, ToolsearchDefaultArgs, ToolsearchLatencyArgs
+from experiments.options import SearchArgs, ToolsearchDefaultArgs, ToolsearchLatencyArgs, ToolsearchPaysArgs
 
 if TYPE_CHECKING:  # pandas is read by the default command only: `shortlist search` starts without it
+    import numpy as np
     import pandas as pd
 
     from experiments.report.page import Page, Table
+    from experiments.report.pays_tables import TokenCount
 
 #: The benchmarks of the leave-one-benchmark-out choice, and how many queries each gives.
 MAX_QUERIES = {"bfcl": None, "metatool": 2000, "toolbench": None}
@@ -372,3 +393,334 @@ def cmd_toolsearch_latency(la: ToolsearchLatencyArgs) -> int:
         head = f"| {search.scorer} | {search.policy.method} | {len(tools)} | {len(timed)} | {build:.2f} | "
         print(head + " | ".join(f"{c:.2f}" for c in cells) + " |")
     return 0
+
+
+# ----------------------------------------------------------------------------------------------- pays
+#
+# ``shortlist toolsearch pays``: does the tool search pay? Its policies against fixed limits on BFCL, end to end
+# and in tool-definition tokens (:func:`cmd_toolsearch_pays`; the tables: experiments/report/pays_tables.py).
+
+#: The split of the downstream study (its chooser answered this split's test queries).
+SPLIT_SEED = 0
+
+
+@dataclass(frozen=True)
+class Requests:
+    """The BFCL test queries of one scorer's condition, as the chooser saw them and as a tool search gets them.
+
+    Attributes:
+        condition: the condition's name (``bfcl-bm25``, ``bfcl-minilm``).
+        scorer: its scorer.
+        queries: each test query's text, its tools in the condition's ranking and its gold tool's rank.
+        tools: the registry as an OpenAI ``tools`` list (registry order; BFCL's own schemas).
+        train_log: the training queries as log lines ``{"request", "tools": [gold]}``.
+        inputs_sha256: the BFCL data files read.
+    """
+
+    condition: str
+    scorer: str
+    queries: list[Any]
+    tools: list[dict[str, Any]]
+    train_log: list[dict[str, Any]]
+    inputs_sha256: dict[str, str]
+
+
+def bfcl_requests(scorer: str, data_dir: str | None, cache_dir: str | None, limit: int | None = None) -> Requests:
+    """The downstream split's test queries of ``bfcl-<scorer>`` (the first ``limit`` only when given) and its
+    training queries as a log."""
+    from benchmarks.bfcl import load_bfcl, load_bfcl_schemas
+    from experiments.downstream_choices import downstream_queries
+    from experiments.runner import get_condition
+
+    cond = get_condition("bfcl", scorer, "", SPLIT_SEED, data_dir, cache_dir)
+    folder, cache = (Path(data_dir) if data_dir else None), (Path(cache_dir) if cache_dir else None)
+    corpus = load_bfcl(data_dir=folder, cache_dir=cache)
+    queries = downstream_queries(cond, [q.qid for q in cond.test][:limit], data_dir, cache_dir)
+    record = {q.qid: q for q in corpus.queries}
+    log = [{"request": record[q.qid].text, "tools": list(record[q.qid].gold)} for q in cond.train]
+    tools = [{"type": "function", "function": {"name": n, "description": d, "parameters": p}}
+             for n, (d, p) in load_bfcl_schemas(data_dir=folder, cache_dir=cache).items()]  # fmt: skip
+    return Requests(cond.name, scorer, queries, tools, log, dict(corpus.inputs_sha256))
+
+
+# ----------------------------------------------------------------------------------------------- depths
+
+
+#: A tool search's score and the condition's closer than this are the same score: float32 noise of an embedding
+#: computed with another number of threads (MiniLM on BFCL: at most 2.1e-7 apart, measured).
+SCORE_TOL = 1e-5
+
+
+def check_ranking(
+    got: Sequence[tuple[str, float]], expected: Sequence[tuple[str, float]], qid: str, label: str, exact: int
+) -> int | None:
+    """Compare the tool search's ranking of one query with the condition's (``(tool name, score)``, best first).
+
+    The first ``exact`` ranks (the prefixes every shortlist is cut from: each K is capped there) must hold the same
+    tools, and at every rank the two scores must agree within :data:`SCORE_TOL`, so that beyond ``exact`` two tools
+    can change places only where their scores tie within that noise.
+
+    Returns:
+        The first rank (beyond ``exact``) where the two rankings hold different tools; None when they are equal.
+
+    Raises:
+        ValueError: naming the query and the rank that differs.
+    """
+    first = None
+    for rank, (a, b) in enumerate(zip_longest(got, expected), start=1):
+        if a is None or b is None:
+            raise ValueError(
+                f"{label}: query {qid!r}: the tool search ranks {len(got)} tools, the condition {len(expected)}"
+            )
+        if a[0] != b[0] and rank <= exact:
+            raise ValueError(
+                f"{label}: the tool search ranks query {qid!r} differently from the condition (rank {rank}: "
+                f"{a[0]!r}, the condition's {b[0]!r}); the tool search and the study would not show the same tools"
+            )
+        if abs(a[1] - b[1]) > SCORE_TOL:
+            raise ValueError(
+                f"{label}: the tool search scores query {qid!r} differently from the condition (rank {rank}: "
+                f"{a[0]!r} {a[1]:.9g}, the condition's {b[0]!r} {b[1]:.9g}; more than {SCORE_TOL:g} apart)"
+            )
+        first = first or (rank if a[0] != b[0] else None)
+    return first
+
+
+def policy_depths(search: Any, queries: Sequence[Any], label: str) -> tuple[np.ndarray, dict[str, Any]]:
+    """Each query's K as the policy of ``search`` (a :class:`~shortlist_depth.ToolSearch`) chooses it, before
+    any cap, after :func:`check_ranking` of its whole ranking against the condition's; and what the check found
+    (the queries whose rankings differ beyond the cap, at which rank; the largest score difference)."""
+    import numpy as np
+
+    from experiments.plan import MAX_K
+
+    n = len(search.tools)
+    lists = search.search_many([q.text for q in queries], min_k=n, max_k=n)  # the whole ranking, K unclipped in why
+    differ, gap = {}, 0.0
+    for q, shortlist in zip(queries, lists, strict=True):
+        expected = [(t.name, float(t.score)) for t in q.ranked]
+        rank = check_ranking(list(zip(shortlist.names, shortlist.scores, strict=True)), expected, q.qid, label, MAX_K)
+        if rank is not None:
+            differ[q.qid] = rank
+        gap = max(gap, max(abs(a - b) for a, (_, b) in zip(shortlist.scores, expected, strict=True)))
+    check = {"queries": len(queries), "top_identical": MAX_K, "differ_beyond_top": differ, "max_abs_score_diff": gap}
+    return np.array([int(s.why["policy_k"]) for s in lists], dtype=np.int64), check
+
+
+def files_sha256(folder: Path) -> dict[str, str]:
+    """sha256 of every file of ``folder`` (relative POSIX paths, sorted)."""
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def lobo_net_reward(lobo: Path, scorer: str, method: str) -> float:
+    """The mean net reward the leave-one-benchmark-out table gives ``method`` held out on BFCL for ``scorer``."""
+    import pandas as pd
+
+    table = pd.read_csv(lobo / "lobo.csv")
+    row = table[(table["scorer"] == scorer) & (table["held_out"] == "bfcl") & (table["method"] == method)]
+    if len(row) != 1:
+        raise ValueError(f"{lobo / 'lobo.csv'}: no row of {method} held out on bfcl for scorer {scorer}")
+    return float(row["mean_reward_net"].iloc[0])
+
+
+def leave_bfcl_out(
+    shipped: Any, scorer: str, lobo: Path, data_dir: str | None, cache_dir: str | None
+) -> tuple[Any, dict[str, Any]]:
+    """The policy the leave-one-benchmark-out table judged on BFCL for ``scorer``: the shipped kind, with the
+    table's settings and seed, fitted on the other benchmarks' queries in the table's order; checked to give the
+    table's BFCL net reward. Returns (the policy, recording the shipped one's scorer, and what was checked)."""
+    from agents import registry
+    from agents.trained import TrainedPolicy
+    from shortlist_depth.api import evaluate
+
+    manifest = json.loads((lobo / "manifest.json").read_text(encoding="utf-8"))
+    chosen, opts = manifest.get("chosen", {}).get(scorer), manifest.get("options", {})
+    if chosen != shipped.method or manifest.get("command") != shipped.config["provenance"].get("command"):
+        raise ValueError(
+            f"{lobo / 'manifest.json'} (chose {chosen} for {scorer}) and the shipped policy ({shipped.method}) come "
+            "from different runs of `shortlist toolsearch default`: the table cannot say which policy was judged"
+        )
+    loaded = {b: benchmark_queries(b, scorer, data_dir, cache_dir) for b in opts["benchmarks"]}
+    by_bench = {b: qs for b, (qs, _) in loaded.items()}
+    train = [q for b, qs in by_bench.items() if b != "bfcl" for q in qs]
+    policy = _fit(chosen, train, registry.parse_settings(tuple(opts.get("set", ()))), int(opts["seed"]))
+    got, want = float(evaluate(policy, by_bench["bfcl"])["reward_net"].mean()), lobo_net_reward(lobo, scorer, chosen)
+    if not math.isclose(got, want, rel_tol=1e-8, abs_tol=1e-9):
+        raise ValueError(
+            f"{scorer}: {chosen} refitted without BFCL gives net reward {got:.10g} on BFCL, the table "
+            f"{lobo / 'lobo.csv'} {want:.10g}: not the policy the table judged"
+        )
+    config = {**policy.config, "toolsearch": shipped.config["toolsearch"], "source": "leave BFCL out"}
+    shas = {k: v for _, read in loaded.values() for k, v in read.items()}
+    check = {"trained_on": {b: len(qs) for b, qs in by_bench.items() if b != "bfcl"}, "bfcl_net_reward": got,
+             "lobo_bfcl_net_reward": want, "data_sha256": dict(sorted(shas.items()))}  # fmt: skip
+    return TrainedPolicy(policy.policy, policy.episode, policy.method, None, config), check
+
+
+def default_policy(scorer: str, args: ToolsearchPaysArgs, runs: Path) -> tuple[Any, dict[str, Any]]:
+    """The ``default`` policy evaluated for ``scorer`` (the module docstring: the shipped one, or the leave-BFCL-out
+    one when the shipped one was trained on BFCL) and what the report says of it."""
+    from agents.trained import load_policy
+    from shortlist_depth.toolsearch import default_policy_path
+
+    path = default_policy_path(scorer)
+    shipped = load_policy(path)
+    trained_on = (shipped.config.get("provenance") or {}).get("trained_on")
+    if not isinstance(trained_on, dict) or not trained_on:
+        raise ValueError(f"{path / 'config.json'}: no provenance.trained_on: cannot tell whether it saw BFCL's tests")
+    info: dict[str, Any] = {"shipped": f"shortlist_depth/default_policy/{path.name}", "method": shipped.method,
+                            "shipped_trained_on": trained_on, "shipped_files_sha256": files_sha256(path)}  # fmt: skip
+    if "bfcl" not in trained_on:
+        return shipped, {**info, "evaluated": "shipped"}
+    policy, check = leave_bfcl_out(shipped, scorer, Path(args.lobo), args.data_dir, args.cache_dir)
+    saved = policy.save(runs / f"default-leave-bfcl-out-{scorer}", overwrite=True)
+    return policy, {**info, "evaluated": "leave-bfcl-out", **check, "evaluated_files_sha256": files_sha256(saved)}
+
+
+def recommended_searcher(req: Requests, args: ToolsearchPaysArgs, runs: Path) -> tuple[Any, dict[str, Any]]:
+    """``shortlist recommend --tools --log`` on the BFCL training queries (the command itself, in a child process
+    of this Python: a command never imports another), into ``runs/recommend-<scorer>``; its saved searcher and
+    what the report says of it."""
+    import subprocess
+
+    from agents.auto import AutoPolicy
+    from experiments.io import atomic_write_text
+    from shortlist_depth.toolsearch import ToolSearch
+
+    folder = runs / f"recommend-{req.scorer}"
+    tools, log = folder / "inputs" / "bfcl-tools.json", folder / "inputs" / "bfcl-train-log.jsonl"
+    tools.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(tools, json.dumps(req.tools, indent=1, ensure_ascii=False) + "\n")
+    atomic_write_text(log, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in req.train_log))
+    out = folder / "out"
+    flags = ["--tools", str(tools), "--log", str(log), "--scorer", req.scorer, "--seeds", str(args.seed)]
+    flags += [x for item in args.set for x in ("--set", item)]
+    folders = [
+        x for flag, v in (("--data-dir", args.data_dir), ("--cache-dir", args.cache_dir)) if v for x in (flag, v)
+    ]
+    argv = [sys.executable, "-m", "experiments.cli", "recommend", *flags, *folders, "--out", str(out), "--no-progress"]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    print(done.stdout + done.stderr, end="", file=sys.stderr)  # recommend's table and notes: this command's progress
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise ValueError(f"{req.condition}: `shortlist recommend` on the BFCL training log failed: {why}")
+    search = ToolSearch.load(out / "searcher", cache_dir=args.cache_dir)
+    auto = search.policy.policy  # an AutoPolicy: the kind it chose on the log's training part, and how
+    if not isinstance(auto, AutoPolicy):
+        raise ValueError(f"{out / 'searcher'}: recommend saved a {search.policy.method} searcher, not its auto policy")
+    condition = json.loads((out / "recommended" / "manifest.json").read_text(encoding="utf-8"))["condition"]
+    info = {"method": search.policy.method, "kind_chosen": auto.chosen, "selection": auto.selection,
+            "log_queries": len(req.train_log), "log_train": condition.get("n_train"),
+            "log_test": condition.get("n_test"),
+            "searcher_files_sha256": files_sha256(out / "searcher"),
+            "command": "shortlist recommend --tools bfcl-tools.json --log bfcl-train-log.jsonl --scorer "
+                       f"{req.scorer} --seeds {args.seed}" + "".join(f" --set {s}" for s in args.set)}  # fmt: skip
+    return search, info
+
+
+def method_depths(req: Requests, args: ToolsearchPaysArgs, runs: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """One row per (method, test query) of ``req``: the policy the method names and the K it chose (before the
+    cap); and what the report says of the default and the recommended policies and of the ranking check (both
+    searchers' rankings are checked against the condition's on every query: :func:`policy_depths`)."""
+    import numpy as np
+    import pandas as pd
+
+    from shortlist_depth.toolsearch import ToolSearch
+
+    default, default_info = default_policy(req.scorer, args, runs)
+    search = ToolSearch.from_tools(req.tools, req.scorer, default, cache_dir=args.cache_dir)
+    recommended, recommended_info = recommended_searcher(req, args, runs)
+    depths, ranking = {}, {}
+    for method, searcher in (("default", search), ("recommended", recommended)):
+        depths[method], ranking[method] = policy_depths(searcher, req.queries, f"{req.condition} {method}")
+    policies = {"default": default.method, "recommended": recommended.policy.method}
+    for k in args.fixed:
+        depths[f"fixed-{k}"] = np.full(len(req.queries), k, dtype=np.int64)
+        policies[f"fixed-{k}"] = f"fixed-{k}"
+    frame = pd.concat(
+        [pd.DataFrame({"condition": req.condition, "scorer": req.scorer, "method": m, "policy": policies[m],
+                       "qid": [q.qid for q in req.queries], "gold_rank": [q.gold_rank for q in req.queries],
+                       "policy_k": ks}) for m, ks in depths.items()],
+        ignore_index=True,
+    )  # fmt: skip
+    return frame, {"default": default_info, "recommended": recommended_info, "ranking": ranking["default"]}
+
+
+def read_choices(path: str, conditions: Sequence[str]) -> pd.DataFrame:
+    """A committed choices table (``shortlist downstream``'s ``choices.csv``), checked to hold the columns read
+    and answers for every one of ``conditions``."""
+    import pandas as pd
+
+    table = pd.read_csv(path, dtype={"qid": str})
+    missing = [c for c in ("condition", "qid", "k", "correct", "chooser") if c not in table.columns]
+    if missing:
+        raise ValueError(f"{path}: not a choices table of `shortlist downstream` (no column {', '.join(missing)})")
+    absent = [c for c in conditions if c not in set(table["condition"])]
+    if absent:
+        raise ValueError(f"{path}: no answers for {', '.join(absent)}")
+    if table["chooser"].nunique() != 1:
+        raise ValueError(f"{path}: answers of several choosers ({', '.join(map(str, table['chooser'].unique()))})")
+    return table
+
+
+# ----------------------------------------------------------------------------------------------- command
+
+
+def cmd_toolsearch_pays(args: ToolsearchPaysArgs, command: str) -> int:
+    """``shortlist toolsearch pays`` (module docstring): always with the local chooser's own tokenizer."""
+    from choosers.local import load_tokenizer
+
+    print("loading the local chooser's tokenizer (Gemma 3 270M)", file=sys.stderr)
+    counter = load_tokenizer(cache_dir=args.cache_dir)  # ChooserError (a ValueError) with the reason: no fallback
+    out = run_pays(args, command, counter, counter.identity)
+    print(f"wrote {out}/README.md, methods.csv, paired.csv, per_query.csv, figures/pays.png and manifest.json")
+    return 0
+
+
+def run_pays(args: ToolsearchPaysArgs, command: str, count: TokenCount, tokenizer: dict[str, str]) -> Path:
+    """The command with the token counter ``count`` (named by ``tokenizer``): every table, the figure, the page
+    and the manifest, written into ``args.out`` at once (files there that this command does not write, such as
+    ``default-policy/``, stay)."""
+    import pandas as pd
+
+    from experiments.io import staged_folder, write_manifest
+    from experiments.plan import MAX_K
+    from experiments.report.pays_page import write_pays_report
+    from experiments.report.pays_tables import method_table, paired_table, pays_rows, token_counter
+
+    t0 = time.perf_counter()
+    out = Path(args.out)
+    runs = Path(args.runs_dir) if args.runs_dir else out / "runs"
+    conditions = [f"bfcl-{s}" for s in args.scorers]
+    choices = {"local": read_choices(args.choices, conditions), "simulated": read_choices(args.simulated_choices,
+                                                                                          conditions)}  # fmt: skip
+    frames, about, queries, inputs = [], {}, {}, {}
+    for scorer in args.scorers:
+        req = bfcl_requests(scorer, args.data_dir, args.cache_dir, args.limit)
+        print(
+            f"{req.condition}: {len(req.queries)} test queries, {len(req.train_log)} training queries", file=sys.stderr
+        )
+        depths, about[req.condition] = method_depths(req, args, runs)
+        frames.append(depths)
+        queries[req.condition] = {q.qid: q for q in req.queries}
+        inputs.update({**req.inputs_sha256, **about[req.condition]["default"].get("data_sha256", {})})
+    tokens = token_counter(queries, count)
+    depths = pd.concat(frames, ignore_index=True)
+    rows = pd.concat(
+        [pays_rows(depths, ch, tokens).assign(chooser=kind, chooser_name=str(ch["chooser"].iloc[0]))
+         for kind, ch in choices.items()], ignore_index=True,
+    )  # fmt: skip
+    methods, paired = method_table(rows, args.n_boot, args.seed), paired_table(rows, args.n_boot, args.seed)
+    for path in (args.choices, args.simulated_choices, Path(args.lobo) / "lobo.csv", Path(args.lobo) / "manifest.json"):
+        if Path(path).is_file():
+            inputs[str(path)] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    with staged_folder(out, merge=True, owned=("figures",)) as tmp:
+        write_pays_report(tmp, rows, methods, paired, about, tokenizer, command, MAX_K)
+        write_manifest(tmp / "manifest.json", command=command, inputs_sha256=dict(sorted(inputs.items())),
+                       tokenizer=tokenizer, policies=about, cap=MAX_K, split_seed=SPLIT_SEED, options=asdict(args),
+                       wall_seconds=time.perf_counter() - t0)  # fmt: skip
+    return out

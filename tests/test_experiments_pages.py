@@ -32,6 +32,7 @@ from experiments.report.page import (
     split_page,
     write_page,
 )
+from experiments.report.pays_page import TITLE as PAYS_TITLE
 from experiments.report.peers_page import compare_title
 from experiments.report.study import scoped, study_scope
 from experiments.report.tables import JUDGED
@@ -226,6 +227,8 @@ def committed_layout(root: Path) -> dict[str, tuple[str, str]]:
             out[rel] = (recommend_title(condition), "comparison")
         elif rel.endswith("bench.md"):
             out[rel] = ("Speed and memory", "speed")
+        elif str(man.get("command", "")).startswith("shortlist toolsearch pays"):
+            out[rel] = (PAYS_TITLE, "tool search")
         else:
             raise AssertionError(f"{rel}: no command writes this page")
     return out
