@@ -1,0 +1,159 @@
+"""Fake upstreams for the tests and ``shortlist bench``, run on 127.0.0.1 by whoever needs them.
+
+- :func:`fake_openai_app`: an OpenAI-compatible chat-completions endpoint (ASGI) that records what it received
+  (:class:`Received`) and answers at once, streamed (``stream: true``: three ``chat.completion.chunk`` events
+  and ``data: [DONE]``) or not; its answer names the tools it was sent. A request header ``x-fake-status: N``
+  makes it answer status N, ``x-fake-delay: S`` makes it wait S seconds first. ``GET /v1/models`` lists one model.
+- :func:`fake_mcp_server`: an MCP server whose tools are the given ones; a call answers
+  ``{"tool": name, "arguments": ...}`` as text, or an error result when the arguments hold ``"fail": true``.
+  ``python -m servers.fakes mcp --tools FILE`` serves it over stdio (the tests' and the bench's upstream).
+- :func:`serve_in_thread`: any ASGI app on 127.0.0.1, a free port, in a background thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from servers import DEFAULT_HOST
+
+
+@dataclass
+class Received:
+    """What a fake OpenAI upstream received: the last ``keep`` requests (method, path, headers, JSON body) and
+    the count of all of them."""
+
+    keep: int = 1000
+    count: int = 0
+    requests: deque[dict[str, Any]] = field(default_factory=deque)
+
+    def add(self, item: dict[str, Any]) -> None:
+        self.count += 1
+        self.requests.append(item)
+        while len(self.requests) > self.keep:
+            self.requests.popleft()
+
+
+def _completion(body: dict[str, Any]) -> dict[str, Any]:
+    names = [t.get("function", {}).get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
+    message = {"role": "assistant", "content": "tools: " + ",".join(map(str, names))}
+    return {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": body.get("model", "fake"),
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}  # fmt: skip
+
+
+async def _chunks(body: dict[str, Any]) -> AsyncIterator[bytes]:
+    text = _completion(body)["choices"][0]["message"]["content"]
+    for piece in (text[: len(text) // 2], text[len(text) // 2 :], None):
+        delta = {"content": piece} if piece is not None else {}
+        choice = {"index": 0, "delta": delta, "finish_reason": None if piece is not None else "stop"}
+        chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": "fake",
+                 "choices": [choice]}  # fmt: skip
+        yield f"data: {json.dumps(chunk)}\n\n".encode()
+    yield b"data: [DONE]\n\n"
+
+
+def fake_openai_app(received: Received | None = None) -> Starlette:
+    """The fake OpenAI-compatible upstream (module docstring); ``received`` records what it got."""
+    seen = received if received is not None else Received()
+
+    async def chat(request: Request) -> Response:
+        raw = await request.body()
+        body = json.loads(raw) if raw else {}
+        seen.add({"method": request.method, "path": request.url.path, "headers": dict(request.headers), "body": body})
+        delay = float(request.headers.get("x-fake-delay", "0"))
+        if delay:
+            await asyncio.sleep(delay)
+        status = int(request.headers.get("x-fake-status", "200"))
+        if status != 200:
+            return JSONResponse({"error": {"message": f"fake upstream error {status}", "type": "fake"}}, status)
+        if body.get("stream") is True:
+            return StreamingResponse(_chunks(body), media_type="text/event-stream")
+        return JSONResponse(_completion(body))
+
+    async def models(request: Request) -> Response:
+        seen.add({"method": request.method, "path": request.url.path, "headers": dict(request.headers), "body": None})
+        return JSONResponse({"object": "list", "data": [{"id": "fake", "object": "model", "owned_by": "fake"}]})
+
+    app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]), Route("/v1/models", models)])
+    app.state.received = seen
+    return app
+
+
+def free_port(host: str = DEFAULT_HOST) -> int:
+    """A TCP port free on ``host`` now."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serve_in_thread(app: Any, host: str = DEFAULT_HOST, port: int | None = None) -> Iterator[str]:
+    """Serve an ASGI app with uvicorn in a background thread; yields its base URL (``http://host:port``)."""
+    import uvicorn
+
+    config = uvicorn.Config(app, host=host, port=port or free_port(host), log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"the server on {host}:{config.port} did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://{host}:{config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def fake_mcp_server(tools: Sequence[dict[str, Any]]) -> Any:
+    """An MCP server (the SDK's :class:`~mcp.server.mcpserver.MCPServer`) listing ``tools`` (MCP tool dicts:
+    name, description, inputSchema) and answering each call (module docstring)."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp_types import CallToolResult, TextContent, Tool
+
+    listed = [Tool.model_validate(t) for t in tools]
+    names = {t.name for t in listed}
+
+    class FakeUpstream(MCPServer):
+        async def list_tools(self) -> list[Tool]:
+            return listed
+
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            if name not in names:
+                raise ToolError(f"unknown tool {name!r}")
+            text = json.dumps({"tool": name, "arguments": arguments}, sort_keys=True)
+            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=bool(arguments.get("fail")))
+
+    return FakeUpstream("fake-upstream", log_level="WARNING")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m servers.fakes mcp --tools FILE``: the fake MCP upstream over stdio."""
+    p = argparse.ArgumentParser(prog="python -m servers.fakes")
+    p.add_argument("kind", choices=["mcp"])
+    p.add_argument("--tools", required=True, help="a JSON file: a list of MCP tools (name, description, inputSchema)")
+    a = p.parse_args(argv)
+    tools = json.loads(Path(a.tools).read_text(encoding="utf-8"))
+    fake_mcp_server(tools["tools"] if isinstance(tools, dict) else tools).run("stdio")
+
+
+if __name__ == "__main__":
+    main()
