@@ -3,7 +3,8 @@
 - :func:`fake_openai_app`: an OpenAI-compatible chat-completions endpoint (ASGI) that records what it received
   (:class:`Received`) and answers at once, streamed (``stream: true``: three ``chat.completion.chunk`` events
   and ``data: [DONE]``) or not; its answer names the tools it was sent. A request header ``x-fake-status: N``
-  makes it answer status N, ``x-fake-delay: S`` makes it wait S seconds first. ``GET /v1/models`` lists one model.
+  makes it answer status N, ``x-fake-delay: S`` makes it wait S seconds first, ``x-fake-chunk-gap: S`` S seconds
+  between streamed chunks. ``GET /v1/models`` lists one model.
 - :func:`fake_mcp_server`: an MCP server whose tools are the given ones; a call answers
   ``{"tool": name, "arguments": ...}`` as text, or an error result when the arguments hold ``"fail": true``.
   ``python -m servers.fakes mcp --tools FILE`` serves it over stdio (the tests' and the bench's upstream).
@@ -56,9 +57,11 @@ def _completion(body: dict[str, Any]) -> dict[str, Any]:
             "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}  # fmt: skip
 
 
-async def _chunks(body: dict[str, Any]) -> AsyncIterator[bytes]:
+async def _chunks(body: dict[str, Any], gap: float) -> AsyncIterator[bytes]:
     text = _completion(body)["choices"][0]["message"]["content"]
-    for piece in (text[: len(text) // 2], text[len(text) // 2 :], None):
+    for i, piece in enumerate((text[: len(text) // 2], text[len(text) // 2 :], None)):
+        if i and gap:
+            await asyncio.sleep(gap)
         delta = {"content": piece} if piece is not None else {}
         choice = {"index": 0, "delta": delta, "finish_reason": None if piece is not None else "stop"}
         chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": "fake",
@@ -82,7 +85,8 @@ def fake_openai_app(received: Received | None = None) -> Starlette:
         if status != 200:
             return JSONResponse({"error": {"message": f"fake upstream error {status}", "type": "fake"}}, status)
         if body.get("stream") is True:
-            return StreamingResponse(_chunks(body), media_type="text/event-stream")
+            gap = float(request.headers.get("x-fake-chunk-gap", "0"))
+            return StreamingResponse(_chunks(body, gap), media_type="text/event-stream")
         return JSONResponse(_completion(body))
 
     async def models(request: Request) -> Response:

@@ -199,8 +199,10 @@ async def run_async(
 
     async def serve(server: ShortlistServer) -> None:
         if transport == "stdio":
+            LOG.info("serving %r over stdio", searcher)
             await server.run_stdio_async()
         else:
+            LOG.info("serving %r on http://%s:%d%s", searcher, host, port, path)
             await server.run_streamable_http_async(host=host, port=port, streamable_http_path=path)
 
     if upstream_command is None:
