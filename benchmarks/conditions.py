@@ -562,7 +562,7 @@ def data_notes(
     if skipped:
         counts = ", ".join(f"{v} {k}" for k, v in skipped.items())
         lines.append(f"note: skipped {counts} (counted in manifest.json)")
-    unknown = dict(meta.get("unknown_tools") or {})
+    unknown = dict(meta.get("unknown_tools") or [])  # [name, lines] pairs, in order of appearance
     if unknown:
         first = ", ".join(f"{name!r} ({n} line{'s' if n > 1 else ''})" for name, n in list(unknown.items())[:5])
         more = int(meta.get("n_unknown_tools", len(unknown))) - min(5, len(unknown))

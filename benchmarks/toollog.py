@@ -167,7 +167,7 @@ def log_condition(
             },
             "inputs_sha256": {str(Path(options["tools"])): tools_sha, str(Path(options["log"])): log.sha256},
             "skipped": dict(log.skipped),
-            "unknown_tools": dict(list(log.unknown.items())[:20]),
+            "unknown_tools": [[name, n] for name, n in list(log.unknown.items())[:20]],  # in order of appearance
             "n_unknown_tools": len(log.unknown),
             "duplicates_merged": log.duplicates,
             "n_log_lines": log.n_lines,

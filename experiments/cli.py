@@ -175,6 +175,12 @@ def _serve_openai(a: o.ServeOpenaiArgs) -> int:
     return 0
 
 
+def _toolsearch_latency(a: o.ToolsearchLatencyArgs) -> int:
+    from experiments.toolsearch import cmd_toolsearch_latency
+
+    return cmd_toolsearch_latency(a)
+
+
 def _tune(a: o.TuneArgs, command: str) -> int:
     from experiments.tune import cmd_tune
 
@@ -325,6 +331,13 @@ TOOLSEARCH_COMMANDS: tuple[Command, ...] = (
         "other benchmarks and judged on the held-out one by net reward, with paired intervals against fixed K = 3, "
         "5, 8 and the gap rule; the best mean over the held-out benchmarks is refitted on all and written to OUT/"
         "<scorer> with its provenance; the table goes to TABLE.",
+    ),
+    Command(
+        "latency",
+        (o.ToolsearchLatencyArgs,),
+        _toolsearch_latency,
+        "per-request time of a tool search on BFCL's 370 tools (p50 / p99, the scorer's part and the rest)",
+        wants_command=False,
     ),
 )
 SERVE_COMMANDS: tuple[Command, ...] = (

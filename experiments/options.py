@@ -715,6 +715,26 @@ class ServeOpenaiArgs(ServeArgs):
 
 
 @dataclass(frozen=True)
+class ToolsearchLatencyArgs(FolderArgs):
+    """``shortlist toolsearch latency``: per-request time of a tool search on BFCL's 370 tools."""
+
+    HELP_GROUP: ClassVar[str] = "latency"
+
+    scorers: tuple[str, ...] = opt(("bm25", "minilm"), "tool-search scorers timed")
+    policy: str | None = opt(None, "a policy run directory (unset: the default shipped for each scorer)")
+    requests: int = opt(200, "requests timed (BFCL's queries, one at a time)")
+    warmup: int = opt(20, "requests run first and not timed")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        from benchmarks.tool_ranking import resolve_scorer
+
+        object.__setattr__(self, "scorers", tuple(dict.fromkeys(resolve_scorer(s) for s in self.scorers)))
+        if self.requests < 1 or self.warmup < 0:
+            raise ValueError(f"--requests must be >= 1 and --warmup >= 0, got {self.requests}, {self.warmup}")
+
+
+@dataclass(frozen=True)
 class DataListArgs:
     """``shortlist data list``."""
 

@@ -23,11 +23,12 @@ import sys
 from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+from experiments.options import SearchArgs, ToolsearchDefaultArgs, ToolsearchLatencyArgs
 
-from experiments.options import SearchArgs, ToolsearchDefaultArgs
+if TYPE_CHECKING:  # pandas is read by the default command only: `shortlist search` starts without it
+    import pandas as pd
 
 #: The benchmarks of the leave-one-benchmark-out choice, and how many queries each gives.
 MAX_QUERIES = {"bfcl": None, "metatool": 2000, "toolbench": None}
@@ -107,6 +108,8 @@ def lobo_rows(
     by_bench: dict[str, list], candidates: Iterable[str], settings: dict[str, Any], seed: int
 ) -> pd.DataFrame:
     """Per-query rows of every candidate and comparator on each held-out benchmark, fitted on the others."""
+    import pandas as pd
+
     from shortlist_depth.api import evaluate
 
     frames = []
@@ -124,6 +127,8 @@ def lobo_rows(
 def lobo_tables(rows: pd.DataFrame, n_boot: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per held-out benchmark and method: mean net reward, found %, mean and median K; the paired differences
     of every candidate minus every comparator, with 95% bootstrap intervals over the held-out queries)."""
+    import pandas as pd
+
     from experiments.report.tables import diff_interval, query_resamples
 
     summary, diffs = [], []
@@ -202,6 +207,8 @@ def write_lobo_folder(
     inputs: dict[str, str],
 ) -> None:  # fmt: skip
     """The LOBO table (CSV), its README (verdict and intervals) and the manifest, written all at once."""
+    import pandas as pd
+
     from experiments.io import staged_folder, write_csv, write_manifest
 
     summary = pd.concat([s.assign(scorer=k) for k, (s, _, _, _) in tables.items()], ignore_index=True)
@@ -262,3 +269,56 @@ def held_out_table(part: pd.DataFrame, diffs: pd.DataFrame) -> list[str]:
             for _, r in part.sort_values("mean_reward_net", ascending=False).iterrows()]  # fmt: skip
     header = ["method", "group", "net reward", "found %", "mean K", "median K", *(f"minus {c}" for c in COMPARATORS)]
     return table(header, rows)
+
+
+# ----------------------------------------------------------------------------------------------- latency
+
+
+def bfcl_tools(data_dir: str | None, cache_dir: str | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """BFCL's 370 functions as an OpenAI ``tools`` list (registry order) and its 400 query texts."""
+    from benchmarks.bfcl import load_bfcl, load_bfcl_schemas
+
+    folder, cache = (Path(data_dir) if data_dir else None), (Path(cache_dir) if cache_dir else None)
+    schemas = load_bfcl_schemas(data_dir=folder, cache_dir=cache)
+    tools = [{"type": "function", "function": {"name": n, "description": d, "parameters": p}}
+             for n, (d, p) in schemas.items()]  # fmt: skip
+    return tools, [q.text for q in load_bfcl(data_dir=folder, cache_dir=cache).queries]
+
+
+def cmd_toolsearch_latency(la: ToolsearchLatencyArgs) -> int:
+    """``shortlist toolsearch latency``: per-request time of ``ToolSearch.search`` on BFCL's 370 tools, one request
+    at a time (after ``--warmup`` requests): p50 and p99 of the whole call, of the scorer alone and of the rest
+    (ranking, the policy and its estimate, the shortlist)."""
+    import time
+
+    import numpy as np
+
+    from shortlist_depth.toolsearch import ToolSearch
+
+    tools, texts = bfcl_tools(la.data_dir, la.cache_dir)
+    texts = (texts * (1 + la.requests // len(texts)))[: la.warmup + la.requests]
+    print(
+        "| scorer | policy | tools | requests | build s | p50 ms | p99 ms | scorer p50 ms | rest p50 ms | rest p99 ms |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for scorer in la.scorers:
+        t0 = time.perf_counter()
+        search = ToolSearch.from_tools(tools, scorer, la.policy, cache_dir=la.cache_dir)
+        build = time.perf_counter() - t0
+        total, scoring = [], []
+        for i, text in enumerate(texts):
+            t0 = time.perf_counter()
+            search.ranker.scores([text])
+            t1 = time.perf_counter()
+            search.search(text)
+            t2 = time.perf_counter()
+            if i >= la.warmup:
+                scoring.append(t1 - t0)
+                total.append(t2 - t1)
+        whole, scored = 1e3 * np.asarray(total), 1e3 * np.asarray(scoring)
+        rest = np.maximum(whole - scored, 0.0)
+        cells = [np.percentile(whole, 50), np.percentile(whole, 99), np.percentile(scored, 50),
+                 np.percentile(rest, 50), np.percentile(rest, 99)]  # fmt: skip
+        head = f"| {search.scorer} | {search.policy.method} | {len(tools)} | {len(total)} | {build:.2f} | "
+        print(head + " | ".join(f"{c:.2f}" for c in cells) + " |")
+    return 0

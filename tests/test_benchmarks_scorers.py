@@ -118,6 +118,38 @@ def test_bm25_matches_hand_oracle() -> None:
     np.testing.assert_allclose(BM25Scorer().score(queries, TOOLS), _bm25_oracle(queries, TOOLS), rtol=1e-12)
 
 
+def _rank_bm25_scores(queries: Sequence[str], tools: Sequence[str]) -> np.ndarray:
+    """rank-bm25's own ``BM25Okapi.get_scores`` over the package's tokens: the scores the study was trained on."""
+    from rank_bm25 import BM25Okapi
+
+    bm25 = BM25Okapi([scorers.tokenise(t) or ["<empty>"] for t in tools])
+    return np.stack([np.asarray(bm25.get_scores(scorers.tokenise(q)), dtype=np.float64) for q in queries])
+
+
+@given(
+    st.lists(st.lists(st.sampled_from("alpha beta gamma delta the of x1 y2 zz".split()), max_size=12), min_size=1,
+             max_size=30),
+    st.lists(st.lists(st.sampled_from("alpha beta gamma delta the of x1 y2 qq".split()), max_size=8), min_size=1,
+             max_size=5),
+)  # fmt: skip
+def test_bm25_index_equals_rank_bm25_bit_for_bit(tools: list[list[str]], queries: list[list[str]]) -> None:
+    """The index (each token's terms precomputed) gives exactly rank-bm25's scores, repeated query tokens, tokens
+    in every tool (rank-bm25's idf floor) and unknown tokens included: ``array_equal``, not a tolerance."""
+    t, q = [" ".join(x) for x in tools], [" ".join(x) for x in queries]
+    assert np.array_equal(BM25Scorer().score(q, t), _rank_bm25_scores(q, t))
+
+
+def test_bm25_index_equals_rank_bm25_on_bfcl() -> None:
+    """On BFCL's registry and its 400 queries (the scores of the study's bfcl-bm25 condition), bit for bit."""
+    from benchmarks.bfcl import load_bfcl
+
+    corpus = load_bfcl()
+    texts = [q.text for q in corpus.queries]
+    index = scorers.BM25Index(corpus.tool_texts)
+    expected = _rank_bm25_scores(texts, corpus.tool_texts)
+    assert np.array_equal(np.stack([index.scores(x) for x in texts]), expected)
+
+
 def test_bm25_empty_tool_text_does_not_crash() -> None:
     s = BM25Scorer().score(["area"], ["", "the of a", "area"])
     assert s.shape == (1, 3)

@@ -15,7 +15,7 @@ MAX_LINES = 80
 #: ranked_queries_from_run, build_condition) are 97-143 lines, listed by this file's last test.
 LIMITED = ("experiments", "agents", "envs", "rewards", "shortlist_depth", "servers")
 #: The modules that implement a ``shortlist`` subcommand (the CLI's dispatch table imports them).
-COMMANDS = ("commands", "compare", "shift", "tune", "bench", "recommend", "downstream")
+COMMANDS = ("commands", "compare", "shift", "tune", "bench", "recommend", "downstream", "toolsearch")
 
 
 def long_functions(package: str) -> list[str]:

@@ -344,3 +344,24 @@ def test_malformed_files_and_requests_are_refused(search: ToolSearch, tmp_path: 
         search.search("x y", pinned=["get_stock"], exclude=["get_stock"])
     with pytest.raises(TypeError, match="list of names"):
         search.search("x y", exclude="get_stock")
+
+
+def test_the_readme_tool_search_example_runs_as_written(tmp_path: Path) -> None:
+    """The README's "In your agent" example, extracted from the README and run in a fresh folder as a user runs it
+    (the installed package, the shipped default policy, no training)."""
+    import re
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    (snippet,) = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "ToolSearch.from_tools(" in b]
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", snippet], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-1500:]
+    names = done.stdout.splitlines()[0]
+    assert names.startswith("('get_weather',"), done.stdout
+    assert "{'type': 'tool_reference', 'tool_name': 'get_weather'}" in done.stdout
+    back = ToolSearch.load(tmp_path / "my-searcher")
+    assert back.search("What is the weather in Paris tomorrow?").names[0] == "get_weather"
