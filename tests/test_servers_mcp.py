@@ -7,6 +7,7 @@ both driven by the SDK's own client."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import cli_env
+from conftest import REPO, cli_env
 from mcp import Client, StdioServerParameters
 from mcp_types import ToolListChangedNotification
 from test_servers_openai import readme_command, saved_searcher, wait_for_port
@@ -178,3 +179,15 @@ def test_streamable_http_on_127_0_0_1(searcher_dir: Path, tmp_path: Path) -> Non
         proc.terminate()
         proc.wait(timeout=30)
     assert f"127.0.0.1:{port}" in log.read_text()
+
+
+def test_the_readme_mcp_client_config_is_a_valid_command_line() -> None:
+    from experiments import options as o
+    from experiments.cli import build, make_parser
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"```json\n\s*(.*?)```", readme, flags=re.S)
+    (entry,) = json.loads(block)["mcpServers"].values()
+    assert entry["command"] == "shortlist" and entry["args"][:2] == ["serve", "mcp"]
+    args = build(o.ServeMcpArgs, make_parser().parse_args(entry["args"]))
+    assert args.transport == "stdio" and args.upstream_command == "python my_mcp_server.py"

@@ -252,3 +252,13 @@ def test_the_readme_command_serves_and_streams_chunk_by_chunk(
         proc.wait(timeout=30)
     text = log.read_text()
     assert "chat request: k=" in text and KEY not in text
+
+
+def test_the_readme_base_url_is_the_proxys_default_address() -> None:
+    from experiments import options as o
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    urls = set(re.findall(r"http://127\.0\.0\.1:\d+/v1", readme))
+    defaults = o.ServeOpenaiArgs(searcher="s", upstream="http://u")
+    assert urls == {f"http://{defaults.host}:{defaults.port}/v1"}
+    assert 'OpenAI(base_url="http://127.0.0.1:8080/v1")' in readme
