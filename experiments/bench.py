@@ -22,6 +22,10 @@ Measured (wall clock and CPU time of this one process; best of ``repeats`` for t
 - **Measured runs**: the wall time each committed results folder's manifest records, with its command.
 - Peak memory and the targets.
 
+Those are the ``study`` section (the default). ``--sections toolsearch load`` measure the tool search per
+request and the servers under load instead (:mod:`experiments.bench_serve`), written to
+``results/bench-serve.md`` unless ``--out`` says otherwise.
+
 Prints the figures and writes them, with the machine description, to ``out`` (``results/bench.md``).
 """
 
@@ -390,15 +394,17 @@ def measured_lines(runs: pd.DataFrame) -> list[str]:
 
 
 def cmd_bench(ba: BenchArgs, fa: Any, command: str) -> int:
-    """Run every measurement, print it and write ``ba.out`` (written only once every part succeeded)."""
+    """Run the measurements of ``ba.sections``, print them and write ``ba.out`` (written only once every part
+    succeeded): the study's (``study``), the tool search's per request (``toolsearch``) and the servers under
+    load (``load``; :mod:`experiments.bench_serve`)."""
     import torch
 
-    from experiments.plan import BENCH_SUITES, compare_methods, resolve_plans
+    from experiments.plan import BENCH_SUITES, resolve_plans
 
     torch.set_num_threads(1)
-    plans = resolve_plans(ba.only, BENCH_SUITES)  # refuses an unknown condition before any work
+    plans = resolve_plans(ba.only, BENCH_SUITES) if "study" in ba.sections else []  # refused before any work
     t_all = time.perf_counter()
-    mach = machine()
+    out = Path(ba.output())
     sections = [
         "# Speed benchmark",
         "",
@@ -409,12 +415,32 @@ def cmd_bench(ba: BenchArgs, fa: Any, command: str) -> int:
         "",
         "## Machine",
         "",
-        *table(["", ""], [[k, v] for k, v in mach.items()]),
+        *table(["", ""], [[k, v] for k, v in machine().items()]),
         "",
     ]
+    if "study" in ba.sections:
+        sections += study_lines(ba, fa, plans, out)
+    if "toolsearch" in ba.sections:
+        from experiments.bench_serve import bench_toolsearch
+
+        sections += bench_toolsearch(ba)
+    if "load" in ba.sections:
+        from experiments.bench_serve import bench_load
+
+        sections += bench_load(ba)
+    sections += [f"Total benchmark wall time: {time.perf_counter() - t_all:.1f} s.", ""]
+    atomic_write_text(out, "\n".join(sections))
+    print(f"wrote {out}")
+    return 0
+
+
+def study_lines(ba: BenchArgs, fa: Any, plans: list, out: Path) -> list[str]:
+    """The study's measurements (module docstring), as markdown lines."""
+    from experiments.plan import compare_methods
+
     cli = cli_start(ba.repeats, fa.data_dir, fa.cache_dir)
-    sections += ["## CLI start (fresh process, best of the repeats)", "",
-                 *table(["command", "seconds"], [[c, f"{t:.2f}"] for c, t in cli]), ""]  # fmt: skip
+    sections = ["## CLI start (fresh process, best of the repeats)", "",
+                *table(["command", "seconds"], [[c, f"{t:.2f}"] for c, t in cli]), ""]  # fmt: skip
     batch = bench_batch(ba)
     sections += [f"## Batch evaluation: {ba.queries:,} queries x depth {ba.depth} (seeded synthetic scores)", "",
                  *table(["what", "seconds", "throughput"],
@@ -439,16 +465,12 @@ def cmd_bench(ba: BenchArgs, fa: Any, command: str) -> int:
     proj = projection(study_cells_all(), costs, overhead, ba.workers)
     total_min = float(proj["wall_minutes_at_workers"].sum())
     sections += fit_lines(costs, ba.fraction) + projection_lines(proj, overhead, ba.workers, total_min)
-    runs = measured_runs(Path(ba.out).resolve().parent)
+    runs = measured_runs(out.resolve().parent)
     sections += measured_lines(runs)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     sections += ["## Peak memory", "", f"Maximum resident set size of the benchmark process: {peak:,.0f} MiB.", ""]
-    sections += target_lines(batch, env_rate, cli, total_min, rec_s, ba.recommend_queries,
-                             measured_study_minutes(runs))  # fmt: skip
-    sections += [f"Total benchmark wall time: {time.perf_counter() - t_all:.1f} s.", ""]
-    atomic_write_text(Path(ba.out), "\n".join(sections))
-    print(f"wrote {ba.out}")
-    return 0
+    return sections + target_lines(batch, env_rate, cli, total_min, rec_s, ba.recommend_queries,
+                                   measured_study_minutes(runs))  # fmt: skip
 
 
 def fit_lines(costs: pd.DataFrame, fraction: float) -> list[str]:

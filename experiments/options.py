@@ -30,6 +30,8 @@ from experiments.plan import (
 from rewards import REWARD_KINDS
 
 BUCKET_SCHEMES = ("default", "narrow")
+#: The parts of ``shortlist bench``.
+BENCH_SECTIONS = ("study", "toolsearch", "load")
 
 
 def opt(default: Any, help: str, **kw: Any) -> Any:  # noqa: A002
@@ -387,10 +389,21 @@ class BenchArgs(FolderArgs):
 
     HELP_GROUP: ClassVar[str] = "benchmark"
 
+    sections: tuple[str, ...] = opt(
+        ("study",), "what to measure: study (CLI start, batch evaluation, env, recommend, fits and the projection), "
+        "toolsearch (the tool search per request at 370, 3,406 and 10,000 tools; start-up), load (the servers under "
+        "concurrent clients)", choices=BENCH_SECTIONS,
+    )  # fmt: skip
     only: tuple[str, ...] = opt(
         (), "conditions of the per-condition fits (empty: those of `compare`: main, two-scorer, multi-tool)"
     )
-    out: str = opt("results/bench.md", "markdown file the figures are written to")
+    out: str = opt(
+        "", "markdown file the figures are written to (empty: results/bench.md, or results/bench-serve.md when the "
+        "study section is not measured)",
+    )  # fmt: skip
+    clients: int = opt(64, "load: concurrent clients")
+    duration: float = opt(60.0, "load: seconds each load run lasts")
+    toolsearch_requests: int = opt(300, "toolsearch: requests timed per registry and scorer")
     queries: int = opt(100_000, "ranked lists in the batch-evaluation benchmark")
     depth: int = opt(100, "list length (= depth cap) in the batch-evaluation benchmark")
     env_steps: int = opt(200_000, "environment steps timed (single env, random actions)")
@@ -412,11 +425,21 @@ class BenchArgs(FolderArgs):
     def __post_init__(self) -> None:
         super().__post_init__()
         registry.parse_settings(self.set)
-        for name in ("queries", "depth", "env_steps", "repeats", "workers", "recommend_queries"):
+        bad = [x for x in self.sections if x not in BENCH_SECTIONS]
+        if bad or not self.sections:
+            raise ValueError(f"--sections: one or more of {', '.join(BENCH_SECTIONS)}, got {list(self.sections)}")
+        if not (math.isfinite(self.duration) and self.duration > 0):
+            raise ValueError(f"--duration must be > 0 seconds, got {self.duration}")
+        for name in ("queries", "depth", "env_steps", "repeats", "workers", "recommend_queries", "clients",
+                     "toolsearch_requests"):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
         if not 0 < self.fraction <= 0.5:
             raise ValueError(f"--fraction must lie in (0, 0.5], got {self.fraction}")
+
+    def output(self) -> str:
+        """Where the figures go (``--out``, else by the sections measured)."""
+        return self.out or ("results/bench.md" if "study" in self.sections else "results/bench-serve.md")
 
 
 @dataclass(frozen=True)

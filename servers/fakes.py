@@ -19,7 +19,7 @@ import json
 import socket
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,15 +36,18 @@ from servers import DEFAULT_HOST
 
 @dataclass
 class Received:
-    """What a fake OpenAI upstream received: the last ``keep`` requests (method, path, headers, JSON body) and
-    the count of all of them."""
+    """What a fake OpenAI upstream received: the last ``keep`` requests (method, path, headers, JSON body), the
+    count of all of them, and how many times each ``x-request-id`` header came."""
 
     keep: int = 1000
     count: int = 0
     requests: deque[dict[str, Any]] = field(default_factory=deque)
+    ids: Counter[str] = field(default_factory=Counter)
 
     def add(self, item: dict[str, Any]) -> None:
         self.count += 1
+        if "x-request-id" in item["headers"]:
+            self.ids[item["headers"]["x-request-id"]] += 1
         self.requests.append(item)
         while len(self.requests) > self.keep:
             self.requests.popleft()
@@ -70,13 +73,15 @@ async def _chunks(body: dict[str, Any], gap: float) -> AsyncIterator[bytes]:
     yield b"data: [DONE]\n\n"
 
 
-def fake_openai_app(received: Received | None = None) -> Starlette:
-    """The fake OpenAI-compatible upstream (module docstring); ``received`` records what it got."""
+def fake_openai_app(received: Received | None = None, parse: bool = True) -> Starlette:
+    """The fake OpenAI-compatible upstream (module docstring); ``received`` records what it got. With ``parse``
+    False the body is read but not parsed (the answer names no tool): the same cost for any body, as a load
+    benchmark's baseline needs. ``GET /fake/received`` answers the count and the ``x-request-id`` counts."""
     seen = received if received is not None else Received()
 
     async def chat(request: Request) -> Response:
         raw = await request.body()
-        body = json.loads(raw) if raw else {}
+        body = json.loads(raw) if raw and parse else {}
         seen.add({"method": request.method, "path": request.url.path, "headers": dict(request.headers), "body": body})
         delay = float(request.headers.get("x-fake-delay", "0"))
         if delay:
@@ -93,7 +98,12 @@ def fake_openai_app(received: Received | None = None) -> Starlette:
         seen.add({"method": request.method, "path": request.url.path, "headers": dict(request.headers), "body": None})
         return JSONResponse({"object": "list", "data": [{"id": "fake", "object": "model", "owned_by": "fake"}]})
 
-    app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]), Route("/v1/models", models)])
+    async def stats(request: Request) -> Response:
+        return JSONResponse({"count": seen.count, "ids": dict(seen.ids)})
+
+    routes = [Route("/v1/chat/completions", chat, methods=["POST"]), Route("/v1/models", models),
+              Route("/fake/received", stats)]  # fmt: skip
+    app = Starlette(routes=routes)
     app.state.received = seen
     return app
 
@@ -150,11 +160,22 @@ def fake_mcp_server(tools: Sequence[dict[str, Any]]) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m servers.fakes mcp --tools FILE``: the fake MCP upstream over stdio."""
+    """``python -m servers.fakes mcp --tools FILE``: the fake MCP upstream over stdio; ``python -m servers.fakes
+    openai --port P [--no-parse]``: the fake OpenAI upstream on 127.0.0.1 (keeping no request bodies)."""
     p = argparse.ArgumentParser(prog="python -m servers.fakes")
-    p.add_argument("kind", choices=["mcp"])
-    p.add_argument("--tools", required=True, help="a JSON file: a list of MCP tools (name, description, inputSchema)")
+    p.add_argument("kind", choices=["mcp", "openai"])
+    p.add_argument("--tools", help="mcp: a JSON file, a list of MCP tools (name, description, inputSchema)")
+    p.add_argument("--port", type=int, default=0, help="openai: the port")
+    p.add_argument("--no-parse", action="store_true", help="openai: answer without parsing the body")
     a = p.parse_args(argv)
+    if a.kind == "openai":
+        import uvicorn
+
+        app = fake_openai_app(Received(keep=0), parse=not a.no_parse)
+        uvicorn.run(app, host=DEFAULT_HOST, port=a.port, log_level="warning", access_log=False)
+        return
+    if not a.tools:
+        p.error("mcp needs --tools FILE")
     tools = json.loads(Path(a.tools).read_text(encoding="utf-8"))
     fake_mcp_server(tools["tools"] if isinstance(tools, dict) else tools).run("stdio")
 
