@@ -238,12 +238,20 @@ def wait_http(url: str, proc: subprocess.Popen, log: Path, seconds: float = 120)
     raise RuntimeError(f"nothing answered at {url} within {seconds:.0f} s")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Memory:
-    """The resident memory (MiB) of a process, sampled every ``every`` seconds in a thread."""
+    """The resident memory (MiB) of a process, sampled every ``every`` seconds in a thread, and the CPU seconds
+    it used in the block."""
 
     def __init__(self, pid: int, every: float = 1.0) -> None:
         self.pid = pid
         self.every = every
+        self.cpu = 0.0
         self.samples: list[tuple[float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -259,10 +267,12 @@ class Memory:
             self.samples.append((time.monotonic() - t0, kb / 1024))
 
     def __enter__(self) -> Memory:
+        self.cpu = -cpu_seconds(self.pid)
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.cpu += cpu_seconds(self.pid)
         self._stop.set()
         self._thread.join()
 
@@ -303,8 +313,11 @@ async def openai_load(url: str, bodies: list[bytes], clients: int, seconds: floa
             body = bodies[(w * 7919 + i) % len(bodies)]
             headers = {"content-type": "application/json", "x-request-id": rid, "authorization": "Bearer sk-bench"}
             t0 = time.perf_counter()
-            r = await client.post(url, content=body, headers=headers)
-            rows.append((rid, r.status_code, time.perf_counter() - t0, r.headers.get("x-shortlist-k")))
+            try:
+                r = await client.post(url, content=body, headers=headers)
+                rows.append((rid, r.status_code, time.perf_counter() - t0, r.headers.get("x-shortlist-k")))
+            except httpx.TransportError as e:  # counted as a failed request (status 0), the run goes on
+                rows.append((rid, 0, time.perf_counter() - t0, type(e).__name__))
             i += 1
 
     async with httpx.AsyncClient(timeout=120, limits=limits) as client, anyio.create_task_group() as tg:
@@ -323,7 +336,7 @@ def received_ids(upstream: str) -> dict[str, int]:
 def check_once(rows: list[tuple], ids: dict[str, int], proxied: bool) -> str:
     """'every request answered once' or what went wrong (lost, duplicated, not 200, no K)."""
     sent = [r[0] for r in rows]
-    bad = [r for r in rows if r[1] != 200 or (proxied and r[3] is None)]
+    bad = [r for r in rows if r[1] != 200 or (proxied and not str(r[3]).isdigit())]
     lost = [i for i in sent if ids.get(i, 0) == 0]
     dup = [i for i, n in ids.items() if n > 1]
     extra = set(ids) - set(sent)
@@ -333,7 +346,8 @@ def check_once(rows: list[tuple], ids: dict[str, int], proxied: bool) -> str:
 
 
 def bench_load_openai(ba: Any, tools: list[dict[str, Any]], queries: list[str], searcher: Path, tmp: Path) -> list:
-    """The openai row pair of the load table: straight to the fake upstream, then through the proxy."""
+    """The openai rows of the load table, at ``ba.clients`` clients and at 1: straight to the fake upstream, then
+    through the proxy (its memory and CPU seconds per request measured)."""
     import anyio
 
     from servers.fakes import free_port
@@ -344,19 +358,25 @@ def bench_load_openai(ba: Any, tools: list[dict[str, Any]], queries: list[str], 
     fake = [sys.executable, "-m", "servers.fakes", "openai", "--port", str(up_port), "--no-parse"]
     proxy = [sys.executable, "-m", "experiments.cli", "serve", "openai", "--searcher", str(searcher),
              "--upstream", f"{upstream}/v1", "--port", str(proxy_port)]  # fmt: skip
+    chat = f"http://127.0.0.1:{proxy_port}/v1/chat/completions"
     out = []
-    with running(fake, tmp / "fake.log") as up:
+    with running(fake, tmp / "fake.log") as up, running(proxy, tmp / "proxy.log") as px:
         wait_http(f"{upstream}/fake/received", up, tmp / "fake.log")
-        direct = anyio.run(openai_load, f"{upstream}/v1/chat/completions", bodies, ba.clients, ba.duration, "d")
-        out.append(("direct to the fake upstream", direct, check_once(direct, received_ids(upstream), False), "-"))
-        with running(proxy, tmp / "proxy.log") as px:
-            wait_http(f"http://127.0.0.1:{proxy_port}/v1/models", px, tmp / "proxy.log")
-            chat = f"http://127.0.0.1:{proxy_port}/v1/chat/completions"
-            anyio.run(openai_load, chat, bodies, 1, 1.0, "warm")  # the request's tools prepared once
-            with Memory(px.pid, min(1.0, ba.duration / 20)) as mem:
-                rows = anyio.run(openai_load, chat, bodies, ba.clients, ba.duration, "p")
-            ids = {k: v for k, v in received_ids(upstream).items() if k.startswith("p-")}
-            out.append(("through `serve openai` (bm25)", rows, check_once(rows, ids, True), mem.summary()))
+        wait_http(f"http://127.0.0.1:{proxy_port}/v1/models", px, tmp / "proxy.log")
+        anyio.run(openai_load, chat, bodies, 1, 1.0, "warm")  # the request's tools prepared once
+        for clients, seconds in ((ba.clients, ba.duration), (1, ba.duration / 3)):
+            tag = f"d{clients}"
+            direct = anyio.run(openai_load, f"{upstream}/v1/chat/completions", bodies, clients, seconds, tag)
+            ids = {k: v for k, v in received_ids(upstream).items() if k.startswith(f"{tag}-")}
+            out.append((f"{clients} client(s): straight to the fake upstream", direct, seconds,
+                        check_once(direct, ids, False), "-", "-"))  # fmt: skip
+            tag = f"p{clients}"
+            with Memory(px.pid, min(1.0, seconds / 20)) as mem:
+                rows = anyio.run(openai_load, chat, bodies, clients, seconds, tag)
+            ids = {k: v for k, v in received_ids(upstream).items() if k.startswith(f"{tag}-")}
+            cpu = f"{1e3 * mem.cpu / max(len(rows), 1):.1f}"
+            out.append((f"{clients} client(s): through `serve openai` (bm25)", rows, seconds,
+                        check_once(rows, ids, True), mem.summary(), cpu))  # fmt: skip
     return out
 
 
@@ -415,8 +435,10 @@ def bench_load_mcp(ba: Any, tools: list[dict[str, Any]], queries: list[str], sea
     n = len(got["search"]) + len(got["call"]) + len(got["failed"])
     failed = len(got["failed"])
     check = f"all {n:,} answered, each echo its own call's" if not failed else f"NOT: {failed} failed"
-    return [("`serve mcp` (http): search_tools", got["search"], check, mem.summary()),
-            ("`serve mcp` (http): forwarded tools/call", got["call"], check, "")]  # fmt: skip
+    cpu = f"{1e3 * mem.cpu / max(n, 1):.1f}"
+    what = f"{ba.clients} clients: `serve mcp` (http)"
+    return [(f"{what}, search_tools", got["search"], ba.duration, check, mem.summary(), cpu),
+            (f"{what}, forwarded tools/call", got["call"], ba.duration, check, "", "")]  # fmt: skip
 
 
 def bench_load(ba: Any) -> list[str]:
@@ -431,19 +453,22 @@ def bench_load(ba: Any) -> list[str]:
         runs = bench_load_openai(ba, tools, queries, searcher, Path(tmp))
         runs += bench_load_mcp(ba, tools, queries, searcher, Path(tmp))
     rows = []
-    for what, got, check, memory in runs:
+    for what, got, seconds, check, memory, cpu in runs:
         lat = [r[2] for r in got] if got and isinstance(got[0], tuple) else list(got)
         p50, p99 = percentiles(lat) if lat else (float("nan"), float("nan"))
-        rows.append([what, f"{len(lat):,}", f"{len(lat) / ba.duration:,.0f}", f"{p50:.1f}", f"{p99:.1f}", check,
-                     memory])  # fmt: skip
+        rows.append([what, f"{len(lat):,}", f"{len(lat) / seconds:,.0f}", f"{p50:.1f}", f"{p99:.1f}", check, memory,
+                     cpu])  # fmt: skip
         print(f"load {what}: {len(lat)} requests, p50 {p50:.1f} ms, p99 {p99:.1f} ms; {check}; {memory}", flush=True)
-    direct, proxied = rows[0], rows[1]
-    added = [float(proxied[i]) - float(direct[i]) for i in (3, 4)]
+    added = [[f"{float(rows[i + 1][j]) - float(rows[i][j]):+.1f}" for j in (3, 4)] for i in (0, 2)]
+    head = ["what", "requests", "per second", "p50 ms", "p99 ms", "answered", "server memory", "server CPU ms/request"]
     return [
         f"## Servers under load: {ba.clients} concurrent clients for {ba.duration:g} s, BFCL's 370 tools per request",
         "", "Separate processes on 127.0.0.1 (fake upstream, server, clients) sharing this machine's cores; each "
-        "client sends its next request when the last is answered. Memory: the server's resident set, each second.",
-        "", *table(["what", "requests", "per second", "p50 ms", "p99 ms", "answered", "server memory"], rows), "",
-        f"Latency `serve openai` adds (through the proxy minus straight to the upstream, at the same load): p50 "
-        f"**{added[0]:+.1f} ms**, p99 **{added[1]:+.1f} ms** (goal: p99 <= 20 ms with BM25).", "",
+        "client sends its next request when the last is answered (one client: no queueing, the latency of one "
+        "request). Memory: the server's resident set over the run. CPU: the server process's user + system seconds "
+        "over the run, per request.", "",
+        *table(head, rows), "",
+        f"Latency `serve openai` adds (through the proxy minus straight to the upstream, at the same load; goal: p99 "
+        f"<= 20 ms with BM25): {ba.clients} clients p50 **{added[0][0]} ms**, p99 **{added[0][1]} ms**; one client "
+        f"p50 **{added[1][0]} ms**, p99 **{added[1][1]} ms**.", "",
     ]  # fmt: skip

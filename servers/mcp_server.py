@@ -20,6 +20,7 @@ streamable HTTP (``--transport http``, on 127.0.0.1 unless ``--host`` says other
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import shlex
@@ -198,6 +199,7 @@ async def run_async(
     command, connected to it first (its tools read before the first request)."""
 
     async def serve(server: ShortlistServer) -> None:
+        gc.freeze()  # what is loaded stays: the collector no longer walks it on every request's garbage
         if transport == "stdio":
             LOG.info("serving %r over stdio", searcher)
             await server.run_stdio_async()
