@@ -420,8 +420,9 @@ def bench_load_mcp(ba: Any, tools: list[dict[str, Any]], queries: list[str], sea
     from servers.fakes import free_port
 
     port = free_port()
+    # BFCL writes "type": "dict"; an MCP tool's inputSchema is a JSON schema of "type": "object"
     mcp_tools = [{"name": t["function"]["name"], "description": t["function"]["description"],
-                  "inputSchema": t["function"]["parameters"]} for t in tools]  # fmt: skip
+                  "inputSchema": {**t["function"]["parameters"], "type": "object"}} for t in tools]  # fmt: skip
     (tmp / "tools.json").write_text(json.dumps(mcp_tools), encoding="utf-8")
     upstream = f"{sys.executable} -m servers.fakes mcp --tools {tmp / 'tools.json'}"
     cmd = [sys.executable, "-m", "experiments.cli", "serve", "mcp", "--searcher", str(searcher), "--transport", "http",

@@ -33,6 +33,7 @@ import anyio.to_thread
 from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, Tool, ToolListChangedNotification
 from pydantic import BaseModel
 
@@ -219,7 +220,10 @@ async def run_async(
     async with upstream_client(upstream_command, on_message) as client:
         upstream = Upstream(client, searcher)
         holder.append(upstream)
-        await upstream.refresh()
+        try:
+            await upstream.refresh()
+        except MCPError as e:
+            raise ValueError(f"--upstream-command: the upstream's tools/list failed ({e})") from e
         missing = [n for n in settings.pin if n not in upstream.tools]
         if missing:
             raise ValueError(f"--pin: tool(s) the upstream does not list: {missing[:5]}")
@@ -227,8 +231,22 @@ async def run_async(
 
 
 def run(searcher: ToolSearch, settings: SearchSettings, **kw: Any) -> None:
-    """:func:`run_async` in a fresh event loop."""
-    anyio.run(lambda: run_async(searcher, settings, **kw))
+    """:func:`run_async` in a fresh event loop.
+
+    Raises:
+        ValueError: the server could not start or stopped on an error (an upstream command that is not an MCP
+            server or cannot be started, an upstream whose tool list is invalid, a pin it does not list), in one
+            line.
+    """
+    try:
+        anyio.run(lambda: run_async(searcher, settings, **kw))
+    except BaseExceptionGroup as group:
+        leaf: BaseException = group
+        while isinstance(leaf, BaseExceptionGroup):
+            leaf = leaf.exceptions[0]
+        if isinstance(leaf, ValueError | OSError | MCPError):
+            raise ValueError(str(leaf) if isinstance(leaf, ValueError) else f"{type(leaf).__name__}: {leaf}") from group
+        raise
 
 
 __all__: Sequence[str] = ["SEARCH_TOOL", "SearchAnswer", "SearchSettings", "ShortlistServer", "Upstream", "run"]

@@ -191,3 +191,20 @@ def test_the_readme_mcp_client_config_is_a_valid_command_line() -> None:
     assert entry["command"] == "shortlist" and entry["args"][:2] == ["serve", "mcp"]
     args = build(o.ServeMcpArgs, make_parser().parse_args(entry["args"]))
     assert args.transport == "stdio" and args.upstream_command == "python my_mcp_server.py"
+
+
+@pytest.mark.parametrize("upstream", ["not-an-mcp-server", "invalid-tool-list"])
+def test_an_upstream_that_cannot_serve_is_a_one_line_error(searcher_dir: Path, tmp_path: Path, upstream: str) -> None:
+    tools = tmp_path / "tools.json"
+    bad = [{"name": "f", "description": "BFCL writes dict", "inputSchema": {"type": "dict", "properties": {}}}]
+    tools.write_text(json.dumps(bad), encoding="utf-8")
+    fake = [sys.executable, "-m", "servers.fakes", "mcp", "--tools", str(tools)]
+    command = {"not-an-mcp-server": [sys.executable, "-c", "pass"], "invalid-tool-list": fake}[upstream]
+    cmd = [sys.executable, "-m", "experiments.cli", "serve", "mcp", "--searcher", str(searcher_dir),
+           "--upstream-command", shlex.join(command)]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(), timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("shortlist: error: "), done.stderr  # (the upstream's own log comes before it)
+    if upstream == "invalid-tool-list":
+        assert "--upstream-command: the upstream's tools/list failed" in last
