@@ -220,4 +220,5 @@ register(
     observes=True,
     objective=net_objective,
     budget="epochs",
+    torch_at_inference=True,
 )

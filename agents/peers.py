@@ -572,8 +572,16 @@ class TopPPolicy(_Saved):
     def explain(
         self, queries: Sequence[RankedQuery], config: EpisodeConfig
     ) -> tuple[NDArray[np.int64], list[dict[str, float]]]:
-        """The depths and why: the fitted softmax mass p and temperature."""
-        return self.depths(queries, config), [{"p": self.p, "temperature": self.temperature} for _ in queries]
+        """The depths and why: the fitted mass p and temperature, and ``mass_shown``, the softmax mass of the K
+        items shown (it reaches p, or K is the cap)."""
+        depths = self.depths(queries, config)
+        if len(queries) == 0:
+            return depths, []
+        s, n = score_matrix(queries)
+        s, n, _, valid = check_matrix(s, n)
+        rest = _log_rest(s, n, valid, self.temperature)[np.arange(len(queries)), depths - 1]
+        shown = -np.expm1(rest)  # 1 - the mass left after the K items shown
+        return depths, [{"p": self.p, "temperature": self.temperature, "mass_shown": float(m)} for m in shown]
 
     def params(self) -> dict:
         return {

@@ -74,6 +74,10 @@ class PolicyKind:
         budget: the integer setting its training cost grows with (DQN's ``total_timesteps``, tabular Q's
             ``episodes``, the torch models' ``epochs``); empty when fitting costs about the same whatever
             the settings. ``shortlist bench`` times a fraction of it and extrapolates.
+        torch_at_inference: whether choosing a depth runs torch (a torch network: DQN, the cut-off, the
+            Choppy-style model), so that loading the policy imports torch; the others decide with numpy
+            (``auto``: the kind it chose). A tool search that must start fast serves the others
+            (tests/test_toolsearch.py loads each in a process where torch cannot be imported).
     """
 
     name: str
@@ -90,6 +94,7 @@ class PolicyKind:
     observes: bool = False
     objective: Callable[[str, Any, Any], Objective] = lambda reward, settings, episode: NOT_FITTED
     budget: str = ""
+    torch_at_inference: bool = False
 
     @property
     def summary(self) -> str:
@@ -151,6 +156,7 @@ def register(
     observes: bool = False,
     objective: Callable[[str, Any, Any], Objective] | None = None,
     budget: str = "",
+    torch_at_inference: bool = False,
 ) -> PolicyKind:
     """Add a kind to :data:`KINDS` (names are unique and contain no ``_`` or ``.``).
 
@@ -184,6 +190,7 @@ def register(
         observes,
         objective or (lambda reward, settings, episode: NOT_FITTED),
         budget,
+        torch_at_inference,
     )
     KINDS[name] = kind
     return kind

@@ -8,7 +8,9 @@ Scorers (:data:`SEARCH_SCORERS`), the package's own (:mod:`benchmarks.scorers`):
   ``BM25Okapi``; the index is built once per registry, a request costs a few array additions);
 - ``minilm``: cosine similarity of all-MiniLM-L6-v2 embeddings; the tools' embeddings are cached on disk by
   content digest (:func:`benchmarks.score_cache.cached_embeddings`: the scorer identity and the exact
-  texts), so a registry seen before needs no embedding; a request is embedded when it comes;
+  texts), so a registry seen before needs no embedding; a request is embedded when it comes, on
+  :attr:`RegistryRanker.embed_threads` torch threads (1: a short text gains nothing from more, and on a busy
+  machine extra threads spin; ``shortlist toolsearch latency --torch-threads`` measures both);
 - ``bm25-hybrid`` (alias ``hybrid``) and ``minilm-hybrid``: rank by the first, observe both: each ranked
   list carries the other scorer's scores of the same tools (:attr:`envs.RankedQuery.aux_scores`), and the
   policy reads the two-scorer features of :mod:`envs.features`, as the ``-hybrid`` conditions do.
@@ -94,6 +96,8 @@ class RegistryRanker:
         self._bm25: BM25Index | None = None
         self._embedder: EmbeddingScorer | None = None
         self._tool_embeddings: NDArray[np.float32] | None = None
+        #: torch threads a served request is embedded on (the process's own count is restored afterwards)
+        self.embed_threads = 1
         for name in self.parts:
             self._prepare(name)
 
@@ -137,7 +141,14 @@ class RegistryRanker:
 
             emb = cached_embeddings(self._embedder, list(requests), self.cache_dir)
         else:
-            emb = self._embedder.embed(list(requests))
+            import torch
+
+            before = torch.get_num_threads()
+            torch.set_num_threads(self.embed_threads)
+            try:
+                emb = self._embedder.embed(list(requests))
+            finally:
+                torch.set_num_threads(before)
         return np.asarray(emb @ self._tool_embeddings.T, dtype=np.float64)
 
     def scores(

@@ -630,7 +630,8 @@ class ToolsearchDefaultArgs(FolderArgs):
     benchmarks: tuple[str, ...] = opt(("bfcl", "metatool", "toolbench"), "benchmarks left out in turn (2 or more)")
     candidates: tuple[str, ...] = opt(
         ("posterior", "cutoff", "choppy", "tabular", "threshold", "topp", "greedyk"),
-        "policy kinds the default is chosen from (JSON-backed: every kind but dqn)",
+        "policy kinds judged (JSON-backed: every kind but dqn); the default is chosen among those that decide "
+        "without torch",
     )
     seed: int = opt(0, "training seed of every fit")
     n_boot: int = opt(10_000, "bootstrap resamples of the held-out queries behind every interval")
@@ -649,6 +650,8 @@ class ToolsearchDefaultArgs(FolderArgs):
             raise ValueError(f"--candidates: registered kinds other than dqn, fixed and auto, got {bad or '[]'}")
         if any(registry.KINDS[c].reads_labels for c in self.candidates):
             raise ValueError("--candidates: a kind that reads the labels cannot be a default policy")
+        if all(registry.KINDS[c].torch_at_inference for c in self.candidates):
+            raise ValueError("--candidates: name at least one kind that decides without torch (the eligible ones)")
         if self.n_boot < 100:
             raise ValueError(f"--n-boot must be >= 100, got {self.n_boot}")
         self.settings()
@@ -739,22 +742,30 @@ class ServeOpenaiArgs(ServeArgs):
 
 @dataclass(frozen=True)
 class ToolsearchLatencyArgs(FolderArgs):
-    """``shortlist toolsearch latency``: per-request time of a tool search on BFCL's 370 tools."""
+    """``shortlist toolsearch latency``: per-request time of a tool search on a benchmark's registry."""
 
     HELP_GROUP: ClassVar[str] = "latency"
 
+    registry: str = opt("bfcl", "the registry and requests: BFCL's 370 tools or ToolBench's 3,406",
+                        choices=("bfcl", "toolbench"))  # fmt: skip
     scorers: tuple[str, ...] = opt(("bm25", "minilm"), "tool-search scorers timed")
     policy: str | None = opt(None, "a policy run directory (unset: the default shipped for each scorer)")
     requests: int = opt(200, "requests timed (BFCL's queries, one at a time)")
     warmup: int = opt(20, "requests run first and not timed")
+    torch_threads: int = opt(1, "torch threads a MiniLM request is embedded on (the searcher's default: 1)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         from benchmarks.tool_ranking import resolve_scorer
 
         object.__setattr__(self, "scorers", tuple(dict.fromkeys(resolve_scorer(s) for s in self.scorers)))
-        if self.requests < 1 or self.warmup < 0:
-            raise ValueError(f"--requests must be >= 1 and --warmup >= 0, got {self.requests}, {self.warmup}")
+        if self.registry not in ("bfcl", "toolbench"):
+            raise ValueError(f"--registry must be bfcl or toolbench, got {self.registry!r}")
+        if self.requests < 1 or self.warmup < 0 or self.torch_threads < 1:
+            raise ValueError(
+                f"--requests and --torch-threads must be >= 1 and --warmup >= 0, got {self.requests}, "
+                f"{self.torch_threads}, {self.warmup}"
+            )
 
 
 @dataclass(frozen=True)

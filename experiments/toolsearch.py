@@ -12,8 +12,11 @@ queries). Leave one benchmark out: every candidate kind is fitted on the other b
 them) and judged on the held-out one's by the net reward (found x -log2 P_rand(K) - c (K - 1), c = 0.01),
 with paired 95% bootstrap intervals over its queries against fixed K = 3, 5, 8 and the largest-gap rule.
 The default kind is the candidate with the best mean held-out net reward over the benchmarks (each
-benchmark weighs the same); it is refitted on every query of every benchmark and written, with its
-provenance (command, commit, data sha256) and the scorer it serves, as a run directory per scorer.
+benchmark weighs the same) among those that decide without torch (:attr:`agents.registry.PolicyKind.
+torch_at_inference`: a tool search must start in a few seconds, and importing torch alone takes about two; the
+cut-off and Choppy-style models are judged and shown, not eligible); it is refitted on every query of every
+benchmark and written, with its provenance (command, commit, data sha256) and the scorer it serves, as a run
+directory per scorer.
 """
 
 from __future__ import annotations
@@ -129,6 +132,7 @@ def lobo_tables(rows: pd.DataFrame, n_boot: int, seed: int) -> tuple[pd.DataFram
     of every candidate minus every comparator, with 95% bootstrap intervals over the held-out queries)."""
     import pandas as pd
 
+    from agents.method import MethodSpec
     from experiments.report.tables import diff_interval, query_resamples
 
     summary, diffs = [], []
@@ -136,7 +140,9 @@ def lobo_tables(rows: pd.DataFrame, n_boot: int, seed: int) -> tuple[pd.DataFram
         wide = part.pivot(index="method", columns="qid", values="reward_net")
         idx = query_resamples(wide.shape[1], n_boot, seed)
         for method, m in part.groupby("method", sort=False):
+            torch = MethodSpec.parse(method).kind.torch_at_inference
             summary.append({"held_out": held, "method": method, "group": m["group"].iloc[0], "n_queries": len(m),
+                            "torch_at_inference": torch,
                             "n_train": int(m["n_train"].iloc[0]), "mean_reward_net": m["reward_net"].mean(),
                             "found_pct": 100 * m["found"].mean(), "mean_k": m["k"].mean(),
                             "median_k": m["k"].median()})  # fmt: skip
@@ -144,15 +150,17 @@ def lobo_tables(rows: pd.DataFrame, n_boot: int, seed: int) -> tuple[pd.DataFram
                 continue
             for comp in wide.index[wide.index.isin(COMPARATORS)]:
                 d = diff_interval((wide.loc[method] - wide.loc[comp]).to_numpy(), idx)
-                diffs.append({"held_out": held, "method": method, "comparator": comp, **d})
+                diffs.append({"held_out": held, "method": method, "comparator": comp, "torch_at_inference": torch,
+                              **d})  # fmt: skip
     return pd.DataFrame(summary), pd.DataFrame(diffs)
 
 
 def choose(summary: pd.DataFrame) -> tuple[str, pd.Series]:
-    """The candidate with the best mean held-out net reward (each benchmark weighing the same; ties: the
-    earlier candidate), and every method's mean over the held-out benchmarks."""
+    """The candidate that decides without torch with the best mean held-out net reward (each benchmark weighing
+    the same; ties: the earlier candidate), and every method's mean over the held-out benchmarks."""
     means = summary.groupby("method", sort=False)["mean_reward_net"].mean()
-    candidates = summary.loc[summary["group"] == "candidate", "method"].unique()
+    eligible = (summary["group"] == "candidate") & ~summary["torch_at_inference"].astype(bool)
+    candidates = summary.loc[eligible, "method"].unique()
     best = max(candidates, key=lambda m: (means[m], -list(candidates).index(m)))
     return str(best), means
 
@@ -229,10 +237,13 @@ def lobo_readme(tables: dict[str, tuple[pd.DataFrame, pd.DataFrame, str, pd.Seri
              "queries). Every candidate is fitted on the other benchmarks' queries and judged on the held-out one's: "
              "net reward = found x -log2 P_rand(K) - 0.01 (K - 1), with paired 95% bootstrap intervals over the "
              "held-out queries against fixed K = 3, 5, 8 and the largest-gap rule. The default is the candidate with "
-             "the best mean held-out net reward (each benchmark weighing the same), refitted on every query of every "
-             "benchmark and shipped in `shortlist_depth/default_policy/<scorer>/`.", ""]  # fmt: skip
+             "the best mean held-out net reward (each benchmark weighing the same) among those that decide without "
+             "torch (a tool search must start fast; the kinds that run a torch network for every depth are judged "
+             "and shown, not eligible), refitted on every query of every benchmark and shipped in "
+             "`shortlist_depth/default_policy/<scorer>/`.", ""]  # fmt: skip
     for scorer, (summary, diffs, chosen, means) in tables.items():
         lines += [f"## {scorer}", "", verdict_line(scorer, chosen, means, diffs), ""]
+        lines += [*overview_table(summary, means), ""]
         for held, part in summary.groupby("held_out", sort=False):
             lines += [f"Held out: **{held}** ({int(part['n_queries'].iloc[0])} queries; trained on "
                       f"{int(part['n_train'].iloc[0])})", ""]  # fmt: skip
@@ -250,9 +261,23 @@ def verdict_line(scorer: str, chosen: str, means: pd.Series, diffs: pd.DataFrame
         ahead, behind = int((d["diff_lo"] > 0).sum()), int((d["diff_hi"] < 0).sum())
         parts.append(f"{comp}: ahead on {ahead}, behind on {behind}, within noise on {len(d) - ahead - behind}")
     ranking = ", ".join(f"{m} {v:.3f}" for m, v in means.sort_values(ascending=False).items())
+    torch = sorted(set(diffs.loc[diffs["torch_at_inference"].astype(bool), "method"]))
+    note = (f"; {', '.join(torch)} {'decides' if len(torch) == 1 else 'decide'} with torch: judged, not eligible"
+            if torch else "")  # fmt: skip
     return (f"Default for `{scorer}`: **{chosen}** (mean held-out net reward {means[chosen]:.3f}; every method: "
-            f"{ranking}). Against the comparators over the {mine['held_out'].nunique()} held-out benchmarks "
+            f"{ranking}{note}). Against the comparators over the {mine['held_out'].nunique()} held-out benchmarks "
             f"(95% paired intervals): {'; '.join(parts)}.")  # fmt: skip
+
+
+def overview_table(summary: pd.DataFrame, means: pd.Series) -> list[str]:
+    """Every method's net reward on each held-out benchmark and their mean, best first."""
+    from experiments.report.markdown import table
+
+    wide = summary.pivot(index="method", columns="held_out", values="mean_reward_net")[summary["held_out"].unique()]
+    torch = summary.groupby("method")["torch_at_inference"].first().astype(bool)
+    rows = [[m, *(f"{wide.loc[m, h]:.3f}" for h in wide.columns), f"{means[m]:.3f}",
+             "torch" if torch[m] else "numpy"] for m in means.sort_values(ascending=False).index]  # fmt: skip
+    return table(["method", *(f"held out {h}" for h in wide.columns), "mean", "decides with"], rows)
 
 
 def held_out_table(part: pd.DataFrame, diffs: pd.DataFrame) -> list[str]:
@@ -274,11 +299,21 @@ def held_out_table(part: pd.DataFrame, diffs: pd.DataFrame) -> list[str]:
 # ----------------------------------------------------------------------------------------------- latency
 
 
-def bfcl_tools(data_dir: str | None, cache_dir: str | None) -> tuple[list[dict[str, Any]], list[str]]:
-    """BFCL's 370 functions as an OpenAI ``tools`` list (registry order) and its 400 query texts."""
+def registry_tools(name: str, data_dir: str | None, cache_dir: str | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """A benchmark's registry as a tools list (registry order) and its query texts: BFCL's 370 functions as an
+    OpenAI ``tools`` list; ToolBench's 3,406 tools as bare ``{name, description}`` dicts whose description is
+    the tool's aggregated text (no parameters: the scorers then see that text and "Parameters:")."""
+    folder, cache = (Path(data_dir) if data_dir else None), (Path(cache_dir) if cache_dir else None)
+    if name == "toolbench":
+        from benchmarks.toolbench import load_toolbench
+
+        corpus = load_toolbench(folder, cache)
+        bare: list[dict[str, Any]] = [
+            {"name": n, "description": t} for n, t in zip(corpus.tool_names, corpus.tool_texts, strict=True)
+        ]
+        return bare, [q.text for q in corpus.queries]
     from benchmarks.bfcl import load_bfcl, load_bfcl_schemas
 
-    folder, cache = (Path(data_dir) if data_dir else None), (Path(cache_dir) if cache_dir else None)
     schemas = load_bfcl_schemas(data_dir=folder, cache_dir=cache)
     tools = [{"type": "function", "function": {"name": n, "description": d, "parameters": p}}
              for n, (d, p) in schemas.items()]  # fmt: skip
@@ -286,39 +321,39 @@ def bfcl_tools(data_dir: str | None, cache_dir: str | None) -> tuple[list[dict[s
 
 
 def cmd_toolsearch_latency(la: ToolsearchLatencyArgs) -> int:
-    """``shortlist toolsearch latency``: per-request time of ``ToolSearch.search`` on BFCL's 370 tools, one request
-    at a time (after ``--warmup`` requests): p50 and p99 of the whole call, of the scorer alone and of the rest
-    (ranking, the policy and its estimate, the shortlist)."""
+    """``shortlist toolsearch latency``: per-request time of ``ToolSearch.search`` on a benchmark's registry (BFCL's
+    370 tools, or ToolBench's 3,406), one request at a time (after ``--warmup`` requests): p50 and p99 of the whole
+    call, of the scorer alone and of the rest (ranking, the policy and its estimate, the shortlist), in wall time
+    and in CPU time (the process's, all threads: on a busy machine the wall time also counts the wait for a core)."""
     import time
 
     import numpy as np
 
     from shortlist_depth.toolsearch import ToolSearch
 
-    tools, texts = bfcl_tools(la.data_dir, la.cache_dir)
+    tools, texts = registry_tools(la.registry, la.data_dir, la.cache_dir)
     texts = (texts * (1 + la.requests // len(texts)))[: la.warmup + la.requests]
-    print(
-        "| scorer | policy | tools | requests | build s | p50 ms | p99 ms | scorer p50 ms | rest p50 ms | rest p99 ms |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    columns = ["scorer", "policy", "tools", "requests", "build s", "p50 ms", "p99 ms", "CPU p50 ms", "CPU p99 ms",
+               "scorer p50 ms", "rest p50 ms", "rest p99 ms"]  # fmt: skip
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
     for scorer in la.scorers:
         t0 = time.perf_counter()
         search = ToolSearch.from_tools(tools, scorer, la.policy, cache_dir=la.cache_dir)
+        search.ranker.embed_threads = la.torch_threads
         build = time.perf_counter() - t0
-        total, scoring = [], []
+        timed = []  # (whole call, its CPU time, the scorer alone) per request, seconds
         for i, text in enumerate(texts):
             t0 = time.perf_counter()
             search.ranker.scores([text])
-            t1 = time.perf_counter()
+            t1, c1 = time.perf_counter(), time.process_time()
             search.search(text)
-            t2 = time.perf_counter()
             if i >= la.warmup:
-                scoring.append(t1 - t0)
-                total.append(t2 - t1)
-        whole, scored = 1e3 * np.asarray(total), 1e3 * np.asarray(scoring)
+                timed.append((time.perf_counter() - t1, time.process_time() - c1, t1 - t0))
+        whole, cpu, scored = (1e3 * np.asarray(col) for col in zip(*timed, strict=True))
         rest = np.maximum(whole - scored, 0.0)
-        cells = [np.percentile(whole, 50), np.percentile(whole, 99), np.percentile(scored, 50),
-                 np.percentile(rest, 50), np.percentile(rest, 99)]  # fmt: skip
-        head = f"| {search.scorer} | {search.policy.method} | {len(tools)} | {len(total)} | {build:.2f} | "
+        cells = [np.percentile(whole, 50), np.percentile(whole, 99), np.percentile(cpu, 50), np.percentile(cpu, 99),
+                 np.percentile(scored, 50), np.percentile(rest, 50), np.percentile(rest, 99)]  # fmt: skip
+        head = f"| {search.scorer} | {search.policy.method} | {len(tools)} | {len(timed)} | {build:.2f} | "
         print(head + " | ".join(f"{c:.2f}" for c in cells) + " |")
     return 0

@@ -35,7 +35,7 @@ import shutil
 import tempfile
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +149,14 @@ def policy_scorer(policy: TrainedPolicy) -> dict[str, Any] | None:
     return record
 
 
+def _check_scorer_name(policy: TrainedPolicy, scorer: str, where: str) -> None:
+    """The cheap part of :func:`_check_policy`, before a registry is prepared for ``scorer`` (a MiniLM search
+    embeds its tools): ValueError when the policy records another scorer."""
+    record = policy_scorer(policy)
+    if record is not None and record.get("scorer") != scorer:
+        raise ValueError(f"{where}: policy {policy.method} was trained on {record.get('scorer')} scores, not {scorer}")
+
+
 def _check_policy(policy: TrainedPolicy, ranker: RegistryRanker, where: str) -> dict[str, Any]:
     """The record of the scorer a policy serves under (``policy_scorer``, or this ranker's when none is
     recorded); ValueError, one line, for a policy of another scorer, identity or observation set."""
@@ -183,7 +191,7 @@ def _probe(policy: TrainedPolicy, ranker: RegistryRanker, label: str) -> None:
     aux = scores[::-1].copy() if ranker.observation == "hybrid" else None
     probe = RankedQuery(scores, np.zeros(0, dtype=np.int64), "probe", aux_scores=aux)
     try:
-        policy.policy.depths([probe], replace(policy.episode, observation="auto"))
+        policy.policy.depths([probe], policy.episode)
     except ValueError as e:
         raise ValueError(f"{label} does not apply to {ranker.scorer} searches ({e})") from e
 
@@ -231,7 +239,7 @@ class ToolSearch:
         self.record = record
         self.digest = registry_digest(tools)
         self._index = {t.name: i for i, t in enumerate(tools)}
-        self._episode = replace(policy.episode, observation="auto")
+        self._episode = policy.episode  # its own observation set (auto: the one the lists give)
         self._explain = getattr(policy.policy, "explain", None)
 
     @classmethod
@@ -258,6 +266,7 @@ class ToolSearch:
         parsed = parse_tools(tools)
         canonical = resolve_scorer(scorer)
         trained = _as_policy(policy, canonical)
+        _check_scorer_name(trained, canonical, "ToolSearch")
         ranker = _ranker(parsed, canonical, Path(cache_dir) if cache_dir else None)
         return cls(parsed, ranker, trained, _check_policy(trained, ranker, "ToolSearch"))
 
@@ -275,6 +284,7 @@ class ToolSearch:
         parsed = read_tools_file(path)
         canonical = resolve_scorer(scorer)
         trained = _as_policy(policy, canonical)
+        _check_scorer_name(trained, canonical, str(path))
         ranker = _ranker(parsed, canonical, Path(cache_dir) if cache_dir else None)
         return cls(parsed, ranker, trained, _check_policy(trained, ranker, str(path)))
 

@@ -111,3 +111,25 @@ def test_scorer_names_and_identities() -> None:
     assert identity_mismatch(a, {"scorer": "bm25", "rank": {"impl": "rank-bm25==0.2.2", "tokeniser_sha256": "y"}}) == [
         "rank.tokeniser_sha256"
     ]
+
+
+def test_a_served_minilm_request_is_embedded_on_one_thread_and_the_threads_are_restored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+
+    ranker = RegistryRanker(["Current weather for a city. Parameters: city", "Send an email. Parameters: to"], "minilm")
+    seen = []
+    embed = ranker._embedder.embed  # type: ignore[union-attr]
+
+    def spy(texts: list[str]) -> np.ndarray:
+        seen.append(torch.get_num_threads())
+        return embed(texts)
+
+    monkeypatch.setattr(ranker._embedder, "embed", spy)
+    before = torch.get_num_threads()
+    served, _ = ranker.scores(["weather in Paris"])
+    assert seen == [1] and torch.get_num_threads() == before
+    cached, _ = ranker.scores(["weather in Paris"], cache_requests=True)  # a log's requests: batched, cached
+    np.testing.assert_allclose(served, cached, atol=1e-6)
+    assert int(np.argmax(served[0])) == 0

@@ -21,7 +21,7 @@ from test_toolsearch import TOPICS, VERBS, labelled_lists, openai_tools, request
 
 import shortlist_depth as sd
 from experiments.cli import main
-from shortlist_depth.toolsearch import ToolSearch
+from shortlist_depth.toolsearch import ToolSearch, policy_scorer
 
 #: Tiny learner budgets: these tests check the wiring, not the learners.
 TINY = ["--set", "dqn.total_timesteps=600", "dqn.learning_starts=100", "tabular.episodes=300", "cutoff.epochs=20",
@@ -217,3 +217,19 @@ def test_toolsearch_latency_times_a_search_on_bfcl(saved: Path) -> None:
     assert header.startswith("| scorer | policy | tools | requests |")
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[:4] == ["bm25", "bor-posterior", "370", "5"] and all(float(c) >= 0 for c in cells[4:])
+    assert len(cells) == len(header.strip("|").split("|")) == 12
+
+
+def test_a_study_run_serves_a_search_of_its_own_scorer_only(tmp_path: Path) -> None:
+    """A run directory of ``shortlist train`` records its scorer (config) and the scorer identity (manifest): it
+    serves a BM25 search, and a MiniLM search refuses it in one line."""
+    code, _, err = run(["train", "--benchmark", "bfcl", "--scorer", "bm25", "--agent", "threshold", "--seeds", "1",
+                        "--no-progress", "--out", str(tmp_path)])  # fmt: skip
+    assert code == 0, err
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    policy = sd.load_policy(run_dir)
+    record = policy_scorer(policy)
+    assert record["scorer"] == "bm25" and record["identity"]["rank"]["scorer"] == "bm25"
+    assert ToolSearch.from_tools(openai_tools(), policy=run_dir).search("please get my news now").names[0] == "get_news"
+    with pytest.raises(ValueError, match="policy bor-threshold was trained on bm25 scores, not minilm"):
+        ToolSearch.from_tools(openai_tools(), scorer="minilm", policy=run_dir)

@@ -365,3 +365,61 @@ def test_the_readme_tool_search_example_runs_as_written(tmp_path: Path) -> None:
     assert "{'type': 'tool_reference', 'tool_name': 'get_weather'}" in done.stdout
     back = ToolSearch.load(tmp_path / "my-searcher")
     assert back.search("What is the weather in Paris tomorrow?").names[0] == "get_weather"
+
+
+def test_the_kinds_that_decide_without_torch_load_and_decide_where_torch_cannot_be_imported(tmp_path: Path) -> None:
+    """``torch_at_inference`` is true exactly for the kinds whose saved policy needs torch to choose a depth: every
+    other kind loads and decides in a process where importing torch raises (so a tool search serving it starts
+    without torch), and each flagged kind fails there."""
+    import subprocess
+    import sys
+
+    from conftest import cli_env
+
+    from agents import registry
+
+    tiny = registry.parse_settings(["dqn.total_timesteps=300", "dqn.learning_starts=50", "tabular.episodes=100",
+                                    "cutoff.epochs=5", "choppy.epochs=5"])  # fmt: skip
+    lists = labelled_lists(openai_tools(), n=40)
+    kinds = [k for k, v in registry.KINDS.items() if not (v.reads_labels or v.only_benchmarks or v.name_field)]
+    for kind in kinds:
+        sd.fit(kind, lists, settings=tiny.get(kind), seed=0).save(tmp_path / kind)
+    (tmp_path / "fake" / "torch").mkdir(parents=True)
+    (tmp_path / "fake" / "torch" / "__init__.py").write_text("raise ImportError('torch was imported')\n")
+    probe = (
+        "import sys, shortlist_depth as sd\n"
+        "for kind in sys.argv[1:]:\n"
+        "    try:\n"
+        f"        sd.load_policy({str(tmp_path)!r} + '/' + kind).depths([[3.0, 1.0, 0.5, 0.1]])\n"
+        "        print(kind, 'ok')\n"
+        "    except ImportError:\n"
+        "        print(kind, 'torch')\n"
+    )
+    env = cli_env()
+    env["PYTHONPATH"] = f"{tmp_path / 'fake'}:{env['PYTHONPATH']}"
+    done = subprocess.run([sys.executable, "-c", probe, *kinds], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-1500:]
+    seen = dict(line.split() for line in done.stdout.splitlines())
+    assert seen == {k: "torch" if registry.KINDS[k].torch_at_inference else "ok" for k in kinds}
+    assert {k for k, v in seen.items() if v == "torch"} == {"dqn", "cutoff", "choppy"}
+
+
+def test_a_wheel_carries_the_shipped_default_policies(tmp_path: Path) -> None:
+    """The default policies are package data (pyproject): a wheel built from this checkout holds every file of every
+    shipped policy, so ``ToolSearch.from_tools(tools)`` works on a fresh install."""
+    import subprocess
+    import sys
+    import zipfile
+
+    from conftest import REPO
+
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path)]
+    done = subprocess.run([*command, str(REPO)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-1500:]
+    (wheel,) = tmp_path.glob("shortlist_depth-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = {
+        f"shortlist_depth/{p.relative_to(DEFAULT_POLICY_DIR.parent)}" for p in DEFAULT_POLICY_DIR.rglob("*.json")
+    }
+    assert shipped and {f"shortlist_depth/default_policy/bm25/{f}" for f in ("config.json", "agent.json")} <= shipped
+    assert shipped <= names
