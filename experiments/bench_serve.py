@@ -2,12 +2,12 @@
 
 **toolsearch** (one process, one request at a time, after a warm-up): per-request p50 / p99 of
 ``ToolSearch.search`` on three registries, BFCL's 370 functions (its 400 queries), ToolBench's full 3,406 tools
-(its 474 G1 queries; each tool's text as the tool's description) and a 10,000-tool registry generated from
-ToolBench's tool texts (:func:`generated_registry`, seeded), with BM25 and MiniLM: the whole call, the scorer's
-part, and the policy alone (its ``depths`` on the request's ranked list); the time to prepare each registry
-(BM25's index, MiniLM's embeddings: cached on disk after the first run); BM25 at 10,000 tools by the package's
-index against rank-bm25's ``get_scores`` (the same scores); start-up of a fresh process from a saved searcher
-(load and first search, best of the repeats) for each scorer.
+(its 474 G1 queries; each tool's text as the tool's description: :func:`experiments.toolsearch.registry_tools`)
+and a 10,000-tool registry generated from ToolBench's tool texts (:func:`generated_registry`, seeded), with BM25
+and MiniLM: the whole call, the scorer's part, and the policy alone (its ``depths`` on the request's ranked
+list); the time to prepare each registry (BM25's index, MiniLM's embeddings: cached on disk after the first
+run); BM25 at 10,000 tools by the package's index against rank-bm25's ``get_scores`` (the same scores);
+start-up of a fresh process from a saved searcher (load and first search, best of the repeats) for each scorer.
 
 **load** (separate processes on 127.0.0.1: the fake upstream, the server, this process as the clients):
 ``clients`` concurrent clients for ``duration`` seconds, each sending its next request when the last is answered.
@@ -34,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -49,16 +50,6 @@ GENERATED_TOOLS = 10_000
 
 
 # ----------------------------------------------------------------------------- registries
-
-
-def toolbench_registry(data_dir: str | None, cache_dir: str | None) -> tuple[list[dict[str, Any]], list[str]]:
-    """ToolBench's 3,406 tools (bare function dicts, the tool text as description) and its G1 query texts."""
-    from benchmarks.toolbench import load_toolbench
-
-    corpus = load_toolbench(Path(data_dir) if data_dir else None, Path(cache_dir) if cache_dir else None)
-    tools = [{"name": n, "description": t, "parameters": {}} for n, t in zip(corpus.tool_names, corpus.tool_texts,
-                                                                               strict=True)]  # fmt: skip
-    return tools, [q.text for q in corpus.queries]
 
 
 def generated_registry(texts: list[str], n: int, seed: int) -> list[dict[str, Any]]:
@@ -145,7 +136,7 @@ def bm25_libraries(tools: list[dict[str, Any]], texts: list[str], requests: int)
     """BM25 at the size of ``tools``: the package's index against rank-bm25's ``get_scores`` (equal scores)."""
     from benchmarks.scorers import BM25Index, tokenise
 
-    index = BM25Index([f"{t['description']} Parameters:" for t in tools])
+    index = BM25Index([f"{t['description']} Parameters:" for t in tools])  # the tool text of a parameterless tool
     rows = []
     ways = {"rank_bm25.BM25Okapi.get_scores": lambda q: index.bm25.get_scores(tokenise(q)),
             "BM25Index.scores (the package's, what serves)": index.scores}  # fmt: skip
@@ -174,11 +165,11 @@ def startup(searcher_dir: Path, query: str, repeats: int) -> float:
 
 def bench_toolsearch(ba: Any) -> list[str]:
     """The toolsearch section (module docstring), as markdown lines."""
-    from experiments.toolsearch import bfcl_tools
+    from experiments.toolsearch import registry_tools
     from shortlist_depth.toolsearch import ToolSearch
 
-    bfcl, bfcl_q = bfcl_tools(ba.data_dir, ba.cache_dir)
-    tb, tb_q = toolbench_registry(ba.data_dir, ba.cache_dir)
+    bfcl, bfcl_q = registry_tools("bfcl", ba.data_dir, ba.cache_dir)
+    tb, tb_q = registry_tools("toolbench", ba.data_dir, ba.cache_dir)
     gen = generated_registry([t["description"] for t in tb], GENERATED_TOOLS, ba.seed)
     registries = {"BFCL": (bfcl, bfcl_q), "ToolBench (full)": (tb, tb_q), "generated": (gen, tb_q)}
     rows = bench_registries(ba, registries)
@@ -341,7 +332,9 @@ def check_once(rows: list[tuple], ids: dict[str, int], proxied: bool) -> str:
     dup = [i for i, n in ids.items() if n > 1]
     extra = set(ids) - set(sent)
     if bad or lost or dup or extra or len(set(sent)) != len(sent):
-        return f"NOT: {len(bad)} failed, {len(lost)} lost, {len(dup)} duplicated, {len(extra)} unknown"
+        kinds = Counter(str(r[1] or r[3]) for r in bad)  # the status, or the transport error's name
+        how = f" ({', '.join(f'{k} x{n}' for k, n in kinds.items())})" if kinds else ""
+        return f"NOT: {len(bad)} failed{how}, {len(lost)} lost, {len(dup)} duplicated, {len(extra)} unknown"
     return f"all {len(sent):,} answered 200 and received upstream exactly once"
 
 
@@ -444,10 +437,10 @@ def bench_load_mcp(ba: Any, tools: list[dict[str, Any]], queries: list[str], sea
 
 def bench_load(ba: Any) -> list[str]:
     """The load section (module docstring), as markdown lines."""
-    from experiments.toolsearch import bfcl_tools
+    from experiments.toolsearch import registry_tools
     from shortlist_depth.toolsearch import ToolSearch
 
-    tools, queries = bfcl_tools(ba.data_dir, ba.cache_dir)
+    tools, queries = registry_tools("bfcl", ba.data_dir, ba.cache_dir)
     with tempfile.TemporaryDirectory() as tmp:
         policy = policy_for("bm25", ba.data_dir, ba.cache_dir)
         searcher = ToolSearch.from_tools(tools, "bm25", policy, cache_dir=ba.cache_dir).save(Path(tmp) / "searcher")

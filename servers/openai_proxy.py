@@ -196,7 +196,9 @@ class Proxy:
     @asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         timeout = httpx.Timeout(self.config.timeout)
-        limits = httpx.Limits(max_connections=512, max_keepalive_connections=128)
+        # an idle connection is dropped before the upstream's own keep-alive timeout (uvicorn's: 5 s) can close it
+        # under a request being sent on it (a 502 the client never caused)
+        limits = httpx.Limits(max_connections=512, max_keepalive_connections=128, keepalive_expiry=2.0)
         async with httpx.AsyncClient(base_url=self.config.upstream.rstrip("/"), timeout=timeout, limits=limits) as c:
             self.client = c
             gc.freeze()  # what is loaded stays: the collector no longer walks it on every request's garbage

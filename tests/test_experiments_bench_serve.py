@@ -40,7 +40,8 @@ def test_answered_once_catches_lost_duplicated_and_failed_requests() -> None:
     assert check_once(rows, {"p-0-0": 1, "p-0-1": 1}, True).startswith("all 2 answered")
     assert "1 lost" in check_once(rows, {"p-0-0": 1}, True)
     assert "1 duplicated" in check_once(rows, {"p-0-0": 2, "p-0-1": 1}, True)
-    assert "1 failed" in check_once([*rows[:1], ("p-0-1", 502, 0.01, None)], {"p-0-0": 1, "p-0-1": 1}, True)
+    assert "1 failed (502 x1)" in check_once([*rows[:1], ("p-0-1", 502, 0.01, None)], {"p-0-0": 1, "p-0-1": 1}, True)
+    assert "(ReadError x1)" in check_once([*rows[:1], ("p-0-1", 0, 0.01, "ReadError")], {"p-0-0": 1}, True)
     assert "1 failed" in check_once([*rows[:1], ("p-0-1", 200, 0.01, None)], {"p-0-0": 1, "p-0-1": 1}, True)
 
 
