@@ -281,4 +281,6 @@ def serve(searcher: ToolSearch, config: ProxyConfig, host: str, port: int) -> No
     import uvicorn
 
     LOG.info("shortlist proxy: %r in front of %s on http://%s:%d/v1", searcher, config.upstream, host, port)
-    uvicorn.run(create_app(searcher, config), host=host, port=port, log_level="info")
+    # a client's idle connection is kept 75 s (nginx's default), not uvicorn's 5: on a saturated event loop the
+    # keep-alive timer can fire in the same turn as the client's next request arrives, closing it unread
+    uvicorn.run(create_app(searcher, config), host=host, port=port, log_level="info", timeout_keep_alive=75)
