@@ -53,10 +53,12 @@ def test_a_tiny_load_run_answers_every_request_once(tmp_path: Path) -> None:
     assert json.loads(bodies[1])["tools"] == tools
     searcher = ToolSearch.from_tools(tools, policy=_fitted()).save(tmp_path / "searcher")
     ba = types.SimpleNamespace(clients=2, duration=1.0)
-    (direct, proxied) = bench_load_openai(ba, tools, ["book a flight", "get the weather"], searcher, tmp_path)
-    for what, rows, check, _ in (direct, proxied):
+    runs = bench_load_openai(ba, tools, ["book a flight", "get the weather"], searcher, tmp_path)
+    assert [r[0].split(":")[0] for r in runs] == ["2 client(s)", "2 client(s)", "1 client(s)", "1 client(s)"]
+    for what, rows, _, check, _, _ in runs:
         assert rows and check.startswith(f"all {len(rows):,} answered"), (what, check)
-    assert all(int(r[3]) >= 1 for r in proxied[1]) and "MiB" in proxied[3]
+    proxied = runs[1]
+    assert all(int(r[3]) >= 1 for r in proxied[1]) and "MiB" in proxied[4] and float(proxied[5]) > 0
 
 
 def _fitted() -> object:
