@@ -6,7 +6,8 @@
   makes it answer status N, ``x-fake-delay: S`` makes it wait S seconds first, ``x-fake-chunk-gap: S`` S seconds
   between streamed chunks. ``GET /v1/models`` lists one model.
 - :func:`fake_mcp_server`: an MCP server whose tools are the given ones; a call answers
-  ``{"tool": name, "arguments": ...}`` as text, or an error result when the arguments hold ``"fail": true``.
+  ``{"tool": name, "arguments": ...}`` as text, an error result when the arguments hold ``"fail": true``, an MCP
+  error (invalid params) when they hold ``"mcp_error": true``.
   ``python -m servers.fakes mcp --tools FILE`` serves it over stdio (the tests' and the bench's upstream).
 - :func:`serve_in_thread`: any ASGI app on 127.0.0.1, a free port, in a background thread.
 """
@@ -141,7 +142,8 @@ def fake_mcp_server(tools: Sequence[dict[str, Any]]) -> Any:
     name, description, inputSchema) and answering each call (module docstring)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
-    from mcp_types import CallToolResult, TextContent, Tool
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, Tool
 
     listed = [Tool.model_validate(t) for t in tools]
     names = {t.name for t in listed}
@@ -153,6 +155,8 @@ def fake_mcp_server(tools: Sequence[dict[str, Any]]) -> Any:
         async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
             if name not in names:
                 raise ToolError(f"unknown tool {name!r}")
+            if arguments.get("mcp_error"):
+                raise MCPError(code=INVALID_PARAMS, message=f"fake upstream refuses {name}", data={"tool": name})
             text = json.dumps({"tool": name, "arguments": arguments}, sort_keys=True)
             return CallToolResult(content=[TextContent(type="text", text=text)], is_error=bool(arguments.get("fail")))
 

@@ -20,7 +20,8 @@ import anyio
 import pytest
 from conftest import REPO, cli_env
 from mcp import Client, StdioServerParameters
-from mcp_types import ToolListChangedNotification
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, ToolListChangedNotification
 from test_servers_openai import readme_command, saved_searcher, wait_for_port
 from test_toolsearch import mcp_tools
 
@@ -117,6 +118,10 @@ def test_in_front_of_an_upstream_lists_search_and_pinned_and_forwards_calls(sear
             assert failed.is_error and json.loads(failed.content[0].text)["arguments"] == {"fail": True}
             unknown = await c.call_tool("nope", {})
             assert unknown.is_error and "unknown tool 'nope'" in unknown.content[0].text
+            with pytest.raises(MCPError) as refused:  # the upstream's MCP error, relayed with its code
+                await c.call_tool("book_flight", {"mcp_error": True})
+            assert refused.value.error.code == INVALID_PARAMS
+            assert refused.value.error.message == "fake upstream refuses book_flight"
 
     anyio.run(go)
 
