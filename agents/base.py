@@ -27,7 +27,9 @@ class DepthPolicy(Protocol):
     labels (``relevant_ranks``) except in an explicitly named oracle. ``save`` writes
     what a fitted policy needs into the file ``artifact`` of a run directory and the
     classmethod ``load(path, reward, settings)`` rebuilds it (JSON or weights only: never
-    unpickling).
+    unpickling). A kind that estimates something on the way to a depth may also have
+    ``explain(queries, config) -> (depths, [dict per query])``: the same depths as ``depths`` and the
+    estimate behind each (docs/policies.md; the tool search shows it as a shortlist's ``why``).
     """
 
     name: str

@@ -1,5 +1,6 @@
-"""``shortlist search`` (a tool search from the command line) and ``shortlist toolsearch default`` (the default
-policy shipped inside the package, chosen by leave-one-benchmark-out).
+"""``shortlist search`` (a tool search from the command line), ``shortlist toolsearch default`` (the default
+policy shipped inside the package, chosen by leave-one-benchmark-out) and ``shortlist toolsearch latency`` (the
+per-request time of a tool search).
 
 ``shortlist search --searcher DIR "request"`` (or ``--tools FILE``) prints the shortlist as JSON; with no
 request it reads requests from stdin, one a line, and streams one JSON line per request. Both go through
