@@ -701,8 +701,8 @@ class ServeMcpArgs(ServeArgs):
         "become the registry, tools/list shows search_tools plus the pinned ones, tools/call is forwarded",
     )  # fmt: skip
     pin: tuple[str, ...] = opt(
-        (), "a tool always shown (with an upstream: listed by tools/list; alone: first in every answer); repeatable",
-        repeat=True,
+        (), "a tool always shown (with an upstream: listed by tools/list; alone: first in every answer); one a flag: "
+        "--pin a --pin b", each=True,
     )  # fmt: skip
     transport: str = opt("stdio", "how clients connect", choices=("stdio", "http"))
     port: int = opt(8000, "with --transport http: the port")
