@@ -154,6 +154,33 @@ def _toolsearch_pays(a: o.ToolsearchPaysArgs, command: str) -> int:
     return cmd_toolsearch_pays(a, command)
 
 
+def _serving(a: o.ServeArgs) -> Any:
+    """The saved searcher a server serves, with the servers' log lines on stderr (stdout may be MCP's stdio)."""
+    import logging
+
+    from shortlist_depth.toolsearch import ToolSearch
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    return ToolSearch.load(a.searcher, cache_dir=a.cache_dir)
+
+
+def _serve_mcp(a: o.ServeMcpArgs) -> int:
+    from servers.mcp_server import SearchSettings, run
+
+    settings = SearchSettings(pin=a.pin, min_k=a.min_k, max_k=a.max_k)
+    run(_serving(a), settings, upstream_command=a.upstream_command, transport=a.transport, host=a.host, port=a.port,
+        path=a.path)  # fmt: skip
+    return 0
+
+
+def _serve_openai(a: o.ServeOpenaiArgs) -> int:
+    from servers.openai_proxy import ProxyConfig, serve
+
+    config = ProxyConfig(a.upstream, a.max_body_bytes, a.timeout, a.min_k, a.max_k)
+    serve(_serving(a), config, a.host, a.port)
+    return 0
+
+
 def _toolsearch_latency(a: o.ToolsearchLatencyArgs) -> int:
     from experiments.toolsearch import cmd_toolsearch_latency
 
@@ -332,6 +359,30 @@ TOOLSEARCH_COMMANDS: tuple[Command, ...] = (
         wants_command=False,
     ),
 )
+SERVE_COMMANDS: tuple[Command, ...] = (
+    Command(
+        "mcp",
+        (o.ServeMcpArgs,),
+        _serve_mcp,
+        "the tool search as an MCP server: a search_tools tool, alone or in front of an upstream MCP server",
+        "search_tools(query) answers the shortlist of the saved searcher's registry (name, description, input schema "
+        "of each tool). With --upstream-command, the upstream's tools are the registry: tools/list shows search_tools "
+        "and the pinned tools, tools/call is forwarded to the upstream. Over stdio, or streamable HTTP (--transport "
+        "http) on 127.0.0.1 unless --host says otherwise.",
+        wants_command=False,
+    ),
+    Command(
+        "openai",
+        (o.ServeOpenaiArgs,),
+        _serve_openai,
+        "an OpenAI-compatible proxy: each chat request forwarded with only the shortlist of its tools",
+        "Point an OpenAI client's base_url at http://HOST:PORT/v1. A chat-completions request with tools goes to "
+        "--upstream with the shortlist of its latest user message (the searcher's scorer and policy on the request's "
+        "own tools); the response carries x-shortlist-k. Everything else passes unchanged; streaming is relayed; the "
+        "key is passed on, never logged.",
+        wants_command=False,
+    ),
+)
 DATA_COMMANDS: tuple[Command, ...] = (
     Command(
         "list",
@@ -354,6 +405,7 @@ DATA_COMMANDS: tuple[Command, ...] = (
 GROUPS: dict[str, tuple[tuple[Command, ...], str]] = {
     "data": (DATA_COMMANDS, "list or fetch benchmark data files (pinned, sha256-verified)"),
     "toolsearch": (TOOLSEARCH_COMMANDS, "the tool search: its default policy, whether it pays, its latency"),
+    "serve": (SERVE_COMMANDS, "serve the tool search to agents: an MCP server, an OpenAI-compatible proxy"),
 }
 
 

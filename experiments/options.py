@@ -30,6 +30,8 @@ from experiments.plan import (
 from rewards import REWARD_KINDS
 
 BUCKET_SCHEMES = ("default", "narrow")
+#: The parts of ``shortlist bench``.
+BENCH_SECTIONS = ("study", "toolsearch", "load")
 
 
 def opt(default: Any, help: str, **kw: Any) -> Any:  # noqa: A002
@@ -387,10 +389,21 @@ class BenchArgs(FolderArgs):
 
     HELP_GROUP: ClassVar[str] = "benchmark"
 
+    sections: tuple[str, ...] = opt(
+        ("study",), "what to measure: study (CLI start, batch evaluation, env, recommend, fits and the projection), "
+        "toolsearch (the tool search per request at 370, 3,406 and 10,000 tools; start-up), load (the servers under "
+        "concurrent clients)", choices=BENCH_SECTIONS,
+    )  # fmt: skip
     only: tuple[str, ...] = opt(
         (), "conditions of the per-condition fits (empty: those of `compare`: main, two-scorer, multi-tool)"
     )
-    out: str = opt("results/bench.md", "markdown file the figures are written to")
+    out: str = opt(
+        "", "markdown file the figures are written to (empty: results/bench.md, or results/bench-serve.md when the "
+        "study section is not measured)",
+    )  # fmt: skip
+    clients: int = opt(64, "load: concurrent clients")
+    duration: float = opt(60.0, "load: seconds each load run lasts")
+    toolsearch_requests: int = opt(300, "toolsearch: requests timed per registry and scorer")
     queries: int = opt(100_000, "ranked lists in the batch-evaluation benchmark")
     depth: int = opt(100, "list length (= depth cap) in the batch-evaluation benchmark")
     env_steps: int = opt(200_000, "environment steps timed (single env, random actions)")
@@ -412,11 +425,21 @@ class BenchArgs(FolderArgs):
     def __post_init__(self) -> None:
         super().__post_init__()
         registry.parse_settings(self.set)
-        for name in ("queries", "depth", "env_steps", "repeats", "workers", "recommend_queries"):
+        bad = [x for x in self.sections if x not in BENCH_SECTIONS]
+        if bad or not self.sections:
+            raise ValueError(f"--sections: one or more of {', '.join(BENCH_SECTIONS)}, got {list(self.sections)}")
+        if not (math.isfinite(self.duration) and self.duration > 0):
+            raise ValueError(f"--duration must be > 0 seconds, got {self.duration}")
+        for name in ("queries", "depth", "env_steps", "repeats", "workers", "recommend_queries", "clients",
+                     "toolsearch_requests"):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
         if not 0 < self.fraction <= 0.5:
             raise ValueError(f"--fraction must lie in (0, 0.5], got {self.fraction}")
+
+    def output(self) -> str:
+        """Where the figures go (``--out``, else by the sections measured)."""
+        return self.out or ("results/bench.md" if "study" in self.sections else "results/bench-serve.md")
 
 
 @dataclass(frozen=True)
@@ -692,6 +715,82 @@ class ToolsearchPaysArgs(FolderArgs):
             registry.parse_settings(self.set)
         except ValueError as e:
             raise ValueError(f"--set: {e}") from e
+
+
+@dataclass(frozen=True)
+class ServeArgs:
+    """What every ``shortlist serve`` command takes: the saved searcher, where to listen, the bounds of K."""
+
+    HELP_GROUP: ClassVar[str] = "serve"
+
+    searcher: str = opt(
+        "", "a saved searcher folder (ToolSearch.save; `shortlist recommend --tools --log` writes OUT/searcher): its "
+        "scorer and policy (and, with no upstream, its registry)", required=True,
+    )  # fmt: skip
+    host: str = opt("127.0.0.1", "address to listen on (another than 127.0.0.1 exposes the server to the network)")
+    min_k: int | None = opt(None, "show at least this many ranked tools (unset: the policy's K)")
+    max_k: int | None = opt(None, "show at most this many ranked tools (unset: the policy's K)")
+    cache_dir: str | None = opt(None, "cache folder of tool embeddings ($SHORTLIST_CACHE_DIR, else the per-user one)")
+
+    def __post_init__(self) -> None:
+        if not self.searcher:
+            raise ValueError("--searcher DIR is required (a folder ToolSearch.save wrote)")
+        for flag, value in (("--min-k", self.min_k), ("--max-k", self.max_k)):
+            if value is not None and value < 1:
+                raise ValueError(f"{flag} must be >= 1, got {value}")
+        if self.min_k is not None and self.max_k is not None and self.min_k > self.max_k:
+            raise ValueError(f"--min-k {self.min_k} exceeds --max-k {self.max_k}")
+        port = getattr(self, "port", 1)
+        if not 0 < port < 65536:
+            raise ValueError(f"--port must lie in 1..65535, got {port}")
+
+
+@dataclass(frozen=True)
+class ServeMcpArgs(ServeArgs):
+    """``shortlist serve mcp``: ``search_tools`` over MCP, alone or in front of an upstream MCP server."""
+
+    upstream_command: str | None = opt(
+        None, "the command that starts an upstream MCP server over stdio (one string, split like a shell): its tools "
+        "become the registry, tools/list shows search_tools plus the pinned ones, tools/call is forwarded",
+    )  # fmt: skip
+    pin: tuple[str, ...] = opt(
+        (), "a tool always shown (with an upstream: listed by tools/list; alone: first in every answer); one a flag: "
+        "--pin a --pin b", each=True,
+    )  # fmt: skip
+    transport: str = opt("stdio", "how clients connect", choices=("stdio", "http"))
+    port: int = opt(8000, "with --transport http: the port")
+    path: str = opt("/mcp", "with --transport http: the endpoint's path")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.transport not in ("stdio", "http"):
+            raise ValueError(f"--transport must be stdio or http, got {self.transport!r}")
+        if self.upstream_command is not None and not self.upstream_command.strip():
+            raise ValueError("--upstream-command is empty")
+        if not self.path.startswith("/"):
+            raise ValueError(f"--path must start with /, got {self.path!r}")
+
+
+@dataclass(frozen=True)
+class ServeOpenaiArgs(ServeArgs):
+    """``shortlist serve openai``: an OpenAI-compatible proxy that forwards each request with its tools' shortlist."""
+
+    upstream: str = opt(
+        "", "base URL of the OpenAI-compatible upstream, as an OpenAI client's base_url (e.g. "
+        "https://api.openai.com/v1)", required=True,
+    )  # fmt: skip
+    port: int = opt(8080, "the port")
+    max_body_bytes: int = opt(16 * 2**20, "largest request body accepted (larger: 413)")
+    timeout: float = opt(120.0, "seconds the upstream has to connect and to send each part of its answer (then 504)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.upstream.startswith(("http://", "https://")):
+            raise ValueError(f"--upstream must be an http(s) URL, got {self.upstream!r}")
+        if self.max_body_bytes < 1:
+            raise ValueError(f"--max-body-bytes must be >= 1, got {self.max_body_bytes}")
+        if not (math.isfinite(self.timeout) and self.timeout > 0):
+            raise ValueError(f"--timeout must be > 0 seconds, got {self.timeout}")
 
 
 @dataclass(frozen=True)

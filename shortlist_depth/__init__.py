@@ -27,7 +27,7 @@ Importing this module imports numpy and gymnasium, never torch: the policy parts
 search are loaded on first use (module ``__getattr__``).
 
 One import name, whatever the current directory: the package's own top-level packages
-(``rewards envs agents benchmarks choosers experiments``) import each other by those names, which a folder
+(``rewards envs agents benchmarks choosers experiments servers``) import each other by those names, which a folder
 of yours can shadow (Python puts the current directory first on ``sys.path``, so an
 ``experiments/`` folder there would be imported instead of ours), as can a PyPI project named
 ``envs``. On import this module checks where each of the five names would load from; any that
@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 #: repository for an editable install).
 HOME = Path(__file__).resolve().parent.parent
 #: The top-level packages of shortlist-depth, which import each other by these names.
-PACKAGES = ("rewards", "envs", "agents", "benchmarks", "choosers", "experiments")
+PACKAGES = ("rewards", "envs", "agents", "benchmarks", "choosers", "experiments", "servers")
 
 
 class _OwnPackages(importlib.abc.MetaPathFinder):

@@ -12,7 +12,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 MAX_LINES = 80
 #: Packages held to the limit: every package of the project (no package is exempt).
-LIMITED = ("experiments", "agents", "envs", "rewards", "shortlist_depth", "benchmarks", "choosers")
+LIMITED = ("experiments", "agents", "envs", "rewards", "shortlist_depth", "benchmarks", "choosers", "servers")
 #: The modules that implement a ``shortlist`` subcommand (the CLI's dispatch table imports them).
 COMMANDS = ("commands", "compare", "shift", "tune", "bench", "recommend", "downstream", "toolsearch")
 

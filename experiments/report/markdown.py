@@ -87,3 +87,11 @@ def observation_blocks(observation: str) -> list[Block]:
         )
     )
     return [Paragraph(text)]
+
+
+def judged(checks: Sequence[tuple[str, str, bool | None]]) -> list[list[str]]:
+    """Rows of the targets table from (target, measured, met or None when shown but not judged), each printed."""
+    verdict = {True: ("met", "yes"), False: ("NOT met", "NO"), None: ("not judged", "-")}
+    for what, shown, ok in checks:
+        print(f"target {what}: {shown} -> {verdict[ok][0]}")
+    return [[what, shown, verdict[ok][1]] for what, shown, ok in checks]

@@ -1,0 +1,19 @@
+"""The tool search served where agents are: an MCP server (and proxy) and an OpenAI-compatible proxy.
+
+Thin layers over :class:`shortlist_depth.ToolSearch` (a handler parses, calls the library, formats):
+
+- :mod:`servers.mcp_server`: ``shortlist serve mcp``: a ``search_tools(query)`` tool (stdio or streamable HTTP);
+  with an upstream MCP server it fronts it (``tools/list``: ``search_tools`` plus the pinned tools; ``tools/call``
+  forwarded);
+- :mod:`servers.openai_proxy`: ``shortlist serve openai``: chat-completions requests forwarded to an
+  OpenAI-compatible upstream with only the shortlist of their ``tools``;
+- :mod:`servers.fakes`: the fake upstreams the tests and ``shortlist bench`` run on 127.0.0.1.
+
+Needs the ``serve`` extra (``pip install 'shortlist-depth[serve]'``: the MCP Python SDK, Starlette, uvicorn,
+httpx, orjson). Servers bind 127.0.0.1 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+#: Where a server binds unless told otherwise.
+DEFAULT_HOST = "127.0.0.1"

@@ -1,0 +1,188 @@
+"""Fake upstreams for the tests and ``shortlist bench``, run on 127.0.0.1 by whoever needs them.
+
+- :func:`fake_openai_app`: an OpenAI-compatible chat-completions endpoint (ASGI) that records what it received
+  (:class:`Received`) and answers at once, streamed (``stream: true``: three ``chat.completion.chunk`` events
+  and ``data: [DONE]``) or not; its answer names the tools it was sent. A request header ``x-fake-status: N``
+  makes it answer status N, ``x-fake-delay: S`` makes it wait S seconds first, ``x-fake-chunk-gap: S`` S seconds
+  between streamed chunks. ``GET /v1/models`` lists one model.
+- :func:`fake_mcp_server`: an MCP server whose tools are the given ones; a call answers
+  ``{"tool": name, "arguments": ...}`` as text, an error result when the arguments hold ``"fail": true``, an MCP
+  error (invalid params) when they hold ``"mcp_error": true``.
+  ``python -m servers.fakes mcp --tools FILE`` serves it over stdio (the tests' and the bench's upstream).
+- :func:`serve_in_thread`: any ASGI app on 127.0.0.1, a free port, in a background thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from servers import DEFAULT_HOST
+
+
+@dataclass
+class Received:
+    """What a fake OpenAI upstream received: the last ``keep`` requests (method, path, headers, JSON body), the
+    count of all of them, and how many times each ``x-request-id`` header came."""
+
+    keep: int = 1000
+    count: int = 0
+    requests: deque[dict[str, Any]] = field(default_factory=deque)
+    ids: Counter[str] = field(default_factory=Counter)
+
+    def add(self, item: dict[str, Any]) -> None:
+        self.count += 1
+        if "x-request-id" in item["headers"]:
+            self.ids[item["headers"]["x-request-id"]] += 1
+        self.requests.append(item)
+        while len(self.requests) > self.keep:
+            self.requests.popleft()
+
+
+def _completion(body: dict[str, Any]) -> dict[str, Any]:
+    names = [t.get("function", {}).get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
+    message = {"role": "assistant", "content": "tools: " + ",".join(map(str, names))}
+    return {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": body.get("model", "fake"),
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}  # fmt: skip
+
+
+async def _chunks(body: dict[str, Any], gap: float) -> AsyncIterator[bytes]:
+    text = _completion(body)["choices"][0]["message"]["content"]
+    for i, piece in enumerate((text[: len(text) // 2], text[len(text) // 2 :], None)):
+        if i and gap:
+            await asyncio.sleep(gap)
+        delta = {"content": piece} if piece is not None else {}
+        choice = {"index": 0, "delta": delta, "finish_reason": None if piece is not None else "stop"}
+        chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": "fake",
+                 "choices": [choice]}  # fmt: skip
+        yield f"data: {json.dumps(chunk)}\n\n".encode()
+    yield b"data: [DONE]\n\n"
+
+
+def fake_openai_app(received: Received | None = None, parse: bool = True) -> Starlette:
+    """The fake OpenAI-compatible upstream (module docstring); ``received`` records what it got. With ``parse``
+    False the body is read but not parsed (the answer names no tool): the same cost for any body, as a load
+    benchmark's baseline needs. ``GET /fake/received`` answers the count and the ``x-request-id`` counts."""
+    seen = received if received is not None else Received()
+
+    async def chat(request: Request) -> Response:
+        raw = await request.body()
+        body = json.loads(raw) if raw and parse else {}
+        seen.add({"method": request.method, "path": request.url.path, "headers": dict(request.headers), "body": body})
+        delay = float(request.headers.get("x-fake-delay", "0"))
+        if delay:
+            await asyncio.sleep(delay)
+        status = int(request.headers.get("x-fake-status", "200"))
+        if status != 200:
+            return JSONResponse({"error": {"message": f"fake upstream error {status}", "type": "fake"}}, status)
+        if body.get("stream") is True:
+            gap = float(request.headers.get("x-fake-chunk-gap", "0"))
+            return StreamingResponse(_chunks(body, gap), media_type="text/event-stream")
+        return JSONResponse(_completion(body))
+
+    async def models(request: Request) -> Response:
+        seen.add({"method": request.method, "path": request.url.path, "headers": dict(request.headers), "body": None})
+        return JSONResponse({"object": "list", "data": [{"id": "fake", "object": "model", "owned_by": "fake"}]})
+
+    async def stats(request: Request) -> Response:
+        return JSONResponse({"count": seen.count, "ids": dict(seen.ids)})
+
+    routes = [Route("/v1/chat/completions", chat, methods=["POST"]), Route("/v1/models", models),
+              Route("/fake/received", stats)]  # fmt: skip
+    app = Starlette(routes=routes)
+    app.state.received = seen
+    return app
+
+
+def free_port(host: str = DEFAULT_HOST) -> int:
+    """A TCP port free on ``host`` now."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serve_in_thread(app: Any, host: str = DEFAULT_HOST, port: int | None = None) -> Iterator[str]:
+    """Serve an ASGI app with uvicorn in a background thread; yields its base URL (``http://host:port``)."""
+    import uvicorn
+
+    config = uvicorn.Config(app, host=host, port=port or free_port(host), log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"the server on {host}:{config.port} did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://{host}:{config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def fake_mcp_server(tools: Sequence[dict[str, Any]]) -> Any:
+    """An MCP server (the SDK's :class:`~mcp.server.mcpserver.MCPServer`) listing ``tools`` (MCP tool dicts:
+    name, description, inputSchema) and answering each call (module docstring)."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, Tool
+
+    listed = [Tool.model_validate(t) for t in tools]
+    names = {t.name for t in listed}
+
+    class FakeUpstream(MCPServer):
+        async def list_tools(self) -> list[Tool]:
+            return listed
+
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            if name not in names:
+                raise ToolError(f"unknown tool {name!r}")
+            if arguments.get("mcp_error"):
+                raise MCPError(code=INVALID_PARAMS, message=f"fake upstream refuses {name}", data={"tool": name})
+            text = json.dumps({"tool": name, "arguments": arguments}, sort_keys=True)
+            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=bool(arguments.get("fail")))
+
+    return FakeUpstream("fake-upstream", log_level="WARNING")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m servers.fakes mcp --tools FILE``: the fake MCP upstream over stdio; ``python -m servers.fakes
+    openai --port P [--no-parse]``: the fake OpenAI upstream on 127.0.0.1 (keeping no request bodies)."""
+    p = argparse.ArgumentParser(prog="python -m servers.fakes")
+    p.add_argument("kind", choices=["mcp", "openai"])
+    p.add_argument("--tools", help="mcp: a JSON file, a list of MCP tools (name, description, inputSchema)")
+    p.add_argument("--port", type=int, default=0, help="openai: the port")
+    p.add_argument("--no-parse", action="store_true", help="openai: answer without parsing the body")
+    a = p.parse_args(argv)
+    if a.kind == "openai":
+        import uvicorn
+
+        app = fake_openai_app(Received(keep=0), parse=not a.no_parse)
+        uvicorn.run(app, host=DEFAULT_HOST, port=a.port, log_level="warning", access_log=False)
+        return
+    if not a.tools:
+        p.error("mcp needs --tools FILE")
+    tools = json.loads(Path(a.tools).read_text(encoding="utf-8"))
+    fake_mcp_server(tools["tools"] if isinstance(tools, dict) else tools).run("stdio")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""``shortlist bench --sections toolsearch load`` (issue 38): the sections are chosen by their own flag and written
+apart from the study's figures; the generated registry is deterministic and made of real words; the answered-once
+check catches a lost, a duplicated and a failed request; one tiny load run of ``serve openai`` (2 clients, 1 s)
+against the fake upstream answers every request once. The figures are machine-dependent and not asserted."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+
+import pytest
+from test_toolsearch import openai_tools
+
+from experiments.bench_serve import bench_load_openai, check_once, generated_registry, openai_bodies
+from experiments.options import BenchArgs
+from shortlist_depth.toolsearch import ToolSearch
+
+
+def test_sections_have_their_own_flag_and_file() -> None:
+    assert BenchArgs().sections == ("study",) and BenchArgs().output() == "results/bench.md"
+    serve = BenchArgs(sections=("toolsearch", "load"))
+    assert serve.output() == "results/bench-serve.md" and BenchArgs(sections=("load",), out="x.md").output() == "x.md"
+    for bad, match in (({"sections": ("nope",)}, "--sections"), ({"duration": 0.0}, "--duration"),
+                       ({"clients": 0}, "--clients")):  # fmt: skip
+        with pytest.raises(ValueError, match=match):
+            BenchArgs(**bad)  # type: ignore[arg-type]
+
+
+def test_the_generated_registry_is_seeded_and_made_of_the_given_words() -> None:
+    texts = ["alpha beta gamma delta", "one two three four five six", "red green"]
+    a, b = generated_registry(texts, 50, seed=3), generated_registry(texts, 50, seed=3)
+    assert a == b and a != generated_registry(texts, 50, seed=4)
+    assert len({t["name"] for t in a}) == 50
+    vocabulary = {w for t in texts for w in t.split()}
+    assert all(set(t["description"].split()) <= vocabulary for t in a)
+
+
+def test_answered_once_catches_lost_duplicated_and_failed_requests() -> None:
+    rows = [("p-0-0", 200, 0.01, "2"), ("p-0-1", 200, 0.01, "3")]
+    assert check_once(rows, {"p-0-0": 1, "p-0-1": 1}, True).startswith("all 2 answered")
+    assert "1 lost" in check_once(rows, {"p-0-0": 1}, True)
+    assert "1 duplicated" in check_once(rows, {"p-0-0": 2, "p-0-1": 1}, True)
+    assert "1 failed (502 x1)" in check_once([*rows[:1], ("p-0-1", 502, 0.01, None)], {"p-0-0": 1, "p-0-1": 1}, True)
+    assert "(ReadError x1)" in check_once([*rows[:1], ("p-0-1", 0, 0.01, "ReadError")], {"p-0-0": 1}, True)
+    assert "1 failed" in check_once([*rows[:1], ("p-0-1", 200, 0.01, None)], {"p-0-0": 1, "p-0-1": 1}, True)
+
+
+def test_a_tiny_load_run_answers_every_request_once(tmp_path: Path) -> None:
+    import json
+
+    tools = openai_tools()
+    bodies = openai_bodies(tools, ["book a flight", "get the weather"])
+    assert json.loads(bodies[1])["tools"] == tools
+    searcher = ToolSearch.from_tools(tools, policy=_fitted()).save(tmp_path / "searcher")
+    ba = types.SimpleNamespace(clients=2, duration=1.0)
+    runs = bench_load_openai(ba, tools, ["book a flight", "get the weather"], searcher, tmp_path)
+    assert [r[0].split(":")[0] for r in runs] == ["2 client(s)", "2 client(s)", "1 client(s)", "1 client(s)"]
+    for what, rows, _, check, _, _ in runs:
+        assert rows and check.startswith(f"all {len(rows):,} answered"), (what, check)
+    proxied = runs[1]
+    assert all(int(r[3]) >= 1 for r in proxied[1]) and "MiB" in proxied[4] and float(proxied[5]) > 0
+
+
+def _fitted() -> object:
+    from test_toolsearch import labelled_lists
+
+    import shortlist_depth as sd
+
+    return sd.fit("gap", labelled_lists(openai_tools()), seed=0)

@@ -1,0 +1,264 @@
+"""``shortlist serve openai`` (issue 38): the OpenAI-compatible proxy against a fake upstream on 127.0.0.1 that the
+tests start. Each chat request with tools goes with the library's shortlist of its latest user message (same
+names, original schemas, ``tool_choice`` pinned), the K in a header; everything else passes unchanged; streaming
+relayed; upstream errors and timeouts relayed with their status; bad bodies refused; the key passed on and never
+logged. One real ``shortlist serve openai`` process, started with the README's command, streams chunk by chunk."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from conftest import REPO, cli_env
+from starlette.testclient import TestClient
+from test_toolsearch import labelled_lists, openai_tools
+
+import shortlist_depth as sd
+from servers.fakes import Received, fake_openai_app, free_port, serve_in_thread
+from servers.openai_proxy import ProxyConfig, chosen_tool, create_app, user_text
+from shortlist_depth.toolsearch import ToolSearch
+
+KEY = "sk-test-5f0c1d2e3a4b"  # a made-up key: must reach the upstream and no log
+
+
+def saved_searcher(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A saved searcher over the 100 generated tools, its posterior fitted on their BM25 lists."""
+    policy = sd.fit("posterior", labelled_lists(openai_tools()), seed=0)
+    return ToolSearch.from_tools(openai_tools(), policy=policy).save(tmp_path_factory.mktemp("s") / "searcher")
+
+
+@pytest.fixture(scope="module")
+def searcher_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return saved_searcher(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def searcher(searcher_dir: Path) -> ToolSearch:
+    return ToolSearch.load(searcher_dir)
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[tuple[str, Received]]:
+    received = Received()
+    with serve_in_thread(fake_openai_app(received)) as url:
+        yield url, received
+
+
+@pytest.fixture(scope="module")
+def make_proxy(searcher: ToolSearch, upstream: tuple[str, Received]) -> Iterator[Callable[..., TestClient]]:
+    """Proxies in front of the fake upstream (``ProxyConfig`` fields as keywords), closed at the end."""
+    opened: list[TestClient] = []
+
+    def make(**kw: Any) -> TestClient:
+        client = TestClient(create_app(searcher, ProxyConfig(upstream=upstream[0] + "/v1", **kw)))
+        opened.append(client.__enter__())
+        return client
+
+    yield make
+    for c in opened:
+        c.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="module")
+def proxy(make_proxy: Callable[..., TestClient]) -> TestClient:
+    return make_proxy()
+
+
+def chat(text: str | None = "please book my flight now", **extra: Any) -> dict[str, Any]:
+    messages = [{"role": "system", "content": "You are helpful."}]
+    if text is not None:
+        messages.append({"role": "user", "content": text})
+    return {"model": "m", "messages": messages, "tools": openai_tools(), **extra}
+
+
+def last(received: Received) -> dict[str, Any]:
+    return received.requests[-1]
+
+
+def test_a_chat_request_goes_with_the_librarys_shortlist(proxy: TestClient, upstream: Any, searcher: Any) -> None:
+    r = proxy.post("/v1/chat/completions", json=chat(), headers={"Authorization": f"Bearer {KEY}"})
+    assert r.status_code == 200, r.text
+    expected = searcher.with_tools(openai_tools()).search("please book my flight now")
+    sent = last(upstream[1])["body"]
+    assert sent["tools"] == list(expected.tools)  # the original schemas, in rank order
+    assert len(sent["tools"]) < len(openai_tools()) and sent["tools"][0]["function"]["name"] == "book_flight"
+    assert sent["messages"] == chat()["messages"] and sent["model"] == "m"
+    assert r.headers["x-shortlist-k"] == str(expected.k)
+    assert r.headers["x-shortlist-tools"] == f"{len(expected.tools)}/100"
+    assert r.headers["x-shortlist-policy"] == "bor-posterior" and "x-shortlist-fallback" not in r.headers
+    assert r.json()["choices"][0]["message"]["content"] == "tools: " + ",".join(expected.names)
+    assert last(upstream[1])["headers"]["authorization"] == f"Bearer {KEY}"
+
+
+def test_the_request_is_the_latest_user_messages_text_string_or_parts() -> None:
+    parts = [{"type": "text", "text": "find a hotel"}, {"type": "image_url", "image_url": {"url": "x"}}]
+    messages = [{"role": "user", "content": "old request"}, {"role": "assistant", "content": "ok"},
+                {"role": "user", "content": parts}, {"role": "tool", "content": "42", "tool_call_id": "1"}]  # fmt: skip
+    assert user_text(messages) == "find a hotel"
+    assert user_text([{"role": "user", "content": [{"type": "image_url"}]}]) is None
+    assert user_text([{"role": "system", "content": "hi"}]) is None and user_text("nope") is None
+    assert chosen_tool({"type": "function", "function": {"name": "get_news"}}) == "get_news"
+    assert chosen_tool("auto") is None and chosen_tool("required") is None
+
+
+def test_tool_choice_naming_a_tool_pins_it_first(proxy: TestClient, upstream: Any, searcher: Any) -> None:
+    choice = {"type": "function", "function": {"name": "list_podcast"}}
+    r = proxy.post("/v1/chat/completions", json=chat(tool_choice=choice))
+    names = [t["function"]["name"] for t in last(upstream[1])["body"]["tools"]]
+    expected = searcher.with_tools(openai_tools()).search("please book my flight now", pinned=["list_podcast"])
+    assert names == list(expected.names) and names[0] == "list_podcast" and "book_flight" in names
+    assert r.headers["x-shortlist-k"] == str(expected.k) and last(upstream[1])["body"]["tool_choice"] == choice
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ({"model": "m", "messages": [{"role": "user", "content": "hi"}]}, "no tools"),
+        ({"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": []}, "no tools"),
+        (chat(None), "no user text"),
+        (chat(" "), "no user text"),
+    ],
+)
+def test_requests_without_tools_or_user_text_pass_unchanged(
+    proxy: TestClient, upstream: Any, body: dict, reason: str
+) -> None:
+    raw = json.dumps(body).encode()
+    r = proxy.post("/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 200 and r.headers["x-shortlist-fallback"] == reason
+    assert last(upstream[1])["body"] == body and "x-shortlist-k" not in r.headers
+
+
+def test_a_failing_searcher_forwards_every_tool_and_logs_why(
+    proxy: TestClient, upstream: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    tools = [*openai_tools(), {"type": "function", "function": {"description": "no name"}}]
+    with caplog.at_level(logging.WARNING, logger="servers.openai_proxy"):
+        r = proxy.post("/v1/chat/completions", json={**chat(), "tools": tools})
+    assert r.status_code == 200 and r.headers["x-shortlist-fallback"] == "searcher error: DataError"
+    assert last(upstream[1])["body"]["tools"] == tools
+    assert any("searcher failed" in m and "tools[100]: no tool name" in m for m in caplog.messages)
+
+
+def test_streaming_is_relayed(proxy: TestClient, upstream: Any) -> None:
+    r = proxy.post("/v1/chat/completions", json=chat(stream=True))
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    events = [line for line in r.text.split("\n\n") if line]
+    assert len(events) == 4 and events[-1] == "data: [DONE]" and "x-shortlist-k" in r.headers
+    text = "".join(json.loads(e[6:])["choices"][0]["delta"].get("content", "") for e in events[:-1])
+    assert text.startswith("tools: book_flight")
+
+
+def test_other_paths_pass_unchanged_with_the_key(proxy: TestClient, upstream: Any) -> None:
+    r = proxy.get("/v1/models", headers={"Authorization": f"Bearer {KEY}"})
+    assert r.status_code == 200 and r.json()["data"][0]["id"] == "fake"
+    assert last(upstream[1])["path"] == "/v1/models"
+    assert last(upstream[1])["headers"]["authorization"] == f"Bearer {KEY}"
+
+
+def test_upstream_errors_keep_their_status(proxy: TestClient) -> None:
+    for status in (401, 429, 503):
+        r = proxy.post("/v1/chat/completions", json=chat(), headers={"x-fake-status": str(status)})
+        assert r.status_code == status and r.json()["error"]["message"] == f"fake upstream error {status}"
+
+
+def test_an_upstream_that_times_out_is_a_504(make_proxy: Callable[..., TestClient]) -> None:
+    r = make_proxy(timeout=0.3).post("/v1/chat/completions", json=chat(), headers={"x-fake-delay": "1.5"})
+    assert r.status_code == 504 and r.json()["error"]["code"] == "upstream_timeout"
+
+
+def test_an_unreachable_upstream_is_a_502(searcher: ToolSearch) -> None:
+    config = ProxyConfig(upstream=f"http://127.0.0.1:{free_port()}/v1", timeout=5)
+    with TestClient(create_app(searcher, config)) as c:
+        r = c.post("/v1/chat/completions", json=chat())
+    assert r.status_code == 502 and r.json()["error"]["code"] == "upstream_unreachable"
+
+
+def test_bad_bodies_are_refused_and_never_forwarded(make_proxy: Callable[..., TestClient], upstream: Any) -> None:
+    small = make_proxy(max_body_bytes=2000)
+    before = upstream[1].count
+    r = small.post("/v1/chat/completions", json=chat())  # ~9 kB of tools
+    assert r.status_code == 413 and "2000 bytes" in r.json()["error"]["message"]
+    assert small.post("/v1/models", content=b"x" * 3000).status_code == 413
+    for raw, what in ((b"{not json", "not JSON"), (b"[1, 2]", "must be a JSON object")):
+        r = small.post("/v1/chat/completions", content=raw)
+        assert r.status_code == 400 and what in r.json()["error"]["message"]
+    assert upstream[1].count == before
+
+
+def test_the_key_is_in_no_log_record(proxy: TestClient, upstream: Any, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG):
+        for body in (chat(), chat(stream=True), chat(None)):
+            proxy.post("/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"})
+        proxy.get("/v1/models", headers={"Authorization": f"Bearer {KEY}"})
+    assert caplog.records and last(upstream[1])["headers"]["authorization"] == f"Bearer {KEY}"
+    assert not [r for r in caplog.records if KEY in r.getMessage() or KEY in str(r.args)]
+
+
+def readme_command(name: str) -> list[str]:
+    """The README's ``shortlist serve <name>`` command line (section "In your agent")."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    found = re.findall(rf"^(shortlist serve {name} .*?)(?:\s+#.*)?$", readme, flags=re.M)
+    assert len(found) == 1, f"the README shows one `shortlist serve {name}` command, found {found}"
+    return shlex.split(found[0])
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
+            return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise AssertionError(f"nothing listens on {port}: {log.read_text()}")
+
+
+def test_the_readme_command_serves_and_streams_chunk_by_chunk(
+    searcher_dir: Path, upstream: Any, tmp_path: Path
+) -> None:
+    argv = readme_command("openai")
+    argv[argv.index("--searcher") + 1] = str(searcher_dir)
+    argv[argv.index("--upstream") + 1] = upstream[0] + "/v1"
+    port = free_port()
+    log = tmp_path / "proxy.log"
+    cmd = [sys.executable, "-m", "experiments.cli", *argv[1:], "--port", str(port)]
+    with log.open("w") as err:
+        proc = subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, env=cli_env())
+    try:
+        wait_for_port(port, proc, log)
+        headers = {"Authorization": f"Bearer {KEY}", "x-fake-chunk-gap": "0.4"}
+        url = f"http://127.0.0.1:{port}/v1/chat/completions"
+        arrived = []
+        with httpx.stream("POST", url, json=chat(stream=True), headers=headers, timeout=30) as r:
+            assert r.status_code == 200 and int(r.headers["x-shortlist-k"]) >= 1
+            for line in r.iter_lines():
+                if line:
+                    arrived.append((time.monotonic(), line))
+        assert arrived[-1][1] == "data: [DONE]" and len(arrived) == 4
+        assert arrived[-1][0] - arrived[0][0] > 0.6, "the chunks came together: the stream was buffered"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    text = log.read_text()
+    assert "chat request: k=" in text and KEY not in text
+
+
+def test_the_readme_base_url_is_the_proxys_default_address() -> None:
+    from experiments import options as o
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    urls = set(re.findall(r"http://127\.0\.0\.1:\d+/v1", readme))
+    defaults = o.ServeOpenaiArgs(searcher="s", upstream="http://u")
+    assert urls == {f"http://{defaults.host}:{defaults.port}/v1"}
+    assert 'OpenAI(base_url="http://127.0.0.1:8080/v1")' in readme
