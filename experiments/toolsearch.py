@@ -66,6 +66,9 @@ COMPARATORS = ("fixed-3", "fixed-5", "fixed-8", "gap")
 # ----------------------------------------------------------------------------------------------- search
 
 
+DEFAULT_TITLE = "Default tool-search policy"
+
+
 def _searcher(sa: SearchArgs) -> Any:
     from shortlist_depth.toolsearch import ToolSearch
 
@@ -280,7 +283,7 @@ def lobo_readme(tables: dict[str, tuple[pd.DataFrame, pd.DataFrame, str, pd.Seri
         sections.append(Section(scorer, [overview_table(summary, means)], held))
     sections.append(Section("How it was made", [Paragraph(how), Paragraph(f"Command: `{command}`")]))
     return Page(
-        title="Default tool-search policy",
+        title=DEFAULT_TITLE,
         group="tool search",
         lede="Which depth policy ships inside the package for each scorer, chosen by leaving one benchmark out.",
         answer=Section("", verdicts),

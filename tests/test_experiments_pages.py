@@ -36,6 +36,7 @@ from experiments.report.pays_page import TITLE as PAYS_TITLE
 from experiments.report.peers_page import compare_title
 from experiments.report.study import scoped, study_scope
 from experiments.report.tables import JUDGED
+from experiments.toolsearch import DEFAULT_TITLE
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -229,6 +230,8 @@ def committed_layout(root: Path) -> dict[str, tuple[str, str]]:
             out[rel] = ("Speed and memory", "speed")
         elif str(man.get("command", "")).startswith("shortlist toolsearch pays"):
             out[rel] = (PAYS_TITLE, "tool search")
+        elif man.get("command") == "shortlist toolsearch default":
+            out[rel] = (DEFAULT_TITLE, "tool search")
         else:
             raise AssertionError(f"{rel}: no command writes this page")
     return out
