@@ -61,12 +61,11 @@ if TYPE_CHECKING:  # pandas is read by the default command only: `shortlist sear
 MAX_QUERIES = {"bfcl": None, "metatool": 2000, "toolbench": None}
 #: The comparators every candidate is paired with (method names of ``sd.fit``).
 COMPARATORS = ("fixed-3", "fixed-5", "fixed-8", "gap")
+#: The title of the leave-one-benchmark-out page (results/toolsearch/default-policy/README.md).
+DEFAULT_TITLE = "Default tool-search policy"
 
 
 # ----------------------------------------------------------------------------------------------- search
-
-
-DEFAULT_TITLE = "Default tool-search policy"
 
 
 def _searcher(sa: SearchArgs) -> Any:
