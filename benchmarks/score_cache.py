@@ -8,7 +8,10 @@ folder and renamed, so a reader never sees a partial file and two processes
 filling the same entry at once both leave a complete, identical file.
 
 Default location: ``<cache dir>/scores`` with the cache dir of :func:`benchmarks.data.resolve_cache_dir`
-(``$SHORTLIST_CACHE_DIR`` or ``~/.cache/shortlist-depth/cache``).
+(``$SHORTLIST_CACHE_DIR`` or ``~/.cache/shortlist-depth/cache``). Embeddings (``emb-<model>-<key>.npy``)
+sit in the same folder as score matrices: a text set is embedded once per cache dir, whether a score
+matrix or the tool-tool similarity of the candidate sets (:func:`benchmarks.conditions.tool_similarity`)
+asks for it first.
 """
 
 from __future__ import annotations
@@ -103,8 +106,9 @@ def cached_scores(
     m = _load_matrix(path, (len(queries), len(tools)))
     if m is not None:
         return m.astype(np.float64), True
-    if isinstance(scorer, EmbeddingScorer):  # embed each text set once, reuse across conditions
-        m = (cached_embeddings(scorer, queries, folder) @ cached_embeddings(scorer, tools, folder).T).astype(np.float64)
+    if isinstance(scorer, EmbeddingScorer):  # embed each text set once, reuse across conditions and similarity
+        emb_q, emb_t = cached_embeddings(scorer, queries, cache_dir), cached_embeddings(scorer, tools, cache_dir)
+        m = (emb_q @ emb_t.T).astype(np.float64)
     else:
         m = np.asarray(scorer.score(queries, tools), dtype=np.float64)
     if m.shape != (len(queries), len(tools)):

@@ -1,9 +1,23 @@
-"""Shared test setup: offline model loading, and the shared benchmark data folder when present."""
+"""Shared test setup: offline model loading, the shared benchmark data folder when present, and the
+session-wide fixtures that keep the suite within its budget (docs/usage.md, "Tests").
+
+- :func:`shared_cache`: one score/embedding cache for the whole session. Every test that only needs a
+  built condition passes it as ``cache_dir`` / ``--cache-dir``, so each text set is embedded (and the
+  ToolBench archive indexed) once per session, not once per test.
+- :func:`tiny_runs`: the tiny ``shortlist reproduce`` (:data:`TINY_REPRODUCE_ARGS`) run twice at once on
+  one cold cache, in subprocesses; the determinism and crash suites compare against it.
+- the ``slow`` marker: heavy end-to-end runs, deselected by the README's test command and run by ``.ci/run``
+  right after it.
+"""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -25,10 +39,13 @@ TINY_REPRODUCE_ARGS = [
     "dqn.learning_starts=100",
     "--set",
     "tabular.episodes=200",
+    "cutoff.epochs=10",
     "--split-seeds",
     "0",
     "--no-progress",
 ]
+#: Its cells: 3 DQN rewards, tabular, cut-off, posterior and 6 fixed K.
+TINY_REPRODUCE_CELLS = 12
 
 
 def cli_env() -> dict[str, str]:
@@ -36,3 +53,48 @@ def cli_env() -> dict[str, str]:
     env = dict(os.environ)
     env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(REPO))
     return env
+
+
+def tiny_reproduce_cmd(out: Path, cache: Path, *extra: str) -> list[str]:
+    """The command line of the tiny ``shortlist reproduce`` into ``out`` with the score cache ``cache``."""
+    return [sys.executable, "-m", "experiments.cli", "reproduce", *TINY_REPRODUCE_ARGS, "--out", str(out),
+            "--cache-dir", str(cache), *extra]  # fmt: skip
+
+
+def finish(*procs: subprocess.Popen) -> None:
+    """Wait for ``shortlist`` subprocesses started with ``stderr=PIPE``; each must exit 0."""
+    for p in procs:
+        err = p.communicate(timeout=600)[1]
+        assert p.returncode == 0, (err.decode() if isinstance(err, bytes) else str(err))[-3000:]
+
+
+@pytest.fixture(scope="session")
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's score/embedding cache (starts empty, so a run tests the scoring code it runs).
+
+    Pass it wherever a test only needs a condition built; a test about the cache itself (hits, misses,
+    corrupt or concurrently written entries, a cold start) keeps a folder of its own.
+    """
+    return tmp_path_factory.mktemp("shared-cache")
+
+
+@pytest.fixture(scope="session")
+def tiny_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The tiny reproduce run twice as subprocesses started together on one cold score cache: ``a`` (the
+    reference every resumed or repeated run is compared with) and ``b`` (another ``PYTHONHASHSEED``);
+    ``cache`` is their score cache, warm afterwards. Read-only for the tests: copy before changing."""
+    base = tmp_path_factory.mktemp("tiny-reproduce")
+    cache = base / "cache"
+    procs = []
+    for name, env in (("a", cli_env()), ("b", {**cli_env(), "PYTHONHASHSEED": "12345"})):
+        procs.append(
+            subprocess.Popen(
+                tiny_reproduce_cmd(base / name, cache),
+                cwd=REPO,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )  # fmt: skip
+        )
+    finish(*procs)
+    return {"a": base / "a", "b": base / "b", "cache": cache}

@@ -143,8 +143,15 @@ def test_freed_memory_is_retained_on_glibc_and_numbers_do_not_depend_on_it() -> 
         "m = ExpectedRewardCutoff('bor', CutoffConfig(epochs=20)).fit(qs, EpisodeConfig(step_cost=0.0), 3)\n"
         "print(torch.cat([p.detach().flatten() for p in m.net.parameters()]).numpy().tobytes().hex())\n"
     )
-    out = [
-        subprocess.run([sys.executable, "-c", script, mode], capture_output=True, text=True, check=True).stdout
+    procs = [  # the two fresh processes run side by side
+        subprocess.Popen(
+            [sys.executable, "-c", script, mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         for mode in ("on", "off")
     ]
+    out = []
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=600)
+        assert proc.returncode == 0, stderr[-2000:]
+        out.append(stdout)
     assert out[0] == out[1] and len(out[0]) > 100

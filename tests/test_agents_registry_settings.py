@@ -123,9 +123,9 @@ def toy_kind() -> Iterator[str]:
 
 
 def test_a_kind_registered_outside_experiments_trains_evaluates_and_compares(
-    toy_kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    toy_kind: str, tmp_path: Path, shared_cache: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cache = str(tmp_path / "cache")
+    cache = str(shared_cache)
     quiet = ["--cache-dir", cache, "--no-progress"]
     out = tmp_path / "train"
     assert main(["train", "--agent", toy_kind, "--set", "depth=3", "--seeds", "1", "--out", str(out), *quiet]) == 0

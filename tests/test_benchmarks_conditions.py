@@ -16,8 +16,8 @@ from benchmarks.scorers import BM25Scorer
 
 
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("scores")
+def cache_dir(shared_cache: Path) -> Path:
+    return shared_cache
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from benchmarks import scorers
-from benchmarks.score_cache import atomic_save_npy, cache_key, cached_scores, scores_dir
+from benchmarks.score_cache import atomic_save_npy, cache_key, cached_embeddings, cached_scores, scores_dir
 from benchmarks.scorers import (
     STOPWORDS,
     TOKENISER_VERSION,
@@ -297,6 +297,40 @@ def test_cache_misses_on_any_change(tmp_path: Path, queries: list, tools: list, 
     assert sc.calls == 1
     np.testing.assert_array_equal(m, _expected(queries, tools))
     assert len(_entries(tmp_path)) == 2
+
+
+class CountingEmbedder(EmbeddingScorer):
+    """An embedding scorer without a model: a text's vector is its length and its number of spaces,
+    normalised; every embed() call is recorded."""
+
+    def __init__(self) -> None:
+        super().__init__("counting-embedder")
+        self.embedded: list[list[str]] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.embedded.append(list(texts))
+        v = np.array([[len(t) + 1.0, t.count(" ") + 1.0] for t in texts], dtype=np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def test_a_text_set_is_embedded_once_per_cache_dir(tmp_path: Path) -> None:
+    """The tool embeddings the candidate-set similarity stores (conditions.tool_similarity) are the ones an
+    embedding scorer's score matrix reads, and the reverse: one entry per text set, in ``<cache dir>/scores``
+    beside the score matrices (a nested ``scores/scores`` folder once held a second copy, embedded again)."""
+    first = CountingEmbedder()
+    tools = cached_embeddings(first, T, tmp_path)
+    m, hit = cached_scores(first, Q, T, tmp_path)
+    assert not hit and first.embedded == [T, Q]  # the tools were not embedded a second time
+    np.testing.assert_allclose(m, first.embed(Q) @ tools.T, rtol=1e-6)
+    other_queries = CountingEmbedder()
+    assert cached_scores(other_queries, ["a third query"], T, tmp_path)[1] is False
+    assert other_queries.embedded == [["a third query"]]
+    reverse = CountingEmbedder()
+    cached_scores(reverse, Q, ["a new tool"], tmp_path / "b")
+    cached_embeddings(reverse, ["a new tool"], tmp_path / "b")
+    assert reverse.embedded == [Q, ["a new tool"]]
+    assert all(p.is_file() for p in scores_dir(tmp_path).iterdir())  # no nested folder
+    assert len([p for p in scores_dir(tmp_path).iterdir() if p.name.startswith("emb-")]) == 3
 
 
 def test_cache_misses_when_tokeniser_version_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -53,9 +53,9 @@ def test_shift_queries_dispatch_and_unknown_kind() -> None:
 
 
 @pytest.mark.parametrize("variant", sorted(QUERY_SHIFTS))
-def test_query_shift_conditions_keep_candidates_gold_and_split(variant: str, tmp_path: Path) -> None:
-    base = build_condition("bfcl", "bm25", cache_dir=tmp_path)
-    shifted = build_condition("bfcl", "bm25", variant=variant, cache_dir=tmp_path)
+def test_query_shift_conditions_keep_candidates_gold_and_split(variant: str, shared_cache: Path) -> None:
+    base = build_condition("bfcl", "bm25", cache_dir=shared_cache)
+    shifted = build_condition("bfcl", "bm25", variant=variant, cache_dir=shared_cache)
     assert shifted.name == f"bfcl-bm25-{variant}" and shifted.meta["query_shift"] == variant
     assert shifted.meta["queries_changed"] > 0 and shifted.meta["query_shift_rule"] == QUERY_SHIFTS[variant]
     np.testing.assert_array_equal(shifted.test_idx, base.test_idx)
@@ -65,8 +65,8 @@ def test_query_shift_conditions_keep_candidates_gold_and_split(variant: str, tmp
         assert set(rs[qs.relevant_ranks - 1].tolist()) == set(rb[qb.relevant_ranks - 1].tolist())  # same gold
 
 
-def test_evaluate_a_trained_policy_under_query_shift(tmp_path: Path) -> None:
-    cache_dir = str(tmp_path / "cache")
+def test_evaluate_a_trained_policy_under_query_shift(tmp_path: Path, shared_cache: Path) -> None:
+    cache_dir = str(shared_cache)
     out = tmp_path / "o"
     args = ["train", "--agent", "tabular", "--set", "tabular.episodes=300", "--seeds", "3", "--out", str(out)]
     assert main([*args, "--cache-dir", cache_dir]) == 0

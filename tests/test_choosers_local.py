@@ -171,6 +171,7 @@ def real_chooser(tmp_path_factory: pytest.TempPathFactory) -> LocalChooser:
 
 
 @pytest.mark.llm
+@pytest.mark.slow  # a 270M-parameter model loaded and run end to end: minutes on 2 cores
 def test_real_model_prefix_reuse_and_choice(real_chooser: LocalChooser) -> None:
     from choosers import bfcl_tools
 

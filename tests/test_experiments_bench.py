@@ -41,13 +41,13 @@ def _manifest(folder: Path, command: str, total: float, cells: float | None = No
     (folder / "manifest.json").write_text(json.dumps(man), encoding="utf-8")
 
 
-def test_bench_writes_every_section(tmp_path: Path) -> None:
+def test_bench_writes_every_section(tmp_path: Path, shared_cache: Path) -> None:
     out = tmp_path / "bench.md"
     _manifest(tmp_path, "shortlist reproduce --seeds 42", 1800.0, 1700.0)  # the study: 30 min
     _manifest(tmp_path / "peers", "shortlist compare --seeds 42", 660.0)  # the comparison: 11 min
     rc = cmd_bench(
-        BenchArgs(only=("bfcl-bm25", "bfcl-bm25-hybrid"), out=str(out), cache_dir=str(tmp_path / "c"), **TINY),
-        BenchArgs(cache_dir=str(tmp_path / "c")),
+        BenchArgs(only=("bfcl-bm25", "bfcl-bm25-hybrid"), out=str(out), cache_dir=str(shared_cache), **TINY),
+        BenchArgs(cache_dir=str(shared_cache)),
         "shortlist bench (test)",
     )
     assert rc == 0

@@ -15,8 +15,8 @@ TABLES = ("per_query.csv", "summary.csv", "buckets.csv")
 
 
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(tmp_path_factory.mktemp("scores"))
+def cache_dir(shared_cache: Path) -> str:
+    return str(shared_cache)
 
 
 def run(args: list[str], cache_dir: str) -> int:
@@ -216,6 +216,7 @@ def test_reproduce_tiny_sweep_writes_report(tmp_path: Path, cache_dir: str, monk
         "dqn.learning_starts=100",
         "--set",
         "tabular.episodes=200",
+        "cutoff.epochs=10",
         "--split-seeds",
         "0",
         "2",

@@ -23,15 +23,21 @@ from experiments.report.tables import limits_table
 TINY = {
     "seeds": (1, 2),
     "split_seeds": (0,),
-    "set": ("dqn.total_timesteps=400", "dqn.learning_starts=100", "tabular.episodes=200"),
+    "set": (
+        "dqn.total_timesteps=400",
+        "dqn.learning_starts=100",
+        "tabular.episodes=200",
+        "cutoff.epochs=10",
+        "choppy.epochs=10",
+    ),
     "max_depth": 20,
 }
 
 
 @pytest.fixture(scope="module")
-def result(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+def result(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("peers")
-    cache = str(tmp_path_factory.mktemp("scores"))
+    cache = str(shared_cache)
     rc = cmd_compare(
         CompareArgs(only=("bfcl-bm25",), out=str(out), runs_dir=str(out / "runs")),
         LearnArgs(**TINY),

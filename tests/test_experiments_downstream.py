@@ -18,8 +18,8 @@ TINY = ["--seeds", "1", "--set", "dqn.total_timesteps=300", "dqn.learning_starts
         "--strengths", "0", "1", "--no-progress"]  # fmt: skip
 
 
-def run(tmp: Path, *args: str, cache: str, out: str = "out") -> int:
-    return main(["downstream", "--only", "bfcl-bm25", *TINY, "--out", str(tmp / out), "--runs-dir", str(tmp / "runs"),
+def run(tmp: Path, *args: str, cache: str, out: str = "out", tiny: list[str] = TINY) -> int:
+    return main(["downstream", "--only", "bfcl-bm25", *tiny, "--out", str(tmp / out), "--runs-dir", str(tmp / "runs"),
                  "--cache-dir", cache, *args])  # fmt: skip
 
 
@@ -92,16 +92,23 @@ def test_openai_chooser_through_the_fake_server_then_the_cache(
     monkeypatch.setenv(KEY_ENV, SECRET)
     url, state = server
     args = ["--chooser", "openai", "--base-url", url, "--model", "fake-model", "--api-key-env", KEY_ENV]
-    assert run(tmp_path, *args, "--choices", str(tmp_path / "none.csv"), cache=str(tmp_path / "c")) == 0
+    tiny = [
+        *TINY[: TINY.index("--strengths")],
+        "--strengths",
+        "0",
+        "--no-progress",
+    ]  # no sensitivity sweep asserted here
+    assert run(tmp_path, *args, "--choices", str(tmp_path / "none.csv"), cache=str(tmp_path / "c"), tiny=tiny) == 0
     choices = pd.read_csv(tmp_path / "out" / "choices.csv", dtype={"qid": str})
     asked = len(state.requests)
     assert asked == len(choices) > 0 and (choices["cached"] == 0).all()
     body = state.requests[0][2]
     assert body["tool_choice"] == "required" and body["temperature"] == 0 and body["model"] == "fake-model"
     # a rerun asks nothing; a fresh cache is filled from the committed table and asks nothing either
-    assert run(tmp_path, *args, "--choices", str(tmp_path / "none.csv"), cache=str(tmp_path / "c"), out="again") == 0
+    none = str(tmp_path / "none.csv")
+    assert run(tmp_path, *args, "--choices", none, cache=str(tmp_path / "c"), out="again", tiny=tiny) == 0
     committed = str(tmp_path / "out" / "choices.csv")
-    assert run(tmp_path, *args, "--choices", committed, cache=str(tmp_path / "fresh"), out="fresh") == 0
+    assert run(tmp_path, *args, "--choices", committed, cache=str(tmp_path / "fresh"), out="fresh", tiny=tiny) == 0
     assert len(state.requests) == asked
     assert (pd.read_csv(tmp_path / "fresh" / "choices.csv")["cached"] == 1).all()
     for path in tmp_path.rglob("*"):  # the key is read from the environment and never written

@@ -1,4 +1,10 @@
-"""``shortlist shift``: trained runs evaluated unchanged under scorer, benchmark and query shift."""
+"""``shortlist shift``: trained runs evaluated unchanged under scorer, benchmark and query shift.
+
+The study shifted here (``shifted``) goes onto every target of bfcl-bm25 but ToolBench's: ToolBench's
+candidate sets need MiniLM embeddings of all 3,406 of its tools (minutes on 2 cores). The slow test at the
+end shifts the same runs onto the real target list and checks that the six shared targets give the same
+rows.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +15,13 @@ import pandas as pd
 import pytest
 
 from benchmarks.corpus import sha256_file
+from experiments import shift as shift_module
 from experiments.cli import main
 from experiments.shift import shift_targets
+
+#: The targets the default suite shifts onto (see the module docstring).
+TARGETS = [(kind, target) for kind, target in shift_targets("bfcl-bm25") if not target.startswith("toolbench-")]
+METHODS = ("bor-tabular", "bor-cutoff", "gap", "bor-threshold")
 
 
 def test_shift_targets_per_source() -> None:
@@ -28,25 +39,32 @@ def test_shift_targets_per_source() -> None:
             shift_targets(bad)
 
 
+def shift_cmd(runs: Path, out: Path, cache: Path, *extra: str) -> list[str]:
+    return ["shift", "--only", "bfcl-bm25", "--runs-dir", str(runs), "--out", str(out), "--cache-dir", str(cache),
+            *extra]  # fmt: skip
+
+
 @pytest.fixture(scope="module")
-def shifted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def shifted(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("shift")
-    cache = str(root / "cache")
     out = root / "study"
-    for agent in (["tabular", "--set", "tabular.episodes=300"], ["cutoff"], ["gap"], ["threshold"]):
-        assert main(["train", "--agent", *agent, "--seeds", "3", "--out", str(out), "--cache-dir", cache]) == 0
+    agents = (["tabular", "--set", "tabular.episodes=300"], ["cutoff", "--set", "cutoff.epochs=10"], ["gap"],
+              ["threshold"])  # fmt: skip
+    for agent in agents:
+        argv = ["train", "--agent", *agent, "--seeds", "3", "--out", str(out), "--cache-dir", str(shared_cache)]
+        assert main(argv) == 0
     res = root / "shift"
-    args = ["shift", "--only", "bfcl-bm25", "--runs-dir", str(out / "runs"), "--out", str(res), "--cache-dir", cache]
-    args += ["--methods", "all"]
-    assert main(args) == 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(shift_module, "shift_targets", lambda source: TARGETS if source == "bfcl-bm25" else [])
+        assert main(shift_cmd(out / "runs", res, shared_cache, "--methods", "all")) == 0
     return out, res
 
 
 def test_shift_rows_cover_every_target_and_none_reproduces_the_runs(shifted: tuple[Path, Path]) -> None:
     study, res = shifted
     pq = pd.read_csv(res / "per_query.csv", dtype={"qid": str})
-    assert set(pq["target"]) == {t for _, t in shift_targets("bfcl-bm25")}
-    assert set(pq["method"]) == {"bor-tabular", "bor-cutoff", "gap", "bor-threshold"}
+    assert set(pq["target"]) == {t for _, t in TARGETS} and len(TARGETS) == 6
+    assert set(pq["method"]) == set(METHODS)
     for method in ("bor-tabular", "bor-cutoff", "gap"):
         own = pd.read_csv(study / "runs" / f"bfcl-bm25__{method}__s3" / "per_query.csv", dtype={"qid": str})
         none = pq[(pq["shift"] == "none") & (pq["method"] == method)].set_index("qid")
@@ -62,7 +80,7 @@ def test_shift_report_compares_the_best_agent_with_the_gap_rule(shifted: tuple[P
     study, res = shifted
     vg = pd.read_csv(res / "versus_gap.csv")
     agg = pd.read_csv(res / "aggregate.csv")
-    assert len(vg) == 7 and set(vg["shift"]) == {"none", "scorer", "benchmark", "query"}
+    assert len(vg) == len(TARGETS) and set(vg["shift"]) == {"none", "scorer", "benchmark", "query"}
     for _, r in vg.iterrows():
         a = agg[agg["condition"] == f"{r['source']}@{r['target']}"].set_index("method")
         assert r["best_agent"] == max(("bor-tabular", "bor-cutoff"), key=lambda m: a.loc[m, "mean_reward_net"])
@@ -70,15 +88,14 @@ def test_shift_report_compares_the_best_agent_with_the_gap_rule(shifted: tuple[P
         assert r["diff_lo"] <= r["diff"] <= r["diff_hi"]
         assert bool(r["at_least_gap"]) == bool(r["mean_reward_net"] >= r["gap_mean_reward_net"])
     readme = (res / "README.md").read_text()
-    assert "## Against the largest-gap rule" in readme and "of 6 (source, shifted target) pairs" in readme
-    man = json.loads((res / "manifest.json").read_text())
-    assert man["sources"] == ["bfcl-bm25"] and man["n_runs"] == 4 * 7
-    index = pd.read_csv(res / "runs.csv")  # the evaluated runs, with the sha256 of their own tables
     assert (
-        sorted(index["run_id"])
-        == sorted(man["runs"])
-        == sorted(f"bfcl-bm25__{m}__s3" for m in ("bor-tabular", "bor-cutoff", "gap", "bor-threshold"))
+        "## Against the largest-gap rule" in readme
+        and f"of {len(TARGETS) - 1} (source, shifted target) pairs" in readme
     )
+    man = json.loads((res / "manifest.json").read_text())
+    assert man["sources"] == ["bfcl-bm25"] and man["n_runs"] == len(METHODS) * len(TARGETS)
+    index = pd.read_csv(res / "runs.csv")  # the evaluated runs, with the sha256 of their own tables
+    assert sorted(index["run_id"]) == sorted(man["runs"]) == sorted(f"bfcl-bm25__{m}__s3" for m in METHODS)
     run = index.set_index("run_id").loc["bfcl-bm25__gap__s3"]
     assert run["sha256_per_query"] == sha256_file(str(study / "runs" / "bfcl-bm25__gap__s3" / "per_query.csv"))
 
@@ -88,7 +105,9 @@ def test_shift_refuses_missing_runs(tmp_path: Path) -> None:
     assert not (tmp_path / "o").exists()
 
 
-def test_shift_builds_the_untrained_gap_rule_when_no_run_has_it(shifted: tuple[Path, Path], tmp_path: Path) -> None:
+def test_shift_builds_the_untrained_gap_rule_when_no_run_has_it(
+    shifted: tuple[Path, Path], tmp_path: Path, shared_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import shutil
 
     study, res = shifted
@@ -96,8 +115,8 @@ def test_shift_builds_the_untrained_gap_rule_when_no_run_has_it(shifted: tuple[P
     runs.mkdir()
     shutil.copytree(study / "runs" / "bfcl-bm25__bor-tabular__s3", runs / "bfcl-bm25__bor-tabular__s3")
     out = tmp_path / "shift"
-    cache = str(study.parent / "cache")
-    assert main(["shift", "--only", "bfcl-bm25", "--runs-dir", str(runs), "--out", str(out), "--cache-dir", cache]) == 0
+    monkeypatch.setattr(shift_module, "shift_targets", lambda source: TARGETS if source == "bfcl-bm25" else [])
+    assert main(shift_cmd(runs, out, shared_cache)) == 0
     pq = pd.read_csv(out / "per_query.csv", dtype={"qid": str})
     assert set(pq["method"]) == {"bor-tabular", "gap"}
     full = pd.read_csv(res / "per_query.csv", dtype={"qid": str})
@@ -143,3 +162,25 @@ def test_shift_passes_over_runs_made_by_other_code(tmp_path: Path) -> None:
     (tmp_path / "bfcl-bm25__bor-tabular__s3" / "manifest.json").unlink()  # unreadable: not current either
     with pytest.raises(ValueError, match="2 made by other code"):
         shifted_runs(tmp_path, ("bfcl-bm25",))
+
+
+@pytest.mark.slow
+def test_shift_onto_the_real_targets_toolbench_included(shifted: tuple[Path, Path], shared_cache: Path) -> None:
+    """The same runs shifted onto bfcl-bm25's real target list (ToolBench's main condition included):
+    every target is covered, and the six targets of the default suite give the very rows it checked."""
+    study, res = shifted
+    full = study.parent / "shift-full"
+    assert main(shift_cmd(study / "runs", full, shared_cache, "--methods", "all")) == 0
+    pq = pd.read_csv(full / "per_query.csv", dtype={"qid": str})
+    targets = shift_targets("bfcl-bm25")
+    assert set(pq["target"]) == {t for _, t in targets} and len(targets) == 7
+    assert ("benchmark", "toolbench-bm25") in targets
+    assert set(pq["method"]) == set(METHODS)
+    tb = pq[pq["target"] == "toolbench-bm25"]
+    assert (tb["n"] == 50).all() and tb["qid"].str.startswith("G1_").all() and len(tb) == len(METHODS) * 142
+    shared = pq[pq["target"] != "toolbench-bm25"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(shared, pd.read_csv(res / "per_query.csv", dtype={"qid": str}))
+    assert len(pd.read_csv(full / "versus_gap.csv")) == 7
+    man = json.loads((full / "manifest.json").read_text())
+    assert man["n_runs"] == len(METHODS) * 7 and man["targets"]["bfcl-bm25"] == [t for _, t in targets]
+    assert "of 6 (source, shifted target) pairs" in (full / "README.md").read_text()

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.conditions import CandidateRule, build_condition, candidate_rule, candidate_sets
+from benchmarks.conditions import BENCHMARKS, CandidateRule, build_condition, candidate_rule, candidate_sets
 from experiments.cli import main
 
 HAVE_SHARED = Path(os.environ.get("SHORTLIST_DATA_DIR", "/nonexistent"), "metatool").is_dir()
@@ -20,8 +21,8 @@ needs_data = pytest.mark.skipif(not HAVE_SHARED, reason="shared benchmark data f
 
 
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(tmp_path_factory.mktemp("cache"))
+def cache_dir(shared_cache: Path) -> str:
+    return str(shared_cache)
 
 
 def write_run(tmp: Path, n_queries: int = 30, n_docs: int = 40, seed: int = 0) -> tuple[Path, Path]:
@@ -172,28 +173,46 @@ def test_byo_beir_folder(tmp_path: Path, cache_dir: str) -> None:
         ("metatool", "bm25", "", 100, 2000, "default"),
         ("metatool", "minilm", "top20", 20, 1200, "narrow"),
         ("metatool", "minilm", "top50", 50, 1200, "narrow"),
-        ("toolbench", "minilm", "", 50, 474, "default"),
+        # MiniLM embeddings of all 3,406 ToolBench tools: minutes on 2 cores
+        pytest.param("toolbench", "minilm", "", 50, 474, "default", marks=pytest.mark.slow),
     ],
 )
 def test_shared_benchmark_conditions(
-    benchmark: str, scorer: str, variant: str, n: int, n_queries: int, buckets: str
+    benchmark: str, scorer: str, variant: str, n: int, n_queries: int, buckets: str, shared_cache: Path
 ) -> None:
-    c = build_condition(benchmark, scorer, variant=variant)
+    c = build_condition(benchmark, scorer, variant=variant, cache_dir=shared_cache)
     assert len(c.queries) == n_queries
     assert {q.n_candidates for q in c.queries} == {n}
     assert all(q.gold_rank >= 1 for q in c.queries)
     assert len(c.train_idx) == round(0.7 * n_queries)
     assert c.buckets == buckets
-    again = build_condition(benchmark, scorer, variant=variant)
+    again = build_condition(benchmark, scorer, variant=variant, cache_dir=shared_cache)
     assert [q.gold_rank for q in again.queries] == [q.gold_rank for q in c.queries]
     assert again.meta["score_cache_hit"]
 
 
 @needs_data
-def test_scorers_share_candidate_sets() -> None:
-    """The distractor similarity does not depend on the scorer: BM25 and MiniLM rank the same sets."""
-    a = build_condition("metatool", "bm25")
-    b = build_condition("metatool", "minilm")
+@pytest.mark.parametrize(
+    "n_queries",
+    [
+        # the main rule on 1,200 sampled queries: the sample of the top20/top50 rules (same seed), whose MiniLM
+        # embeddings the shared cache already holds; the main rule's 2,000 are another sample, embedded anew
+        1200,
+        pytest.param(None, marks=pytest.mark.slow),  # the condition as the study builds it
+    ],
+    ids=["sample1200", "all2000"],
+)
+def test_scorers_share_candidate_sets(
+    n_queries: int | None, shared_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The distractor similarity does not depend on the scorer: BM25 and MiniLM rank the same sets (MetaTool's
+    main rule: the gold tool, its 24 most similar tools and 75 drawn at random)."""
+    rules = BENCHMARKS["metatool"][1]
+    if n_queries is not None:
+        monkeypatch.setitem(rules, "", replace(rules[""], n_queries=n_queries))
+    a = build_condition("metatool", "bm25", cache_dir=shared_cache)
+    b = build_condition("metatool", "minilm", cache_dir=shared_cache)
+    assert len(a.queries) == (n_queries or 2000) and a.meta["candidate_rule"]["n_similar"] == 24
     assert [q.qid for q in a.queries] == [q.qid for q in b.queries]
     assert a.meta["candidate_rule"] == b.meta["candidate_rule"]
     for ta, tb in zip(a.ranked_tools, b.ranked_tools, strict=True):

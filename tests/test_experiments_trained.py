@@ -213,11 +213,21 @@ def test_evaluate_says_when_inputs_differ(tmp_path: Path) -> None:
 def test_progress_bars_under_the_cells_bar_and_no_progress_silences_all(tmp_path: Path) -> None:
     argv = ["train", "--benchmark", "synthetic", "--scorer", "gen", "--variant", SYN, "--agent", "dqn",
             "--seeds", "1", "--set", "dqn.total_timesteps=300", "dqn.learning_starts=100"]  # fmt: skip
-    shown = shortlist(*argv, "--out", str(tmp_path / "a"), cwd=tmp_path)
-    assert shown.returncode == 0, shown.stderr
-    assert "cells" in shown.stderr and "bor-dqn s1" in shown.stderr and "step" in shown.stderr
-    quiet = shortlist(*argv, "--out", str(tmp_path / "b"), "--no-progress", cwd=tmp_path)
-    assert quiet.returncode == 0 and quiet.stderr.strip() == ""
+    procs = [  # side by side: the two runs are independent
+        subprocess.Popen(
+            [sys.executable, "-m", "experiments.cli", *args],
+            cwd=tmp_path,
+            env=cli_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for args in ([*argv, "--out", str(tmp_path / "a")], [*argv, "--out", str(tmp_path / "b"), "--no-progress"])
+    ]
+    (shown, shown_code), (quiet, quiet_code) = [(p.communicate(timeout=600)[1], p.returncode) for p in procs]
+    assert shown_code == 0, shown
+    assert "cells" in shown and "bor-dqn s1" in shown and "step" in shown
+    assert quiet_code == 0 and quiet.strip() == ""
 
 
 def test_help_text_lists_every_kind_and_only_useful_options(tmp_path: Path) -> None:

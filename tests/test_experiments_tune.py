@@ -13,8 +13,8 @@ from experiments.tune import INNER_SPLIT_SEED, parse_grid
 
 
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(tmp_path_factory.mktemp("cache"))
+def cache_dir(shared_cache: Path) -> str:
+    return str(shared_cache)
 
 
 def test_parse_grid_types_values_and_refuses_unknown_fields() -> None:

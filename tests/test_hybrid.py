@@ -179,10 +179,10 @@ def test_fusion_weight_is_fitted_to_the_informative_scorer() -> None:
         fit_fusion_weight([], [], [])
 
 
-def test_hybrid_and_fused_bfcl_conditions(tmp_path: Path) -> None:
-    base = build_condition("bfcl", "bm25", cache_dir=tmp_path)
-    hyb = build_condition("bfcl", "bm25", variant="hybrid", cache_dir=tmp_path)
-    other = build_condition("bfcl", "minilm", cache_dir=tmp_path)
+def test_hybrid_and_fused_bfcl_conditions(shared_cache: Path) -> None:
+    base = build_condition("bfcl", "bm25", cache_dir=shared_cache)
+    hyb = build_condition("bfcl", "bm25", variant="hybrid", cache_dir=shared_cache)
+    other = build_condition("bfcl", "minilm", cache_dir=shared_cache)
     assert hyb.name == "bfcl-bm25-hybrid" and hyb.meta["second_scorer"] == "minilm"
     np.testing.assert_array_equal(hyb.test_idx, base.test_idx)
     for qb, qh, qo, rb, ro in zip(
@@ -192,11 +192,11 @@ def test_hybrid_and_fused_bfcl_conditions(tmp_path: Path) -> None:
         np.testing.assert_array_equal(qh.relevant_ranks, qb.relevant_ranks)
         pos = np.argsort(ro)  # registry index -> rank under MiniLM
         np.testing.assert_allclose(qh.aux_scores, qo.scores[pos[rb]])  # MiniLM's score of each BM25-ranked tool
-    fused = build_condition("bfcl", "fused", cache_dir=tmp_path, split_seed=1)
+    fused = build_condition("bfcl", "fused", cache_dir=shared_cache, split_seed=1)
     assert 0.0 <= fused.meta["fusion_weight"] <= 1.0 and fused.meta["fusion_of"] == ["bm25", "minilm"]
     assert fused.meta["fusion_train_mrr"] > 0 and not fused.queries[0].hybrid
     with pytest.raises(ValueError, match="pairs bm25 with minilm"):
-        build_condition("bfcl", "fused", variant="hybrid", cache_dir=tmp_path)
+        build_condition("bfcl", "fused", variant="hybrid", cache_dir=shared_cache)
 
 
 # ----------------------------------------------------------------------------- report

@@ -1,10 +1,11 @@
 """Crash safety: killed runs resume to the uninterrupted result, writes are atomic, concurrent
 writers do not corrupt results or caches, and caches are keyed by everything they depend on.
 
-The SIGKILL trials run a tiny ``shortlist reproduce`` (BFCL + BM25, 1 seed, 11 cells) as a
+The SIGKILL trials run a tiny ``shortlist reproduce`` (BFCL + BM25, 1 seed, 12 cells) as a
 subprocess in its own process group, kill the whole group (SIGKILL, like ``kill -9 -PGID``
 or an OOM kill of the job) at seeded random points, possibly several times, then rerun it to
-completion and compare every table with an uninterrupted run. Cells finished before the
+completion and compare every table with an uninterrupted run (conftest's ``tiny_runs["a"]``, the
+reference of the determinism suite too). Cells finished before the
 rerun must not be recomputed (their directories keep their inode and mtime).
 """
 
@@ -22,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import TINY_REPRODUCE_ARGS, cli_env  # noqa: E402
+from conftest import TINY_REPRODUCE_CELLS, cli_env, tiny_reproduce_cmd  # noqa: E402
 
 from benchmarks import scorers
 from benchmarks.score_cache import atomic_save_npy, cached_scores
@@ -36,24 +37,11 @@ TABLES = ("per_query.csv", "summary.csv", "buckets.csv")
 DERIVED = ("aggregate.csv", "scorer_strength.csv", "figures/buckets_bfcl-bm25.csv")
 RUN_FILES = ("config.json", "command.txt", "manifest.json", "per_query.csv", "summary.csv", "buckets.csv")
 COMPARED_RUN_FILES = ("per_query.csv", "summary.csv", "buckets.csv", "config.json")
-N_CELLS = 12  # the tiny sweep: 3 DQN rewards, tabular, cut-off, posterior and 6 fixed K
-TINY = TINY_REPRODUCE_ARGS
+N_CELLS = TINY_REPRODUCE_CELLS  # the tiny sweep: 3 DQN rewards, tabular, cut-off, posterior and 6 fixed K
 
 
 def reproduce_cmd(out: Path, cache: Path, workers: int = 1) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "experiments.cli",
-        "reproduce",
-        *TINY,
-        "--out",
-        str(out),
-        "--cache-dir",
-        str(cache),
-        "--workers",
-        str(workers),
-    ]
+    return tiny_reproduce_cmd(out, cache, "--workers", str(workers))
 
 
 def finished_cells(out: Path) -> list[str]:
@@ -132,17 +120,15 @@ def run_and_kill(cmd: list[str], out: Path, after_cells: int, extra_delay: float
 
 
 @pytest.fixture(scope="module")
-def warm_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("scores")
+def warm_cache(tiny_runs: dict[str, Path]) -> Path:
+    """The score cache the uninterrupted runs filled."""
+    return tiny_runs["cache"]
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory: pytest.TempPathFactory, warm_cache: Path) -> Path:
-    out = tmp_path_factory.mktemp("reference") / "out"
-    proc = subprocess.run(
-        reproduce_cmd(out, warm_cache), cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def uninterrupted(tiny_runs: dict[str, Path]) -> Path:
+    """The tiny reproduce run to completion without interruption (a subprocess, ``--workers 1``)."""
+    out = tiny_runs["a"]
     assert len(finished_cells(out)) == N_CELLS
     return out
 

@@ -1,8 +1,9 @@
 """Determinism: the same command gives byte-identical results, whatever the worker count, and
 seeding happens in one place.
 
-A tiny ``shortlist reproduce`` (BFCL + BM25, 1 seed, 10 cells: 3 DQN, 1 tabular, 6 fixed K) is
-run three times as a subprocess: twice with ``--workers 1`` and once with ``--workers 2``.
+A tiny ``shortlist reproduce`` (BFCL + BM25, 1 seed, 12 cells: 3 DQN, tabular, cut-off, posterior,
+6 fixed K) is run three times as a subprocess: twice with ``--workers 1`` (conftest's ``tiny_runs``,
+the reference of the crash suite too) and once with ``--workers 2``.
 per_query.csv, summary.csv, buckets.csv (and the other generated tables, every run directory's
 tables, config and tabular agent) must be byte-identical; manifests may differ only in their
 timestamps and timings. (Resumed vs uninterrupted runs: ``test_reliability_crash.py``.)
@@ -22,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import TINY_REPRODUCE_ARGS, cli_env  # noqa: E402
+from conftest import TINY_REPRODUCE_ARGS, TINY_REPRODUCE_CELLS, cli_env, finish, tiny_reproduce_cmd  # noqa: E402
 
 from agents import TabularConfig, TabularQ
 from agents.base import seed_everything
@@ -36,42 +37,20 @@ TIME_KEYS = {"started_utc", "finished_utc", "wall_seconds", "fit_seconds", "eval
 TINY = TINY_REPRODUCE_ARGS
 
 
-def reproduce(out: Path, cache: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "experiments.cli",
-            "reproduce",
-            *TINY,
-            "--out",
-            str(out),
-            "--cache-dir",
-            str(cache),
-            *extra,
-        ],
+@pytest.fixture(scope="module")
+def three_runs(tiny_runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """a and b start together on one cold score cache (different hash seeds: conftest's ``tiny_runs``);
+    then w2 with 2 workers."""
+    w2 = tmp_path_factory.mktemp("determinism") / "w2"
+    proc = subprocess.Popen(
+        tiny_reproduce_cmd(w2, tiny_runs["cache"], "--workers", "2"),
         cwd=REPO,
-        env=env or cli_env(),
+        env=cli_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-
-
-def finish(*procs: subprocess.Popen) -> None:
-    for p in procs:
-        err = p.communicate(timeout=600)[1].decode()
-        assert p.returncode == 0, err[-3000:]
-
-
-@pytest.fixture(scope="module")
-def three_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """a and b start together on one cold score cache (different hash seeds); then w2 with 2 workers."""
-    base = tmp_path_factory.mktemp("determinism")
-    cache = base / "cache"
-    runs = {"a": base / "a", "b": base / "b", "w2": base / "w2"}
-    finish(reproduce(runs["a"], cache), reproduce(runs["b"], cache, env={**cli_env(), "PYTHONHASHSEED": "12345"}))
-    finish(reproduce(runs["w2"], cache, "--workers", "2"))
-    return {**runs, "cache": cache}
+    finish(proc)
+    return {**tiny_runs, "w2": w2}
 
 
 def _run_dirs(out: Path) -> list[str]:
@@ -82,7 +61,7 @@ def _assert_same_results(x: Path, y: Path) -> None:
     for f in (*TABLES, *DERIVED):
         assert (x / f).read_bytes() == (y / f).read_bytes(), f
     # the tiny sweep: 3 DQN rewards, tabular, cut-off, posterior, 6 fixed K
-    assert _run_dirs(x) == _run_dirs(y) and len(_run_dirs(x)) == 12
+    assert _run_dirs(x) == _run_dirs(y) and len(_run_dirs(x)) == TINY_REPRODUCE_CELLS
     for run in _run_dirs(x):
         for f in RUN_FILES:
             assert (x / "runs" / run / f).read_bytes() == (y / "runs" / run / f).read_bytes(), f"{run}/{f}"
@@ -287,15 +266,16 @@ DQN_SCRIPT = textwrap.dedent(
 )
 
 
-def test_sb3_dqn_same_seed_same_depths_across_processes(tmp_path: Path) -> None:
+def test_sb3_dqn_same_seed_same_depths_across_processes(shared_cache: Path) -> None:
     """Two fresh processes (different hash seeds and thread settings) train the same SB3 DQN on
-    a small condition (BFCL + BM25, random sub-registries of 20 tools): same depths, same Q-values."""
+    a small condition (BFCL + BM25, random sub-registries of 20 tools): same depths, same Q-values.
+    (The condition's build in fresh processes on separate cold caches: test_condition_build_is_deterministic.)"""
     procs = []
-    for i, (hash_seed, threads) in enumerate((("1", "1"), ("999", "2"))):
+    for hash_seed, threads in (("1", "1"), ("999", "2")):
         env = {**cli_env(), "PYTHONHASHSEED": hash_seed, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-c", DQN_SCRIPT, str(tmp_path / f"cache{i}")],
+                [sys.executable, "-c", DQN_SCRIPT, str(shared_cache)],
                 cwd=REPO,
                 env=env,
                 stdout=subprocess.PIPE,
@@ -321,18 +301,22 @@ def test_condition_build_is_deterministic(tmp_path: Path) -> None:
         "[h.update(q.qid.encode() + q.scores.tobytes() + q.relevant_ranks.tobytes()) for q in c.queries];"
         "h.update(c.train_idx.tobytes() + c.test_idx.tobytes()); print(h.hexdigest())"
     )
-    digests = set()
-    for i, hash_seed in enumerate(("0", "4242")):
-        proc = subprocess.run(
+    procs = [  # two fresh processes side by side, each on its own cold cache
+        subprocess.Popen(
             [sys.executable, "-c", script, str(tmp_path / f"cache{i}")],
             cwd=REPO,
             env={**cli_env(), "PYTHONHASHSEED": hash_seed},
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=600,
         )
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        digests.add(proc.stdout.strip())
+        for i, hash_seed in enumerate(("0", "4242"))
+    ]
+    digests = set()
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-2000:]
+        digests.add(out.strip())
     assert len(digests) == 1
 
 

@@ -46,8 +46,8 @@ CELLS = (
 
 
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(tmp_path_factory.mktemp("cache"))
+def cache_dir(shared_cache: Path) -> str:
+    return str(shared_cache)
 
 
 #: Kinds trained through torch: their cells repeat byte for byte on the float path (SIMD level and
