@@ -24,6 +24,7 @@ from experiments.plan import (
     DEFAULT_SPLIT_SEEDS,
     DOWNSTREAM_CONDITIONS,
     FIXED_KS,
+    FULL_SEEDS,
     STRENGTHS,
     Learning,
 )
@@ -410,7 +411,7 @@ class TuneArgs:
     set: tuple[str, ...] = opt(
         (), "settings of --agent kept fixed under the grid, key=value (as train's --set)", repeat=True
     )
-    seeds: tuple[int, ...] = opt(DEFAULT_SEEDS, "seeds")
+    seeds: tuple[int, ...] = opt(FULL_SEEDS, "seeds (a setting is never judged on one)")
     reward: str = opt("bor", "training reward", choices=REWARD_KINDS)
     step_cost: float | None = opt(None, "step cost (default: the condition's paper setting)")
     gamma: float | None = opt(None, "discount (default: the condition's paper setting)")

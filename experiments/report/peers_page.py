@@ -19,6 +19,7 @@ from agents.method import MethodSpec, method_group
 from experiments.figures import bucket_figure, candidate_set_size, pareto_figure
 from experiments.io import atomic_write_csv, atomic_write_text
 from experiments.plan import BOR_AGENTS, COMPARE_BUCKET_METHODS, RL_AGENTS, SUPERVISED_AGENTS, condition_order
+from experiments.report.causes import cause_lines, cause_table, rl_goal, rl_goal_lines, run_objectives
 from experiments.report.markdown import (
     bucket_table,
     ci,
@@ -49,7 +50,18 @@ from experiments.report.tables import (
 
 GROUP_ORDER: dict[str, int] = {g: i for i, g in enumerate(registry.GROUPS)}
 #: The tables of the comparison folder, in the order they are computed and written (``<name>.csv``).
-COMPARE_TABLES = ("aggregate", "buckets_aggregate", "limits", "dp", "goals", "paired", "split_goal", "best")
+COMPARE_TABLES = (
+    "aggregate",
+    "buckets_aggregate",
+    "limits",
+    "dp",
+    "goals",
+    "paired",
+    "split_goal",
+    "best",
+    "rl_goal",
+    "causes",
+)
 
 
 def compare_tables(
@@ -68,6 +80,8 @@ def compare_tables(
         "paired": paired,
         "split_goal": split_goal(agg, paired, limits),
         "best": best_methods(per_query, agg),
+        "rl_goal": rl_goal(agg, paired),
+        "causes": cause_table(per_query, run_objectives(runs)),
     }
 
 
@@ -94,8 +108,11 @@ def write_compare_report(
         "# Which depth rule to use: learned policies beside practitioners' rules and the limits",
         "",
         *answer_lines(t["best"], t["split_goal"], t["paired"]),
+        *rl_goal_lines(t["rl_goal"]),
+        "",
         *provenance_lines(command, seeds, t["aggregate"], observation),
         *split_goal_lines(t["split_goal"]),
+        *cause_lines(t["causes"]),
         *summary_lines(conds, t["aggregate"], t["goals"], t["limits"]),
     ]
     if reads_second_scorer(observation):
