@@ -55,6 +55,18 @@ MetaTool+BM25 in ``metatool-bm25_mean.csv`` there): 15,000 steps with a gradient
 step (``train_freq`` 2) is at least as good as 30,000 with every step, at half the environment steps and a
 quarter of the gradient steps: the defaults.
 
+The value loss: squared error, not SB3's Huber loss (issue 39). A STOP's terminal reward is two-point (0, or
+log2(N/k) when the shortlist holds the gold), and the Huber loss with delta 1 does not estimate its mean but a
+point within 1 of the likelier value (:mod:`agents.sb3`): on bfcl-minilm the Huber DQN valued STOP at depth 1 above
+every deeper stop and stopped at K = 1 on every test query. ``shortlist tune --agent dqn --benchmark B --scorer S
+--grid loss=huber,mse n_steps=1,4 total_timesteps=7500,15000`` on the five base conditions
+(``results/tuning/dqn-loss/``; validation net reward, mean over seeds 42/123/456; bfcl-bm25 / bfcl-minilm /
+metatool-bm25 / metatool-minilm / toolbench-minilm): the former defaults (Huber, n = 4, 15,000 steps) 6.696 /
+6.648 / 3.303 / 4.044 / 3.463 (sum 24.15), squared error with the rest unchanged 6.846 / 7.014 / 3.341 / 4.092 /
+3.538 (sum 24.83, the best of the eight settings). With squared error, one-step targets lose again (sum 24.11:
+deep stops, mean K up to 14.9 on bfcl-bm25) and 7,500 steps lose 0.27 in sum (24.56), most on bfcl-minilm
+(6.809) and toolbench-minilm (3.414): the defaults keep n_steps = 4 and 15,000 steps.
+
 Inference is batched: the Q-network is applied to every (query, depth)
 observation at once and each query stops at its first depth where
 Q(STOP) >= Q(CONTINUE) (ties pick STOP). Agents are saved in SB3's zip format;
@@ -142,9 +154,9 @@ class DQNConfig:
     bootstraps (4: chosen on validation against the runaway to K = N; see the module docstring)."""
     break_even: bool = True
     """Stop at the latest at each query's break-even depth (:func:`agents.base.learned_episode`)."""
-    loss: str = "huber"
-    """Value loss: ``huber`` (SB3's ``smooth_l1_loss``) or ``mse`` (squared error, which estimates the mean of a
-    two-point terminal reward; :mod:`agents.sb3`)."""
+    loss: str = "mse"
+    """Value loss: ``mse`` (squared error, which estimates the mean of a two-point terminal reward; chosen on
+    validation, see the module docstring) or ``huber`` (SB3's ``smooth_l1_loss``; :mod:`agents.sb3`)."""
     held_out: float = 0.0
     """Share of the training queries held out to choose the weights (early stopping): the greedy policy is scored
     on them every ``eval_every`` environment steps and at the end, and the best weights are kept (ties: the
@@ -341,7 +353,7 @@ register(
     stochastic=True,
     uses_reward=True,
     description="SB3 DQN on the score features, plus the second scorer's on -hybrid conditions (paper network, "
-    "optimiser and replay; see agents/dqn.py)",
+    "optimiser and replay, squared-error value loss; see agents/dqn.py)",
     config=DQNConfig,
     observes=True,
     objective=return_objective,

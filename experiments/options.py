@@ -415,12 +415,15 @@ class TuneArgs:
     reward: str = opt("bor", "training reward", choices=REWARD_KINDS)
     step_cost: float | None = opt(None, "step cost (default: the condition's paper setting)")
     gamma: float | None = opt(None, "discount (default: the condition's paper setting)")
+    observation: str = opt("auto", "observation set of the tuned learner (as train's --observation)")
     out: str = opt("results/tuning", "output folder")
     data_dir: str | None = opt(None, "benchmark data folder ($SHORTLIST_DATA_DIR, else ~/.cache/shortlist-depth/data)")
     cache_dir: str | None = opt(None, "cache folder ($SHORTLIST_CACHE_DIR, else ~/.cache/shortlist-depth/cache)")
 
     def __post_init__(self) -> None:
         _check_seeds("--seeds", self.seeds)
+        if self.observation not in OBSERVATION_CHOICES:
+            raise ValueError(f"--observation must be one of {', '.join(OBSERVATION_CHOICES)}, got {self.observation!r}")
         if self.agent not in registry.KINDS:
             raise ValueError(f"unknown agent {self.agent!r}; expected one of {', '.join(registry.KINDS)}")
         if self.reward not in REWARD_KINDS:
