@@ -82,9 +82,10 @@ class FittedQConfig:
     """Seed of the hold-out split (:func:`agents.auto.inner_split` of the sorted query ids)."""
     break_even: bool = True
     """Stop at the latest at each query's break-even depth (:func:`agents.base.learned_episode`)."""
-    depth_weight: float = 0.0
+    depth_weight: float = 1.0
     """Rows are drawn with probability proportional to ``k ** -depth_weight`` (k: the row's depth; 0: uniformly),
-    both actions of a row equally often."""
+    both actions of a row equally often (1: the decisive shallow depths, which an online learner visits most, get
+    the most updates; chosen on validation, see the module docstring)."""
 
     def __post_init__(self) -> None:
         for name in ("gradient_steps", "batch_size", "target_update_interval"):

@@ -46,15 +46,15 @@ class PPOConfig:
     """PPO settings (SB3 argument names)."""
 
     total_timesteps: int = 30_000
-    """Environment steps of training (all environments together)."""
+    """Environment steps of training (all environments together; chosen on validation, module docstring)."""
     n_steps: int = 256
     """Steps per environment in one rollout (a rollout holds ``n_steps * n_envs`` steps)."""
     n_envs: int = 4
     """Environments stepped together (SB3's ``DummyVecEnv``)."""
     batch_size: int = 256
     """Minibatch size of the policy and value updates."""
-    n_epochs: int = 10
-    """Passes over each rollout."""
+    n_epochs: int = 5
+    """Passes over each rollout (5: as good on validation as 10 at half the update cost; module docstring)."""
     learning_rate: float = 3e-4
     """Adam learning rate."""
     gae_lambda: float = 0.95

@@ -160,10 +160,12 @@ of fixed positions: ``gap_prev`` (rank i's equals rank i-1's ``gap_next``), ``lo
 ``both_top`` (rank 1's ``aux_top1`` times ``aux_agree_top``). The per-item block is the same at every
 depth of a query except its ``shown`` flags, which carry the depth.
 
-Why M = 20: the listwise posterior itself, refitted with m = 10, 20, 30 and 60 ranks on the inner
-validation split of the training queries, earns the same validation net reward at 20 as at 60 on every
-base condition (``shortlist tune --agent posterior --grid m=10,20,30,60``, ``results/tuning/posterior-m/``):
-its decisions use the top ranks only, so 20 carry its information at a third of the width.
+Why M = 20: the listwise posterior itself (:mod:`agents.posterior`, 60 ranks), refitted on m = 10, 20, 30 and 60
+ranks, earns on the inner validation split of the training queries (``shortlist tune --agent posterior --benchmark
+B --scorer S --grid m=10,20,30,60 --seeds 42``: the fit is deterministic; ``results/tuning/posterior-m/``) at 20
+ranks 7.018 / 7.005 / 3.413 / 4.238 / 3.539 against 6.903 / 7.005 / 3.411 / 4.234 / 3.549 at 60 (bfcl-bm25 /
+bfcl-minilm / metatool-bm25 / metatool-minilm / toolbench-minilm): its decisions use the top ranks, so 20 carry
+its information at a third of the width.
 """
 
 from __future__ import annotations

@@ -199,8 +199,10 @@ COMPARE_AGENTS: tuple[MethodSpec, ...] = (
 )
 #: The information probe of the comparison: this RL agent also runs on the ``listwise`` observation (the listwise
 #: posterior's per-item view of the top ranks), beside its run on the summary features
-#: (:mod:`experiments.report.causes`).
-INFORMATION_PROBE = MethodSpec("dqn", "bor")
+#: (:mod:`experiments.report.causes`). Fitted Q on the full data: the RL agent with the optimisation taken out of
+#: the way (no exploration, exact targets), so what the richer observation adds is measured on its own, and the
+#: cheapest RL fit.
+INFORMATION_PROBE = MethodSpec("fqi", "bor")
 INFORMATION_OBSERVATION = "listwise"
 INFORMATION_LABEL = f"{INFORMATION_PROBE.name}@{INFORMATION_OBSERVATION}"
 BOR_AGENTS: tuple[str, ...] = (

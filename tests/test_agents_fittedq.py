@@ -116,9 +116,17 @@ def test_dqn_and_ppo_keep_the_best_weights_on_held_out_queries() -> None:
         assert ck.best == max(v for _, v in ck.history) and ck.at == next(s for s, v in ck.history if v == ck.best)
 
 
-def test_settings_are_checked() -> None:
-    for bad, match in ((lambda: FittedQConfig(n_steps=-1), "n_steps"), (lambda: FittedQConfig(loss="l1"), "loss"),
-                       (lambda: FittedQConfig(held_out=1.0), "held_out"), (lambda: DQNConfig(loss="l2"), "loss"),
-                       (lambda: PPOConfig(gae_lambda=1.5), "gae_lambda"), (lambda: PPOConfig(n_envs=0), "n_envs")):  # fmt: skip
-        with pytest.raises(ValueError, match=match):
-            bad()
+@pytest.mark.parametrize(
+    ("build", "match"),
+    [
+        (lambda: FittedQConfig(n_steps=-1), "n_steps"),
+        (lambda: FittedQConfig(loss="l1"), "loss"),
+        (lambda: FittedQConfig(held_out=1.0), "held_out"),
+        (lambda: DQNConfig(loss="l2"), "loss"),
+        (lambda: PPOConfig(gae_lambda=1.5), "gae_lambda"),
+        (lambda: PPOConfig(n_envs=0), "n_envs"),
+    ],
+)
+def test_settings_are_checked(build: object, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        build()  # type: ignore[operator]

@@ -33,6 +33,8 @@ from experiments.plan import (
     GOAL_MAX_RL_BEHIND,
     GOAL_MIN_RL_WITHIN_NOISE,
     GOAL_RL_AGENTS,
+    INFORMATION_LABEL,
+    INFORMATION_PROBE,
     RL_AGENTS,
     SUPERVISED_AGENTS,
     base_plan,
@@ -50,7 +52,7 @@ from experiments.report.tables import (
 )
 
 #: (RL agent on the listwise observation, the same agent on the summary features).
-INFORMATION_PAIRS: tuple[tuple[str, str], ...] = (("bor-dqn@listwise", "bor-dqn"),)
+INFORMATION_PAIRS: tuple[tuple[str, str], ...] = ((INFORMATION_LABEL, INFORMATION_PROBE.name),)
 #: (learner, online DQN): fitted Q on the full data at the DQN's gradient steps, and PPO.
 OPTIMISATION_PAIRS: tuple[tuple[str, str], ...] = (("bor-fqi", "bor-dqn"), ("bor-ppo", "bor-dqn"))
 #: The columns of :func:`cause_table`.
@@ -170,8 +172,8 @@ def cause_lines(causes: pd.DataFrame) -> list[str]:
         "",
         "Per condition, each cause measured as a difference of mean test net reward, paired over the same test "
         "units (10,000 resamples stratified by split; `causes.csv`): **gap**, the best RL agent minus the best "
-        "supervised model; **information**, an RL agent on the `listwise` observation (the posterior's per-item "
-        "view of the top 20 ranks) minus the same agent on the summary features; **optimisation**, fitted Q on "
+        f"supervised model; **information**, {INFORMATION_LABEL} (the posterior's per-item view of the top 20 "
+        f"ranks) minus {INFORMATION_PROBE.name} (the summary features); **optimisation**, fitted Q on "
         "every training transition (`fqi`, no exploration, the DQN's gradient steps) and PPO, each minus the "
         "online DQN; **objective**, whether every RL run's config records the judged objective (net BoR reward, "
         "gamma 1, the condition's step cost).",
