@@ -8,6 +8,13 @@ discount (gamma 1 in the study: the judged net reward), ``n_envs`` vectorised co
 training, the break-even cap. SB3's defaults (2,048 steps per rollout, batch 64) are for longer tasks; every
 setting is explicit here.
 
+The budget (``shortlist tune --agent ppo --benchmark B --scorer S --grid total_timesteps=15000,30000
+n_epochs=5,10``, ``results/tuning/ppo/``; validation net reward on the inner split of the training queries, mean
+over seeds 42/123/456; bfcl-bm25 / bfcl-minilm / metatool-bm25 / metatool-minilm / toolbench-minilm): 30,000 steps
+with 5 epochs per rollout 6.982 / 7.025 / 3.294 / 4.121 / 3.603 (sum 25.02, the best of the four; 10 epochs 24.88;
+15,000 steps 24.71 and 24.22), 0.08 below the listwise posterior's 25.10 on the same splits
+(``results/tuning/posterior-m/``, m = 60).
+
 Inference is batched and deterministic: each query stops at its first depth where the policy's STOP
 probability is at least its CONTINUE probability. Early stopping as the DQN's (``held_out``): the greedy policy
 is scored on held-out training queries after every rollout and the best weights kept. Saved in SB3's zip with
@@ -68,7 +75,8 @@ class PPOConfig:
     exploring_starts: float = 0.5
     """Probability that a training episode starts at a uniformly drawn depth (as the DQN's)."""
     held_out: float = 0.0
-    """Share of the training queries held out to choose the weights after each rollout (0: none)."""
+    """Share of the training queries held out to choose the weights after each rollout (0: none; a 30% hold-out
+    gains nothing on validation: ``results/tuning/ppo-held-out/``, numbers in docs/policies.md)."""
     held_out_seed: int = 99
     """Seed of the hold-out split (:func:`agents.auto.inner_split` of the sorted query ids)."""
     break_even: bool = True

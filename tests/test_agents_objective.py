@@ -58,7 +58,7 @@ def test_every_study_and_comparison_cell_records_the_judged_objective() -> None:
 
 @pytest.mark.parametrize("name", sorted(PLANS))
 def test_every_plan_trains_its_learners_undiscounted(name: str) -> None:
-    assert PLANS[name].gamma == 1.0
+    assert PLANS[name].episode.gamma == 1.0
 
 
 def test_net_objective_matrix_is_the_judged_quantity() -> None:
