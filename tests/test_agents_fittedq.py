@@ -55,6 +55,14 @@ def test_same_seed_same_policy_and_round_trip(kind: str, tmp_path: Path) -> None
     (tmp_path / "bad.zip").write_bytes(b"not a zip")
     with pytest.raises(ValueError, match="bad.zip: not a saved"):
         type(a).load(tmp_path / "bad.zip")
+    from test_reliability_inputs import _malicious_sb3_zip  # a zip whose pickled entry would touch a file
+
+    marker = tmp_path / "code-was-executed"
+    _malicious_sb3_zip(tmp_path / "agent.zip", tmp_path / "foreign.zip", marker)
+    np.testing.assert_array_equal(
+        type(a).load(tmp_path / "foreign.zip", "bor", small).depths(qs, cfg), a.depths(qs, cfg)
+    )
+    assert not marker.exists(), "loading a saved agent executed pickled code"
 
 
 def test_targets_by_hand() -> None:

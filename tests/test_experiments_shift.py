@@ -71,6 +71,15 @@ def test_shift_report_compares_the_best_agent_with_the_gap_rule(shifted: tuple[P
         assert bool(r["at_least_gap"]) == bool(r["mean_reward_net"] >= r["gap_mean_reward_net"])
     readme = (res / "README.md").read_text()
     assert "## Against the largest-gap rule" in readme and "of 6 (source, shifted target) pairs" in readme
+    vp = pd.read_csv(res / "versus_peers.csv")  # the fitted peer (bor-threshold) under every shift, as the gap rule
+    assert len(vp) == 7 and set(vp["peer"]) == {"bor-threshold"}
+    for _, r in vp.iterrows():
+        a = agg[agg["condition"] == f"{r['source']}@{r['target']}"].set_index("method")
+        assert r["peer_mean_reward_net"] == pytest.approx(a.loc["bor-threshold", "mean_reward_net"])
+        assert bool(r["at_least_peer"]) == bool(r["mean_reward_net"] >= r["peer_mean_reward_net"])
+        assert r["diff_lo"] <= r["diff"] <= r["diff_hi"]
+    met = int(vp[vp["shift"] != "none"]["at_least_peer"].sum())
+    assert "**Against every fitted peer.**" in readme and f"Met on {met} of 6 (source, shifted target)" in readme
     man = json.loads((res / "manifest.json").read_text())
     assert man["sources"] == ["bfcl-bm25"] and man["n_runs"] == 4 * 7
     index = pd.read_csv(res / "runs.csv")  # the evaluated runs, with the sha256 of their own tables
