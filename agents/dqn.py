@@ -99,6 +99,7 @@ from agents.sb3 import (
     HeldOut,
     check_loss,
     held_out_split,
+    policy_kwargs,
     quiet,
     read_sb3,
     save_sb3,
@@ -167,6 +168,10 @@ class DQNConfig:
     """Seed of the hold-out split (a seeded permutation of the sorted query ids, :func:`agents.auto.inner_split`)."""
     eval_every: int = 1_000
     """Environment steps between two scores on the held-out queries (with ``held_out`` > 0)."""
+    listwise_net: bool = True
+    """On the ``listwise`` observation, read the per-item block with weights shared across the ranks
+    (:func:`agents.sb3.listwise_extractor_class`, the listwise posterior's form); false: a plain MLP on all columns.
+    No effect on the other observation sets."""
 
     def __post_init__(self) -> None:
         if self.total_timesteps < 1:
@@ -282,7 +287,7 @@ class DQNAgent:
                 train_freq=s.train_freq,
                 gradient_steps=s.gradient_steps,
                 gamma=config.gamma,
-                policy_kwargs={"net_arch": list(s.net_arch)},
+                policy_kwargs=policy_kwargs(s.net_arch, self.observation, s.listwise_net),
                 seed=seed,
                 device="cpu",
                 verbose=0,
@@ -336,7 +341,7 @@ class DQNAgent:
         agent.model = DQN(
             "MlpPolicy",
             spaces_env(width),
-            policy_kwargs={"net_arch": list(agent.settings.net_arch)},
+            policy_kwargs=policy_kwargs(agent.settings.net_arch, agent.observation, agent.settings.listwise_net),
             device="cpu",
             learning_starts=0,
             buffer_size=1,

@@ -68,7 +68,16 @@ from agents.base import (
 )
 from agents.dqn import DQNAgent, DQNConfig, gradient_steps
 from agents.registry import register
-from agents.sb3 import Checkpoints, HeldOut, check_loss, held_out_split, quiet, spaces_env, value_dqn_class
+from agents.sb3 import (
+    Checkpoints,
+    HeldOut,
+    check_loss,
+    held_out_split,
+    policy_kwargs,
+    quiet,
+    spaces_env,
+    value_dqn_class,
+)
 from envs import EpisodeConfig, RankedQuery, terminal_payoffs
 from envs.features import observation_of, observation_width
 
@@ -101,6 +110,10 @@ class FittedQConfig:
     """Seed of the hold-out split (:func:`agents.auto.inner_split` of the sorted query ids)."""
     break_even: bool = True
     """Stop at the latest at each query's break-even depth (:func:`agents.base.learned_episode`)."""
+    listwise_net: bool = True
+    """On the ``listwise`` observation, read the per-item block with weights shared across the ranks
+    (:func:`agents.sb3.listwise_extractor_class`, the listwise posterior's form); false: a plain MLP on all columns.
+    No effect on the other observation sets."""
     depth_weight: float = 1.0
     """Rows are drawn with probability proportional to ``k ** -depth_weight`` (k: the row's depth; 0: uniformly),
     both actions of a row equally often (1: the decisive shallow depths, which an online learner visits most, get
@@ -237,7 +250,7 @@ class FittedQ(DQNAgent):
                 batch_size=s.batch_size,
                 learning_starts=0,
                 gamma=config.gamma,
-                policy_kwargs={"net_arch": list(s.net_arch)},
+                policy_kwargs=policy_kwargs(s.net_arch, self.observation, s.listwise_net),
                 replay_buffer_class=_buffer_class(),
                 replay_buffer_kwargs={"transitions": data, "seed": seed, "depth_weight": s.depth_weight},
                 seed=seed,

@@ -41,7 +41,17 @@ from agents.base import (
     training_bar,
 )
 from agents.registry import register
-from agents.sb3 import Checkpoints, HeldOut, held_out_split, quiet, read_sb3, save_sb3, spaces_env, vector_env
+from agents.sb3 import (
+    Checkpoints,
+    HeldOut,
+    held_out_split,
+    policy_kwargs,
+    quiet,
+    read_sb3,
+    save_sb3,
+    spaces_env,
+    vector_env,
+)
 from envs import EpisodeConfig, RankedQuery
 from envs.features import OBSERVATIONS, observation_of, observation_width
 
@@ -81,6 +91,10 @@ class PPOConfig:
     """Seed of the hold-out split (:func:`agents.auto.inner_split` of the sorted query ids)."""
     break_even: bool = True
     """Stop at the latest at each query's break-even depth (:func:`agents.base.learned_episode`)."""
+    listwise_net: bool = True
+    """On the ``listwise`` observation, read the per-item block with weights shared across the ranks
+    (:func:`agents.sb3.listwise_extractor_class`, the listwise posterior's form); false: a plain MLP on all columns.
+    No effect on the other observation sets."""
 
     def __post_init__(self) -> None:
         for name in ("total_timesteps", "n_steps", "batch_size", "n_epochs"):
@@ -171,7 +185,7 @@ class PPOAgent:
                 gae_lambda=s.gae_lambda,
                 clip_range=s.clip_range,
                 ent_coef=s.ent_coef,
-                policy_kwargs={"net_arch": list(s.net_arch)},
+                policy_kwargs=policy_kwargs(s.net_arch, self.observation, s.listwise_net),
                 seed=seed,
                 device="cpu",
                 verbose=0,
@@ -210,8 +224,8 @@ class PPOAgent:
         agent = cls(reward, settings)
         state, agent.observation = read_sb3(path, "PPO agent", "mlp_extractor.policy_net.0.weight")
         env = spaces_env(len(OBSERVATIONS[agent.observation]))
-        agent.model = PPO("MlpPolicy", env, policy_kwargs={"net_arch": list(agent.settings.net_arch)}, device="cpu",
-                          n_steps=2, batch_size=2)  # fmt: skip
+        kwargs = policy_kwargs(agent.settings.net_arch, agent.observation, agent.settings.listwise_net)
+        agent.model = PPO("MlpPolicy", env, policy_kwargs=kwargs, device="cpu", n_steps=2, batch_size=2)
         try:
             agent.model.policy.load_state_dict(state)
         except (RuntimeError, TypeError) as e:

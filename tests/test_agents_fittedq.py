@@ -19,7 +19,7 @@ from envs import EpisodeConfig, RankedQuery
 #: Tiny budgets that still find the toy optimum (gamma 0.95, as tests/test_agents.py's toy problems).
 FAST = {
     "fqi": FittedQConfig(gradient_steps=2000, held_out=0.0, learning_rate=3e-3, net_arch=(128, 128)),
-    "ppo": PPOConfig(total_timesteps=6000, n_steps=128, learning_rate=2e-3),
+    "ppo": PPOConfig(total_timesteps=10_000, n_steps=128, learning_rate=2e-3),
 }
 
 
@@ -138,3 +138,57 @@ def test_dqn_and_ppo_keep_the_best_weights_on_held_out_queries() -> None:
 def test_settings_are_checked(build: object, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         build()  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("hybrid", [False, True])
+def test_listwise_extractor_shares_its_weights_across_ranks(hybrid: bool, tmp_path: Path) -> None:
+    """On the ``listwise`` set the SB3 agents read the per-item block with one set of weights for every rank: the
+    extractor's output width is the summary columns plus 3 masses per head plus the pooled encoding; its masses are
+    probabilities; swapping two ranks not yet shown leaves the output unchanged; with ``listwise_net`` false (or on
+    another set) SB3's plain flattening extractor is used; a trained fqi agent on it round-trips through its zip."""
+    import torch
+    from stable_baselines3.common.torch_layers import FlattenExtractor
+
+    from agents.sb3 import LISTWISE_HEADS, LISTWISE_HIDDEN, listwise_extractor_class, listwise_layout, policy_kwargs
+    from envs.features import LISTWISE_RANKS, OBSERVATIONS
+
+    name = "listwise-hybrid" if hybrid else "listwise"
+    width = len(OBSERVATIONS[name])
+    base, per = listwise_layout(width)
+    assert base == len(OBSERVATIONS["hybrid" if hybrid else "score"]) and base + LISTWISE_RANKS * per == width
+    with pytest.raises(ValueError, match="not a listwise observation set"):
+        listwise_layout(width + 1)
+    assert policy_kwargs((8,), name, True)["features_extractor_class"] is listwise_extractor_class()
+    assert "features_extractor_class" not in policy_kwargs((8,), name, False)
+    assert "features_extractor_class" not in policy_kwargs((8,), "score", True)
+    from gymnasium import spaces
+
+    torch.manual_seed(0)
+    ext = listwise_extractor_class()(spaces.Box(-1, 1, (width,)))
+    assert ext.features_dim == base + 3 * LISTWISE_HEADS + LISTWISE_HIDDEN
+    obs = torch.rand(3, width) * 2 - 1
+    items = obs[:, base:].reshape(3, LISTWISE_RANKS, per)
+    from envs.features import LISTWISE_ITEM_NAMES
+
+    shown = LISTWISE_ITEM_NAMES.index("shown")
+    items[..., shown] = 0.0
+    items[:, :2, shown] = 1.0  # two ranks shown
+    out = ext(obs)
+    masses = out[:, base : base + 3 * LISTWISE_HEADS].reshape(3, 3, LISTWISE_HEADS)
+    assert torch.all(masses >= 0) and torch.all(masses[:, 0] + masses[:, 1] <= 1 + 1e-6)
+    swapped = obs.clone()
+    block = swapped[:, base:].reshape(3, LISTWISE_RANKS, per)
+    block[:, [5, 9]] = block[:, [9, 5]].clone()  # two ranks not yet shown, neither the next one
+    torch.testing.assert_close(ext(swapped), out)
+    assert isinstance(listwise_extractor_class(), type) and FlattenExtractor is not listwise_extractor_class()
+
+    qs, cfg = toy_queries(2, seed=5), EpisodeConfig(observation="listwise")  # listwise-hybrid on two scorers
+    small = FittedQConfig(gradient_steps=60, target_update_interval=20, held_out=0.0)
+    if hybrid:
+        qs = [RankedQuery(q.scores, q.relevant_ranks, q.qid, aux_scores=q.scores[::-1].copy()) for q in qs]
+    a = registry.make("fqi", "bor", small).fit(qs, cfg, seed=3)
+    assert a.observation == name  # type: ignore[attr-defined]
+    assert type(a.model.policy.q_net.features_extractor).__name__ == "ListwiseExtractor"  # type: ignore[attr-defined]
+    a.save(tmp_path / "agent.zip")
+    back = FittedQ.load(tmp_path / "agent.zip", "bor", small)
+    np.testing.assert_array_equal(back.depths(qs, cfg), a.depths(qs, cfg))
