@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from envs import EpisodeConfig, RankedQuery, feature_matrix
-from envs.features import N_FEATURES, observation_width
+from envs.features import N_FEATURES, OBSERVATIONS, observation_of, observation_width
 
 
 @runtime_checkable
@@ -95,6 +95,19 @@ def check_observation(name: str, trained: int, given: int, unit: str = "features
         raise ValueError(
             f"{name}: trained on {trained} {unit} but these queries give {given}: train and apply it on the "
             "same observation set (with or without a second scorer)"
+        )
+
+
+def check_observation_set(name: str, trained: str, queries: Sequence[RankedQuery], config: EpisodeConfig) -> None:
+    """ValueError when ``queries`` under ``config`` give another observation set than ``trained`` (a resolved
+    name of :data:`envs.features.OBSERVATIONS`): by name, so two sets of one width are told apart too."""
+    observation_width(queries, config.observation)  # one set on every query, or names the query that differs
+    given = observation_of(queries[0], config.observation)
+    if given != trained:
+        raise ValueError(
+            f"{name}: trained on the {trained!r} observation set ({len(OBSERVATIONS.get(trained, ()))} features per "
+            f"depth) but these queries give {given!r} ({len(OBSERVATIONS[given])}): train and apply it on the same "
+            "observation set (with or without a second scorer)"
         )
 
 

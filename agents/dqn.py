@@ -55,6 +55,18 @@ MetaTool+BM25 in ``metatool-bm25_mean.csv`` there): 15,000 steps with a gradient
 step (``train_freq`` 2) is at least as good as 30,000 with every step, at half the environment steps and a
 quarter of the gradient steps: the defaults.
 
+The value loss: squared error, not SB3's Huber loss (issue 39). A STOP's terminal reward is two-point (0, or
+log2(N/k) when the shortlist holds the gold), and the Huber loss with delta 1 does not estimate its mean but a
+point within 1 of the likelier value (:mod:`agents.sb3`): on bfcl-minilm the Huber DQN valued STOP at depth 1 above
+every deeper stop and stopped at K = 1 on every test query. ``shortlist tune --agent dqn --benchmark B --scorer S
+--grid loss=huber,mse n_steps=1,4 total_timesteps=7500,15000`` on the five base conditions
+(``results/tuning/dqn-loss/``; validation net reward, mean over seeds 42/123/456; bfcl-bm25 / bfcl-minilm /
+metatool-bm25 / metatool-minilm / toolbench-minilm): the former defaults (Huber, n = 4, 15,000 steps) 6.696 /
+6.648 / 3.303 / 4.044 / 3.463 (sum 24.15), squared error with the rest unchanged 6.846 / 7.014 / 3.341 / 4.092 /
+3.538 (sum 24.83, the best of the eight settings). With squared error, one-step targets lose again (sum 24.11:
+deep stops, mean K up to 14.9 on bfcl-bm25) and 7,500 steps lose 0.27 in sum (24.56), most on bfcl-minilm
+(6.809) and toolbench-minilm (3.414): the defaults keep n_steps = 4 and 15,000 steps.
+
 Inference is batched: the Q-network is applied to every (query, depth)
 observation at once and each query stops at its first depth where
 Q(STOP) >= Q(CONTINUE) (ties pick STOP). Agents are saved in SB3's zip format;
@@ -65,7 +77,6 @@ Q(STOP) >= Q(CONTINUE) (ties pick STOP). Agents are saved in SB3's zip format;
 from __future__ import annotations
 
 import math
-import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,7 +86,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agents.base import (
-    check_observation,
+    check_observation_set,
     greedy_depths,
     learned_episode,
     return_objective,
@@ -83,8 +94,21 @@ from agents.base import (
     training_bar,
 )
 from agents.registry import register
-from envs import EpisodeConfig, RankedQuery, ShortlistEnv
-from envs.features import N_FEATURES, OBSERVATIONS, observation_width
+from agents.sb3 import (
+    Checkpoints,
+    HeldOut,
+    check_loss,
+    held_out_split,
+    policy_kwargs,
+    quiet,
+    read_sb3,
+    save_sb3,
+    spaces_env,
+    value_dqn_class,
+    vector_env,
+)
+from envs import EpisodeConfig, RankedQuery
+from envs.features import OBSERVATIONS, observation_of, observation_width
 
 
 @dataclass(frozen=True)
@@ -131,6 +155,23 @@ class DQNConfig:
     bootstraps (4: chosen on validation against the runaway to K = N; see the module docstring)."""
     break_even: bool = True
     """Stop at the latest at each query's break-even depth (:func:`agents.base.learned_episode`)."""
+    loss: str = "mse"
+    """Value loss: ``mse`` (squared error, which estimates the mean of a two-point terminal reward; chosen on
+    validation, see the module docstring) or ``huber`` (SB3's ``smooth_l1_loss``; :mod:`agents.sb3`)."""
+    held_out: float = 0.0
+    """Share of the training queries held out to choose the weights (early stopping): the greedy policy is scored
+    on them every ``eval_every`` environment steps and at the end, and the best weights are kept (ties: the
+    earlier). 0: no hold-out, the last weights (trained on every training query): on validation a 30% hold-out
+    gains nothing here (``shortlist tune --agent dqn --grid held_out=0,0.3``, ``results/tuning/dqn-held-out/``;
+    numbers in docs/policies.md), unlike fitted Q's (:mod:`agents.fittedq`)."""
+    held_out_seed: int = 99
+    """Seed of the hold-out split (a seeded permutation of the sorted query ids, :func:`agents.auto.inner_split`)."""
+    eval_every: int = 1_000
+    """Environment steps between two scores on the held-out queries (with ``held_out`` > 0)."""
+    listwise_net: bool = True
+    """On the ``listwise`` observation, read the per-item block with weights shared across the ranks
+    (:func:`agents.sb3.listwise_extractor_class`, the listwise posterior's form); false: a plain MLP on all columns.
+    No effect on the other observation sets."""
 
     def __post_init__(self) -> None:
         if self.total_timesteps < 1:
@@ -155,55 +196,54 @@ class DQNConfig:
             raise ValueError(f"DQNConfig.exploring_starts must lie in [0, 1], got {self.exploring_starts}")
         if self.n_steps < 1:
             raise ValueError(f"DQNConfig.n_steps must be >= 1, got {self.n_steps}")
+        check_loss("DQNConfig", self.loss)
+        if not 0.0 <= self.held_out < 1.0:
+            raise ValueError(f"DQNConfig.held_out must lie in [0, 1), got {self.held_out}")
+        if self.eval_every < 1:
+            raise ValueError(f"DQNConfig.eval_every must be >= 1, got {self.eval_every}")
 
 
 class _BarCallback:
-    """SB3 callback that advances a progress bar by one per environment step of every env (no effect on training)."""
+    """SB3 callback that advances a progress bar by one per environment step of every env and, every
+    ``every`` environment steps, scores the greedy policy on held-out training queries (no effect on training)."""
 
-    def __new__(cls, bar: Any) -> Any:
+    def __new__(cls, bar: Any, checkpoints: Checkpoints | None = None, every: int = 0) -> Any:
         from stable_baselines3.common.callbacks import BaseCallback
 
         class _Cb(BaseCallback):
             def _on_step(self) -> bool:
-                bar.update(self.training_env.num_envs)
+                n = self.training_env.num_envs
+                bar.update(n)
+                t = self.num_timesteps
+                if checkpoints is not None and every and t // every != (t - n) // every:
+                    q_net = self.model.q_net  # type: ignore[attr-defined]
+                    checkpoints.see(t, q_net, lambda f: _stop_rule(q_net, f))
                 return True
 
         return _Cb()
 
 
-def _double_dqn_class() -> Any:
-    """SB3's DQN with Double-DQN targets: only the target computation of ``DQN.train`` differs
-    (``argmax`` by the online network, value by the target network); everything else is SB3's."""
-    import torch.nn.functional as F
-    from stable_baselines3 import DQN
+def _stop_rule(q_net: Any, feats: NDArray[np.float32]) -> NDArray[np.bool_]:
+    """Q(STOP) >= Q(CONTINUE) under ``q_net`` for every row of ``feats`` (batched; ties pick STOP)."""
+    import torch
 
-    class DoubleDQN(DQN):
-        def train(self, gradient_steps: int, batch_size: int = 100) -> None:
-            import torch
+    out = [np.zeros(0, dtype=bool)]
+    with torch.no_grad():
+        for i in range(0, len(feats), 65536):
+            q = q_net(torch.as_tensor(feats[i : i + 65536], dtype=torch.float32))
+            out.append((q[:, 0] >= q[:, 1]).numpy())
+    return np.concatenate(out)
 
-            self.policy.set_training_mode(True)
-            self._update_learning_rate(self.policy.optimizer)
-            losses = []
-            assert self.replay_buffer is not None, "train() runs inside learn(), after the buffer is built"
-            for _ in range(gradient_steps):
-                data = self.replay_buffer.sample(batch_size, env=self._vec_normalize_env)
-                discounts = data.discounts if data.discounts is not None else self.gamma
-                with torch.no_grad():
-                    best = self.q_net(data.next_observations).argmax(dim=1, keepdim=True)
-                    next_q = torch.gather(self.q_net_target(data.next_observations), 1, best)
-                    target = data.rewards + (1 - data.dones) * discounts * next_q
-                current = torch.gather(self.q_net(data.observations), 1, data.actions.long())
-                loss = F.smooth_l1_loss(current, target)
-                losses.append(loss.item())
-                self.policy.optimizer.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
-                self.policy.optimizer.step()
-            self._n_updates += gradient_steps
-            self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
-            self.logger.record("train/loss", np.mean(losses))
 
-    return DoubleDQN
+def gradient_steps(s: DQNConfig) -> int:
+    """Gradient steps SB3's DQN takes in one fit with settings ``s``: one update of ``gradient_steps`` after
+    every ``train_freq`` vectorised steps (``n_envs`` environment steps each) once more than
+    ``learning_starts`` environment steps are done, until ``total_timesteps``: the budget :mod:`agents.fittedq`
+    matches (tests check it against the count SB3 keeps)."""
+    per_update = s.train_freq * s.n_envs
+    updates = -(-s.total_timesteps // per_update)  # the last rollout may overshoot the total
+    before = s.learning_starts // per_update  # rollouts ending at or below learning_starts train nothing
+    return (updates - before) * s.gradient_steps
 
 
 class DQNAgent:
@@ -217,57 +257,49 @@ class DQNAgent:
         self.settings = settings or DQNConfig()
         self.name = f"{reward}-dqn"
         self.model: Any = None
+        self.observation = ""  # the resolved observation set it was trained on
+        self.checkpoints: Checkpoints | None = None
 
     def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int) -> DQNAgent:
-        from stable_baselines3 import DQN
-        from stable_baselines3.common.logger import Logger
-
         s = self.settings
         config = learned_episode(config, s.break_even)
         torch_on_one_thread()
-        from stable_baselines3.common.vec_env import DummyVecEnv
-
-        def make() -> Any:
-            def build() -> ShortlistEnv:
-                return ShortlistEnv(queries, config, exploring_starts=s.exploring_starts)
-
-            return build
-
-        env: Any
-        if s.n_envs == 1:
-            env = make()()
-            env.reset(seed=seed)
-            env.action_space.seed(seed)
-        else:
-            env = DummyVecEnv([make() for _ in range(s.n_envs)])
-            for other in env.envs[1:]:  # one set of per-query tables for all of them (same numbers, built once)
-                other.share_tables(env.envs[0])
-            env.seed(seed)
-            env.action_space.seed(seed)
-        self.model = (_double_dqn_class() if s.double_q else DQN)(
-            "MlpPolicy",
-            env,
-            n_steps=s.n_steps,
-            learning_rate=s.learning_rate,
-            buffer_size=s.buffer_size,
-            batch_size=s.batch_size,
-            target_update_interval=s.target_update_interval,
-            exploration_initial_eps=s.exploration_initial_eps,
-            exploration_final_eps=s.exploration_final_eps,
-            exploration_fraction=s.exploration_fraction,
-            learning_starts=s.learning_starts,
-            train_freq=s.train_freq,
-            gradient_steps=s.gradient_steps,
-            gamma=config.gamma,
-            policy_kwargs={"net_arch": list(s.net_arch)},
-            seed=seed,
-            device="cpu",
-            verbose=0,
+        observation_width(queries, config.observation)  # one observation set on every query (names one otherwise)
+        self.observation = observation_of(queries[0], config.observation)
+        train = list(queries)
+        self.checkpoints = None
+        if s.held_out > 0:
+            train, val = held_out_split(queries, s.held_out, s.held_out_seed)
+            self.checkpoints = Checkpoints(HeldOut(val, config))
+        self.model = quiet(
+            value_dqn_class(s.double_q, s.loss)(
+                "MlpPolicy",
+                vector_env(train, config, s.exploring_starts, s.n_envs, seed),
+                n_steps=s.n_steps,
+                learning_rate=s.learning_rate,
+                buffer_size=s.buffer_size,
+                batch_size=s.batch_size,
+                target_update_interval=s.target_update_interval,
+                exploration_initial_eps=s.exploration_initial_eps,
+                exploration_final_eps=s.exploration_final_eps,
+                exploration_fraction=s.exploration_fraction,
+                learning_starts=s.learning_starts,
+                train_freq=s.train_freq,
+                gradient_steps=s.gradient_steps,
+                gamma=config.gamma,
+                policy_kwargs=policy_kwargs(s.net_arch, self.observation, s.listwise_net),
+                seed=seed,
+                device="cpu",
+                verbose=0,
+            )
         )
-        # SB3's default logger makes a /tmp/SB3-<time> folder per model, even with verbose=0: log nowhere instead
-        self.model.set_logger(Logger(folder=None, output_formats=[]))
         with training_bar(s.total_timesteps, f"{self.name} s{seed}") as bar:
-            self.model.learn(total_timesteps=s.total_timesteps, callback=_BarCallback(bar))
+            self.model.learn(
+                total_timesteps=s.total_timesteps, callback=_BarCallback(bar, self.checkpoints, s.eval_every)
+            )
+        if self.checkpoints is not None:
+            self.checkpoints.see(self.model.num_timesteps, self.model.q_net, lambda f: _stop_rule(self.model.q_net, f))
+            self.checkpoints.restore(self.model.q_net)
         return self
 
     def q_values(self, feats: NDArray[np.float32]) -> NDArray[np.float32]:
@@ -283,50 +315,33 @@ class DQNAgent:
     def depths(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.int64]:
         if self.model is None:
             raise RuntimeError(f"{self.name}: call fit() or load() first")
-        width = int(self.model.observation_space.shape[0])
-        if queries:
-            check_observation(self.name, width, observation_width(queries, config.observation))
-
-        def stop(feats: NDArray[np.float32]) -> NDArray[np.bool_]:
-            q = np.concatenate([self.q_values(feats[i : i + 65536]) for i in range(0, len(feats), 65536)])
-            return q[:, 0] >= q[:, 1]
-
-        return greedy_depths(queries, learned_episode(config, self.settings.break_even), stop)
+        if not queries:
+            return np.zeros(0, dtype=np.int64)
+        check_observation_set(self.name, self.observation, queries, config)
+        return greedy_depths(
+            queries, learned_episode(config, self.settings.break_even), lambda f: _stop_rule(self.model.q_net, f)
+        )
 
     def save(self, path: Path) -> None:
-        """SB3 zip (see the module docstring on why it is only loaded from our own run dirs)."""
+        """SB3 zip with the observation set added (see the module docstring on why it is never unpickled)."""
         if self.model is None:
             raise RuntimeError(f"{self.name}: nothing to save")
-        self.model.save(str(path))
+        save_sb3(self.model, path, self.observation)
 
     @classmethod
     def load(cls, path: Path, reward: str = "bor", settings: Any = None) -> DQNAgent:
         """Rebuild the Q-network and load only its weights (``policy.pth`` inside SB3's zip) with
         ``torch.load(weights_only=True)``, which cannot execute code: a crafted zip is refused,
-        never unpickled."""
-        import torch
+        never unpickled. The observation set is the one the zip records (:func:`agents.sb3.save_sb3`)."""
         from stable_baselines3 import DQN
 
         agent = cls(reward, settings)
-        try:
-            with zipfile.ZipFile(path) as z, z.open("policy.pth") as f:
-                state = torch.load(f, map_location="cpu", weights_only=True)
-        except (zipfile.BadZipFile, KeyError, RuntimeError, EOFError, OSError) as e:
-            raise ValueError(f"{path}: not a saved DQN agent ({e})") from e
-        first = state.get("q_net.q_net.0.weight") if isinstance(state, dict) else None
-        width = int(first.shape[1]) if first is not None and first.ndim == 2 else N_FEATURES
-        if width not in (len(v) for v in OBSERVATIONS.values()):
-            raise ValueError(f"{path}: the Q-network reads {width} features, not an observation set of this package")
-        observation = next(name for name, names in OBSERVATIONS.items() if len(names) == width)
-        aux = np.array([0.0, 1.0]) if observation == "hybrid" else None
-        dummy = ShortlistEnv(
-            [RankedQuery(np.array([1.0, 0.0]), np.array([1]), "dummy", aux_scores=aux)],
-            EpisodeConfig(observation=observation),
-        )
+        state, agent.observation = read_sb3(path, "DQN agent", "q_net.q_net.0.weight")
+        width = len(OBSERVATIONS[agent.observation])
         agent.model = DQN(
             "MlpPolicy",
-            dummy,
-            policy_kwargs={"net_arch": list(agent.settings.net_arch)},
+            spaces_env(width),
+            policy_kwargs=policy_kwargs(agent.settings.net_arch, agent.observation, agent.settings.listwise_net),
             device="cpu",
             learning_starts=0,
             buffer_size=1,
@@ -345,7 +360,7 @@ register(
     stochastic=True,
     uses_reward=True,
     description="SB3 DQN on the score features, plus the second scorer's on -hybrid conditions (paper network, "
-    "optimiser and replay; see agents/dqn.py)",
+    "optimiser and replay, squared-error value loss; see agents/dqn.py)",
     config=DQNConfig,
     observes=True,
     objective=return_objective,

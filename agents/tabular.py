@@ -14,6 +14,9 @@ instead: the top item's z-score among the examined ones (``ex_top_z * 8``, the s
 last drop relative to the largest drop seen so far (``ex_last_drop_rel``) and the z-distance between
 the top and the current item among the examined ones (``ex_gap_top_cur * 16``).
 
+On the ``listwise`` observation the bins read its leading ``score`` (``hybrid``) columns: the per-item block is not
+discretised, so there tabular Q is tabular Q on the summary features.
+
 13 x 7 x 4 x 4 = 1,456 states, 2 actions. On the ``hybrid`` observation (queries with a
 second scorer) one more bin doubles them to 2,912: whether the second scorer's top item is
 already in the shortlist (``aux_top_seen``). A second, coarse table over the depth
@@ -60,17 +63,23 @@ N_STATES = N_DEPTH_BINS * (len(Z_EDGES) + 1) * (len(GAP_EDGES) + 1) * (len(TOPGA
 _PER_DEPTH = N_STATES // N_DEPTH_BINS
 _I = {n: i for i, n in enumerate(OBSERVATIONS["hybrid"])}
 _S = {n: i for i, n in enumerate(OBSERVATIONS["strict"])}
-#: The (z, gap, top-gap) columns the bins read, by observation width.
-_BIN_COLUMNS = {
-    len(OBSERVATIONS["score"]): (_I["cur_z"], _I["gap_rel"], _I["gap_top_cur"]),
-    len(OBSERVATIONS["hybrid"]): (_I["cur_z"], _I["gap_rel"], _I["gap_top_cur"]),
-    len(OBSERVATIONS["strict"]): (_S["ex_top_z"], _S["ex_last_drop_rel"], _S["ex_gap_top_cur"]),
+_SCORE_BINS = (_I["cur_z"], _I["gap_rel"], _I["gap_top_cur"])
+#: The (z, gap, top-gap) columns the bins read, by observation width, and whether the second scorer's bin is read
+#: (``aux_top_seen``). The ``listwise`` sets begin with the ``score`` / ``hybrid`` columns, so the table reads those
+#: and nothing of the per-item block: on ``listwise`` tabular Q is tabular Q on the summary features.
+_BIN_COLUMNS: dict[int, tuple[tuple[int, int, int], bool]] = {
+    len(OBSERVATIONS["score"]): (_SCORE_BINS, False),
+    len(OBSERVATIONS["hybrid"]): (_SCORE_BINS, True),
+    len(OBSERVATIONS["strict"]): ((_S["ex_top_z"], _S["ex_last_drop_rel"], _S["ex_gap_top_cur"]), False),
+    len(OBSERVATIONS["listwise"]): (_SCORE_BINS, False),
+    len(OBSERVATIONS["listwise-hybrid"]): (_SCORE_BINS, True),
 }
 
 
 def n_states_of(width: int) -> int:
-    """Fine states of the table for observations of ``width`` features (hybrid: twice as many)."""
-    return N_STATES * (2 if width > N_FEATURES else 1)
+    """Fine states of the table for observations of ``width`` features (with the second scorer's bin: twice as
+    many)."""
+    return N_STATES * (2 if _BIN_COLUMNS[width][1] else 1)
 
 
 def depth_bin(states: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -80,13 +89,13 @@ def depth_bin(states: NDArray[np.int64]) -> NDArray[np.int64]:
 
 def discretise(feats: NDArray[np.float32], depths: NDArray[np.int64]) -> NDArray[np.int64]:
     """State index for each observation row (see module docstring)."""
-    cz, cg, ct = _BIN_COLUMNS[feats.shape[1]]
+    (cz, cg, ct), two_scorers = _BIN_COLUMNS[feats.shape[1]]
     d = np.searchsorted(DEPTH_EDGES, depths, side="right")
     z = np.searchsorted(Z_EDGES, feats[:, cz] * Z_CLIP, side="right")
     g = np.searchsorted(GAP_EDGES, feats[:, cg], side="right")
     t = np.searchsorted(TOPGAP_EDGES, feats[:, ct] * 2 * Z_CLIP, side="right")
     out = ((d * (len(Z_EDGES) + 1) + z) * (len(GAP_EDGES) + 1) + g) * (len(TOPGAP_EDGES) + 1) + t
-    if feats.shape[1] > N_FEATURES:  # hybrid: is the second scorer's top item in the shortlist?
+    if two_scorers:  # is the second scorer's top item in the shortlist?
         out = out + N_STATES * (feats[:, _I["aux_top_seen"]] > 0.5)
     return out
 

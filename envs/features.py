@@ -3,7 +3,7 @@
 One function, :func:`feature_matrix`, serves the Gymnasium environment (row by row)
 and the batched evaluator (all depths at once), so both always see the same numbers.
 
-Three named observation sets (:data:`OBSERVATIONS`). By default (``observation="auto"``) a
+Four named observation sets (:data:`OBSERVATIONS`). By default (``observation="auto"``) a
 query's data sets which one it gives; ``EpisodeConfig.observation`` names one explicitly:
 
 - ``score`` (13 features, below): the ranking scorer's scores only;
@@ -12,7 +12,11 @@ query's data sets which one it gives; ``EpisodeConfig.observation`` names one ex
   candidates (:attr:`envs.RankedQuery.aux_scores`; the ``hybrid`` condition variants);
 - ``strict`` (12 features, table at the end): the paper's examined-items-only view. At depth k it
   reads the scores of items 1..k and the list length, nothing of the unexamined items k+1..L
-  (no next score, no statistics of the whole list).
+  (no next score, no statistics of the whole list);
+- ``listwise`` (133 features; 220 as ``listwise-hybrid``, which ``listwise`` resolves to on queries
+  with a second scorer): the 13 of ``score`` (20 of ``hybrid``) followed by the listwise posterior's
+  per-item features of the top :data:`LISTWISE_RANKS` ranks (:func:`rank_features`, the view of
+  :mod:`agents.posterior`) and which of them are already shown (table after the per-rank tables).
 
 Per-query normalisation (so BM25 and cosine scores live on the same range): with
 ``mu`` and ``sd`` the mean and standard deviation of the query's full candidate
@@ -130,6 +134,38 @@ table above), six more columns:
 14  both_top              1 if i = 1 and ra_1 = 1 (the item both scorers     {0, 1}
                           rank first)
 ==  ====================  =================================================  ==========
+
+Listwise observation (``listwise``): at depth k, the columns of ``score`` (``hybrid`` on queries with
+a second scorer; then the set is called ``listwise-hybrid``), then one block per rank i = 1..M,
+M = :data:`LISTWISE_RANKS` = 20, item-major (``item<i>_<name>``), each column taken from
+:func:`rank_features` of the query (statistics over the whole list) and bounded:
+
+==================  ========================================================  ==========
+name                definition                                                range
+==================  ========================================================  ==========
+item<i>_z           ``z`` of rank i                                           [-1, 1]
+item<i>_gap_next    ``gap_next`` of rank i                                    [0, 1]
+item<i>_gap_top     ``gap_top`` of rank i                                     [0, 1]
+item<i>_minmax      ``minmax`` of rank i                                      [0, 1]
+item<i>_mass        ``softmax_mass`` of rank i                                [0, 1]
+item<i>_shown       1 if i <= k (rank i is in the shortlist at this depth)   {0, 1}
+==================  ========================================================  ==========
+
+With a second scorer, four more per rank: ``item<i>_aux_rank`` = ``aux_log_rank / log2(L)``,
+``item<i>_aux_z`` = ``aux_z``, ``item<i>_aux_top1`` = ``aux_top1``, ``item<i>_fused_rank`` =
+``fused_log_rank / log2(L)`` (ranks scaled as ``lr`` above: [0, 1]; 0 for L = 1). Ranks beyond a list
+shorter than M give all-zero blocks. Left out of the per-rank view, because they add nothing in a window
+of fixed positions: ``gap_prev`` (rank i's equals rank i-1's ``gap_next``), ``log_rank``, ``is_rank1``,
+``is_rank2`` (the same at a position on every list), ``aux_agree_top`` (a column of ``hybrid``) and
+``both_top`` (rank 1's ``aux_top1`` times ``aux_agree_top``). The per-item block is the same at every
+depth of a query except its ``shown`` flags, which carry the depth.
+
+Why M = 20: the listwise posterior itself (:mod:`agents.posterior`, 60 ranks), refitted on m = 10, 20, 30 and 60
+ranks, earns on the inner validation split of the training queries (``shortlist tune --agent posterior --benchmark
+B --scorer S --grid m=10,20,30,60 --seeds 42``: the fit is deterministic; ``results/tuning/posterior-m/``) at 20
+ranks 7.018 / 7.005 / 3.413 / 4.238 / 3.539 against 6.903 / 7.005 / 3.411 / 4.234 / 3.549 at 60 (bfcl-bm25 /
+bfcl-minilm / metatool-bm25 / metatool-minilm / toolbench-minilm): its decisions use the top ranks, so 20 carry
+its information at a third of the width.
 """
 
 from __future__ import annotations
@@ -201,25 +237,46 @@ RANK_HYBRID_NAMES: tuple[str, ...] = (
     "aux_agree_top",
     "both_top",
 )
-#: The named observation sets: name -> feature names, in column order.
+LISTWISE_RANKS = 20
+"""Ranks of the per-item block of the ``listwise`` observation (module docstring: why 20)."""
+#: Per-rank columns of the ``listwise`` block (score only), and the four added with a second scorer.
+LISTWISE_ITEM_NAMES: tuple[str, ...] = ("z", "gap_next", "gap_top", "minmax", "mass", "shown")
+LISTWISE_ITEM_HYBRID_NAMES: tuple[str, ...] = ("aux_rank", "aux_z", "aux_top1", "fused_rank")
+
+
+def listwise_names(hybrid: bool) -> tuple[str, ...]:
+    """Column names of the ``listwise`` observation (``listwise-hybrid`` when ``hybrid``)."""
+    per = LISTWISE_ITEM_NAMES + (LISTWISE_ITEM_HYBRID_NAMES if hybrid else ())
+    base = FEATURE_NAMES + HYBRID_NAMES if hybrid else FEATURE_NAMES
+    return base + tuple(f"item{i}_{n}" for i in range(1, LISTWISE_RANKS + 1) for n in per)
+
+
+#: The named observation sets: name -> feature names, in column order (``listwise-hybrid`` is what
+#: ``listwise`` gives on queries with a second scorer).
 OBSERVATIONS: dict[str, tuple[str, ...]] = {
     "score": FEATURE_NAMES,
     "hybrid": FEATURE_NAMES + HYBRID_NAMES,
     "strict": STRICT_NAMES,
+    "listwise": listwise_names(False),
+    "listwise-hybrid": listwise_names(True),
 }
-#: Accepted values of ``observation``: ``auto`` (the query's own set) or a named set.
-OBSERVATION_CHOICES: tuple[str, ...] = ("auto", *OBSERVATIONS)
+#: Accepted values of ``observation``: ``auto`` (the query's own set) or a named set (``listwise`` gives its
+#: two-scorer variant by itself, so ``listwise-hybrid`` is not asked for by name).
+OBSERVATION_CHOICES: tuple[str, ...] = ("auto", "score", "hybrid", "strict", "listwise")
 Z_CLIP = 8.0
 GAP_WINDOW = 50
 
 
 def observation_of(query: RankedQuery, observation: str = "auto") -> str:
     """The observation set a query gives: with ``auto``, ``hybrid`` when it carries a second scorer's
-    scores and ``score`` otherwise; a named set as asked (``hybrid`` needs the second scorer)."""
+    scores and ``score`` otherwise; ``listwise`` likewise resolves to ``listwise-hybrid`` with a second
+    scorer; a named set as asked (``hybrid`` needs the second scorer)."""
     if observation not in OBSERVATION_CHOICES:
         raise ValueError(f"unknown observation {observation!r}; expected one of {', '.join(OBSERVATION_CHOICES)}")
     if observation == "auto":
         return "hybrid" if query.hybrid else "score"
+    if observation == "listwise":
+        return "listwise-hybrid" if query.hybrid else "listwise"
     if observation == "hybrid" and not query.hybrid:
         raise ValueError(f"query {query.qid!r}: the hybrid observation needs a second scorer's scores (aux_scores)")
     return observation
@@ -341,8 +398,9 @@ _MEMO: weakref.WeakKeyDictionary[RankedQuery, dict[tuple[int, str], NDArray[np.f
 
 def feature_matrix(query: RankedQuery, max_depth: int | None = None, observation: str = "auto") -> NDArray[np.float32]:
     """Observations for depths k = 1..D (D = ``max_depth`` or the list length): shape (D, 13) for the
-    ``score`` set, (D, 20) for ``hybrid`` (the default for a query with a second scorer) and (D, 12)
-    for ``strict`` (:func:`observation_of` resolves ``observation``).
+    ``score`` set, (D, 20) for ``hybrid`` (the default for a query with a second scorer), (D, 12)
+    for ``strict`` and (D, 133) / (D, 220) for ``listwise`` without / with a second scorer
+    (:func:`observation_of` resolves ``observation``).
 
     Computed once per query, depth and set in a process (:data:`_MEMO`) and returned read-only."""
     kind = observation_of(query, observation)
@@ -363,6 +421,9 @@ def _feature_matrix(query: RankedQuery, D: int, kind: str) -> NDArray[np.float32
     L = query.scores.size
     if kind == "strict":
         return _strict_matrix(query, D).astype(np.float32)
+    if kind.startswith("listwise"):
+        base = feature_matrix(query, D, "hybrid" if query.hybrid else "score")
+        return np.concatenate([base, _listwise_block(query, D)], axis=1)
     s = query.scores
     with np.errstate(over="ignore", invalid="ignore"):
         if not (np.isfinite(s.mean()) and np.isfinite(s.std()) and np.isfinite(s[0] - s[-1])):
@@ -393,6 +454,24 @@ def _feature_matrix(query: RankedQuery, D: int, kind: str) -> NDArray[np.float32
     if kind == "hybrid":
         out = np.concatenate([out, _hybrid_columns(query, z, D)], axis=1)
     return out.astype(np.float32)
+
+
+def _listwise_block(query: RankedQuery, D: int) -> NDArray[np.float32]:
+    """The per-rank block of the ``listwise`` observation at depths 1..D (module docstring), (D, M * P)."""
+    ranks = rank_features(query, LISTWISE_RANKS)
+    M, L = ranks.shape[0], query.scores.size
+    names = rank_feature_names(query.hybrid)
+    col = {n: ranks[:, names.index(n)] for n in names}
+    per = [col["z"], col["gap_next"], col["gap_top"], col["minmax"], col["softmax_mass"], np.zeros(M)]
+    if query.hybrid:
+        scale = np.log2(L) if L > 1 else 1.0
+        per += [col["aux_log_rank"] / scale, col["aux_z"], col["aux_top1"], col["fused_log_rank"] / scale]
+    items = np.zeros((LISTWISE_RANKS, len(per)))
+    items[:M] = np.column_stack(per)
+    block = np.repeat(items[None], D, axis=0)  # (D, ranks, P)
+    shown = LISTWISE_ITEM_NAMES.index("shown")
+    block[:, :, shown] = np.arange(1, LISTWISE_RANKS + 1)[None, :] <= np.arange(1, D + 1)[:, None]
+    return block.reshape(D, -1).astype(np.float32)
 
 
 def rank_feature_names(hybrid: bool) -> tuple[str, ...]:

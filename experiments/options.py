@@ -24,6 +24,7 @@ from experiments.plan import (
     DEFAULT_SPLIT_SEEDS,
     DOWNSTREAM_CONDITIONS,
     FIXED_KS,
+    FULL_SEEDS,
     STRENGTHS,
     Learning,
 )
@@ -460,16 +461,19 @@ class TuneArgs:
     set: tuple[str, ...] = opt(
         (), "settings of --agent kept fixed under the grid, key=value (as train's --set)", repeat=True
     )
-    seeds: tuple[int, ...] = opt(DEFAULT_SEEDS, "seeds")
+    seeds: tuple[int, ...] = opt(FULL_SEEDS, "seeds (a setting is never judged on one)")
     reward: str = opt("bor", "training reward", choices=REWARD_KINDS)
     step_cost: float | None = opt(None, "step cost (default: the condition's paper setting)")
     gamma: float | None = opt(None, "discount (default: the condition's paper setting)")
+    observation: str = opt("auto", "observation set of the tuned learner (as train's --observation)")
     out: str = opt("results/tuning", "output folder")
     data_dir: str | None = opt(None, "benchmark data folder ($SHORTLIST_DATA_DIR, else ~/.cache/shortlist-depth/data)")
     cache_dir: str | None = opt(None, "cache folder ($SHORTLIST_CACHE_DIR, else ~/.cache/shortlist-depth/cache)")
 
     def __post_init__(self) -> None:
         _check_seeds("--seeds", self.seeds)
+        if self.observation not in OBSERVATION_CHOICES:
+            raise ValueError(f"--observation must be one of {', '.join(OBSERVATION_CHOICES)}, got {self.observation!r}")
         if self.agent not in registry.KINDS:
             raise ValueError(f"unknown agent {self.agent!r}; expected one of {', '.join(registry.KINDS)}")
         if self.reward not in REWARD_KINDS:

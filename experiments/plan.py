@@ -23,8 +23,12 @@ FIXED_KS = (1, 3, 5, 10, 20, 50)
 """Fixed-K baselines of the study (the paper's grid)."""
 SWEEP_FIXED_KS = (1, 5, 10)
 """Fixed-K baselines at registry-size sweep points."""
-DEFAULT_SEEDS = (42, 123, 456)
-"""Training seeds of the study."""
+DEFAULT_SEEDS = (42,)
+"""Training seeds of ``reproduce``, ``compare`` and ``train`` by default: one per train/test split (five splits
+on the main conditions), the configuration the committed results are made in."""
+FULL_SEEDS = (42, 123, 456)
+"""The documented full run (``--seeds 42 123 456``): three training seeds per split, as the README's BFCL main
+job runs; also the seeds ``shortlist tune`` judges settings on (never one seed)."""
 DEFAULT_SPLIT_SEEDS = (0, 1, 2, 3, 4)
 """Train/test split seeds of the main conditions of ``reproduce`` and ``compare`` (every other suite
 runs on the first): each is its own seeded 70/30 split, so no number rests on one lucky split."""
@@ -189,11 +193,39 @@ COMPARE_AGENTS: tuple[MethodSpec, ...] = (
     MethodSpec("tabular", "bor"),
     MethodSpec("cutoff", "bor"),
     MethodSpec("posterior", "bor"),
+    MethodSpec("fqi", "bor"),
+    MethodSpec("ppo", "bor"),
     MethodSpec("dqn", "f1"),
 )
-BOR_AGENTS: tuple[str, ...] = ("bor-dqn", "bor-tabular", "bor-cutoff", "bor-posterior")
-#: The BoR agents trained by RL, each compared with the supervised expected-reward cut-off.
-RL_AGENTS: tuple[str, ...] = ("bor-dqn", "bor-tabular")
+#: The information probe of the comparison: this RL agent also runs on the ``listwise`` observation (the listwise
+#: posterior's per-item view of the top ranks), beside its run on the summary features
+#: (:mod:`experiments.report.causes`). Fitted Q on the full data: the RL agent with the optimisation taken out of
+#: the way (no exploration, exact targets), so what the richer observation adds is measured on its own, and the
+#: cheapest RL fit.
+INFORMATION_PROBE = MethodSpec("fqi", "bor")
+INFORMATION_OBSERVATION = "listwise"
+INFORMATION_LABEL = f"{INFORMATION_PROBE.name}@{INFORMATION_OBSERVATION}"
+BOR_AGENTS: tuple[str, ...] = (
+    "bor-dqn",
+    "bor-tabular",
+    "bor-cutoff",
+    "bor-posterior",
+    "bor-fqi",
+    "bor-ppo",
+    INFORMATION_LABEL,
+)
+#: The BoR agents trained by RL, each compared with the supervised learned models.
+RL_AGENTS: tuple[str, ...] = ("bor-dqn", "bor-tabular", "bor-fqi", "bor-ppo", INFORMATION_LABEL)
+#: The RL agents whose (condition, agent) pairs the goal of issue 39 counts ("significantly behind the best
+#: supervised model on at most 2 of 20"): the two RL agents that issue measured (DQN, tabular Q), so the count
+#: compares with its 18 of 20. The agents added since (fitted Q, PPO, the listwise DQN) measure the causes
+#: (:mod:`experiments.report.causes`) and take part in "the best RL agent"; their pairs are reported beside.
+GOAL_RL_AGENTS: tuple[str, ...] = ("bor-dqn", "bor-tabular")
+#: At most this many (condition, goal RL agent) pairs significantly behind the best supervised model.
+GOAL_MAX_RL_BEHIND = 2
+#: On at least this many of the 10 base and two-scorer conditions the best RL agent is within noise of (or
+#: ahead of) the best supervised model.
+GOAL_MIN_RL_WITHIN_NOISE = 8
 #: The supervised learned policies (no bootstrapping), each RL agent is compared with.
 SUPERVISED_AGENTS: tuple[str, ...] = ("bor-cutoff", "bor-posterior")
 #: Methods drawn in the per-bucket figures of the study and of the comparison.
@@ -369,7 +401,9 @@ def study_cells(plans: Sequence[ConditionPlan], seeds: Sequence[int], learning: 
 
 
 def compare_cells(plans: Sequence[ConditionPlan], seeds: Sequence[int], learning: Learning = Learning()) -> list[Cell]:
-    """Every cell of the comparison: stochastic methods on all seeds, the rest on the first.
+    """Every cell of the comparison: stochastic methods on all seeds, the rest on the first, and the information
+    probe (:data:`INFORMATION_PROBE` on the :data:`INFORMATION_OBSERVATION` set, run id tagged
+    ``@listwise``) unless the comparison itself names an observation set.
 
     The two-scorer suite and a comparison on a named observation set (``observation`` other than
     ``auto``) leave out the F1 ablation (F1-DQN): they ask what the state adds, while the F1
@@ -378,11 +412,14 @@ def compare_cells(plans: Sequence[ConditionPlan], seeds: Sequence[int], learning
     if not seeds:
         raise ValueError("give at least one seed")
     cells: list[Cell] = []
+    probe = replace(learning, overrides=replace(learning.overrides, observation=INFORMATION_OBSERVATION))
     for plan in plans:
         methods = compare_methods(plan.condition.benchmark)
         if plan.suite == "hybrid" or learning.observation != "auto":
             methods = [m for m in methods if m.reward != "f1"]
         cells += _split_by_seed(plan, methods, seeds, learning)
+        if learning.observation == "auto":  # the information probe (on a named set every learner reads that set)
+            cells += _split_by_seed(plan, [INFORMATION_PROBE], seeds, probe)
     return cells
 
 

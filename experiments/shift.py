@@ -42,7 +42,7 @@ from experiments.io import code_fingerprint
 from experiments.options import FolderArgs, ShiftArgs
 from experiments.pipeline import Pipeline, Produced, run_pipeline
 from experiments.plan import BOR_AGENTS, DEFAULT_SEEDS, base_plan
-from experiments.report.shift_page import GAP_RULE
+from experiments.report.shift_page import FITTED_PEERS, GAP_RULE
 from experiments.runner import RUN_KEYS, get_condition, labelled_rows
 
 #: The conditions whose trained runs are shifted (the base benchmark/scorer pairs of the goal).
@@ -67,15 +67,15 @@ def shift_targets(source: str) -> list[tuple[str, str]]:
 def shifted_runs(
     runs_dir: Path, sources: tuple[str, ...], methods: tuple[str, ...] = ()
 ) -> dict[tuple[str, int], list[tuple[Path, dict]]]:
-    """The run directories to shift, grouped by (source condition, split seed): the BoR agents and the
-    gap rule trained on one of ``sources`` (``methods``: these instead; ``("all",)``: every BoR agent
-    and every peer, no fixed K, no limits).
+    """The run directories to shift, grouped by (source condition, split seed): the BoR agents, the gap rule
+    and the fitted peers (:data:`experiments.report.shift_page.FITTED_PEERS`) trained on one of ``sources``
+    (``methods``: these instead; ``("all",)``: every BoR agent and every peer, no fixed K, no limits).
 
     Only runs made by the current code are taken (their manifest's code fingerprint is
     :func:`experiments.io.code_fingerprint`): a stale run left in a shared runs folder is never
     shifted beside current ones; when none is current the error says how many were passed over.
     """
-    wanted = set(methods or (*BOR_AGENTS, GAP_RULE))
+    wanted = set(methods or (*BOR_AGENTS, GAP_RULE, *FITTED_PEERS))
     if not runs_dir.is_dir():
         raise FileNotFoundError(f"{runs_dir}: no run directories (run `shortlist reproduce` and `compare` first)")
     current = code_fingerprint()
@@ -177,7 +177,7 @@ def cmd_shift(sa: ShiftArgs, fa: FolderArgs, command: str) -> int:
         return {
             "runs_dir": sa.runs_dir,
             "sources": list(sources),
-            "method_filter": list(sa.methods) or "BoR agents and the gap rule",
+            "method_filter": list(sa.methods) or "BoR agents, the gap rule and the fitted peers",
             "n_runs": int(p.per_query.groupby([*RUN_KEYS]).ngroups),
             "methods": sorted(p.per_query["method"].unique()),
             "targets": {s: [t for _, t in shift_targets(s)] for s in sources},

@@ -141,7 +141,9 @@ def cmd_tune(ta: TuneArgs, command: str = "") -> int:
 
     cid = ConditionId(ta.benchmark, ta.scorer, ta.variant)
     plan = PLANS.get(cid.name) or base_plan(cid)
-    episode = replace(EpisodeOverrides(step_cost=ta.step_cost, gamma=ta.gamma).apply(plan.episode), reward=ta.reward)
+    observation = None if ta.observation == "auto" else ta.observation
+    overrides = EpisodeOverrides(step_cost=ta.step_cost, gamma=ta.gamma, observation=observation)
+    episode = replace(overrides.apply(plan.episode), reward=ta.reward)
     out = Path(ta.out)
     tune(
         ta.benchmark,

@@ -17,7 +17,7 @@ from experiments.cli import add_dataclass_args, build
 from experiments.compare import cmd_compare
 from experiments.figures import pareto_front
 from experiments.options import CommonArgs, CompareArgs, LearnArgs
-from experiments.plan import compare_cells, compare_methods, resolve_plans
+from experiments.plan import BOR_AGENTS, INFORMATION_LABEL, RL_AGENTS, compare_cells, compare_methods, resolve_plans
 from experiments.report.tables import limits_table
 
 TINY = {
@@ -29,6 +29,10 @@ TINY = {
         "tabular.episodes=200",
         "cutoff.epochs=10",
         "choppy.epochs=10",
+        "fqi.gradient_steps=100",
+        "ppo.total_timesteps=256",
+        "ppo.n_steps=64",
+        "ppo.batch_size=64",
     ),
     "max_depth": 20,
 }
@@ -61,6 +65,8 @@ def test_writes_every_output(result: tuple[Path, str]) -> None:
         "paired.csv",
         "split_goal.csv",
         "best.csv",
+        "rl_goal.csv",
+        "causes.csv",
         "per_query.csv",
         "summary.csv",
         "buckets.csv",
@@ -77,7 +83,8 @@ def test_writes_every_output(result: tuple[Path, str]) -> None:
     agg = pd.read_csv(out / "aggregate.csv")
     for m in agg["method"]:
         assert f"| {m} |" in readme, m
-    for text in ("## Per agent", "## bfcl-bm25", "Goal check", "Gap to the limits", "Pareto front", "## Wall time"):
+    for text in ("## Per agent", "## bfcl-bm25", "Goal check", "Gap to the limits", "Pareto front", "## Wall time",
+                 "## Why RL trails the supervised models", "RL against the best supervised model"):  # fmt: skip
         assert text in readme
     # the first screen answers: the method to use, then the verdicts, before how the numbers were made
     assert readme.index("**Answer.**") < readme.index("## How these numbers were made")
@@ -90,13 +97,12 @@ def test_seeds_per_method(result: tuple[Path, str]) -> None:
     out, _ = result
     summary = pd.read_csv(out / "summary.csv")
     seeds = summary.groupby("method")["seed"].apply(lambda s: sorted(s.tolist()))
-    expected = {m.name for m in compare_methods()}
+    expected = {m.name for m in compare_methods()} | {INFORMATION_LABEL}  # the listwise probe runs beside
     assert set(seeds.index) == expected
     for m, s in seeds.items():
         assert s == ([1, 2] if MethodSpec.parse(m).kind.stochastic else [1]), m
-    assert {"bor-dqn", "bor-tabular", "bor-cutoff", "f1-dqn", "bor-choppy", "random"} == {
-        m for m in seeds.index if len(seeds[m]) == 2
-    }
+    assert {"bor-dqn", "bor-tabular", "bor-cutoff", "f1-dqn", "bor-choppy", "random", "bor-fqi", "bor-ppo",
+            INFORMATION_LABEL} == {m for m in seeds.index if len(seeds[m]) == 2}  # fmt: skip
 
 
 def test_pareto_csv_is_the_plotted_numbers(result: tuple[Path, str]) -> None:
@@ -126,7 +132,7 @@ def test_oracle_and_limits(result: tuple[Path, str]) -> None:
     assert limits.loc["oracle", "frac_oracle"] == pytest.approx(1.0)
     assert (limits["frac_oracle"] <= 1.0 + 1e-12).all()
     goals = pd.read_csv(out / "goals.csv")
-    agents = {"bor-dqn", "bor-tabular", "bor-cutoff", "bor-posterior"}
+    agents = set(BOR_AGENTS)
     assert len(goals) == 3 * len(agents) and set(goals["agent"]) == agents
     dp = pd.read_csv(out / "dp.csv")
     assert set(dp["method"]) == {"bor-dp"}  # with gamma 1 the RL return is the net reward: one DP objective
@@ -137,10 +143,10 @@ def test_paired_differences_match_per_query_means(result: tuple[Path, str]) -> N
     out, _ = result
     pq = pd.read_csv(out / "per_query.csv", dtype={"qid": str})
     paired = pd.read_csv(out / "paired.csv")
-    assert set(paired["agent"]) == {"bor-dqn", "bor-tabular", "bor-cutoff", "bor-posterior"}
+    assert set(paired["agent"]) == set(BOR_AGENTS)
     # each RL agent is also paired with the supervised models; those only with the peers
     for sup in ("bor-cutoff", "bor-posterior"):
-        assert set(paired.loc[paired["peer"] == sup, "agent"]) == {"bor-dqn", "bor-tabular"}
+        assert set(paired.loc[paired["peer"] == sup, "agent"]) == set(RL_AGENTS)
     for _, r in paired.iterrows():  # differences of the judged net reward
         a = pq[pq["method"] == r["agent"]].groupby("qid")["reward_net"].mean()
         b = pq[pq["method"] == r["peer"]].groupby("qid")["reward_net"].mean()
@@ -174,16 +180,17 @@ def test_argparse_wiring_and_dry_run(capsys: pytest.CaptureFixture[str]) -> None
     assert ca.out == "results/peers"
     assert cmd_compare(ca, la, co, "dry") == 0
     lines = [line.split("\t")[0] for line in capsys.readouterr().out.strip().splitlines()]
-    # per condition and split (5 by default on main conditions): 6 stochastic methods x 3 seeds
-    # + 20 deterministic methods x 1 seed
-    assert lines[-1] == f"{2 * 5 * (6 * 3 + 20)} cells"
+    # per condition and split (5 by default on main conditions): 9 stochastic methods x 3 seeds (with fitted
+    # Q, PPO and the listwise probe) + 20 deterministic methods x 1 seed
+    assert lines[-1] == f"{2 * 5 * (9 * 3 + 20)} cells"
+    assert "bfcl-bm25__bor-fqi@listwise__s2__split1" in lines
     assert "bfcl-minilm__bor-dp__s1" in lines and "bfcl-minilm__bor-dp__s2" not in lines
     assert "bfcl-bm25__bor-choppy__s3" in lines and "bfcl-bm25__bor-choppy__s3__split4" in lines
     ns = parser.parse_args(["--only", "bfcl-bm25", "--seeds", "1", "--split-seeds", "7", "--dry-run"])
     assert cmd_compare(build(CompareArgs, ns), build(LearnArgs, ns), build(CommonArgs, ns), "dry") == 0
     printed = capsys.readouterr().out.strip().splitlines()
     lines = [line.split("\t")[0] for line in printed]
-    assert lines[-1] == f"{6 + 20} cells" and all(line.endswith("__split7") for line in lines[:-1])
+    assert lines[-1] == f"{9 + 20} cells" and all(line.endswith("__split7") for line in lines[:-1])
     assert all("\tshortlist train " in line and " --split-seeds 7 " in line for line in printed[:-1])
 
 
@@ -226,7 +233,7 @@ def test_split_goal_picks_the_best_bor_agent_and_checks_it(result: tuple[Path, s
     agg = pd.read_csv(out / "aggregate.csv").set_index("method")
     assert len(sg) == 1
     r = sg.iloc[0]
-    agents = [m for m in ("bor-dqn", "bor-tabular", "bor-cutoff", "bor-posterior") if m in agg.index]
+    agents = [m for m in BOR_AGENTS if m in agg.index]
     assert r["best_agent"] == max(agents, key=lambda m: agg.loc[m, "mean_reward_net"])
     peers = agg[agg["group"] == "peer"]
     assert r["best_peer"] == peers["mean_reward_net"].idxmax()

@@ -88,6 +88,16 @@ def test_shift_report_compares_the_best_agent_with_the_gap_rule(shifted: tuple[P
         assert r["diff_lo"] <= r["diff"] <= r["diff_hi"]
         assert bool(r["at_least_gap"]) == bool(r["mean_reward_net"] >= r["gap_mean_reward_net"])
     readme = (res / "README.md").read_text()
+    vp = pd.read_csv(res / "versus_peers.csv")  # the fitted peer (bor-threshold) under every shift, as the gap rule
+    assert len(vp) == len(TARGETS) and set(vp["peer"]) == {"bor-threshold"}
+    for _, r in vp.iterrows():
+        a = agg[agg["condition"] == f"{r['source']}@{r['target']}"].set_index("method")
+        assert r["peer_mean_reward_net"] == pytest.approx(a.loc["bor-threshold", "mean_reward_net"])
+        assert bool(r["at_least_peer"]) == bool(r["mean_reward_net"] >= r["peer_mean_reward_net"])
+        assert r["diff_lo"] <= r["diff"] <= r["diff_hi"]
+    met = int(vp[vp["shift"] != "none"]["at_least_peer"].sum())
+    assert "**Against every fitted peer.**" in readme
+    assert f"Met on {met} of {len(TARGETS) - 1} (source, shifted target)" in readme
     assert (
         "## Against the largest-gap rule" in readme
         and f"of {len(TARGETS) - 1} (source, shifted target) pairs" in readme

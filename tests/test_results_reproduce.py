@@ -52,7 +52,7 @@ def cache_dir(shared_cache: Path) -> str:
 
 #: Kinds trained through torch: their cells repeat byte for byte on the float path (SIMD level and
 #: CPU) that made them; on another one float rounding makes training drift a little.
-TORCH_KINDS = frozenset({"dqn", "cutoff", "choppy"})
+TORCH_KINDS = frozenset({"dqn", "cutoff", "choppy", "fqi", "ppo"})
 #: How far such a cell's mean reward (bits per query) may move on another float path. Measured between
 #: two machines of this project: -0.03 for bfcl-bm25__bor-dqn__s42 (8 of 120 depths differ) and -0.144
 #: for bfcl-minilm__bor-dqn__s456 (the largest seen, on the earlier gamma 0.95 learner). It is about

@@ -152,30 +152,45 @@ def test_fit_and_evaluate_from_python() -> None:
 # ---------------------------------------------------------------- two entry points, one policy
 
 
-def test_fit_and_shortlist_train_give_the_same_policy(tmp_path: Path) -> None:
-    """One cell trained through ``shortlist train`` (a TREC run + qrels, the CLI's defaults) and through
-    ``sd.fit`` on the same training queries, seed and settings: the same episode settings (step cost 0.01,
-    gamma 1: :class:`envs.EpisodeConfig`'s defaults are the plan's), the same DQN weights bit for bit, the same
-    depths. Then the fitted policy saved with ``.save`` loads back through ``load_policy`` unchanged."""
+#: Each RL kind with a tiny budget (its settings as ``--set`` items): trained through both entry points below.
+RL_BUDGETS = {
+    "dqn": ("total_timesteps=1500", "learning_starts=200"),
+    "fqi": ("gradient_steps=200", "target_update_interval=50"),
+    "ppo": ("total_timesteps=512", "n_steps=64", "batch_size=64", "n_epochs=2"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(RL_BUDGETS))
+def test_fit_and_shortlist_train_give_the_same_policy(tmp_path: Path, kind: str) -> None:
+    """One cell of each RL kind trained through ``shortlist train`` (a TREC run + qrels, the CLI's defaults) and
+    through ``sd.fit`` on the same training queries, seed and settings: the same episode settings (step cost 0.01,
+    gamma 1: the judged net reward, :class:`envs.EpisodeConfig`'s defaults are the plan's), the same objective
+    recorded, the same network weights bit for bit, the same depths. Then the fitted policy saved with ``.save``
+    loads back through ``load_policy`` unchanged."""
     import torch
     from test_experiments_own_run import write_run
 
-    from agents.dqn import DQNConfig
+    from agents import registry
+    from agents.base import judged_objective
     from experiments.cli import main
     from experiments.runner import get_condition
 
     run, qrels = write_run(tmp_path / "data", seed=3, n_queries=60)
-    budget = ["--set", "dqn.total_timesteps=1500", "dqn.learning_starts=200"]
-    argv = ["train", "--run", str(run), "--qrels", str(qrels), "--agent", "dqn", "--seeds", "5", *budget]
+    budget = ["--set", *(f"{kind}.{item}" for item in RL_BUDGETS[kind])]
+    argv = ["train", "--run", str(run), "--qrels", str(qrels), "--agent", kind, "--seeds", "5", *budget]
     assert main([*argv, "--no-progress", "--out", str(tmp_path / "out")]) == 0
     (run_dir,) = (tmp_path / "out" / "runs").iterdir()
     cli = sd.load_policy(run_dir)
 
     options = (("qrels", str(qrels)), ("run", str(run)))
     cond = get_condition("run", "run", "", 0, None, None, tuple(sorted(options)))
-    fitted = sd.fit("dqn", cond.train, settings=DQNConfig(total_timesteps=1500, learning_starts=200), seed=5)
+    settings = registry.parse_settings([f"{kind}.{item}" for item in RL_BUDGETS[kind]])[kind]
+    fitted = sd.fit(kind, cond.train, settings=settings, seed=5)
 
     assert fitted.episode == cli.episode and fitted.episode.gamma == 1.0 and fitted.episode.step_cost == 0.01
+    judged = judged_objective(fitted.episode)
+    assert cli.config["objective"] == {"target": "net", "reward": "bor", "step_cost": 0.01, "gamma": 1.0}
+    assert registry.get(kind).objective("bor", settings, fitted.episode) == judged
     ours, theirs = fitted.policy.model.policy.state_dict(), cli.policy.model.policy.state_dict()
     assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
     lists = [q.scores for q in cond.test]
@@ -184,7 +199,7 @@ def test_fit_and_shortlist_train_give_the_same_policy(tmp_path: Path) -> None:
     saved = sd.load_policy(fitted.save(tmp_path / "mine"))
     np.testing.assert_array_equal(saved.depths(lists), fitted.depths(lists))
     assert (
-        saved.method == "bor-dqn"
+        saved.method == f"bor-{kind}"
         and saved.episode == fitted.episode
         and saved.config["source"] == "shortlist_depth.fit"
     )

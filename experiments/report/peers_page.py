@@ -22,6 +22,7 @@ from benchmarks.names import ConditionId
 from experiments.figures import bucket_figure, candidate_set_size, pareto_figure
 from experiments.io import atomic_write_csv
 from experiments.plan import BOR_AGENTS, COMPARE_BUCKET_METHODS, RL_AGENTS, SUPERVISED_AGENTS, condition_order
+from experiments.report.causes import cause_section, cause_table, rl_goal, rl_goal_bullets, run_objectives
 from experiments.report.markdown import bucket_table, ci, fmt, observation_blocks, reads_second_scorer
 from experiments.report.page import MAX_TITLE, Block, Bullets, Figure, Page, Paragraph, Section, Table, write_page
 from experiments.report.study import HYBRID_HEADING, HYBRID_METHODS, hybrid_blocks
@@ -47,7 +48,18 @@ from experiments.report.tables import (
 
 GROUP_ORDER: dict[str, int] = {g: i for i, g in enumerate(registry.GROUPS)}
 #: The tables of the comparison folder, in the order they are computed and written (``<name>.csv``).
-COMPARE_TABLES = ("aggregate", "buckets_aggregate", "limits", "dp", "goals", "paired", "split_goal", "best")
+COMPARE_TABLES = (
+    "aggregate",
+    "buckets_aggregate",
+    "limits",
+    "dp",
+    "goals",
+    "paired",
+    "split_goal",
+    "best",
+    "rl_goal",
+    "causes",
+)
 #: The title of a comparison whose learners read a named observation set (``--observation``).
 OBSERVATION_TITLES = {
     "strict": "Examined items only",
@@ -102,6 +114,8 @@ def compare_tables(
         "paired": paired,
         "split_goal": split_goal(agg, paired, limits),
         "best": best_methods(per_query, agg),
+        "rl_goal": rl_goal(agg, paired),
+        "causes": cause_table(per_query, run_objectives(runs)),
     }
 
 
@@ -136,10 +150,11 @@ def write_compare_report(
         title=compare_title(conds, observation),
         group="comparison",
         lede="Learned policies beside practitioners' rules and the limits, judged on the net reward.",
-        answer=Section("", answer_lines(t["best"], t["split_goal"], t["paired"])),
+        answer=Section("", [*answer_lines(t["best"], t["split_goal"], t["paired"]), *rl_goal_bullets(t["rl_goal"])]),
         sections=(
             provenance_lines(command, seeds, t["aggregate"], observation),
             split_goal_lines(t["split_goal"]),
+            cause_section(t["causes"]),
             summary_lines(conds, t["aggregate"], t["goals"], t["limits"]),
             two_scorers,
             methods_lines(t["aggregate"]),

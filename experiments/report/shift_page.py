@@ -20,6 +20,8 @@ from experiments.runner import RUN_KEYS
 
 #: The reference rule of the goal under shift (no training).
 GAP_RULE = "gap"
+#: The practitioners' rules fitted on the training split, each a reference of the goal under shift (issue 39).
+FITTED_PEERS: tuple[str, ...] = ("bor-threshold", "bor-topp", "bor-greedyk", "bor-choppy")
 
 
 def versus_gap(agg: pd.DataFrame, paired: pd.DataFrame) -> pd.DataFrame:
@@ -52,6 +54,74 @@ def versus_gap(agg: pd.DataFrame, paired: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def versus_peers(agg: pd.DataFrame, paired: pd.DataFrame) -> pd.DataFrame:
+    """Per (source, target) and fitted peer (:data:`FITTED_PEERS`) that ran: the best BoR agent (largest mean net
+    reward) minus the peer, with the paired interval, and whether the agent's point estimate is at least the
+    peer's."""
+    rows = []
+    for key, a in agg.groupby("condition", sort=False):
+        a = a.set_index("method")
+        agents = [m for m in BOR_AGENTS if m in a.index]
+        if not agents:
+            continue
+        best = max(agents, key=lambda m: a.loc[m, "mean_reward_net"])
+        source, target = str(key).split("@")
+        for peer in (p for p in FITTED_PEERS if p in a.index):
+            pr = paired[(paired["condition"] == key) & (paired["agent"] == best) & (paired["peer"] == peer)]
+            rows.append(
+                {
+                    "source": source,
+                    "target": target,
+                    "shift": a["shift"].iloc[0] if "shift" in a.columns else "",
+                    "best_agent": best,
+                    "peer": peer,
+                    "mean_reward_net": float(a.loc[best, "mean_reward_net"]),
+                    "peer_mean_reward_net": float(a.loc[peer, "mean_reward_net"]),
+                    **{c: float(pr[c].iloc[0]) if len(pr) else math.nan for c in ("diff", "diff_lo", "diff_hi")},
+                    "at_least_peer": bool(a.loc[best, "mean_reward_net"] >= a.loc[peer, "mean_reward_net"]),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def peer_goal_lines(vp: pd.DataFrame) -> list[Block]:
+    """The goal against every fitted peer under shift (issue 39), per shift kind, with the pairs that miss it."""
+    shifted = vp[vp["shift"] != "none"] if len(vp) else vp
+    if shifted.empty:
+        return []
+    pairs = shifted.groupby(["source", "target"], sort=False)
+    met = pairs["at_least_peer"].all()
+    below = shifted[shifted["diff_hi"] < 0]
+    kinds = ", ".join(
+        f"{kind} {int(g.groupby(['source', 'target'])['at_least_peer'].all().sum())} of "
+        f"{g.groupby(['source', 'target']).ngroups}"
+        for kind, g in shifted.groupby("shift", sort=False)
+    )
+    missed = [f"{s} -> {t} ({', '.join(g.loc[~g['at_least_peer'], 'peer'])})" for (s, t), g in pairs
+              if not g["at_least_peer"].all()]  # fmt: skip
+    return [
+        Paragraph(
+            "**Against every fitted peer.** Goal, stated before running: under every shift, the best BoR-trained "
+            f"policy's mean net reward is at least that of each fitted peer ({', '.join(FITTED_PEERS)}; fitted on the "
+            f"source's training split, applied unchanged). Met on {int(met.sum())} of {len(met)} (source, shifted "
+            "target) pairs" + (" (goal met)" if bool(met.all()) else " (goal NOT met)") + f": {kinds}. "
+            f"Significantly below a fitted peer (interval entirely below 0) in {len(below)} (pair, peer) comparisons"
+            + (
+                ": "
+                + "; ".join(
+                    f"{r['source']} -> {r['target']} vs {r['peer']} {r['diff']:+.3f} [{r['diff_lo']:+.3f}, "
+                    f"{r['diff_hi']:+.3f}]"
+                    for _, r in below.iterrows()
+                )
+                if len(below)
+                else ""
+            )  # fmt: skip
+            + "."
+            + (f" Pairs below a peer's point estimate: {'; '.join(missed)}." if missed else "")
+        )
+    ]
+
+
 def shift_tables(per_query: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The tables of the shift folder (DataFrames in, DataFrames out): aggregate (with the shift kind),
     paired differences (each BoR agent minus each peer) and the comparison with the gap rule."""
@@ -61,11 +131,16 @@ def shift_tables(per_query: pd.DataFrame) -> dict[str, pd.DataFrame]:
     kinds = per_query.drop_duplicates("condition").set_index("condition")["shift"]
     agg.insert(1, "shift", agg["condition"].map(kinds))
     paired = paired_differences(per_query)
-    return {"aggregate": agg, "paired": paired, "versus_gap": versus_gap(agg, paired)}
+    return {
+        "aggregate": agg,
+        "paired": paired,
+        "versus_gap": versus_gap(agg, paired),
+        "versus_peers": versus_peers(agg, paired),
+    }
 
 
 def write_shift_report(out: Path, per_query: pd.DataFrame, command: str, runs_dir: str) -> pd.DataFrame:
-    """aggregate.csv, paired.csv, versus_gap.csv (:func:`shift_tables`) and the page (README.md); returns the
+    """aggregate.csv, paired.csv, versus_gap.csv, versus_peers.csv (:func:`shift_tables`) and the page (README.md); returns the
     versus-gap table."""
     t = shift_tables(per_query)
     for name, df in t.items():
@@ -87,7 +162,7 @@ def write_shift_report(out: Path, per_query: pd.DataFrame, command: str, runs_di
         title="Under shift",
         group="study",
         lede="Trained policies, unchanged, on unlike inputs: another scorer, another benchmark, rewritten queries.",
-        answer=Section("", gap_goal_lines(vg, agg)),
+        answer=Section("", [*gap_goal_lines(vg, agg), *peer_goal_lines(t["versus_peers"])]),
         sections=(
             Section("How these numbers were made", [Paragraph(how), Paragraph(f"Command: `{command}`")]),
             versus_gap_table(vg),

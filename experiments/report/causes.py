@@ -1,0 +1,258 @@
+"""Why RL trails the supervised models, per condition: information, optimisation and objective, each measured.
+
+Three causes can keep an RL agent (:data:`experiments.plan.RL_AGENTS`) below the supervised learned models
+(:data:`experiments.plan.SUPERVISED_AGENTS`); :func:`cause_table` measures each on the test units of a
+comparison, with the paired bootstrap of :func:`experiments.report.tables.paired_differences` (per test unit
+the mean over seeds; resampled over units, stratified by split):
+
+- **information**: the same RL kind on the ``listwise`` observation (the listwise posterior's per-item view of
+  the top ranks, :mod:`envs.features`) minus on the summary features (:data:`INFORMATION_PAIRS`);
+- **optimisation**: fitted Q-iteration on every transition of the training queries minus the online DQN at
+  equal gradient steps, and the policy-gradient learner (PPO) minus the DQN (:data:`OPTIMISATION_PAIRS`);
+- **objective**: whether every RL cell of the condition trained on the judged net reward, gamma 1 and the
+  condition's step cost, as its run config records (a check, not a difference).
+
+Beside them the remaining **gap**: the best RL agent minus the best supervised model (each chosen by its mean
+test net reward). :func:`cause_sentence` says in one sentence which measured cause explains a gap that remains.
+DataFrames in, DataFrames and lines out; nothing is written here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from agents.base import judged_objective
+from benchmarks.names import ConditionId
+from experiments.plan import (
+    GOAL_MAX_RL_BEHIND,
+    GOAL_MIN_RL_WITHIN_NOISE,
+    GOAL_RL_AGENTS,
+    INFORMATION_LABEL,
+    INFORMATION_PROBE,
+    RL_AGENTS,
+    SUPERVISED_AGENTS,
+    base_plan,
+    condition_order,
+)
+from experiments.report.page import Block, Bullets, Paragraph, Section, Table
+from experiments.report.tables import (
+    GOAL_BASE_CONDITIONS,
+    GOAL_TWO_SCORER_CONDITIONS,
+    JUDGED,
+    JUDGED_ROW,
+    _unit_wide,
+    diff_interval,
+    unit_resamples,
+)
+
+#: (RL agent on the listwise observation, the same agent on the summary features).
+INFORMATION_PAIRS: tuple[tuple[str, str], ...] = ((INFORMATION_LABEL, INFORMATION_PROBE.name),)
+#: (learner, online DQN): fitted Q on the full data at the DQN's gradient steps, and PPO.
+OPTIMISATION_PAIRS: tuple[tuple[str, str], ...] = (("bor-fqi", "bor-dqn"), ("bor-ppo", "bor-dqn"))
+#: The heading of :func:`cause_section`.
+CAUSES_HEADING = "Why RL trails the supervised models: information, optimisation, objective"
+#: The columns of :func:`cause_table`.
+CAUSE_COLUMNS = ("condition", "cause", "first", "second", "n_units", "diff", "diff_lo", "diff_hi", "detail")
+
+
+def run_objectives(runs: Sequence[Path]) -> pd.DataFrame:
+    """One row per run directory: its condition, method, the objective its config records (``target``,
+    ``reward``, ``step_cost``, ``gamma``) and the judged objective of its condition's plan (``judged_*``)."""
+    rows = []
+    for run in runs:
+        cfg = json.loads((Path(run) / "config.json").read_text(encoding="utf-8"))
+        recorded = cfg.get("objective") or {}
+        judged = asdict(judged_objective(base_plan(ConditionId.parse(cfg["condition"])).episode))
+        label = cfg["method"] + ("" if cfg["episode"].get("observation", "auto") == "auto" else
+                                 f"@{cfg['episode']['observation']}")  # fmt: skip
+        rows.append({"condition": cfg["condition"], "method": label, "run": Path(run).name,
+                     **{k: recorded.get(k) for k in judged}, **{f"judged_{k}": v for k, v in judged.items()}})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _rl(method: str) -> bool:
+    """Whether ``method`` (with or without an ``@<observation>`` tag) is one of the RL agents."""
+    return method.partition("@")[0] in RL_AGENTS
+
+
+def objective_rows(objectives: pd.DataFrame) -> list[dict]:
+    """Per condition: how many RL runs record the judged objective (net BoR reward, gamma 1, the plan's c)."""
+    rows: list[dict] = []
+    if objectives.empty:
+        return rows
+    rl = objectives[objectives["method"].map(_rl)]
+    for cond, g in rl.groupby("condition", sort=False):
+        ok = (g["target"] == g["judged_target"]) & (g["reward"] == g["judged_reward"]) & (g["gamma"] == 1.0)
+        ok &= np.isclose(g["step_cost"].astype(float), g["judged_step_cost"].astype(float), rtol=0, atol=1e-12)
+        bad = sorted(g.loc[~ok, "run"])
+        c = float(g["judged_step_cost"].iloc[0])
+        detail = f"{int(ok.sum())} of {len(g)} RL runs: net BoR reward, gamma 1, c = {c:g}"
+        rows.append({"condition": cond, "cause": "objective", "first": "every RL run", "second": "judged objective",
+                     "n_units": len(g), "diff": float(len(bad)), "diff_lo": np.nan, "diff_hi": np.nan,
+                     "detail": detail + (f"; not: {', '.join(bad[:3])}" if bad else "")})  # fmt: skip
+    return rows
+
+
+def _pair(cond: str, cause: str, by: pd.DataFrame, idx: np.ndarray, first: str, second: str) -> dict | None:
+    if first not in by.index or second not in by.index:
+        return None
+    d = (by.loc[first] - by.loc[second]).to_numpy(dtype=np.float64)
+    return {"condition": cond, "cause": cause, "first": first, "second": second, "n_units": d.size,
+            **diff_interval(d, idx), "detail": ""}  # fmt: skip
+
+
+def cause_table(per_query: pd.DataFrame, objectives: pd.DataFrame, seed: int = 0, n_boot: int = 10_000) -> pd.DataFrame:
+    """Per condition (in plan order): the remaining ``gap`` (best RL agent minus best supervised model), the
+    ``information`` and ``optimisation`` differences with paired 95% intervals, and the ``objective`` check
+    (``diff`` = the number of RL runs that do not record the judged objective). Pairs whose methods did not run
+    on a condition are left out (module docstring)."""
+    rows = objective_rows(objectives)
+    for cond in condition_order(per_query["condition"].unique()):
+        by = _unit_wide(per_query[per_query["condition"] == cond], JUDGED_ROW, "method")
+        idx = unit_resamples(by.columns.get_level_values(0).to_numpy(), n_boot, seed)
+        means = by.mean(axis=1)
+        rl = [m for m in by.index if _rl(m)]
+        sup = [m for m in SUPERVISED_AGENTS if m in by.index]
+        if rl and sup:
+            gap = _pair(cond, "gap", by, idx, max(rl, key=lambda m: means[m]), max(sup, key=lambda m: means[m]))
+            rows.append(gap) if gap else None
+        for cause, pairs in (("information", INFORMATION_PAIRS), ("optimisation", OPTIMISATION_PAIRS)):
+            rows += [r for a, b in pairs if (r := _pair(cond, cause, by, idx, a, b))]
+    out = pd.DataFrame(rows, columns=list(CAUSE_COLUMNS))
+    order = {c: i for i, c in enumerate(condition_order(out["condition"].unique()))} if len(out) else {}
+    kinds = {"gap": 0, "information": 1, "optimisation": 2, "objective": 3}
+    return (
+        out.assign(_c=out["condition"].map(order), _k=out["cause"].map(kinds))
+        .sort_values(["_c", "_k"], kind="stable")
+        .drop(columns=["_c", "_k"])
+        .reset_index(drop=True)
+    )
+
+
+def _fmt(r: pd.Series) -> str:
+    return f"{r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]"
+
+
+def cause_sentence(rows: pd.DataFrame) -> str:
+    """One sentence for one condition's rows of :func:`cause_table`: whether a gap to the supervised models
+    remains and, if so, which measured cause explains it. The gap is the best RL agent's, so a cause whose fix is
+    in that agent (a significantly positive information or optimisation difference) explains part of a gap it did
+    not close; a failed objective check explains it outright; with neither, none of the three does."""
+    gap = rows[rows["cause"] == "gap"]
+    if gap.empty:
+        return "No RL agent or no supervised model ran here, so no gap is measured."
+    g = gap.iloc[0]
+    head = f"best RL agent {g['first']} minus best supervised model {g['second']}: {_fmt(g)}"
+    if g["diff_hi"] >= 0:
+        return f"No significant gap remains ({head})."
+    measured = rows[rows["cause"].isin(["information", "optimisation"])]
+    gains = measured[measured["diff_lo"] > 0]
+    if len(rows[(rows["cause"] == "objective") & (rows["diff"] > 0)]):
+        return f"A gap remains ({head}); it is explained by the objective: some RL runs did not train on the judged net reward."
+    if len(gains):
+        parts = "; ".join(f"{r['cause']} ({r['first']} minus {r['second']} {_fmt(r)})" for _, r in gains.iterrows())
+        return f"A gap remains ({head}); {parts} explains part of it, and none of the three measured causes closes it."
+    tried = ", ".join(f"{r['first']} minus {r['second']} {_fmt(r)}" for _, r in measured.iterrows())
+    return (
+        f"A gap remains ({head}) that none of the three measured causes explains: "
+        + (f"{tried} (none significantly positive), " if tried else "")
+        + "and every RL run trained on the judged objective."
+    )
+
+
+def cause_section(causes: pd.DataFrame) -> Section:
+    """The page's section: one table of the measured causes per condition, then its sentence (empty, so left
+    out, without causes)."""
+    if causes.empty:
+        return Section(CAUSES_HEADING)
+    what = Paragraph(
+        "Per condition, each cause measured as a difference of mean test net reward, paired over the same test "
+        "units (10,000 resamples stratified by split; `causes.csv`): **gap**, the best RL agent minus the best "
+        f"supervised model; **information**, {INFORMATION_LABEL} (the posterior's per-item view of the top 20 "
+        f"ranks) minus {INFORMATION_PROBE.name} (the summary features); **optimisation**, fitted Q on "
+        "every training transition (`fqi`, no exploration, the DQN's gradient steps) and PPO, each minus the "
+        "online DQN; **objective**, whether every RL run's config records the judged objective (net BoR reward, "
+        "gamma 1, the condition's step cost)."
+    )
+    subsections = []
+    for cond in condition_order(causes["condition"].unique()):
+        rows = causes[causes["condition"] == cond]
+        cells = [
+            [r["cause"], f"{r['first']} minus {r['second']}" if r["cause"] != "objective" else r["first"],
+             r["detail"] if r["cause"] == "objective" else _fmt(r)]
+            for _, r in rows.iterrows()
+        ]  # fmt: skip
+        table = Table(["cause", "comparison", "difference [95% paired]"], cells)
+        subsections.append(Section(cond, [table, Paragraph(cause_sentence(rows))]))
+    return Section(CAUSES_HEADING, [what], subsections)
+
+
+def rl_goal(agg: pd.DataFrame, paired: pd.DataFrame) -> pd.DataFrame:
+    """The goal of issue 39 per condition and RL agent, from :func:`experiments.report.tables.aggregate` and
+    :func:`~experiments.report.tables.paired_differences`: each RL agent minus the condition's best supervised
+    model (largest mean test net reward), with the paired interval; ``best_rl`` marks the condition's best RL
+    agent, ``counted`` the agents of :data:`experiments.plan.GOAL_RL_AGENTS`, ``goal_condition`` the 10 base and
+    two-scorer conditions. ``behind`` / ``within_noise``: the interval lies below 0 / does not."""
+    rows = []
+    goal_conds = set(GOAL_BASE_CONDITIONS) | set(GOAL_TWO_SCORER_CONDITIONS)
+    for cond in condition_order(agg["condition"].unique()):
+        a = agg[agg["condition"] == cond].set_index("method")
+        sup = [m for m in SUPERVISED_AGENTS if m in a.index]
+        rl = [m for m in RL_AGENTS if m in a.index]
+        if not sup or not rl:
+            continue
+        best_sup = max(sup, key=lambda m: a.loc[m, JUDGED])
+        best_rl = max(rl, key=lambda m: a.loc[m, JUDGED])
+        for agent in rl:
+            pr = paired[(paired["condition"] == cond) & (paired["agent"] == agent) & (paired["peer"] == best_sup)]
+            lo, hi = (float(pr["diff_lo"].iloc[0]), float(pr["diff_hi"].iloc[0])) if len(pr) else (np.nan, np.nan)
+            rows.append({"condition": cond, "goal_condition": cond in goal_conds, "agent": agent,
+                         "counted": agent in GOAL_RL_AGENTS, "best_rl": agent == best_rl, "supervised": best_sup,
+                         JUDGED: float(a.loc[agent, JUDGED]), f"supervised_{JUDGED}": float(a.loc[best_sup, JUDGED]),
+                         "diff": float(pr["diff"].iloc[0]) if len(pr) else np.nan, "diff_lo": lo, "diff_hi": hi,
+                         "behind": bool(hi < 0), "within_noise": bool(hi >= 0)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def rl_goal_bullets(goal: pd.DataFrame) -> list[Block]:
+    """The verdicts of :func:`rl_goal` on the goal conditions: the best RL agent within noise of the best
+    supervised model, and the counted (condition, RL agent) pairs significantly behind it."""
+    g = goal[goal["goal_condition"]] if len(goal) else goal
+    if g.empty:
+        return []
+    best = g[g["best_rl"]]
+    counted = g[g["counted"]]
+    n_ok, n_behind = int(best["within_noise"].sum()), int(counted["behind"].sum())
+    every = g.groupby("agent", sort=False)["behind"].agg(["sum", "size"])
+    per_agent = ", ".join(f"{agent} {int(r['sum'])} of {int(r['size'])}" for agent, r in every.iterrows())
+    return [
+        Bullets(
+            [
+                f"RL against the best supervised model (goal of issue 39, on the {best['condition'].nunique()} base and "
+                f"two-scorer conditions): the best RL agent is within noise of it or ahead on {n_ok} of {len(best)} (goal: "
+                f">= {GOAL_MIN_RL_WITHIN_NOISE}; " + ("met" if n_ok >= GOAL_MIN_RL_WITHIN_NOISE else "NOT met") + "); "
+                f"{' and '.join(GOAL_RL_AGENTS)} are significantly behind it in {n_behind} of {len(counted)} (condition, RL "
+                f"agent) pairs (goal: at most {GOAL_MAX_RL_BEHIND}; "
+                + ("met" if n_behind <= GOAL_MAX_RL_BEHIND else "NOT met")
+                + f"). Significantly behind, per RL agent: {per_agent} (`rl_goal.csv`)."
+            ]
+        )
+    ]
+
+
+__all__ = [
+    "CAUSE_COLUMNS",
+    "CAUSES_HEADING",
+    "cause_section",
+    "cause_sentence",
+    "cause_table",
+    "rl_goal",
+    "rl_goal_bullets",
+    "run_objectives",
+]

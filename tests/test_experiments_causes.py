@@ -1,0 +1,110 @@
+"""The cause table (:mod:`experiments.report.causes`) on tiny inputs: the measured differences are the paired
+means of the per-unit rewards, the objective check reads each run's recorded objective, the sentence names the
+cause that explains a remaining gap, and the RL goal counts the issue's pairs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from experiments.report.causes import (
+    cause_section,
+    cause_sentence,
+    cause_table,
+    rl_goal,
+    rl_goal_bullets,
+    run_objectives,
+)
+from experiments.report.page import section_lines
+
+
+def per_query(rewards: dict[str, list[float]], condition: str = "bfcl-minilm") -> pd.DataFrame:
+    """One seed, one split, one row per (method, test query)."""
+    rows = [
+        {"condition": condition, "method": m, "seed": 42, "split_seed": 0, "qid": f"q{i}", "reward_net": r}
+        for m, values in rewards.items()
+        for i, r in enumerate(values)
+    ]
+    return pd.DataFrame(rows)
+
+
+def write_run(folder: Path, method: str, observation: str = "auto", gamma: float = 1.0, cost: float = 0.01) -> Path:
+    folder.mkdir(parents=True)
+    objective = {"target": "net", "reward": "bor", "step_cost": cost, "gamma": gamma}
+    config = {"condition": "bfcl-minilm", "method": method, "episode": {"observation": observation},
+              "objective": objective}  # fmt: skip
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+REWARDS = {  # ten test queries
+    "bor-posterior": [8.0] * 10,
+    "bor-cutoff": [7.5] * 10,
+    "bor-dqn": [6.0, 7.0] * 5,
+    "bor-fqi@listwise": [6.0, 7.0] * 5,
+    "bor-fqi": [7.0, 8.0] * 5,
+    "bor-ppo": [6.0, 7.0] * 5,
+    "bor-tabular": [5.0] * 10,
+}
+
+
+def test_differences_are_paired_means_and_the_objective_check_reads_the_configs(tmp_path: Path) -> None:
+    runs = [write_run(tmp_path / m, m.partition("@")[0], m.partition("@")[2] or "auto") for m in REWARDS]
+    runs.append(write_run(tmp_path / "late", "bor-ppo", gamma=0.95))  # one RL run on another objective
+    objectives = run_objectives(runs)
+    assert objectives.set_index("run").loc["bor-fqi@listwise", "method"] == "bor-fqi@listwise"
+    t = cause_table(per_query(REWARDS), objectives, n_boot=500)
+    by = t.set_index(["cause", "first", "second"])
+    gap = by.loc[("gap", "bor-fqi", "bor-posterior")]  # the best RL agent and the best supervised model
+    assert gap["diff"] == pytest.approx(-0.5) and gap["diff_lo"] <= -0.5 <= gap["diff_hi"] and gap["n_units"] == 10
+    assert by.loc[("information", "bor-fqi@listwise", "bor-fqi"), "diff"] == pytest.approx(-1.0)
+    assert by.loc[("optimisation", "bor-fqi", "bor-dqn"), "diff"] == pytest.approx(1.0)
+    assert by.loc[("optimisation", "bor-fqi", "bor-dqn"), "diff_lo"] == pytest.approx(1.0)  # constant differences
+    assert by.loc[("optimisation", "bor-ppo", "bor-dqn"), "diff"] == pytest.approx(0.0)
+    objective = t[t["cause"] == "objective"].iloc[0]
+    assert objective["diff"] == 1 and "5 of 6 RL runs" in objective["detail"] and "late" in objective["detail"]
+    assert list(t["cause"]) == ["gap", "information", "optimisation", "optimisation", "objective"]
+    sentence = cause_sentence(t)
+    assert sentence.startswith("A gap remains") and sentence.endswith(
+        "explained by the objective: some RL runs did not train on the judged net reward."
+    )
+    partly = cause_sentence(t[t["cause"] != "objective"])
+    assert "optimisation (bor-fqi minus bor-dqn +1.000" in partly and "explains part of it" in partly
+    assert "information" not in partly  # its difference is negative
+    lines = section_lines(cause_section(t))
+    assert "### bfcl-minilm" in lines and sentence in lines
+
+
+def test_no_gap_and_an_unexplained_gap_are_said_so() -> None:
+    close = {**REWARDS, "bor-fqi": [8.0, 8.0, 7.0, 9.0] * 2 + [8.0, 8.0]}  # the best RL agent within noise
+    t = cause_table(per_query(close), pd.DataFrame(), n_boot=500)
+    assert cause_sentence(t).startswith("No significant gap remains (best RL agent bor-fqi")
+    flat = {m: ([4.0] * 10 if m not in ("bor-posterior", "bor-cutoff") else [8.0] * 10) for m in REWARDS}
+    sentence = cause_sentence(cause_table(per_query(flat), pd.DataFrame(), n_boot=500))
+    assert "none of the three measured causes explains" in sentence and "+0.000" in sentence
+
+
+def test_rl_goal_counts_the_issues_pairs_against_the_best_supervised_model() -> None:
+    conds = ["bfcl-bm25", "bfcl-minilm"]
+    agg = pd.DataFrame(
+        [{"condition": c, "method": m, "mean_reward_net": v} for c in conds
+         for m, v in (("bor-posterior", 7.0), ("bor-cutoff", 6.9), ("bor-dqn", 6.5), ("bor-tabular", 6.8),
+                      ("bor-fqi", 6.95))]
+    )  # fmt: skip
+    paired = pd.DataFrame(
+        [{"condition": c, "agent": a, "peer": "bor-posterior", "diff": d, "diff_lo": d - 0.2, "diff_hi": d + 0.1}
+         for c in conds for a, d in (("bor-dqn", -0.5), ("bor-tabular", -0.2), ("bor-fqi", -0.05))]
+    )  # fmt: skip
+    g = rl_goal(agg, paired)
+    assert set(g["supervised"]) == {"bor-posterior"} and g["goal_condition"].all()
+    assert g.loc[g["best_rl"], "agent"].tolist() == ["bor-fqi", "bor-fqi"] and g.loc[g["best_rl"], "within_noise"].all()
+    counted = g[g["counted"]]
+    assert set(counted["agent"]) == {"bor-dqn", "bor-tabular"} and counted["behind"].sum() == 4
+    ((line,),) = (b.items for b in rl_goal_bullets(g))
+    assert "within noise of it or ahead on 2 of 2" in line and "in 4 of 4 (condition, RL agent) pairs" in line
+    assert "NOT met" in line and "bor-fqi 0 of 2" in line
+    assert np.isnan(rl_goal(agg, paired.iloc[:0])["diff"]).all()  # no paired rows: no interval, none claimed
