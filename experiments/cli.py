@@ -181,6 +181,12 @@ def _serve_openai(a: o.ServeOpenaiArgs) -> int:
     return 0
 
 
+def _toolsearch_embeddings(a: o.ToolsearchEmbeddingsArgs) -> int:
+    from experiments.toolsearch import cmd_toolsearch_embeddings
+
+    return cmd_toolsearch_embeddings(a)
+
+
 def _toolsearch_latency(a: o.ToolsearchLatencyArgs) -> int:
     from experiments.toolsearch import cmd_toolsearch_latency
 
@@ -356,6 +362,18 @@ TOOLSEARCH_COMMANDS: tuple[Command, ...] = (
         _toolsearch_latency,
         "per-request time of a tool search on BFCL's 370 tools or ToolBench's 3,406 (p50 / p99, the scorer's part "
         "and the rest)",
+        wants_command=False,
+    ),
+    Command(
+        "embeddings",
+        (o.ToolsearchEmbeddingsArgs,),
+        _toolsearch_embeddings,
+        "the plain-torch MiniLM against sentence-transformers on every tool text and query of the benchmarks: "
+        "bit-identical or the largest difference",
+        "Embeds each benchmark's tool texts and queries with sentence-transformers and with the package's plain-torch "
+        "encoder (benchmarks/sbert.py: what a tool search serves with, without importing sentence-transformers), in "
+        "the same batches on the same torch threads, and prints one row per text set: identical or not, the largest "
+        "absolute difference and each one's CPU seconds. Exit status 1 when any embedding differs.",
         wants_command=False,
     ),
 )

@@ -822,6 +822,27 @@ class ToolsearchLatencyArgs(FolderArgs):
 
 
 @dataclass(frozen=True)
+class ToolsearchEmbeddingsArgs(FolderArgs):
+    """``shortlist toolsearch embeddings``: the plain-torch MiniLM against sentence-transformers, text by text."""
+
+    HELP_GROUP: ClassVar[str] = "embeddings"
+
+    benchmarks: tuple[str, ...] = opt(("bfcl", "toolbench"), "benchmarks whose tool texts and queries are embedded")
+    model: str = opt("minilm", "the embedding model (one the plain-torch encoder supports)")
+    batch_size: int = opt(64, "texts per forward pass (the package's scorer's)")
+    torch_threads: int = opt(1, "torch threads of both (float32 results differ in the last bits with it)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        unknown = [b for b in self.benchmarks if b not in ("bfcl", "metatool", "toolbench")]
+        if unknown or not self.benchmarks:
+            raise ValueError(f"--benchmarks: some of bfcl, metatool, toolbench, got {list(self.benchmarks)}")
+        if self.batch_size < 1 or self.torch_threads < 1:
+            raise ValueError(f"--batch-size and --torch-threads must be >= 1, got {self.batch_size}, "
+                             f"{self.torch_threads}")  # fmt: skip
+
+
+@dataclass(frozen=True)
 class DataListArgs:
     """``shortlist data list``."""
 
