@@ -154,29 +154,30 @@ def _toolsearch_pays(a: o.ToolsearchPaysArgs, command: str) -> int:
     return cmd_toolsearch_pays(a, command)
 
 
-def _serving(a: o.ServeArgs) -> Any:
-    """The saved searcher a server serves, with the servers' log lines on stderr (stdout may be MCP's stdio)."""
+def _serving(a: o.ServeArgs, tools: str | None = None) -> Any:
+    """The tool search a server serves (``shortlist search``'s: a saved searcher or the library's defaults), with
+    the servers' log lines on stderr (stdout may be MCP's stdio)."""
     import logging
 
-    from shortlist_depth.toolsearch import ToolSearch
+    from experiments.toolsearch import resolve_search
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    return ToolSearch.load(a.searcher, cache_dir=a.cache_dir)
+    return resolve_search(a, tools)
 
 
 def _serve_mcp(a: o.ServeMcpArgs) -> int:
     from servers.mcp_server import SearchSettings, run
 
-    settings = SearchSettings(pin=a.pin, min_k=a.min_k, max_k=a.max_k)
-    run(_serving(a), settings, upstream_command=a.upstream_command, transport=a.transport, host=a.host, port=a.port,
-        path=a.path)  # fmt: skip
+    settings = SearchSettings(pin=a.pin, min_k=a.min_k, max_k=a.bound())
+    run(_serving(a, a.tools), settings, upstream_command=a.upstream_command, transport=a.transport, host=a.host,
+        port=a.port, path=a.path)  # fmt: skip
     return 0
 
 
 def _serve_openai(a: o.ServeOpenaiArgs) -> int:
     from servers.openai_proxy import ProxyConfig, serve
 
-    config = ProxyConfig(a.upstream, a.max_body_bytes, a.timeout, a.min_k, a.max_k)
+    config = ProxyConfig(a.upstream, a.max_body_bytes, a.timeout, a.min_k, a.bound())
     serve(_serving(a), config, a.host, a.port)
     return 0
 

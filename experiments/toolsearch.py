@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from experiments.options import (
     SearchArgs,
+    SearcherArgs,
     ToolsearchDefaultArgs,
     ToolsearchEmbeddingsArgs,
     ToolsearchLatencyArgs,
@@ -72,19 +73,24 @@ COMPARATORS = ("fixed-3", "fixed-5", "fixed-8", "gap")
 # ----------------------------------------------------------------------------------------------- search
 
 
-def _searcher(sa: SearchArgs) -> Any:
-    from shortlist_depth.toolsearch import ToolSearch
+def resolve_search(a: SearcherArgs, tools: str | None = None) -> Any:
+    """The tool search of a command line, the same for ``shortlist search`` and every server: the saved searcher
+    (``--searcher``), else the library's :class:`~shortlist_depth.SearchSpec` of ``--scorer`` and ``--policy`` (the
+    shipped default when unset) over the tools file ``tools``, or, with no tools file, the spec itself (a server
+    that gets its tools per request)."""
+    from shortlist_depth.toolsearch import SearchSpec, ToolSearch
 
-    if sa.searcher:
-        return ToolSearch.load(sa.searcher, cache_dir=sa.cache_dir)
-    assert sa.tools
-    return ToolSearch.from_file(sa.tools, sa.scorer, sa.policy, cache_dir=sa.cache_dir)
+    if a.searcher:
+        return ToolSearch.load(a.searcher, cache_dir=a.cache_dir)
+    if tools:
+        return ToolSearch.from_file(tools, a.scorer, a.policy, cache_dir=a.cache_dir)
+    return SearchSpec.create(a.scorer, a.policy, cache_dir=a.cache_dir, where="--scorer/--policy")
 
 
 def cmd_search(sa: SearchArgs) -> int:
     """``shortlist search``: one shortlist as JSON, or JSON lines for the requests of stdin."""
-    search = _searcher(sa)
-    kw = {"min_k": sa.min_k, "max_k": sa.max_k, "pinned": sa.pin, "exclude": sa.exclude}
+    search = resolve_search(sa, sa.tools)
+    kw = {"min_k": sa.min_k, "max_k": sa.bound(), "pinned": sa.pin, "exclude": sa.exclude}
     if sa.request:
         print(json.dumps(search.search(sa.request, **kw).to_json(), ensure_ascii=False))
         return 0
