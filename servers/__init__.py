@@ -17,3 +17,6 @@ from __future__ import annotations
 
 #: Where a server binds unless told otherwise.
 DEFAULT_HOST = "127.0.0.1"
+#: The metric name of the OpenAI proxy's own time in the ``server-timing`` header of a chat answer
+#: (``shortlist;dur=<ms>``: :mod:`servers.openai_proxy`).
+SERVER_TIMING = "shortlist"

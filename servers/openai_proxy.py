@@ -54,6 +54,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from servers import SERVER_TIMING
 from shortlist_depth.toolsearch import DEFAULT_MAX_K, SearchSpec, ToolSearch
 
 LOG = logging.getLogger("servers.openai_proxy")
@@ -67,8 +68,6 @@ HOP_HEADERS = frozenset(
      "proxy-authorization", "proxy-authenticate"}
 )  # fmt: skip
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
-#: The metric name of the proxy's own time in the ``server-timing`` header of a chat answer.
-SERVER_TIMING = "shortlist"
 
 
 @dataclass(frozen=True)
