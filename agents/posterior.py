@@ -70,6 +70,8 @@ __all__ = ["ListwisePosterior", "PosteriorConfig", "design_tensor", "nll_and_gra
 
 TAIL_NAMES: tuple[str, ...] = ("tail", "tail_log_size")
 """The two columns after the item features: 1 on the tail pseudo-item, and its log2(L - M + 1)."""
+PAYS_KEPT = 64
+"""Rows of terminal rewards a policy keeps (one per list width, list size and relevant count seen)."""
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,7 @@ class ListwisePosterior:
         self.final_loss = math.nan
         self.n_iter = 0
         self.converged = False
+        self._pays: dict[tuple[int, int, int], NDArray[np.float64]] = {}
 
     @property
     def feature_names(self) -> tuple[str, ...]:
@@ -271,13 +274,28 @@ class ListwisePosterior:
         episode = learned_episode(config, self.settings.break_even)
         caps = np.minimum(np.array([episode.cap(q) for q in queries], dtype=np.int64), mq)
         k = np.arange(1, width + 1)[None, :]
-        n = np.array([q.n_candidates for q in queries], dtype=np.int64)[:, None]
-        r = np.maximum(np.array([q.n_relevant for q in queries], dtype=np.int64), 1)[:, None]
-        kk = np.minimum(k, n)  # padding columns beyond a short list: any valid depth, masked below
-        pay = np.asarray(terminal_reward(self.reward, np.ones(p.shape, bool), kk, n, r), dtype=np.float64)
+        pay = np.stack([self._pay(width, q.n_candidates, max(q.n_relevant, 1)) for q in queries])
         found = np.cumsum(p, axis=1)
         value = found * pay - config.step_cost * (k - 1)
         return found, np.where(k <= caps[:, None], value, -np.inf)
+
+    def _pay(self, width: int, n: int, r: int) -> NDArray[np.float64]:
+        """``T(k)`` for k = 1..width on a list of ``n`` candidates with ``r`` relevant (a depth beyond a short
+        list: any valid one, ``min(k, n)``; masked by the caller), kept for the last few (width, n, r): a tool
+        search asks for the same registry size on every request, and the terminal reward's exact log-space
+        hypergeometric costs more than the rest of a decision. The row is the one the whole batch would get:
+        the reward is elementwise."""
+        key = (width, int(n), int(r))
+        row = self._pays.get(key)
+        if row is None:
+            kk = np.minimum(np.arange(1, width + 1), n)
+            found = np.ones(width, dtype=bool)
+            row = np.asarray(terminal_reward(self.reward, found, kk, n, r), dtype=np.float64)
+            row.flags.writeable = False
+            if len(self._pays) >= PAYS_KEPT:
+                self._pays.pop(next(iter(self._pays)))
+            self._pays[key] = row
+        return row
 
     def depths(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.int64]:
         if len(queries) == 0:

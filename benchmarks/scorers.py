@@ -14,6 +14,12 @@ package (model files inside the wheel, loaded with ``HF_HUB_OFFLINE=1``); any
 other value is passed to ``SentenceTransformer`` as a model name or local path
 (it must be available locally: nothing is downloaded at run time). Embeddings
 are L2-normalised, so scores are cosine similarities in [-1, 1].
+
+Two ways to the same embeddings: a model folder that :mod:`benchmarks.sbert` supports (a mean-pooled BERT:
+all-MiniLM-L6-v2) is encoded by :class:`benchmarks.sbert.BertMeanEncoder`, sentence-transformers' pipeline in
+plain torch, bit-identical to ``SentenceTransformer.encode`` and without its 7 s of imports; any other model by
+sentence-transformers itself (``backend``). The identity is the same either way (the model's file digest; ``impl``
+names the sentence-transformers release whose pipeline both follow), so cached embeddings serve both.
 """
 
 from __future__ import annotations
@@ -25,10 +31,12 @@ import re
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
+
+from benchmarks.sbert import BertMeanEncoder, unsupported
 
 TOKENISER_VERSION = "v1-camel-snake-lower-alnum-stop"
 STOPWORDS = frozenset(
@@ -176,8 +184,11 @@ def _model_digest_cached(path: str, sig: tuple) -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def _load_model(path: str, name: str):  # noqa: ANN202
-    """Load a sentence-transformers model once per process (offline)."""
+def _load_model(path: str, name: str, backend: str = "auto") -> Any:
+    """Load a model once per process (offline): the plain-torch encoder of :mod:`benchmarks.sbert` when
+    ``backend`` is ``auto`` and it supports the folder, else the sentence-transformers model."""
+    if backend == "auto" and unsupported(path) is None:
+        return BertMeanEncoder(path)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
@@ -191,14 +202,28 @@ def _load_model(path: str, name: str):  # noqa: ANN202
         ) from e
 
 
-class EmbeddingScorer:
-    """Cosine similarity of sentence-transformers embeddings."""
+#: How an embedding scorer computes: ``auto`` (the plain-torch encoder where it applies, else
+#: sentence-transformers) or ``sentence-transformers`` (always).
+BACKENDS = ("auto", "sentence-transformers")
 
-    def __init__(self, model: str = "minilm", batch_size: int = 64) -> None:
+
+class EmbeddingScorer:
+    """Cosine similarity of sentence-transformers embeddings (module docstring).
+
+    Args:
+        model: ``minilm`` or a sentence-transformers model name or local path.
+        batch_size: texts per forward pass (the batches change the float32 results in their last bits).
+        backend: ``auto`` or ``sentence-transformers`` (:data:`BACKENDS`).
+    """
+
+    def __init__(self, model: str = "minilm", batch_size: int = 64, backend: str = "auto") -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown embedding backend {backend!r}; expected one of {', '.join(BACKENDS)}")
         self.name = model
         self.path = resolve_model(model)
         self.batch_size = batch_size
-        self._model = None
+        self.backend = backend
+        self._model: Any = None
 
     def identity(self) -> dict[str, str]:
         return {
@@ -208,14 +233,16 @@ class EmbeddingScorer:
             "impl": f"sentence-transformers=={_dist_version('sentence-transformers')}",
         }
 
-    def _load(self):  # noqa: ANN202
+    def _load(self) -> Any:
         if self._model is None:
-            self._model = _load_model(self.path, self.name)
+            self._model = _load_model(self.path, self.name, self.backend)
         return self._model
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """L2-normalised embeddings, shape (len(texts), dim)."""
         model = self._load()
+        if isinstance(model, BertMeanEncoder):
+            return model.encode(list(texts), batch_size=self.batch_size)
         return np.asarray(
             model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False),
             dtype=np.float32,

@@ -63,6 +63,17 @@ def scorer_observation(scorer: str) -> str:
     return "hybrid" if SEARCH_SCORERS[resolve_scorer(scorer)][1] else "score"
 
 
+def scorer_identity(scorer: str) -> dict[str, Any]:
+    """What a tool-search scorer's scores depend on, whatever the registry: ``{"scorer", "rank": <the ranking
+    scorer's identity>}`` plus ``"observe"`` (the observed one's) for a hybrid."""
+    canonical = resolve_scorer(scorer)
+    rank_by, observe = SEARCH_SCORERS[canonical]
+    out: dict[str, Any] = {"scorer": canonical, "rank": make_scorer(rank_by).identity()}
+    if observe is not None:
+        out["observe"] = make_scorer(observe).identity()
+    return out
+
+
 def identity_mismatch(recorded: Mapping[str, Any], current: Mapping[str, Any], path: str = "") -> list[str]:
     """The fields (dotted paths) on which two scorer identities differ, library versions left out."""
     out = []
@@ -123,11 +134,8 @@ class RegistryRanker:
         self._tool_embeddings = cached_embeddings(scorer, self.texts, self.cache_dir)
 
     def identity(self) -> dict[str, Any]:
-        """What the scores depend on: ``{"scorer", "rank": <identity>}`` plus ``"observe"`` for a hybrid."""
-        out: dict[str, Any] = {"scorer": self.scorer, "rank": make_scorer(self.rank_by).identity()}
-        if self.observe is not None:
-            out["observe"] = make_scorer(self.observe).identity()
-        return out
+        """What the scores depend on (:func:`scorer_identity`)."""
+        return scorer_identity(self.scorer)
 
     def _matrix(self, name: str, requests: Sequence[str], cache_requests: bool) -> NDArray[np.float64]:
         if name == "bm25":

@@ -154,31 +154,38 @@ def _toolsearch_pays(a: o.ToolsearchPaysArgs, command: str) -> int:
     return cmd_toolsearch_pays(a, command)
 
 
-def _serving(a: o.ServeArgs) -> Any:
-    """The saved searcher a server serves, with the servers' log lines on stderr (stdout may be MCP's stdio)."""
+def _serving(a: o.ServeArgs, tools: str | None = None) -> Any:
+    """The tool search a server serves (``shortlist search``'s: a saved searcher or the library's defaults), with
+    the servers' log lines on stderr (stdout may be MCP's stdio)."""
     import logging
 
-    from shortlist_depth.toolsearch import ToolSearch
+    from experiments.toolsearch import resolve_search
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    return ToolSearch.load(a.searcher, cache_dir=a.cache_dir)
+    return resolve_search(a, tools)
 
 
 def _serve_mcp(a: o.ServeMcpArgs) -> int:
     from servers.mcp_server import SearchSettings, run
 
-    settings = SearchSettings(pin=a.pin, min_k=a.min_k, max_k=a.max_k)
-    run(_serving(a), settings, upstream_command=a.upstream_command, transport=a.transport, host=a.host, port=a.port,
-        path=a.path)  # fmt: skip
+    settings = SearchSettings(pin=a.pin, min_k=a.min_k, max_k=a.bound())
+    run(_serving(a, a.tools), settings, upstream_command=a.upstream_command, transport=a.transport, host=a.host,
+        port=a.port, path=a.path)  # fmt: skip
     return 0
 
 
 def _serve_openai(a: o.ServeOpenaiArgs) -> int:
     from servers.openai_proxy import ProxyConfig, serve
 
-    config = ProxyConfig(a.upstream, a.max_body_bytes, a.timeout, a.min_k, a.max_k)
+    config = ProxyConfig(a.upstream, a.max_body_bytes, a.timeout, a.min_k, a.bound())
     serve(_serving(a), config, a.host, a.port)
     return 0
+
+
+def _toolsearch_embeddings(a: o.ToolsearchEmbeddingsArgs) -> int:
+    from experiments.toolsearch import cmd_toolsearch_embeddings
+
+    return cmd_toolsearch_embeddings(a)
 
 
 def _toolsearch_latency(a: o.ToolsearchLatencyArgs) -> int:
@@ -356,6 +363,18 @@ TOOLSEARCH_COMMANDS: tuple[Command, ...] = (
         _toolsearch_latency,
         "per-request time of a tool search on BFCL's 370 tools or ToolBench's 3,406 (p50 / p99, the scorer's part "
         "and the rest)",
+        wants_command=False,
+    ),
+    Command(
+        "embeddings",
+        (o.ToolsearchEmbeddingsArgs,),
+        _toolsearch_embeddings,
+        "the plain-torch MiniLM against sentence-transformers on every tool text and query of the benchmarks: "
+        "bit-identical or the largest difference",
+        "Embeds each benchmark's tool texts and queries with sentence-transformers and with the package's plain-torch "
+        "encoder (benchmarks/sbert.py: what a tool search serves with, without importing sentence-transformers), in "
+        "the same batches on the same torch threads, and prints one row per text set: identical or not, the largest "
+        "absolute difference and each one's CPU seconds. Exit status 1 when any embedding differs.",
         wants_command=False,
     ),
 )

@@ -29,6 +29,7 @@ from experiments.plan import (
     Learning,
 )
 from rewards import REWARD_KINDS
+from shortlist_depth.toolsearch import DEFAULT_MAX_K
 
 BUCKET_SCHEMES = ("default", "narrow")
 #: The parts of ``shortlist bench``.
@@ -583,7 +584,48 @@ class KindsArgs:
 
 
 @dataclass(frozen=True)
-class SearchArgs:
+class SearcherArgs:
+    """The tool search of ``shortlist search`` and every ``shortlist serve`` command, with the library's defaults
+    (:class:`shortlist_depth.SearchSpec`): a saved searcher, or ``--scorer`` (bm25) with the policy shipped for it
+    or ``--policy``; the bounds of K (``--max-k`` :data:`shortlist_depth.DEFAULT_MAX_K`, ``--no-max-k``)."""
+
+    HELP_GROUP: ClassVar[str] = "tool search"
+
+    searcher: str | None = opt(
+        None, "a saved searcher folder (ToolSearch.save; `shortlist recommend --tools --log` writes OUT/searcher): "
+        "its scorer, policy and registry (unset: --scorer and --policy)",
+    )  # fmt: skip
+    scorer: str = opt("bm25", "without --searcher: bm25, minilm, hybrid (bm25 ranks, minilm observed) or minilm-hybrid")
+    policy: str | None = opt(
+        None, "without --searcher: a run directory of a trained policy (unset: the default shipped for --scorer)"
+    )
+    min_k: int | None = opt(
+        None, "show at least this many ranked tools (unset: 1); also what a list with no ranking information shows"
+    )
+    max_k: int = opt(DEFAULT_MAX_K, "show at most this many ranked tools")
+    no_max_k: bool = opt(False, f"no upper bound on the ranked tools shown (instead of --max-k {DEFAULT_MAX_K})")
+    cache_dir: str | None = opt(None, "cache folder of tool embeddings ($SHORTLIST_CACHE_DIR, else the per-user one)")
+
+    def __post_init__(self) -> None:
+        if self.searcher and (self.policy or self.scorer != "bm25"):
+            raise ValueError("--scorer and --policy go without --searcher (a saved searcher holds its own)")
+        if self.no_max_k and self.max_k != DEFAULT_MAX_K:
+            raise ValueError(f"give --max-k {self.max_k} or --no-max-k, not both")
+        for flag, value in (("--min-k", self.min_k), ("--max-k", self.max_k)):
+            if value is not None and value < 1:
+                raise ValueError(f"{flag} must be >= 1, got {value}")
+        if self.min_k is not None and self.bound() is not None and self.min_k > self.max_k:
+            lift = " (the default: --no-max-k lifts it)" if self.max_k == DEFAULT_MAX_K else ""
+            raise ValueError(f"--min-k {self.min_k} exceeds --max-k {self.max_k}{lift}")
+        _check_folder("--cache-dir", self.cache_dir)
+
+    def bound(self) -> int | None:
+        """The upper bound on K (None with ``--no-max-k``)."""
+        return None if self.no_max_k else self.max_k
+
+
+@dataclass(frozen=True)
+class SearchArgs(SearcherArgs):
     """``shortlist search``: a tool search's shortlist for a request (:class:`shortlist_depth.ToolSearch`)."""
 
     HELP_GROUP: ClassVar[str] = "search"
@@ -592,34 +634,20 @@ class SearchArgs:
         "", "the request; empty: read requests from stdin, one a line (one JSON line out per request)",
         positional=True, optional=True,
     )  # fmt: skip
-    searcher: str | None = opt(
-        None, "a saved searcher folder (ToolSearch.save; `shortlist recommend --tools --log` writes OUT/searcher)"
-    )
     tools: str | None = opt(
         None,
         "a tools file instead of --searcher: an OpenAI tools list, an MCP tools/list result, or JSON lines of "
         "{name, description, parameters}",
     )
-    scorer: str = opt("bm25", "with --tools: bm25, minilm, hybrid (bm25 ranks, minilm observed) or minilm-hybrid")
-    policy: str | None = opt(None, "with --tools: a run directory of a trained policy (unset: the shipped default)")
-    min_k: int | None = opt(None, "show at least this many ranked tools (unset: the policy's K)")
-    max_k: int | None = opt(None, "show at most this many ranked tools (unset: the policy's K)")
     pin: tuple[str, ...] = opt(
         (), "a tool always shown, first, besides the policy's K (one a flag: --pin a --pin b)", each=True
     )
     exclude: tuple[str, ...] = opt((), "a tool never ranked nor shown (one a flag: --exclude a --exclude b)", each=True)
-    cache_dir: str | None = opt(None, "cache folder of tool embeddings ($SHORTLIST_CACHE_DIR, else the per-user one)")
 
     def __post_init__(self) -> None:
         if bool(self.searcher) == bool(self.tools):
             raise ValueError("give one of --searcher DIR and --tools FILE")
-        if self.searcher and (self.policy or self.scorer != "bm25"):
-            raise ValueError("--scorer and --policy go with --tools (a saved searcher holds its own)")
-        for flag, value in (("--min-k", self.min_k), ("--max-k", self.max_k)):
-            if value is not None and value < 1:
-                raise ValueError(f"{flag} must be >= 1, got {value}")
-        if self.min_k is not None and self.max_k is not None and self.min_k > self.max_k:
-            raise ValueError(f"--min-k {self.min_k} exceeds --max-k {self.max_k}")
+        super().__post_init__()
 
 
 @dataclass(frozen=True)
@@ -722,28 +750,16 @@ class ToolsearchPaysArgs(FolderArgs):
 
 
 @dataclass(frozen=True)
-class ServeArgs:
-    """What every ``shortlist serve`` command takes: the saved searcher, where to listen, the bounds of K."""
+class ServeArgs(SearcherArgs):
+    """What every ``shortlist serve`` command takes: the tool search (a saved searcher or the library's defaults),
+    where to listen."""
 
     HELP_GROUP: ClassVar[str] = "serve"
 
-    searcher: str = opt(
-        "", "a saved searcher folder (ToolSearch.save; `shortlist recommend --tools --log` writes OUT/searcher): its "
-        "scorer and policy (and, with no upstream, its registry)", required=True,
-    )  # fmt: skip
     host: str = opt("127.0.0.1", "address to listen on (another than 127.0.0.1 exposes the server to the network)")
-    min_k: int | None = opt(None, "show at least this many ranked tools (unset: the policy's K)")
-    max_k: int | None = opt(None, "show at most this many ranked tools (unset: the policy's K)")
-    cache_dir: str | None = opt(None, "cache folder of tool embeddings ($SHORTLIST_CACHE_DIR, else the per-user one)")
 
     def __post_init__(self) -> None:
-        if not self.searcher:
-            raise ValueError("--searcher DIR is required (a folder ToolSearch.save wrote)")
-        for flag, value in (("--min-k", self.min_k), ("--max-k", self.max_k)):
-            if value is not None and value < 1:
-                raise ValueError(f"{flag} must be >= 1, got {value}")
-        if self.min_k is not None and self.max_k is not None and self.min_k > self.max_k:
-            raise ValueError(f"--min-k {self.min_k} exceeds --max-k {self.max_k}")
+        super().__post_init__()
         port = getattr(self, "port", 1)
         if not 0 < port < 65536:
             raise ValueError(f"--port must lie in 1..65535, got {port}")
@@ -761,12 +777,21 @@ class ServeMcpArgs(ServeArgs):
         (), "a tool always shown (with an upstream: listed by tools/list; alone: first in every answer); one a flag: "
         "--pin a --pin b", each=True,
     )  # fmt: skip
+    tools: str | None = opt(
+        None, "without --upstream-command: a tools file to search instead of a saved searcher's registry (an OpenAI "
+        "tools list, an MCP tools/list result, JSON lines of {name, description, parameters})",
+    )  # fmt: skip
     transport: str = opt("stdio", "how clients connect", choices=("stdio", "http"))
     port: int = opt(8000, "with --transport http: the port")
     path: str = opt("/mcp", "with --transport http: the endpoint's path")
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.upstream_command is None and bool(self.searcher) == bool(self.tools):
+            raise ValueError("serve mcp searches a registry: give --upstream-command CMD (its tools), --searcher DIR "
+                             "or --tools FILE")  # fmt: skip
+        if self.upstream_command is not None and self.tools:
+            raise ValueError("--tools goes without --upstream-command (the upstream's tools are the registry)")
         if self.transport not in ("stdio", "http"):
             raise ValueError(f"--transport must be stdio or http, got {self.transport!r}")
         if self.upstream_command is not None and not self.upstream_command.strip():
@@ -823,6 +848,27 @@ class ToolsearchLatencyArgs(FolderArgs):
                 f"--requests and --torch-threads must be >= 1 and --warmup >= 0, got {self.requests}, "
                 f"{self.torch_threads}, {self.warmup}"
             )
+
+
+@dataclass(frozen=True)
+class ToolsearchEmbeddingsArgs(FolderArgs):
+    """``shortlist toolsearch embeddings``: the plain-torch MiniLM against sentence-transformers, text by text."""
+
+    HELP_GROUP: ClassVar[str] = "embeddings"
+
+    benchmarks: tuple[str, ...] = opt(("bfcl", "toolbench"), "benchmarks whose tool texts and queries are embedded")
+    model: str = opt("minilm", "the embedding model (one the plain-torch encoder supports)")
+    batch_size: int = opt(64, "texts per forward pass (the package's scorer's)")
+    torch_threads: int = opt(1, "torch threads of both (float32 results differ in the last bits with it)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        unknown = [b for b in self.benchmarks if b not in ("bfcl", "metatool", "toolbench")]
+        if unknown or not self.benchmarks:
+            raise ValueError(f"--benchmarks: some of bfcl, metatool, toolbench, got {list(self.benchmarks)}")
+        if self.batch_size < 1 or self.torch_threads < 1:
+            raise ValueError(f"--batch-size and --torch-threads must be >= 1, got {self.batch_size}, "
+                             f"{self.torch_threads}")  # fmt: skip
 
 
 @dataclass(frozen=True)

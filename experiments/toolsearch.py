@@ -48,7 +48,14 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from experiments.options import SearchArgs, ToolsearchDefaultArgs, ToolsearchLatencyArgs, ToolsearchPaysArgs
+from experiments.options import (
+    SearchArgs,
+    SearcherArgs,
+    ToolsearchDefaultArgs,
+    ToolsearchEmbeddingsArgs,
+    ToolsearchLatencyArgs,
+    ToolsearchPaysArgs,
+)
 
 if TYPE_CHECKING:  # pandas is read by the default command only: `shortlist search` starts without it
     import numpy as np
@@ -68,19 +75,24 @@ DEFAULT_TITLE = "Default tool-search policy"
 # ----------------------------------------------------------------------------------------------- search
 
 
-def _searcher(sa: SearchArgs) -> Any:
-    from shortlist_depth.toolsearch import ToolSearch
+def resolve_search(a: SearcherArgs, tools: str | None = None) -> Any:
+    """The tool search of a command line, the same for ``shortlist search`` and every server: the saved searcher
+    (``--searcher``), else the library's :class:`~shortlist_depth.SearchSpec` of ``--scorer`` and ``--policy`` (the
+    shipped default when unset) over the tools file ``tools``, or, with no tools file, the spec itself (a server
+    that gets its tools per request)."""
+    from shortlist_depth.toolsearch import SearchSpec, ToolSearch
 
-    if sa.searcher:
-        return ToolSearch.load(sa.searcher, cache_dir=sa.cache_dir)
-    assert sa.tools
-    return ToolSearch.from_file(sa.tools, sa.scorer, sa.policy, cache_dir=sa.cache_dir)
+    if a.searcher:
+        return ToolSearch.load(a.searcher, cache_dir=a.cache_dir)
+    if tools:
+        return ToolSearch.from_file(tools, a.scorer, a.policy, cache_dir=a.cache_dir)
+    return SearchSpec.create(a.scorer, a.policy, cache_dir=a.cache_dir, where="--scorer/--policy")
 
 
 def cmd_search(sa: SearchArgs) -> int:
     """``shortlist search``: one shortlist as JSON, or JSON lines for the requests of stdin."""
-    search = _searcher(sa)
-    kw = {"min_k": sa.min_k, "max_k": sa.max_k, "pinned": sa.pin, "exclude": sa.exclude}
+    search = resolve_search(sa, sa.tools)
+    kw = {"min_k": sa.min_k, "max_k": sa.bound(), "pinned": sa.pin, "exclude": sa.exclude}
     if sa.request:
         print(json.dumps(search.search(sa.request, **kw).to_json(), ensure_ascii=False))
         return 0
@@ -395,6 +407,58 @@ def cmd_toolsearch_latency(la: ToolsearchLatencyArgs) -> int:
         head = f"| {search.scorer} | {search.policy.method} | {len(tools)} | {len(timed)} | {build:.2f} | "
         print(head + " | ".join(f"{c:.2f}" for c in cells) + " |")
     return 0
+
+
+def benchmark_texts(name: str, data_dir: str | None, cache_dir: str | None) -> dict[str, list[str]]:
+    """A benchmark's tool texts (registry order) and query texts, by set name (``<name> tools``, ``<name> queries``)."""
+    folder, cache = (Path(data_dir) if data_dir else None), (Path(cache_dir) if cache_dir else None)
+    if name == "bfcl":
+        from benchmarks.bfcl import load_bfcl
+
+        corpus = load_bfcl(data_dir=folder, cache_dir=cache)
+    elif name == "metatool":
+        from benchmarks.metatool import load_metatool
+
+        corpus = load_metatool(folder)
+    else:
+        from benchmarks.toolbench import load_toolbench
+
+        corpus = load_toolbench(folder, cache)
+    return {f"{name} tools": list(corpus.tool_texts), f"{name} queries": [q.text for q in corpus.queries]}
+
+
+def cmd_toolsearch_embeddings(ea: ToolsearchEmbeddingsArgs) -> int:
+    """``shortlist toolsearch embeddings``: :class:`benchmarks.sbert.BertMeanEncoder` against sentence-transformers'
+    ``encode`` on every tool text and query of the benchmarks (same batches, same threads); 1 when any differs."""
+    import time
+
+    import numpy as np
+    import torch
+
+    from benchmarks.sbert import BertMeanEncoder
+    from benchmarks.scorers import _load_model, resolve_model
+
+    torch.set_num_threads(ea.torch_threads)
+    path = resolve_model(ea.model)
+    light, st = BertMeanEncoder(path), _load_model(path, ea.model, "sentence-transformers")
+    print(f"model {ea.model} ({path}), batch size {ea.batch_size}, {ea.torch_threads} torch thread(s)")
+    print("| texts | n | bit-identical | max abs difference | sentence-transformers CPU s | plain torch CPU s |")
+    print("|---|---|---|---|---|---|")
+    differ = 0
+    for bench in ea.benchmarks:
+        for name, texts in benchmark_texts(bench, ea.data_dir, ea.cache_dir).items():
+            c0 = time.process_time()
+            reference = np.asarray(st.encode(texts, batch_size=ea.batch_size, normalize_embeddings=True,
+                                             show_progress_bar=False), dtype=np.float32)  # fmt: skip
+            c1 = time.process_time()
+            got = light.encode(texts, batch_size=ea.batch_size)
+            c2 = time.process_time()
+            same = got.shape == reference.shape and bool(np.array_equal(got, reference))
+            gap = float(np.abs(got - reference).max()) if got.shape == reference.shape else float("inf")
+            differ += not same
+            print(f"| {name} | {len(texts)} | {'yes' if same else 'NO'} | {gap:.3g} | {c1 - c0:.1f} | {c2 - c1:.1f} |",
+                  flush=True)  # fmt: skip
+    return 1 if differ else 0
 
 
 # ----------------------------------------------------------------------------------------------- pays

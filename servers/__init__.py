@@ -10,10 +10,13 @@ Thin layers over :class:`shortlist_depth.ToolSearch` (a handler parses, calls th
 - :mod:`servers.fakes`: the fake upstreams the tests and ``shortlist bench`` run on 127.0.0.1.
 
 Needs the ``serve`` extra (``pip install 'shortlist-depth[serve]'``: the MCP Python SDK, Starlette, uvicorn,
-httpx, orjson). Servers bind 127.0.0.1 unless told otherwise.
+httpx, msgspec). Servers bind 127.0.0.1 unless told otherwise.
 """
 
 from __future__ import annotations
 
 #: Where a server binds unless told otherwise.
 DEFAULT_HOST = "127.0.0.1"
+#: The metric name of the OpenAI proxy's own time in the ``server-timing`` header of a chat answer
+#: (``shortlist;dur=<ms>``: :mod:`servers.openai_proxy`).
+SERVER_TIMING = "shortlist"

@@ -37,8 +37,9 @@ from servers import DEFAULT_HOST
 
 @dataclass
 class Received:
-    """What a fake OpenAI upstream received: the last ``keep`` requests (method, path, headers, JSON body), the
-    count of all of them, and how many times each ``x-request-id`` header came."""
+    """What a fake OpenAI upstream received: the last ``keep`` requests (method, path, headers, JSON body and, when
+    it parses bodies, the raw bytes), the count of all of them, and how many times each ``x-request-id`` header
+    came."""
 
     keep: int = 1000
     count: int = 0
@@ -83,7 +84,8 @@ def fake_openai_app(received: Received | None = None, parse: bool = True) -> Sta
     async def chat(request: Request) -> Response:
         raw = await request.body()
         body = json.loads(raw) if raw and parse else {}
-        seen.add({"method": request.method, "path": request.url.path, "headers": dict(request.headers), "body": body})
+        seen.add({"method": request.method, "path": request.url.path, "headers": dict(request.headers), "body": body,
+                  "raw": raw if parse else b""})  # fmt: skip
         delay = float(request.headers.get("x-fake-delay", "0"))
         if delay:
             await asyncio.sleep(delay)

@@ -1,17 +1,18 @@
 """``shortlist serve mcp``: the tool search as an MCP server, alone or in front of an upstream MCP server.
 
-Alone (``--searcher DIR``): one tool, ``search_tools(query)``, answers the shortlist of the saved searcher's
-registry for the query: each tool's ``name``, ``description`` and ``inputSchema``, the policy's ``k`` and
-``policy`` (structured content, and the same JSON as text). ``--pin NAME`` tools come first in every answer,
-besides the policy's K.
+Alone (``--searcher DIR``, or ``--tools FILE`` with the library's defaults): one tool, ``search_tools(query)``,
+answers the shortlist of the registry for the query: each tool's ``name``, ``description`` and ``inputSchema``, the
+policy's ``k`` and ``policy`` (structured content, and the same JSON as text). ``--pin NAME`` tools come first in
+every answer, besides the policy's K.
 
 In front of an upstream (``--upstream-command CMD``: the command that starts the upstream MCP server over stdio,
 run with this process's environment): the upstream's ``tools/list`` is read once (every page) and again after
-the upstream says its list changed; the registry searched is the upstream's tools (the saved searcher's scorer
-and policy, :meth:`shortlist_depth.ToolSearch.with_tools`). ``tools/list`` answers ``search_tools`` plus the
-pinned upstream tools (as the upstream lists them); ``search_tools`` never returns a pinned tool (the agent has
-them already); ``tools/call`` of an upstream tool (any of them, listed or found by a search) is forwarded as is
-and its result, or its MCP error, relayed unchanged.
+the upstream says its list changed; the registry searched is the upstream's tools, with the tool search's scorer
+and policy (:class:`shortlist_depth.SearchSpec`: the library's defaults, ``--policy``, or a saved searcher's).
+K is bounded as the library bounds it (``max_k`` :data:`shortlist_depth.DEFAULT_MAX_K` unless configured).
+``tools/list`` answers ``search_tools`` plus the pinned upstream tools (as the upstream lists them);
+``search_tools`` never returns a pinned tool (the agent has them already); ``tools/call`` of an upstream tool (any
+of them, listed or found by a search) is forwarded as is and its result, or its MCP error, relayed unchanged.
 
 A query with no text is an error result (``isError``). When the searcher fails on a query, ``search_tools``
 answers every tool of the registry, says why in ``fallback`` and logs it. Transports: stdio (default) or
@@ -39,7 +40,7 @@ from pydantic import BaseModel
 
 from benchmarks.tools import parse_tools
 from servers import DEFAULT_HOST
-from shortlist_depth.toolsearch import Shortlist, ToolSearch
+from shortlist_depth.toolsearch import DEFAULT_MAX_K, SearchSpec, Shortlist, ToolSearch
 
 LOG = logging.getLogger("servers.mcp_server")
 SEARCH_TOOL = "search_tools"
@@ -75,9 +76,9 @@ class SearchSettings:
     pin: tuple[str, ...] = ()
     """Tools always shown (alone: first in every answer; with an upstream: in ``tools/list``)."""
     min_k: int | None = None
-    """Show at least this many ranked tools (None: the policy's K)."""
-    max_k: int | None = None
-    """Show at most this many ranked tools (None: the policy's K)."""
+    """Show at least this many ranked tools (None: 1, the library's)."""
+    max_k: int | None = DEFAULT_MAX_K
+    """Show at most this many ranked tools (the library's default bound; None: no bound)."""
 
 
 def answer(shortlist: Shortlist) -> SearchAnswer:
@@ -91,9 +92,9 @@ class Upstream:
     """An upstream MCP server: a connected SDK client, its tools (read once, again after it says they changed)
     and the searcher over them."""
 
-    def __init__(self, client: Client, base: ToolSearch) -> None:
+    def __init__(self, client: Client, base: ToolSearch | SearchSpec) -> None:
         self.client = client
-        self.base = base
+        self.spec = base.spec if isinstance(base, ToolSearch) else base
         self.tools: dict[str, Tool] = {}
         self.searcher: ToolSearch | None = None
         self.stale = True
@@ -116,7 +117,7 @@ class Upstream:
             if cursor is None:
                 break
         listed = [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in tools]
-        self.searcher = await anyio.to_thread.run_sync(self.base.with_tools, listed)
+        self.searcher = await anyio.to_thread.run_sync(self.spec.over, listed)
         self.tools = {t.name: t for t in tools}
         self.stale = False
         LOG.info("upstream lists %d tools", len(tools))
@@ -125,13 +126,17 @@ class Upstream:
 class ShortlistServer(MCPServer):
     """The MCP server (module docstring): ``search_tools``, and with an upstream, its tools behind it."""
 
-    def __init__(self, searcher: ToolSearch, settings: SearchSettings, upstream: Upstream | None = None) -> None:
+    def __init__(
+        self, searcher: ToolSearch | SearchSpec, settings: SearchSettings, upstream: Upstream | None = None
+    ) -> None:
         super().__init__("shortlist", instructions=SEARCH_DESCRIPTION, log_level="WARNING")
         self.searcher = searcher
         self.search_settings = settings
         self.upstream = upstream
         self.limiter = anyio.CapacityLimiter(1)  # one search at a time, off the event loop
         if upstream is None:
+            if not isinstance(searcher, ToolSearch):
+                raise ValueError("serve mcp without an upstream searches a registry: --searcher DIR or --tools FILE")
             unknown = [n for n in settings.pin if n not in searcher.names]
             if unknown:
                 raise ValueError(f"--pin: tool(s) not in the searcher's registry: {unknown[:5]}")
@@ -147,6 +152,7 @@ class ShortlistServer(MCPServer):
             assert self.upstream.searcher is not None
             search, kw = self.upstream.searcher, {"exclude": [p for p in s.pin if p in self.upstream.tools]}
         else:
+            assert isinstance(self.searcher, ToolSearch)
             search, kw = self.searcher, {"pinned": list(s.pin)}
         try:
             shortlist = await anyio.to_thread.run_sync(
@@ -188,7 +194,7 @@ def upstream_client(command: str, message_handler: Any) -> Client:
 
 
 async def run_async(
-    searcher: ToolSearch,
+    searcher: ToolSearch | SearchSpec,
     settings: SearchSettings,
     upstream_command: str | None = None,
     transport: str = "stdio",
@@ -230,7 +236,7 @@ async def run_async(
         await serve(ShortlistServer(searcher, settings, upstream))
 
 
-def run(searcher: ToolSearch, settings: SearchSettings, **kw: Any) -> None:
+def run(searcher: ToolSearch | SearchSpec, settings: SearchSettings, **kw: Any) -> None:
     """:func:`run_async` in a fresh event loop.
 
     Raises:

@@ -5,18 +5,22 @@ every request to the upstream (``--upstream``, the base URL an OpenAI client wou
 ``https://api.openai.com/v1``), changing one thing:
 
 - ``POST /v1/chat/completions`` with a non-empty ``tools`` list: ``tools`` is replaced by the shortlist of the
-  latest user message's text (a string, or the ``text`` of its content parts), ranked and cut by the saved
-  searcher's scorer and policy (:meth:`shortlist_depth.ToolSearch.with_tools` on the request's own tools;
-  a registry seen before costs a hash). The tools keep their schemas as sent. A ``tool_choice`` naming a
-  function is pinned: that tool is always sent, first, besides the policy's K.
+  latest user message's text (a string, or the ``text`` of its content parts), ranked and cut by the tool
+  search's scorer and policy (:class:`shortlist_depth.SearchSpec`: the library's defaults, ``--policy``, or a
+  saved searcher's; :meth:`~shortlist_depth.SearchSpec.over` the request's own tools; a registry seen before
+  costs a hash), K bounded as the library bounds it (``max_k`` :data:`shortlist_depth.DEFAULT_MAX_K` unless
+  configured). The tools keep their schemas as sent. A ``tool_choice`` naming a function is pinned: that tool is
+  always sent, first, besides the policy's K.
 - everything else passes unchanged: a chat request without ``tools`` (or with an empty list), and every other
   path under ``/v1`` (``/v1/models``, ...), any method.
 
 Response headers: ``x-shortlist-k`` (the policy's K for the request), ``x-shortlist-tools`` (``shown/sent``,
-pinned tools included), ``x-shortlist-policy`` (the policy's method); when the request went with all its tools
-or unchanged, ``x-shortlist-fallback`` says why: ``no tools``, ``no user text`` (the latest user message has no
-text), ``searcher error: <exception type>`` (the searcher failed: logged with the reason; the request goes with
-every tool, never dropped).
+pinned tools included), ``x-shortlist-policy`` (the policy's method), ``server-timing: shortlist;dur=<ms>`` (the
+proxy's own time on the request: from the whole body in hand to the upstream call, parsing, searching and
+serialising included, plus its work on the upstream's answer; not the waits for the client or the upstream); when
+the request went with all its tools or unchanged, ``x-shortlist-fallback`` says why: ``no tools``, ``no user
+text`` (the latest user message has no text), ``searcher error: <exception type>`` (the searcher failed: logged
+with the reason; the request goes with every tool, never dropped).
 
 Passed through: the upstream's status, body and headers (hop-by-hop headers aside); ``stream: true`` responses
 relayed chunk by chunk as they come. Request headers go upstream as sent, ``Authorization`` included; no header
@@ -43,14 +47,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-import orjson
+import msgspec
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from shortlist_depth.toolsearch import ToolSearch
+from servers import SERVER_TIMING
+from shortlist_depth.toolsearch import DEFAULT_MAX_K, SearchSpec, ToolSearch
 
 LOG = logging.getLogger("servers.openai_proxy")
 #: The largest request body accepted by default (bytes): 16 MiB (BFCL's 370 tools are 0.2 MB).
@@ -76,9 +81,9 @@ class ProxyConfig:
     timeout: float = DEFAULT_TIMEOUT
     """Seconds the upstream has to connect and to send each part of its answer; then 504."""
     min_k: int | None = None
-    """Show at least this many ranked tools (None: the policy's K)."""
-    max_k: int | None = None
-    """Show at most this many ranked tools (None: the policy's K)."""
+    """Show at least this many ranked tools (None: 1, the library's)."""
+    max_k: int | None = DEFAULT_MAX_K
+    """Show at most this many ranked tools (the library's default bound; None: no bound)."""
     registries_kept: int = 32
     """Distinct tool lists whose prepared searchers are kept (least recently used dropped)."""
 
@@ -120,51 +125,80 @@ def chosen_tool(tool_choice: object) -> str | None:
     return None
 
 
+#: The request body's top level, each value left as its raw JSON bytes (parsed only where needed: a 370-tool
+#: body is 0.2 MB, and parsing all of it cost more than the search).
+TOP_LEVEL = msgspec.json.Decoder(dict[str, msgspec.Raw])
+#: A ``tools`` array as the raw bytes of each tool.
+ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
+ENCODER = msgspec.json.Encoder()
+
+
+def _value(raw: msgspec.Raw | None) -> Any:
+    """A top-level value, parsed (None when absent)."""
+    return None if raw is None else msgspec.json.decode(raw)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The searcher of one tool list and each tool's position in it (by name)."""
+
+    search: ToolSearch
+    position: dict[str, int]
+
+
 class Shortlister:
-    """The saved searcher's scorer and policy on each request's tools (one prepared searcher per distinct tool
-    list, keyed by the sha256 of its canonical JSON)."""
+    """The tool search's scorer and policy on each request's tools (one prepared searcher per distinct tool list,
+    keyed by the sha256 of the list's bytes as sent)."""
 
-    def __init__(self, base: ToolSearch, config: ProxyConfig) -> None:
-        self.base = base
+    def __init__(self, base: ToolSearch | SearchSpec, config: ProxyConfig) -> None:
+        self.spec = base.spec if isinstance(base, ToolSearch) else base
         self.config = config
-        self._searchers: OrderedDict[str, ToolSearch] = OrderedDict()
+        self._searchers: OrderedDict[str, Prepared] = OrderedDict()
 
-    def searcher(self, tools: list[Any]) -> ToolSearch:
-        """The searcher of ``tools`` (prepared once per distinct list)."""
-        key = hashlib.sha256(orjson.dumps(tools, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    def searcher(self, tools: msgspec.Raw, items: list[msgspec.Raw]) -> Prepared:
+        """The searcher of a tool list (``tools``, its raw JSON; ``items``, each tool's), prepared once per distinct
+        list: only then are the tools parsed."""
+        key = hashlib.sha256(tools).hexdigest()
         if key in self._searchers:
             self._searchers.move_to_end(key)
             return self._searchers[key]
-        found = self.base.with_tools(tools)
+        search = self.spec.over([msgspec.json.decode(item) for item in items])
+        found = Prepared(search, {name: i for i, name in enumerate(search.names)})
         self._searchers[key] = found
         while len(self._searchers) > self.config.registries_kept:
             self._searchers.popitem(last=False)
         return found
 
-    def plan(self, raw: bytes, body: dict[str, Any]) -> Plan:
-        """The body to send for one chat request, and its headers (module docstring)."""
-        tools = body.get("tools")
-        if not isinstance(tools, list) or not tools:
+    def plan(self, raw: bytes, top: dict[str, msgspec.Raw]) -> Plan:
+        """The body to send for one chat request, and its headers (module docstring): the request's own bytes but
+        for ``tools``, which holds the chosen tools' own bytes, in rank order."""
+        try:
+            items = ITEMS.decode(top["tools"]) if "tools" in top else []
+        except msgspec.ValidationError:  # not a list: not ours to judge
+            items = []
+        if not items:
             return Plan(raw, {"x-shortlist-fallback": "no tools"})
-        text = user_text(body.get("messages"))
+        text = user_text(_value(top.get("messages")))
         if text is None:
-            LOG.info("chat request with %d tools and no user text: all tools forwarded", len(tools))
+            LOG.info("chat request with %d tools and no user text: all tools forwarded", len(items))
             return Plan(raw, {"x-shortlist-fallback": "no user text"})
         try:
-            search = self.searcher(tools)
-            pin = chosen_tool(body.get("tool_choice"))
-            pinned = [pin] if pin is not None and pin in search.names else []
+            prepared = self.searcher(top["tools"], items)
+            search = prepared.search
+            pin = chosen_tool(_value(top.get("tool_choice")))
+            pinned = [pin] if pin is not None and pin in prepared.position else []
             shortlist = search.search(text, min_k=self.config.min_k, max_k=self.config.max_k, pinned=pinned)
         except Exception as e:  # the request is never dropped: it goes with every tool
-            LOG.warning("searcher failed on a request with %d tools, all forwarded: %s: %s", len(tools),
+            LOG.warning("searcher failed on a request with %d tools, all forwarded: %s: %s", len(items),
                         type(e).__name__, e)  # fmt: skip
             return Plan(raw, {"x-shortlist-fallback": f"searcher error: {type(e).__name__}"})
         headers = {
             "x-shortlist-k": str(shortlist.k),
-            "x-shortlist-tools": f"{len(shortlist.tools)}/{len(tools)}",
+            "x-shortlist-tools": f"{len(shortlist.tools)}/{len(items)}",
             "x-shortlist-policy": search.policy.method,
         }
-        return Plan(orjson.dumps({**body, "tools": list(shortlist.tools)}), headers)
+        chosen = b",".join(bytes(items[prepared.position[name]]) for name in shortlist.names)
+        return Plan(ENCODER.encode({**top, "tools": msgspec.Raw(b"[" + chosen + b"]")}), headers)
 
 
 async def read_body(request: Request, limit: int) -> bytes | None:
@@ -188,7 +222,7 @@ def _forwarded(headers: Mapping[str, str]) -> dict[str, str]:
 class Proxy:
     """The proxy's handlers and its one HTTP client to the upstream."""
 
-    def __init__(self, base: ToolSearch, config: ProxyConfig) -> None:
+    def __init__(self, base: ToolSearch | SearchSpec, config: ProxyConfig) -> None:
         self.config = config
         self.shortlister = Shortlister(base, config)
         self.client: httpx.AsyncClient | None = None
@@ -207,24 +241,25 @@ class Proxy:
 
     async def chat(self, request: Request) -> Response:
         """``POST /v1/chat/completions``: the shortlist of the request's tools forwarded (module docstring)."""
-        t0 = time.perf_counter()
         try:
             raw = await read_body(request, self.config.max_body_bytes)
         except ClientDisconnect:
             return Response(status_code=499)
+        t0 = time.perf_counter()  # the proxy's own time starts with the whole body in hand
         if raw is None:
             return error(413, f"request body over the proxy's limit of {self.config.max_body_bytes} bytes",
                          "body_too_large")  # fmt: skip
         try:
-            body = orjson.loads(raw)
-        except orjson.JSONDecodeError as e:
+            top = TOP_LEVEL.decode(raw)
+        except msgspec.ValidationError as e:
+            return error(400, f"the request body must be a JSON object ({e})", "invalid_json")
+        except msgspec.DecodeError as e:
             return error(400, f"the request body is not JSON ({e})", "invalid_json")
-        if not isinstance(body, dict):
-            return error(400, f"the request body must be a JSON object, got {type(body).__name__}", "invalid_json")
-        plan = self.shortlister.plan(raw, body)  # on the event loop: a BM25 search costs about a millisecond
+        plan = self.shortlister.plan(raw, top)  # on the event loop: a BM25 search costs about a millisecond
         LOG.info("chat request: %s (%.1f ms in the proxy)", ", ".join(f"{k[12:]}={v}" for k, v in plan.headers.items()),
                  1e3 * (time.perf_counter() - t0))  # fmt: skip
-        return await self.forward(request, "/chat/completions", plan.body, plan.headers, body.get("stream") is True)
+        stream = _value(top.get("stream")) is True
+        return await self.forward(request, "/chat/completions", plan.body, plan.headers, stream, since=t0)
 
     async def passthrough(self, request: Request) -> Response:
         """Any other path under ``/v1``: forwarded unchanged."""
@@ -238,20 +273,31 @@ class Proxy:
         return await self.forward(request, "/" + request.path_params["path"], raw, {}, stream=False)
 
     async def forward(
-        self, request: Request, path: str, content: bytes, extra: dict[str, str], stream: bool
+        self,
+        request: Request,
+        path: str,
+        content: bytes,
+        extra: dict[str, str],
+        stream: bool,
+        since: float | None = None,
     ) -> Response:
-        """Send ``content`` to the upstream's ``path``; its answer relayed (streamed when ``stream``)."""
+        """Send ``content`` to the upstream's ``path``; its answer relayed (streamed when ``stream``). With ``since``
+        (``time.perf_counter()`` when the proxy's own work on the request began), the answer carries
+        ``server-timing: shortlist;dur=<ms>``: the proxy's own time, that work up to the upstream call plus its
+        work on the upstream's answer (not the waits for the upstream)."""
         assert self.client is not None, "the proxy's lifespan has not started"
         sent = self.client.build_request(request.method, path, content=content, headers=_forwarded(request.headers),
                                          params=str(request.query_params))  # fmt: skip
+        before = 0.0 if since is None else time.perf_counter() - since
         try:
             resp = await self.client.send(sent, stream=True)
         except httpx.TimeoutException:
             return error(504, f"the upstream did not answer within {self.config.timeout:g} s", "upstream_timeout")
         except httpx.HTTPError as e:
             return error(502, f"the upstream cannot be reached ({type(e).__name__})", "upstream_unreachable")
-        headers = {**_forwarded(resp.headers), **extra}
         if stream:
+            t1 = time.perf_counter()
+            headers = self._answer_headers(resp, extra, since, before, t1)
             closing = BackgroundTask(resp.aclose)
             return StreamingResponse(resp.aiter_raw(), resp.status_code, headers, background=closing)
         try:
@@ -263,11 +309,23 @@ class Proxy:
             return error(502, f"the upstream's answer broke off ({type(e).__name__})", "upstream_unreachable")
         finally:
             await resp.aclose()
-        return Response(data, resp.status_code, headers)
+        return Response(data, resp.status_code, self._answer_headers(resp, extra, since, before, time.perf_counter()))
+
+    @staticmethod
+    def _answer_headers(
+        resp: httpx.Response, extra: dict[str, str], since: float | None, before: float, t1: float
+    ) -> dict[str, str]:
+        """The upstream's headers (hop-by-hop ones aside), the proxy's ``extra`` and, when timed, its own time."""
+        headers = {**_forwarded(resp.headers), **extra}
+        if since is not None:
+            own = before + time.perf_counter() - t1
+            headers["server-timing"] = f"{SERVER_TIMING};dur={1e3 * own:.2f}"
+        return headers
 
 
-def create_app(searcher: ToolSearch, config: ProxyConfig) -> Starlette:
-    """The proxy as an ASGI app (run it with uvicorn; :func:`serve`)."""
+def create_app(searcher: ToolSearch | SearchSpec, config: ProxyConfig) -> Starlette:
+    """The proxy as an ASGI app (run it with uvicorn; :func:`serve`): ``searcher`` gives the scorer and policy (a
+    saved searcher's, or :meth:`shortlist_depth.SearchSpec.create`'s defaults)."""
     proxy = Proxy(searcher, config)
     routes = [
         Route("/v1/chat/completions", proxy.chat, methods=["POST"]),
@@ -276,7 +334,7 @@ def create_app(searcher: ToolSearch, config: ProxyConfig) -> Starlette:
     return Starlette(routes=routes, lifespan=proxy.lifespan)
 
 
-def serve(searcher: ToolSearch, config: ProxyConfig, host: str, port: int) -> None:
+def serve(searcher: ToolSearch | SearchSpec, config: ProxyConfig, host: str, port: int) -> None:
     """Run the proxy on ``host:port`` until interrupted."""
     import uvicorn
 

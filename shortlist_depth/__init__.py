@@ -140,7 +140,7 @@ if TYPE_CHECKING:
     from agents.registry import kinds, make
     from agents.trained import TrainedPolicy, load_policy
     from shortlist_depth.api import evaluate, fit
-    from shortlist_depth.toolsearch import Shortlist, ToolSearch
+    from shortlist_depth.toolsearch import DEFAULT_MAX_K, SearchSpec, Shortlist, ToolSearch
 
 try:
     __version__ = version("shortlist-depth")
@@ -157,13 +157,17 @@ _LAZY = {
     "make": "agents.registry",
     "ToolSearch": "shortlist_depth.toolsearch",
     "Shortlist": "shortlist_depth.toolsearch",
+    "SearchSpec": "shortlist_depth.toolsearch",
+    "DEFAULT_MAX_K": "shortlist_depth.toolsearch",
 }
 
 __all__ = [
+    "DEFAULT_MAX_K",
     "ENV_ID",
     "REWARD_KINDS",
     "EpisodeConfig",
     "RankedQuery",
+    "SearchSpec",
     "Shortlist",
     "ToolSearch",
     "TrainedPolicy",

@@ -23,7 +23,16 @@ scorer's observation set.
 Pinned tools are shown on every shortlist, first, in the order given, IN ADDITION to the policy's K: they are
 left out of the ranked list the policy reads (so they are never shown twice, and K counts ranked tools only).
 Excluded tools are never ranked. Both leave the BM25 statistics of the registry as they are (the index is the
-registry's). ``min_k`` / ``max_k`` clip the policy's K (and K never exceeds the tools left to rank).
+registry's). ``min_k`` / ``max_k`` clip the policy's K (and K never exceeds the tools left to rank); ``max_k``
+is :data:`DEFAULT_MAX_K` (20) unless the caller gives another bound or ``None`` (no bound). A list with no ranking
+information, every ranked tool scored the same by the ranking scorer (a request that shares no word with any tool
+under BM25), shows ``min_k`` tools (1 by default) whatever the policy says: any shortlist of it is a random draw
+of the registry, as likely to hold the right tool per tool shown as chance, so a longer one costs tokens and buys
+no selectivity (docs/toolsearch.md).
+
+:class:`SearchSpec` is the scorer and policy without a registry (the library's defaults resolved and checked):
+``ToolSearch.from_tools`` is ``SearchSpec.create(scorer, policy).over(tools)``, and a server that gets its tools
+per request (the OpenAI proxy, the MCP proxy) holds one.
 """
 
 from __future__ import annotations
@@ -50,13 +59,26 @@ from benchmarks.tool_ranking import (
     identity_mismatch,
     rank_candidates,
     resolve_scorer,
+    scorer_identity,
     scorer_observation,
 )
 from benchmarks.tools import ToolSchema, parse_tools, read_tools_file, registry_digest
 from envs import RankedQuery
 
-__all__ = ["DEFAULT_POLICY_DIR", "FORMAT", "Shortlist", "ToolSearch", "default_policy_path", "policy_scorer"]
+__all__ = [
+    "DEFAULT_MAX_K",
+    "DEFAULT_POLICY_DIR",
+    "FORMAT",
+    "SearchSpec",
+    "Shortlist",
+    "ToolSearch",
+    "default_policy_path",
+    "policy_scorer",
+]
 
+#: The most ranked tools a shortlist shows unless the caller says otherwise (``max_k=None``: no bound). Every tool
+#: search the issue cites returns 3-8 tools, and the downstream study's chooser answered for at most 20.
+DEFAULT_MAX_K = 20
 #: Where the default policies ship: one run directory per scorer (``bm25``, ``minilm``, ...).
 DEFAULT_POLICY_DIR = Path(__file__).resolve().parent / "default_policy"
 #: The format of a saved searcher's ``searcher.json``.
@@ -80,9 +102,10 @@ class Shortlist:
         scores: the ranking scorer's score of each tool in ``tools``.
         pinned: the names of the pinned tools (the first ``len(pinned)`` of ``names``).
         why: how K was chosen: ``method`` and ``kind`` of the policy, ``policy_k`` (its K before clipping),
-            ``clipped`` (``min_k`` / ``max_k`` / ``list`` when clipping changed it, else None), ``n_ranked`` (the
-            tools ranked) and, where the policy has one, ``estimate`` (e.g. the posterior's ``p_found``, P(a
-            relevant tool is among the K), and ``expected_net_reward``).
+            ``max_k`` (the upper bound applied, None for none), ``clipped`` (``min_k`` / ``max_k`` / ``list`` when
+            a bound changed it, ``tied`` when every ranked tool scored the same and ``min_k`` tools are shown, else
+            None), ``n_ranked`` (the tools ranked) and, where the policy has one, ``estimate`` (e.g. the
+            posterior's ``p_found``, P(a relevant tool is among the K), and ``expected_net_reward``).
     """
 
     request: str
@@ -149,51 +172,42 @@ def policy_scorer(policy: TrainedPolicy) -> dict[str, Any] | None:
     return record
 
 
-def _check_scorer_name(policy: TrainedPolicy, scorer: str, where: str) -> None:
-    """The cheap part of :func:`_check_policy`, before a registry is prepared for ``scorer`` (a MiniLM search
-    embeds its tools): ValueError when the policy records another scorer."""
-    record = policy_scorer(policy)
-    if record is not None and record.get("scorer") != scorer:
-        raise ValueError(f"{where}: policy {policy.method} was trained on {record.get('scorer')} scores, not {scorer}")
-
-
-def _check_policy(policy: TrainedPolicy, ranker: RegistryRanker, where: str) -> dict[str, Any]:
-    """The record of the scorer a policy serves under (``policy_scorer``, or this ranker's when none is
-    recorded); ValueError, one line, for a policy of another scorer, identity or observation set."""
+def _check_policy(policy: TrainedPolicy, scorer: str, where: str) -> dict[str, Any]:
+    """The record of the scorer a policy serves under (``policy_scorer``, or this scorer's when none is recorded);
+    ValueError, one line, for a policy of another scorer, identity or observation set."""
     label = f"{where}: policy {policy.method}"
     if MethodSpec.parse(policy.method).kind.reads_labels:
         raise ValueError(f"{label} reads the labels: it cannot choose depths for a request")
     record = policy_scorer(policy)
-    identity = ranker.identity()
-    current = {"scorer": ranker.scorer, "identity": identity, "observation": ranker.observation}
+    observation = scorer_observation(scorer)
     if record is not None:
-        if record.get("scorer") != ranker.scorer:
-            raise ValueError(f"{label} was trained on {record.get('scorer')} scores, not {ranker.scorer}")
-        if record.get("observation", ranker.observation) != ranker.observation:
+        if record.get("scorer") != scorer:
+            raise ValueError(f"{label} was trained on {record.get('scorer')} scores, not {scorer}")
+        if record.get("observation", observation) != observation:
             raise ValueError(
-                f"{label} reads the {record.get('observation')!r} observation set, a {ranker.scorer} search "
-                f"gives {ranker.observation!r}"
+                f"{label} reads the {record.get('observation')!r} observation set, a {scorer} search gives "
+                f"{observation!r}"
             )
-        recorded = record.get("identity")
-        if isinstance(recorded, dict):
-            wanted = {k: v for k, v in identity.items() if k in recorded}
-            differ = identity_mismatch(recorded, wanted)
-            if differ:
-                raise ValueError(f"{label} was trained with another {ranker.scorer} scorer (differs in {differ})")
-    _probe(policy, ranker, label)
-    return current
+    identity = scorer_identity(scorer)
+    recorded = None if record is None else record.get("identity")
+    if isinstance(recorded, dict):
+        differ = identity_mismatch(recorded, {k: v for k, v in identity.items() if k in recorded})
+        if differ:
+            raise ValueError(f"{label} was trained with another {scorer} scorer (differs in {differ})")
+    _probe(policy, scorer, observation, label)
+    return {"scorer": scorer, "identity": identity, "observation": observation}
 
 
-def _probe(policy: TrainedPolicy, ranker: RegistryRanker, label: str) -> None:
+def _probe(policy: TrainedPolicy, scorer: str, observation: str, label: str) -> None:
     """Run the policy on one made-up list of this scorer's observation set: a policy fitted on the other set
     refuses it (``agents.base.check_observation``), here rather than at the first request."""
     scores = np.linspace(1.0, 0.0, 8)
-    aux = scores[::-1].copy() if ranker.observation == "hybrid" else None
+    aux = scores[::-1].copy() if observation == "hybrid" else None
     probe = RankedQuery(scores, np.zeros(0, dtype=np.int64), "probe", aux_scores=aux)
     try:
         policy.policy.depths([probe], policy.episode)
     except ValueError as e:
-        raise ValueError(f"{label} does not apply to {ranker.scorer} searches ({e})") from e
+        raise ValueError(f"{label} does not apply to {scorer} searches ({e})") from e
 
 
 def _ranker(tools: Sequence[ToolSchema], scorer: str, cache_dir: Path | None) -> RegistryRanker:
@@ -222,6 +236,57 @@ def _as_policy(policy: TrainedPolicy | str | os.PathLike[str] | None, scorer: st
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@dataclass(frozen=True)
+class SearchSpec:
+    """A tool search's scorer and depth policy, checked against each other, without a registry: the library's
+    defaults in one place. ``over(tools)`` is the :class:`ToolSearch` of a registry (``ToolSearch.from_tools`` is
+    ``SearchSpec.create(scorer, policy).over(tools)``); a server that gets its tools per request holds one.
+
+    Attributes:
+        scorer: the scorer's canonical name.
+        policy: the depth policy.
+        record: what the scorer is (``{"scorer", "identity", "observation"}``), as a saved searcher records it.
+        cache_dir: the cache folder of tool embeddings (None: ``$SHORTLIST_CACHE_DIR`` or the per-user one).
+    """
+
+    scorer: str
+    policy: TrainedPolicy
+    record: dict[str, Any]
+    cache_dir: Path | None = None
+
+    @classmethod
+    def create(
+        cls,
+        scorer: str = "bm25",
+        policy: TrainedPolicy | str | os.PathLike[str] | None = None,
+        *,
+        cache_dir: str | os.PathLike[str] | None = None,
+        where: str = "ToolSearch",
+    ) -> SearchSpec:
+        """The scorer (default ``bm25``) and policy (default: the one shipped for the scorer; else a trained policy
+        or a run directory), checked as :meth:`ToolSearch.from_tools` documents; ``where`` starts any error.
+
+        Raises:
+            ValueError: an unknown scorer, no default policy for it, or a policy of another scorer.
+        """
+        canonical = resolve_scorer(scorer)
+        trained = _as_policy(policy, canonical)
+        record = _check_policy(trained, canonical, where)
+        return cls(canonical, trained, record, Path(cache_dir) if cache_dir else None)
+
+    def over(self, tools: object) -> ToolSearch:
+        """The searcher of ``tools`` (any shape of :mod:`benchmarks.tools`; prepared once per distinct registry for
+        the last few: a registry seen again costs its digest only)."""
+        return self.over_parsed(parse_tools(tools))
+
+    def over_parsed(self, tools: tuple[ToolSchema, ...]) -> ToolSearch:
+        """:meth:`over` for tools already parsed (:func:`benchmarks.tools.parse_tools`, ``read_tools_file``)."""
+        return ToolSearch(tools, _ranker(tools, self.scorer, self.cache_dir), self.policy, self.record)
+
+    def __repr__(self) -> str:
+        return f"SearchSpec(scorer={self.scorer!r}, policy={self.policy.method!r})"
 
 
 class ToolSearch:
@@ -264,11 +329,7 @@ class ToolSearch:
             ValueError: an unknown scorer, no default policy for it, or a policy of another scorer.
         """
         parsed = parse_tools(tools)
-        canonical = resolve_scorer(scorer)
-        trained = _as_policy(policy, canonical)
-        _check_scorer_name(trained, canonical, "ToolSearch")
-        ranker = _ranker(parsed, canonical, Path(cache_dir) if cache_dir else None)
-        return cls(parsed, ranker, trained, _check_policy(trained, ranker, "ToolSearch"))
+        return SearchSpec.create(scorer, policy, cache_dir=cache_dir).over_parsed(parsed)
 
     @classmethod
     def from_file(
@@ -282,11 +343,7 @@ class ToolSearch:
         """A searcher over the tools of a file: JSON (any shape) or JSON lines of ``{name, description,
         parameters}`` (:func:`benchmarks.tools.read_tools_file`); the rest as :meth:`from_tools`."""
         parsed = read_tools_file(path)
-        canonical = resolve_scorer(scorer)
-        trained = _as_policy(policy, canonical)
-        _check_scorer_name(trained, canonical, str(path))
-        ranker = _ranker(parsed, canonical, Path(cache_dir) if cache_dir else None)
-        return cls(parsed, ranker, trained, _check_policy(trained, ranker, str(path)))
+        return SearchSpec.create(scorer, policy, cache_dir=cache_dir, where=str(path)).over_parsed(parsed)
 
     @property
     def scorer(self) -> str:
@@ -298,11 +355,15 @@ class ToolSearch:
         """The tools' names, in registry order."""
         return tuple(t.name for t in self.tools)
 
+    @property
+    def spec(self) -> SearchSpec:
+        """This searcher's scorer and policy, without its registry."""
+        return SearchSpec(self.scorer, self.policy, self.record, self.ranker.cache_dir)
+
     def with_tools(self, tools: object) -> ToolSearch:
         """The same scorer and policy on another registry (prepared once per distinct registry: a repeated list
         costs its digest only)."""
-        parsed = parse_tools(tools)
-        return ToolSearch(parsed, _ranker(parsed, self.scorer, self.ranker.cache_dir), self.policy, self.record)
+        return self.spec.over(tools)
 
     # ------------------------------------------------------------------------------------------------ search
 
@@ -327,7 +388,7 @@ class ToolSearch:
         request: str,
         *,
         min_k: int | None = None,
-        max_k: int | None = None,
+        max_k: int | None = DEFAULT_MAX_K,
         pinned: Sequence[str] = (),
         exclude: Sequence[str] = (),
     ) -> Shortlist:
@@ -339,7 +400,7 @@ class ToolSearch:
         requests: Sequence[str],
         *,
         min_k: int | None = None,
-        max_k: int | None = None,
+        max_k: int | None = DEFAULT_MAX_K,
         pinned: Sequence[str] = (),
         exclude: Sequence[str] = (),
     ) -> list[Shortlist]:
@@ -347,8 +408,9 @@ class ToolSearch:
 
         Args:
             requests: the request texts (each non-blank).
-            min_k: the fewest ranked tools shown (>= 1); None: the policy's K.
-            max_k: the most ranked tools shown (>= min_k); None: the policy's K.
+            min_k: the fewest ranked tools shown (>= 1); None: 1. Also what a list with no ranking information
+                shows (every ranked tool scored the same: module docstring).
+            max_k: the most ranked tools shown (>= min_k); default :data:`DEFAULT_MAX_K` (20); None: no bound.
             pinned: tools always shown, first, besides the K ranked ones (module docstring).
             exclude: tools never ranked nor shown.
 
@@ -368,7 +430,8 @@ class ToolSearch:
             return []
         primary, aux = self.ranker.scores(list(requests))
         if ranked.size == 0:  # everything pinned or excluded: the pinned tools only
-            return [self._shortlist(r, primary[i], pins, ranked, 0, {"n_ranked": 0}) for i, r in enumerate(requests)]
+            why = self._why(0, None, 0, None, max_k, tied=False)
+            return [self._shortlist(r, primary[i], pins, ranked, 0, why) for i, r in enumerate(requests)]
         lists = [
             rank_candidates(primary[i], None if aux is None else aux[i], ranked, [], f"request-{i}")
             for i in range(len(requests))
@@ -381,17 +444,21 @@ class ToolSearch:
             depths = self.policy.policy.depths(queries, self._episode)
         depths = np.asarray(depths, dtype=np.int64)
         out = []
-        for i, (request, (_, order)) in enumerate(zip(requests, lists, strict=True)):
-            k = int(np.clip(depths[i], lo, min(hi, ranked.size)))
+        for i, (request, (query, order)) in enumerate(zip(requests, lists, strict=True)):
+            tied = bool(np.all(query.scores == query.scores[0]))  # no ranking information: min_k tools
+            k = min(lo, int(ranked.size)) if tied else int(np.clip(depths[i], lo, min(hi, ranked.size)))
             clipped = None if k == depths[i] else ("min_k" if k > depths[i] else ("max_k" if k == hi else "list"))
-            why = self._why(int(depths[i]), clipped, int(ranked.size), estimates[i] if estimates else None)
+            why = self._why(int(depths[i]), "tied" if tied and clipped else clipped, int(ranked.size),
+                            estimates[i] if estimates else None, max_k, tied)  # fmt: skip
             out.append(self._shortlist(request, primary[i], pins, order, k, why))
         return out
 
-    def _why(self, policy_k: int, clipped: str | None, n_ranked: int, estimate: dict | None) -> dict[str, Any]:
+    def _why(
+        self, policy_k: int, clipped: str | None, n_ranked: int, estimate: dict | None, max_k: int | None, tied: bool
+    ) -> dict[str, Any]:
         spec = MethodSpec.parse(self.policy.method)
         why: dict[str, Any] = {"method": self.policy.method, "kind": spec.kind.name, "policy_k": policy_k}
-        why.update(clipped=clipped, n_ranked=n_ranked)
+        why.update(max_k=max_k, clipped=clipped, tied=tied, n_ranked=n_ranked)
         if estimate:
             why["estimate"] = estimate
         return why
@@ -400,8 +467,6 @@ class ToolSearch:
         self, request: str, scores: NDArray[np.float64], pins: list[int], order: NDArray[np.int64], k: int, why: dict
     ) -> Shortlist:
         shown = [*pins, *(int(i) for i in order[:k])]
-        if "method" not in why:
-            why = self._why(0, None, 0, None) | why
         return Shortlist(
             request=request,
             tools=tuple(self.tools[i].schema for i in shown),
@@ -469,21 +534,22 @@ class ToolSearch:
             if recorded.get(key) != meta.get(key):
                 said = "" if key == "identity" else f" (policy: {recorded.get(key)}, searcher: {meta.get(key)})"
                 raise ValueError(f"{folder}: the policy records another {key} than searcher.json{said}")
-        ranker = _ranker(tools, meta["scorer"], Path(cache_dir) if cache_dir else None)
-        return cls(tools, ranker, trained, _check_policy(trained, ranker, str(folder)))
+        record = _check_policy(trained, meta["scorer"], str(folder))
+        return cls(tools, _ranker(tools, meta["scorer"], Path(cache_dir) if cache_dir else None), trained, record)
 
     def __repr__(self) -> str:
         return f"ToolSearch({len(self.tools)} tools, scorer={self.scorer!r}, policy={self.policy.method!r})"
 
 
 def _clip_bounds(min_k: int | None, max_k: int | None) -> tuple[int, int]:
-    """(lowest, highest) K from ``min_k`` / ``max_k`` (None: no bound); ValueError for a bad pair."""
+    """(lowest, highest) K from ``min_k`` / ``max_k`` (None: 1 / no bound); ValueError for a bad pair."""
     for name, v in (("min_k", min_k), ("max_k", max_k)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1):
             raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
     lo, hi = int(min_k or 1), int(max_k) if max_k is not None else np.iinfo(np.int64).max
     if lo > hi:
-        raise ValueError(f"min_k={min_k} exceeds max_k={max_k}")
+        hint = " (the default bound: max_k=None lifts it)" if max_k == DEFAULT_MAX_K else ""
+        raise ValueError(f"min_k={min_k} exceeds max_k={max_k}{hint}")
     return lo, hi
 
 

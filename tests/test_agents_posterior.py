@@ -226,3 +226,45 @@ def test_registry_settings_and_errors(tmp_path: Path) -> None:
     (tmp_path / "renamed.json").write_text(json.dumps(payload))
     with pytest.raises(ValueError, match="saved with the features"):
         ListwisePosterior.load(tmp_path / "renamed.json")
+
+
+def _value_in_one_batch(model: ListwisePosterior, queries: list[RankedQuery], config: EpisodeConfig) -> np.ndarray:
+    """The oracle: ``F(k) T(k) - c (k - 1)`` with every query's terminal rewards computed in one call, as the model
+    did before it kept them per list size."""
+    from agents.base import learned_episode
+    from agents.posterior import _log_softmax
+
+    x, valid, mq = model._design(queries)
+    assert model.weights is not None
+    p = np.exp(_log_softmax(x, valid, model.weights))[:, :-1]
+    k = np.arange(1, p.shape[1] + 1)[None, :]
+    n = np.array([q.n_candidates for q in queries])[:, None]
+    r = np.maximum(np.array([q.n_relevant for q in queries]), 1)[:, None]
+    pay = np.asarray(terminal_reward(model.reward, np.ones(p.shape, bool), np.minimum(k, n), n, r), dtype=np.float64)
+    episode = learned_episode(config, model.settings.break_even)
+    caps = np.minimum(np.array([episode.cap(q) for q in queries]), mq)
+    return np.where(k <= caps[:, None], np.cumsum(p, axis=1) * pay - config.step_cost * (k - 1), -np.inf)
+
+
+def test_kept_terminal_rewards_change_no_depth_on_any_bfcl_or_toolbench_request() -> None:
+    """The shipped hybrid default (a posterior) on every BFCL (370 tools) and ToolBench (3,406) request, one at a
+    time as a tool search asks, and in one mixed batch: the same depths and the same estimates, to the bit, as the
+    one-batch oracle."""
+    from agents.trained import load_policy
+    from experiments.toolsearch import benchmark_queries
+    from shortlist_depth.toolsearch import default_policy_path
+
+    policy = load_policy(default_policy_path("bm25-hybrid"))
+    model = policy.policy
+    assert isinstance(model, ListwisePosterior)
+    lists = [q for name in ("bfcl", "toolbench") for q in benchmark_queries(name, "bm25-hybrid", None, None)[0]]
+    assert len(lists) == 400 + 474 and {q.n_candidates for q in lists} == {370, 3406}
+    value = _value_in_one_batch(model, lists, policy.episode)
+    depths = np.argmax(value, axis=1) + 1
+    one_by_one = [model.explain([q], policy.episode) for q in lists]
+    assert [int(d[0]) for d, _ in one_by_one] == depths.tolist()
+    rows = np.arange(len(lists))
+    assert [w[0]["expected_net_reward"] for _, w in one_by_one] == value[rows, depths - 1].tolist()
+    mixed = lists[::-1]
+    np.testing.assert_array_equal(model.depths(mixed, policy.episode), depths[::-1])
+    assert len(model._pays) == 2  # one row per list size

@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 from test_toolsearch import openai_tools
 
-from experiments.bench_serve import bench_load_openai, check_once, generated_registry, openai_bodies
+from experiments.bench_serve import (
+    bench_load_openai,
+    check_once,
+    generated_registry,
+    openai_bodies,
+    own_times,
+    proxy_ms,
+)
 from experiments.options import BenchArgs
 from shortlist_depth.toolsearch import ToolSearch
 
@@ -59,6 +66,20 @@ def test_a_tiny_load_run_answers_every_request_once(tmp_path: Path) -> None:
         assert rows and check.startswith(f"all {len(rows):,} answered"), (what, check)
     proxied = runs[1]
     assert all(int(r[3]) >= 1 for r in proxied[1]) and "MiB" in proxied[4] and float(proxied[5]) > 0
+    # the proxy's own time, read from its server-timing header: on every proxied request, within its latency
+    assert all(0 < r[4] < 1e3 * r[2] for _, rows, *_ in runs[1::2] for r in rows)
+    assert all(r[4] is None for _, rows, *_ in runs[0::2] for r in rows)  # straight to the upstream: no header
+    p50, p99 = own_times(proxied[1]) or (0.0, 0.0)
+    assert 0 < p50 <= p99 and own_times(runs[0][1]) is None
+
+
+def test_the_proxys_own_time_is_read_from_its_server_timing_entry() -> None:
+    assert proxy_ms("shortlist;dur=1.25") == 1.25
+    assert proxy_ms("cdn;dur=9, shortlist;dur=0.50") == 0.5
+    assert proxy_ms("cdn;dur=9") is None and proxy_ms(None) is None and proxy_ms("shortlist") is None
+    rows = [("a", 200, 0.01, "3", 1.0), ("b", 200, 0.01, "3", 3.0), ("c", 200, 0.01, "3", None)]
+    p50, p99 = own_times(rows) or (0.0, 0.0)
+    assert p50 == 2.0 and 2.9 < p99 < 3.0
 
 
 def _fitted() -> object:

@@ -71,7 +71,9 @@ def test_search_prints_the_python_apis_shortlist(saved: Path, tmp_path: Path) ->
         (["--searcher", "{saved}", "--pin", "nope", "x"], "", r"pinned tool\(s\) not in the registry: \['nope'\]"),
         (["--searcher", "{saved}", "--min-k", "3", "--max-k", "2", "x"], "", "--min-k 3 exceeds --max-k 2"),
         (["--searcher", "{saved}", "--tools", "t.json", "x"], "", "give one of --searcher DIR and --tools FILE"),
-        (["--searcher", "{saved}", "--scorer", "minilm", "x"], "", "--scorer and --policy go with --tools"),
+        (["--searcher", "{saved}", "--scorer", "minilm", "x"], "", "--scorer and --policy go without --searcher"),
+        (["--searcher", "{saved}", "--min-k", "21", "x"], "", r"--min-k 21 exceeds --max-k 20 \(the default: --no-max"),
+        (["--searcher", "{saved}", "--max-k", "5", "--no-max-k", "x"], "", "give --max-k 5 or --no-max-k, not both"),
         (["--tools", "{missing}", "x"], "", "cannot read the tools file"),
     ],
 )

@@ -100,6 +100,37 @@ def test_a_chat_request_goes_with_the_librarys_shortlist(proxy: TestClient, upst
     assert last(upstream[1])["headers"]["authorization"] == f"Bearer {KEY}"
 
 
+def test_the_upstream_gets_the_requests_own_bytes_but_for_the_tools_left_out(
+    proxy: TestClient, upstream: Any, searcher: Any
+) -> None:
+    """The client's formatting is kept (nothing is parsed and written again but the tools array, which holds the
+    chosen tools' own bytes)."""
+    import msgspec
+
+    raw = json.dumps(chat(temperature=0.5, user="u-1"), indent=3, ensure_ascii=False).encode()
+    r = proxy.post("/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 200
+    top = msgspec.json.Decoder(dict[str, msgspec.Raw])
+    given, sent = top.decode(raw), top.decode(last(upstream[1])["raw"])
+    assert list(sent) == list(given) and all(bytes(sent[k]) == bytes(given[k]) for k in given if k != "tools")
+    items = msgspec.json.Decoder(list[msgspec.Raw]).decode(sent["tools"])
+    expected = searcher.with_tools(openai_tools()).search("please book my flight now")
+    assert [json.loads(bytes(i)) for i in items] == list(expected.tools)
+    assert all(bytes(i) in bytes(given["tools"]) for i in items)  # each tool's bytes as the client wrote them
+
+
+def test_server_timing_is_the_proxys_own_time_without_the_upstreams(proxy: TestClient) -> None:
+    """The upstream waits 0.6 s before answering: the end-to-end time holds it, the proxy's own time does not."""
+    for body in (chat(), chat(stream=True)):
+        t0 = time.perf_counter()
+        r = proxy.post("/v1/chat/completions", json=body, headers={"x-fake-delay": "0.6"})
+        wall = 1e3 * (time.perf_counter() - t0)
+        timing = re.fullmatch(r"shortlist;dur=(\d+\.\d\d)", r.headers["server-timing"])
+        assert r.status_code == 200 and timing and wall >= 600, (r.headers, wall)
+        assert 0 < float(timing.group(1)) < 600
+    assert "server-timing" not in proxy.get("/v1/models").headers  # unchanged passthrough: no work of the proxy's
+
+
 def test_the_request_is_the_latest_user_messages_text_string_or_parts() -> None:
     parts = [{"type": "text", "text": "find a hotel"}, {"type": "image_url", "image_url": {"url": "x"}}]
     messages = [{"role": "user", "content": "old request"}, {"role": "assistant", "content": "ok"},

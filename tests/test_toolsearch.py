@@ -174,10 +174,60 @@ def test_min_and_max_k_clip_the_policys_k(search: ToolSearch) -> None:
     assert low.k == 1 and low.why["policy_k"] == k and low.why["clipped"] == ("max_k" if k > 1 else None)
     high = search.search(text, min_k=k + 3)
     assert high.k == k + 3 and high.why["clipped"] == "min_k" and len(high.names) == k + 3
-    assert search.search(text, min_k=200).k == 100  # never more than the tools left to rank
+    assert search.search(text, min_k=200, max_k=None).k == 100  # never more than the tools left to rank
     for bad in ({"min_k": 0}, {"max_k": -1}, {"min_k": 3, "max_k": 2}, {"min_k": 1.5}):
         with pytest.raises(ValueError, match="min_k|max_k"):
             search.search(text, **bad)
+    with pytest.raises(ValueError, match=r"min_k=21 exceeds max_k=20 \(the default bound: max_k=None lifts it\)"):
+        search.search(text, min_k=21)
+
+
+def test_the_default_bound_caps_k_at_20_says_so_and_lifts() -> None:
+    from agents.base import FixedConfig
+
+    assert sd.DEFAULT_MAX_K == 20
+    wide = ToolSearch.from_tools(
+        openai_tools(), policy=sd.fit("fixed", labelled_lists(openai_tools()), settings=FixedConfig(30))
+    )
+    text = "please book my flight now"
+    capped = wide.search(text)
+    assert capped.k == 20 and capped.why["policy_k"] == 30 and capped.why["max_k"] == 20
+    assert capped.why["clipped"] == "max_k" and not capped.why["tied"]
+    lifted = wide.search(text, max_k=None)
+    assert lifted.k == 30 and lifted.why["clipped"] is None and lifted.why["max_k"] is None
+    assert wide.search(text, max_k=25).k == 25 and wide.search_many([text, text])[1].k == 20
+
+
+def test_a_list_with_no_ranking_information_shows_min_k() -> None:
+    """A request that shares no word with any tool: every BM25 score is 0, the order is the registry's, and a
+    longer shortlist would be a longer random draw. It shows min_k tools (1 unless said), whatever the policy."""
+    from agents.base import FixedConfig
+
+    wide = ToolSearch.from_tools(
+        openai_tools(), policy=sd.fit("fixed", labelled_lists(openai_tools()), settings=FixedConfig(30))
+    )
+    tied = wide.search("zebra quokka xylophone")
+    assert set(tied.scores) == {0.0} and tied.names == wide.names[:1] and tied.k == 1
+    assert tied.why["policy_k"] == 30 and tied.why["tied"] and tied.why["clipped"] == "tied"
+    assert wide.search("zebra quokka xylophone", min_k=3, max_k=None).k == 3
+    assert not wide.search("please book my flight now").why["tied"]
+
+
+def test_on_bfcl_the_shipped_bm25_default_shows_at_most_20_and_one_on_a_request_of_no_common_word() -> None:
+    """The issue's cases: the shipped top-p showed all 370 tools on requests whose BM25 scores are all 0 and more than
+    20 on others; with the default bound and the tie rule every request shows 1-20 tools."""
+    from experiments.toolsearch import registry_tools
+
+    tools, texts = registry_tools("bfcl", None, None)
+    search = ToolSearch.from_tools(tools)
+    shown = search.search_many(texts)
+    unbounded = search.search_many(texts, max_k=None)
+    assert max(s.k for s in shown) == 20 and min(s.k for s in shown) >= 1
+    tied = [s for s in shown if s.why["tied"]]
+    assert tied and all(s.k == 1 and s.why["policy_k"] == 370 and set(s.scores) == {0.0} for s in tied)
+    over = [(a, b) for a, b in zip(shown, unbounded, strict=True) if b.k > 20 and not b.why["tied"]]
+    assert over and all(a.k == 20 and a.why["clipped"] == "max_k" for a, _ in over)
+    assert all(a.k == b.k for a, b in zip(shown, unbounded, strict=True) if b.k <= 20)
 
 
 def test_with_tools_reuses_the_scorer_and_policy_and_a_repeated_registry_costs_nothing(search: ToolSearch) -> None:
