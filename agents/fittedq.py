@@ -298,4 +298,5 @@ register(
     observes=True,
     objective=return_objective,
     budget="gradient_steps",
+    torch_at_inference=True,
 )

@@ -244,4 +244,5 @@ register(
     observes=True,
     objective=return_objective,
     budget="total_timesteps",
+    torch_at_inference=True,
 )

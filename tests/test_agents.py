@@ -53,7 +53,7 @@ def test_dqn_learns_known_optimum(gold_rank: int) -> None:
     train = toy_queries(gold_rank, seed=1)
     test = toy_queries(gold_rank, seed=2)
     cfg = EpisodeConfig(reward="bor", step_cost=0.01, gamma=0.95)
-    settings = DQNConfig(total_timesteps=10_000, learning_starts=500, exploration_fraction=0.5)
+    settings = DQNConfig(total_timesteps=20_000, learning_starts=500, exploration_fraction=0.5)
     agent = DQNAgent("bor", settings).fit(train, cfg, seed=0)
     depths = agent.depths(test, cfg)
     assert np.mean(depths == gold_rank) >= 0.95, depths
@@ -142,7 +142,7 @@ def test_dqn_with_several_environments_and_exploring_starts_learns_the_optimum()
     train, test = toy_queries(4, seed=1), toy_queries(4, seed=2)
     cfg = EpisodeConfig(reward="bor", step_cost=0.01, gamma=0.95)
     settings = DQNConfig(
-        total_timesteps=10_000, learning_starts=500, exploration_fraction=0.5, n_envs=4, exploring_starts=0.5
+        total_timesteps=20_000, learning_starts=500, exploration_fraction=0.5, n_envs=4, exploring_starts=0.5
     )
     depths = DQNAgent("bor", settings).fit(train, cfg, seed=0).depths(test, cfg)
     assert np.mean(depths == 4) >= 0.95, depths
@@ -155,7 +155,7 @@ def test_dqn_n_step_and_double_q_targets_learn_the_optimum(double_q: bool) -> No
     train, test = toy_queries(4, seed=1), toy_queries(4, seed=2)
     cfg = EpisodeConfig(reward="bor", step_cost=0.01, gamma=0.95)
     settings = DQNConfig(
-        total_timesteps=10_000, learning_starts=500, exploration_fraction=0.5, n_steps=4, double_q=double_q
+        total_timesteps=20_000, learning_starts=500, exploration_fraction=0.5, n_steps=4, double_q=double_q
     )
     agent = DQNAgent("bor", settings).fit(train, cfg, seed=0)
     assert getattr(type(agent.model), "double", False) is double_q

@@ -90,8 +90,11 @@ def test_tabular_that_always_continues_stops_at_break_even() -> None:
 def test_dqn_that_always_continues_stops_at_break_even() -> None:
     qs = constant_queries()
     agent = DQNAgent("bor", DQNConfig())
-    agent.model = SimpleNamespace(observation_space=SimpleNamespace(shape=(13,)))
-    agent.q_values = lambda feats: np.tile([0.0, 1.0], (len(feats), 1))  # type: ignore[method-assign]
+    import torch
+
+    always_continue = lambda feats: torch.tensor([[0.0, 1.0]]).repeat(len(feats), 1)  # noqa: E731
+    agent.model = SimpleNamespace(observation_space=SimpleNamespace(shape=(13,)), q_net=always_continue)
+    agent.observation = "score"  # the set a fitted agent records (13 score features)
     rows = evaluate(agent, qs, EpisodeConfig(), "default")
     kstar = break_even_depth("bor", 50, 0.01)
     np.testing.assert_array_equal(rows["k"], kstar)

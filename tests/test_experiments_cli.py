@@ -118,7 +118,7 @@ def test_evaluate_reloads_a_trained_agent(tmp_path: Path, cache_dir: str) -> Non
     "extra, message",
     [
         (["--scorer", "no-such-model-xyz"], "no-such-model-xyz"),
-        (["--agent", "ppo"], "unknown agent 'ppo'"),
+        (["--agent", "sac"], "unknown agent 'sac'"),
         (["--reward", "ndcg"], "unknown reward 'ndcg'"),
         (["--benchmark", "nope"], "unknown benchmark 'nope'"),
         (["--max-depth", "0"], "max_depth must be >= 1"),
