@@ -40,6 +40,7 @@ from experiments.plan import (
     base_plan,
     condition_order,
 )
+from experiments.report.markdown import signed_ci
 from experiments.report.page import Block, Bullets, Paragraph, Section, Table
 from experiments.report.tables import (
     GOAL_BASE_CONDITIONS,
@@ -135,10 +136,6 @@ def cause_table(per_query: pd.DataFrame, objectives: pd.DataFrame, seed: int = 0
     )
 
 
-def _fmt(r: pd.Series) -> str:
-    return f"{r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]"
-
-
 def cause_sentence(rows: pd.DataFrame) -> str:
     """One sentence for one condition's rows of :func:`cause_table`: whether a gap to the supervised models
     remains and, if so, which measured cause explains it. The gap is the best RL agent's, so a cause whose fix is
@@ -148,7 +145,7 @@ def cause_sentence(rows: pd.DataFrame) -> str:
     if gap.empty:
         return "No RL agent or no supervised model ran here, so no gap is measured."
     g = gap.iloc[0]
-    head = f"best RL agent {g['first']} minus best supervised model {g['second']}: {_fmt(g)}"
+    head = f"best RL agent {g['first']} minus best supervised model {g['second']}: {signed_ci(g)}"
     if g["diff_hi"] >= 0:
         return f"No significant gap remains ({head})."
     measured = rows[rows["cause"].isin(["information", "optimisation"])]
@@ -156,9 +153,11 @@ def cause_sentence(rows: pd.DataFrame) -> str:
     if len(rows[(rows["cause"] == "objective") & (rows["diff"] > 0)]):
         return f"A gap remains ({head}); it is explained by the objective: some RL runs did not train on the judged net reward."
     if len(gains):
-        parts = "; ".join(f"{r['cause']} ({r['first']} minus {r['second']} {_fmt(r)})" for _, r in gains.iterrows())
+        parts = "; ".join(
+            f"{r['cause']} ({r['first']} minus {r['second']} {signed_ci(r)})" for _, r in gains.iterrows()
+        )
         return f"A gap remains ({head}); {parts} explains part of it, and none of the three measured causes closes it."
-    tried = ", ".join(f"{r['first']} minus {r['second']} {_fmt(r)}" for _, r in measured.iterrows())
+    tried = ", ".join(f"{r['first']} minus {r['second']} {signed_ci(r)}" for _, r in measured.iterrows())
     return (
         f"A gap remains ({head}) that none of the three measured causes explains: "
         + (f"{tried} (none significantly positive), " if tried else "")
@@ -185,7 +184,7 @@ def cause_section(causes: pd.DataFrame) -> Section:
         rows = causes[causes["condition"] == cond]
         cells = [
             [r["cause"], f"{r['first']} minus {r['second']}" if r["cause"] != "objective" else r["first"],
-             r["detail"] if r["cause"] == "objective" else _fmt(r)]
+             r["detail"] if r["cause"] == "objective" else signed_ci(r)]
             for _, r in rows.iterrows()
         ]  # fmt: skip
         table = Table(["cause", "comparison", "difference [95% paired]"], cells)

@@ -30,6 +30,11 @@ def ci(row: pd.Series, col: str, nd: int = 2, scale: float = 1.0) -> str:
     return fmt(scale * row[col], scale * row[f"{col}_lo"], scale * row[f"{col}_hi"], nd)
 
 
+def signed_ci(row: pd.Series) -> str:
+    """A paired difference ``row["diff"]`` with its interval, signed to 3 decimals: ``+0.052 [-0.055, +0.164]``."""
+    return f"{row['diff']:+.3f} [{row['diff_lo']:+.3f}, {row['diff_hi']:+.3f}]"
+
+
 def rates(rows: pd.DataFrame, col: str) -> str:
     """``condition method x.xx%`` for each row with ``col`` > 0, joined and ended by a full stop;
     ``none.`` when no row has it (the whole-list and break-even sentences of the reports)."""

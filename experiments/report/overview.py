@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.report.markdown import ci, fmt
+from experiments.report.markdown import ci, fmt, signed_ci
 from experiments.report.page import (
     Block,
     Bullets,
@@ -94,7 +94,7 @@ def answer_table(rows: list[tuple[str, pd.Series]]) -> Block:
     if not rows:
         return Paragraph("No method table yet: run `shortlist reproduce` (and `shortlist compare` for every peer).")
     cells = [[r["condition"], f"**{r['best']}**", ci(r, JUDGED, 3), f"{fmt(r['median_k'], nd=0)} / {fmt(r['p90_k'], nd=0)}",
-              r["runner_up"], f"{r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]", source]
+              r["runner_up"], signed_ci(r), source]
              for source, r in rows]  # fmt: skip
     header = ["condition", "use", "net reward [95%]", "median / p90 K", "runner-up", "best - runner-up [95% paired]",
               "among"]  # fmt: skip

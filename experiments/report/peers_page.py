@@ -23,7 +23,7 @@ from experiments.figures import bucket_figure, candidate_set_size, pareto_figure
 from experiments.io import atomic_write_csv
 from experiments.plan import BOR_AGENTS, COMPARE_BUCKET_METHODS, RL_AGENTS, SUPERVISED_AGENTS, condition_order
 from experiments.report.causes import cause_section, cause_table, rl_goal, rl_goal_bullets, run_objectives
-from experiments.report.markdown import bucket_table, ci, fmt, observation_blocks, reads_second_scorer
+from experiments.report.markdown import bucket_table, ci, fmt, observation_blocks, reads_second_scorer, signed_ci
 from experiments.report.page import MAX_TITLE, Block, Bullets, Figure, Page, Paragraph, Section, Table, write_page
 from experiments.report.study import HYBRID_HEADING, HYBRID_METHODS, hybrid_blocks
 from experiments.report.tables import (
@@ -187,10 +187,6 @@ def _verdict(lo: float, hi: float, first: str, second: str) -> str:
     return f"{second} is ahead" if hi < 0 else "no clear difference"
 
 
-def _diff(r: pd.Series) -> str:
-    return f"{r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]"
-
-
 def answer_lines(best: pd.DataFrame, sg: pd.DataFrame, paired: pd.DataFrame) -> list[Block]:
     """The first screen: the method to use per condition, and the verdicts, all computed from the tables."""
     rows = [
@@ -200,7 +196,7 @@ def answer_lines(best: pd.DataFrame, sg: pd.DataFrame, paired: pd.DataFrame) -> 
             ci(r, JUDGED, 3),
             f"{fmt(r['median_k'], nd=0)} / {fmt(r['p90_k'], nd=0)}",
             r["runner_up"],
-            _diff(r),
+            signed_ci(r),
         ]
         for _, r in best.iterrows()
     ]
@@ -280,7 +276,7 @@ def split_goal_lines(sg: pd.DataFrame) -> Section:
             r["best_agent"],
             f"{r[JUDGED]:.3f}",
             f"{r['best_peer']} {r[f'best_peer_{JUDGED}']:.3f}",
-            _diff(r),
+            signed_ci(r),
             "ahead" if r["ahead"] else ("behind" if r["behind"] else "-"),
             f"{100 * r['frac_oracle']:.1f}" if not math.isnan(r["frac_oracle"]) else "-",
         ]
@@ -443,7 +439,7 @@ def agent_lines(cond: str, idx: pd.DataFrame, paired: pd.DataFrame) -> list[Bloc
         if len(pr) and len(peers):
             bp = peers[JUDGED].idxmax()
             r = pr.loc[bp]
-            text += f"Minus the best peer, {bp}: {_diff(r)} ({_verdict(r['diff_lo'], r['diff_hi'], agent, bp)}). "
+            text += f"Minus the best peer, {bp}: {signed_ci(r)} ({_verdict(r['diff_lo'], r['diff_hi'], agent, bp)}). "
         fb = fixed[fixed[JUDGED] >= me[JUDGED]]
         if len(fb):
             text += "Fixed K at least as good (chosen on test, a hindsight reference): " + ", ".join(fb.index) + ". "
@@ -458,7 +454,7 @@ def agent_lines(cond: str, idx: pd.DataFrame, paired: pd.DataFrame) -> list[Bloc
     for sup in SUPERVISED_AGENTS:
         rl = paired[(paired["condition"] == cond) & (paired["peer"] == sup) & paired["agent"].isin(RL_AGENTS)]
         if len(rl):
-            parts = [f"{r['agent']} minus {sup} = {_diff(r)} ({_verdict(r['diff_lo'], r['diff_hi'], 'RL', sup)})"
+            parts = [f"{r['agent']} minus {sup} = {signed_ci(r)} ({_verdict(r['diff_lo'], r['diff_hi'], 'RL', sup)})"
                      for _, r in rl.iterrows()]  # fmt: skip
             blocks.append(Paragraph(f"**RL against {sup}:** " + "; ".join(parts) + "."))
     return blocks

@@ -13,7 +13,7 @@ import pandas as pd
 
 from experiments.io import atomic_write_csv
 from experiments.plan import BOR_AGENTS
-from experiments.report.markdown import ci, fmt, rates
+from experiments.report.markdown import ci, fmt, rates, signed_ci
 from experiments.report.page import Block, Page, Paragraph, Section, Table, write_page
 from experiments.report.tables import aggregate_with_groups, paired_differences
 from experiments.runner import RUN_KEYS
@@ -109,9 +109,7 @@ def peer_goal_lines(vp: pd.DataFrame) -> list[Block]:
             + (
                 ": "
                 + "; ".join(
-                    f"{r['source']} -> {r['target']} vs {r['peer']} {r['diff']:+.3f} [{r['diff_lo']:+.3f}, "
-                    f"{r['diff_hi']:+.3f}]"
-                    for _, r in below.iterrows()
+                    f"{r['source']} -> {r['target']} vs {r['peer']} {signed_ci(r)}" for _, r in below.iterrows()
                 )
                 if len(below)
                 else ""
@@ -211,7 +209,7 @@ def versus_gap_table(vg: pd.DataFrame) -> Section:
     header = ["source", "shift", "target", "best BoR agent", "net reward", "gap", "difference [95% paired]"]
     rows = [
         [r["source"], r["shift"], r["target"], r["best_agent"], f"{r['mean_reward_net']:.3f}",
-         f"{r['gap_mean_reward_net']:.3f}", f"{r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]"]
+         f"{r['gap_mean_reward_net']:.3f}", signed_ci(r)]
         for _, r in vg.iterrows()
     ]  # fmt: skip
     return Section("Against the largest-gap rule", [Table(header, rows)])

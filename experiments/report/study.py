@@ -29,7 +29,7 @@ from experiments.figures import (
 from experiments.io import atomic_write_csv
 from experiments.paper import PAPER
 from experiments.plan import MAIN_CONDITIONS, PLANS, STUDY_BUCKET_METHODS, SWEEPS
-from experiments.report.markdown import bucket_table, ci, fmt, observation_blocks, rates, reads_second_scorer
+from experiments.report.markdown import bucket_table, ci, fmt, observation_blocks, rates, reads_second_scorer, signed_ci
 from experiments.report.multi import multi_page, multi_tables
 from experiments.report.page import Block, Bullets, Figure, Page, Paragraph, Section, Table, write_page
 from experiments.report.synthetic_page import write_synthetic_report
@@ -703,7 +703,7 @@ def hybrid_blocks(
             r["method"],
             f"{r[f'base_{JUDGED}']:.3f}",
             f"{r[f'other_{JUDGED}']:.3f}",
-            f"{r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]",
+            signed_ci(r),
         ]
         for _, r in hp.iterrows()
     ]
