@@ -97,8 +97,10 @@ from agents.registry import register
 from agents.sb3 import (
     Checkpoints,
     HeldOut,
+    batched_stop,
     check_loss,
     held_out_split,
+    load_weights,
     policy_kwargs,
     quiet,
     read_sb3,
@@ -224,15 +226,8 @@ class _BarCallback:
 
 
 def _stop_rule(q_net: Any, feats: NDArray[np.float32]) -> NDArray[np.bool_]:
-    """Q(STOP) >= Q(CONTINUE) under ``q_net`` for every row of ``feats`` (batched; ties pick STOP)."""
-    import torch
-
-    out = [np.zeros(0, dtype=bool)]
-    with torch.no_grad():
-        for i in range(0, len(feats), 65536):
-            q = q_net(torch.as_tensor(feats[i : i + 65536], dtype=torch.float32))
-            out.append((q[:, 0] >= q[:, 1]).numpy())
-    return np.concatenate(out)
+    """Q(STOP) >= Q(CONTINUE) under ``q_net`` for every row of ``feats`` (:func:`agents.sb3.batched_stop`)."""
+    return batched_stop(q_net, feats)
 
 
 def gradient_steps(s: DQNConfig) -> int:
@@ -346,10 +341,7 @@ class DQNAgent:
             learning_starts=0,
             buffer_size=1,
         )
-        try:
-            agent.model.policy.load_state_dict(state)
-        except (RuntimeError, TypeError) as e:
-            raise ValueError(f"{path}: weights do not fit a {list(agent.settings.net_arch)} Q-network ({e})") from e
+        load_weights(agent.model, state, path, f"{list(agent.settings.net_arch)} Q-network")
         return agent
 
 

@@ -44,7 +44,9 @@ from agents.registry import register
 from agents.sb3 import (
     Checkpoints,
     HeldOut,
+    batched_stop,
     held_out_split,
+    load_weights,
     policy_kwargs,
     quiet,
     read_sb3,
@@ -119,15 +121,9 @@ class PPOConfig:
 
 
 def _stop_rule(policy: Any, feats: NDArray[np.float32]) -> NDArray[np.bool_]:
-    """P(STOP) >= P(CONTINUE) under ``policy`` for every row of ``feats`` (batched; ties pick STOP)."""
-    import torch
-
-    out = []
-    with torch.no_grad():
-        for i in range(0, len(feats), 65536):
-            logits = policy.get_distribution(torch.as_tensor(feats[i : i + 65536])).distribution.logits
-            out.append((logits[:, 0] >= logits[:, 1]).numpy())
-    return np.concatenate(out) if out else np.zeros(0, dtype=bool)
+    """P(STOP) >= P(CONTINUE) under ``policy`` for every row of ``feats`` (:func:`agents.sb3.batched_stop` on its
+    action logits)."""
+    return batched_stop(lambda x: policy.get_distribution(x).distribution.logits, feats)
 
 
 class _Rollouts:
@@ -226,10 +222,7 @@ class PPOAgent:
         env = spaces_env(len(OBSERVATIONS[agent.observation]))
         kwargs = policy_kwargs(agent.settings.net_arch, agent.observation, agent.settings.listwise_net)
         agent.model = PPO("MlpPolicy", env, policy_kwargs=kwargs, device="cpu", n_steps=2, batch_size=2)
-        try:
-            agent.model.policy.load_state_dict(state)
-        except (RuntimeError, TypeError) as e:
-            raise ValueError(f"{path}: weights do not fit a {list(agent.settings.net_arch)} PPO policy ({e})") from e
+        load_weights(agent.model, state, path, f"{list(agent.settings.net_arch)} PPO policy")
         return agent
 
 

@@ -160,6 +160,29 @@ def policy_kwargs(net_arch: Sequence[int], observation: str, listwise_net: bool)
     return out
 
 
+def batched_stop(scores: Callable[[Any], Any], feats: NDArray[np.float32]) -> NDArray[np.bool_]:
+    """STOP where ``scores(x)[:, 0] >= scores(x)[:, 1]`` (ties pick STOP) for every row of ``feats``, in batches of
+    65,536 rows without gradients: ``scores`` is a Q-network (DQN, fitted Q) or a policy's action logits (PPO)."""
+    import torch
+
+    out = [np.zeros(0, dtype=bool)]
+    with torch.no_grad():
+        for i in range(0, len(feats), 65536):
+            q = scores(torch.as_tensor(feats[i : i + 65536], dtype=torch.float32))
+            out.append((q[:, 0] >= q[:, 1]).numpy())
+    return np.concatenate(out)
+
+
+def load_weights(model: Any, state: dict, path: Path, what: str) -> Any:
+    """``model`` with its policy's weights set to ``state`` (read by :func:`read_sb3`); ValueError naming ``path``
+    when they do not fit ``what`` (the network the settings build)."""
+    try:
+        model.policy.load_state_dict(state)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"{path}: weights do not fit a {what} ({e})") from e
+    return model
+
+
 def spaces_env(width: int) -> Any:
     """A Gymnasium env that only carries the spaces (``Box(-1, 1, (width,))``, two actions): what SB3 needs to
     build a model whose weights are then loaded or trained without stepping an environment."""

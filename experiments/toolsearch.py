@@ -362,12 +362,18 @@ def registry_tools(name: str, data_dir: str | None, cache_dir: str | None) -> tu
             {"name": n, "description": t} for n, t in zip(corpus.tool_names, corpus.tool_texts, strict=True)
         ]
         return bare, [q.text for q in corpus.queries]
-    from benchmarks.bfcl import load_bfcl, load_bfcl_schemas
+    from benchmarks.bfcl import load_bfcl
+
+    return bfcl_openai_tools(folder, cache), [q.text for q in load_bfcl(data_dir=folder, cache_dir=cache).queries]
+
+
+def bfcl_openai_tools(folder: Path | None, cache: Path | None) -> list[dict[str, Any]]:
+    """BFCL's 370 functions as an OpenAI ``tools`` list, in registry order."""
+    from benchmarks.bfcl import load_bfcl_schemas
 
     schemas = load_bfcl_schemas(data_dir=folder, cache_dir=cache)
-    tools = [{"type": "function", "function": {"name": n, "description": d, "parameters": p}}
-             for n, (d, p) in schemas.items()]  # fmt: skip
-    return tools, [q.text for q in load_bfcl(data_dir=folder, cache_dir=cache).queries]
+    return [{"type": "function", "function": {"name": n, "description": d, "parameters": p}}
+            for n, (d, p) in schemas.items()]  # fmt: skip
 
 
 def cmd_toolsearch_latency(la: ToolsearchLatencyArgs) -> int:
@@ -494,7 +500,7 @@ class Requests:
 def bfcl_requests(scorer: str, data_dir: str | None, cache_dir: str | None, limit: int | None = None) -> Requests:
     """The downstream split's test queries of ``bfcl-<scorer>`` (the first ``limit`` only when given) and its
     training queries as a log."""
-    from benchmarks.bfcl import load_bfcl, load_bfcl_schemas
+    from benchmarks.bfcl import load_bfcl
     from experiments.downstream_choices import downstream_queries
     from experiments.runner import get_condition
 
@@ -504,9 +510,7 @@ def bfcl_requests(scorer: str, data_dir: str | None, cache_dir: str | None, limi
     queries = downstream_queries(cond, [q.qid for q in cond.test][:limit], data_dir, cache_dir)
     record = {q.qid: q for q in corpus.queries}
     log = [{"request": record[q.qid].text, "tools": list(record[q.qid].gold)} for q in cond.train]
-    tools = [{"type": "function", "function": {"name": n, "description": d, "parameters": p}}
-             for n, (d, p) in load_bfcl_schemas(data_dir=folder, cache_dir=cache).items()]  # fmt: skip
-    return Requests(cond.name, scorer, queries, tools, log, dict(corpus.inputs_sha256))
+    return Requests(cond.name, scorer, queries, bfcl_openai_tools(folder, cache), log, dict(corpus.inputs_sha256))
 
 
 # ----------------------------------------------------------------------------------------------- depths

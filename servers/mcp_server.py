@@ -38,7 +38,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, Tool, ToolListChangedNotification
 from pydantic import BaseModel
 
-from benchmarks.tools import parse_tools
+from benchmarks.tools import ToolSchema
 from servers import DEFAULT_HOST
 from shortlist_depth.toolsearch import DEFAULT_MAX_K, SearchSpec, Shortlist, ToolSearch
 
@@ -81,10 +81,14 @@ class SearchSettings:
     """Show at most this many ranked tools (the library's default bound; None: no bound)."""
 
 
-def answer(shortlist: Shortlist) -> SearchAnswer:
-    """The ``search_tools`` answer of a shortlist (name, description, input schema of each tool)."""
-    tools = [FoundTool(name=t.name, description=t.description, inputSchema=t.parameters)
-             for t in parse_tools(list(shortlist.tools))]  # fmt: skip
+def found(tool: ToolSchema) -> FoundTool:
+    """One tool of a ``search_tools`` answer (name, description, input schema), from the searcher's parsed tool."""
+    return FoundTool(name=tool.name, description=tool.description, inputSchema=tool.parameters)
+
+
+def answer(search: ToolSearch, shortlist: Shortlist) -> SearchAnswer:
+    """The ``search_tools`` answer of a shortlist of ``search`` (its parsed tools, not parsed again)."""
+    tools = [found(search.tools[search.index[name]]) for name in shortlist.names]
     return SearchAnswer(tools=tools, k=shortlist.k, policy=str(shortlist.why.get("method", "")))
 
 
@@ -160,10 +164,10 @@ class ShortlistServer(MCPServer):
             )
         except Exception as e:  # never drop the request: every tool, and why
             LOG.warning("searcher failed on a query, every tool returned: %s: %s", type(e).__name__, e)
-            tools = [FoundTool(name=t.name, description=t.description, inputSchema=t.parameters) for t in search.tools]
+            tools = [found(t) for t in search.tools]
             return SearchAnswer(tools=tools, k=len(tools), policy=search.policy.method,
                                 fallback=f"searcher error: {type(e).__name__}")  # fmt: skip
-        return answer(shortlist)
+        return answer(search, shortlist)
 
     async def list_tools(self) -> list[Tool]:
         """``search_tools``, plus (with an upstream) the pinned upstream tools."""

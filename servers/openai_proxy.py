@@ -138,14 +138,6 @@ def _value(raw: msgspec.Raw | None) -> Any:
     return None if raw is None else msgspec.json.decode(raw)
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """The searcher of one tool list and each tool's position in it (by name)."""
-
-    search: ToolSearch
-    position: dict[str, int]
-
-
 class Shortlister:
     """The tool search's scorer and policy on each request's tools (one prepared searcher per distinct tool list,
     keyed by the sha256 of the list's bytes as sent)."""
@@ -153,9 +145,9 @@ class Shortlister:
     def __init__(self, base: ToolSearch | SearchSpec, config: ProxyConfig) -> None:
         self.spec = base.spec if isinstance(base, ToolSearch) else base
         self.config = config
-        self._searchers: OrderedDict[str, Prepared] = OrderedDict()
+        self._searchers: OrderedDict[str, ToolSearch] = OrderedDict()
 
-    def searcher(self, tools: msgspec.Raw, items: list[msgspec.Raw]) -> Prepared:
+    def searcher(self, tools: msgspec.Raw, items: list[msgspec.Raw]) -> ToolSearch:
         """The searcher of a tool list (``tools``, its raw JSON; ``items``, each tool's), prepared once per distinct
         list: only then are the tools parsed."""
         key = hashlib.sha256(tools).hexdigest()
@@ -163,11 +155,10 @@ class Shortlister:
             self._searchers.move_to_end(key)
             return self._searchers[key]
         search = self.spec.over([msgspec.json.decode(item) for item in items])
-        found = Prepared(search, {name: i for i, name in enumerate(search.names)})
-        self._searchers[key] = found
+        self._searchers[key] = search
         while len(self._searchers) > self.config.registries_kept:
             self._searchers.popitem(last=False)
-        return found
+        return search
 
     def plan(self, raw: bytes, top: dict[str, msgspec.Raw]) -> Plan:
         """The body to send for one chat request, and its headers (module docstring): the request's own bytes but
@@ -183,10 +174,9 @@ class Shortlister:
             LOG.info("chat request with %d tools and no user text: all tools forwarded", len(items))
             return Plan(raw, {"x-shortlist-fallback": "no user text"})
         try:
-            prepared = self.searcher(top["tools"], items)
-            search = prepared.search
+            search = self.searcher(top["tools"], items)
             pin = chosen_tool(_value(top.get("tool_choice")))
-            pinned = [pin] if pin is not None and pin in prepared.position else []
+            pinned = [pin] if pin is not None and pin in search.index else []
             shortlist = search.search(text, min_k=self.config.min_k, max_k=self.config.max_k, pinned=pinned)
         except Exception as e:  # the request is never dropped: it goes with every tool
             LOG.warning("searcher failed on a request with %d tools, all forwarded: %s: %s", len(items),
@@ -197,7 +187,7 @@ class Shortlister:
             "x-shortlist-tools": f"{len(shortlist.tools)}/{len(items)}",
             "x-shortlist-policy": search.policy.method,
         }
-        chosen = b",".join(bytes(items[prepared.position[name]]) for name in shortlist.names)
+        chosen = b",".join(bytes(items[search.index[name]]) for name in shortlist.names)
         return Plan(ENCODER.encode({**top, "tools": msgspec.Raw(b"[" + chosen + b"]")}), headers)
 
 

@@ -43,9 +43,10 @@ import os
 import shutil
 import tempfile
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -354,6 +355,11 @@ class ToolSearch:
     def names(self) -> tuple[str, ...]:
         """The tools' names, in registry order."""
         return tuple(t.name for t in self.tools)
+
+    @property
+    def index(self) -> Mapping[str, int]:
+        """Each tool's position in the registry, by name (read-only)."""
+        return MappingProxyType(self._index)
 
     @property
     def spec(self) -> SearchSpec:

@@ -30,9 +30,10 @@ def ci(row: pd.Series, col: str, nd: int = 2, scale: float = 1.0) -> str:
     return fmt(scale * row[col], scale * row[f"{col}_lo"], scale * row[f"{col}_hi"], nd)
 
 
-def signed_ci(row: pd.Series) -> str:
-    """A paired difference ``row["diff"]`` with its interval, signed to 3 decimals: ``+0.052 [-0.055, +0.164]``."""
-    return f"{row['diff']:+.3f} [{row['diff_lo']:+.3f}, {row['diff_hi']:+.3f}]"
+def signed_ci(row: pd.Series, col: str = "diff", nd: int = 3) -> str:
+    """A paired difference ``row[col]`` with its ``_lo``/``_hi`` interval, signed, to ``nd`` decimals:
+    ``+0.052 [-0.055, +0.164]``."""
+    return f"{row[col]:+.{nd}f} [{row[f'{col}_lo']:+.{nd}f}, {row[f'{col}_hi']:+.{nd}f}]"
 
 
 def rates(rows: pd.DataFrame, col: str) -> str:

@@ -1,5 +1,5 @@
 """The page of ``shortlist toolsearch pays``: the tool search's policies against fixed limits, end to end and in
-tool-definition tokens (the tables come from :mod:`experiments.toolsearch_pays`; this module formats them, draws
+tool-definition tokens (the tables come from :mod:`experiments.report.pays_tables`; this module formats them, draws
 the figure and writes the page, the local chooser first and the simulated one as a sensitivity)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from experiments.io import atomic_write_csv, save_png, write_csv
-from experiments.report.markdown import ci
+from experiments.report.markdown import ci, signed_ci
 from experiments.report.page import Bullets, Figure, Page, Paragraph, Section, Table, write_page
 
 TITLE = "Does the tool search pay?"
@@ -91,10 +91,8 @@ def methods_lines(methods: pd.DataFrame) -> Table:
 def paired_lines(paired: pd.DataFrame) -> Table:
     """One chooser's paired differences: each adaptive method minus each fixed limit."""
     rows = [[r["condition"], r["method"], r["fixed"],
-             f"{r['e2e_diff']:+.1f} [{r['e2e_diff_lo']:+.1f}, {r['e2e_diff_hi']:+.1f}]", r["e2e_verdict"],
-             f"{r['tokens_diff']:+.0f} [{r['tokens_diff_lo']:+.0f}, {r['tokens_diff_hi']:+.0f}]", r["tokens_verdict"],
-             f"{r['tokens_uncapped_diff']:+.0f} [{r['tokens_uncapped_diff_lo']:+.0f}, "
-             f"{r['tokens_uncapped_diff_hi']:+.0f}] ({r['tokens_uncapped_verdict']})"]
+             signed_ci(r, "e2e_diff", 1), r["e2e_verdict"], signed_ci(r, "tokens_diff", 0), r["tokens_verdict"],
+             f"{signed_ci(r, 'tokens_uncapped_diff', 0)} ({r['tokens_uncapped_verdict']})"]
             for _, r in paired.iterrows()]  # fmt: skip
     header = ["condition", "method", "minus", "end-to-end points [95% paired]", "end to end", "tool tokens [95% paired]",
               "tokens", "tool tokens, K uncapped"]  # fmt: skip
@@ -128,11 +126,9 @@ def versus_lines(paired: pd.DataFrame) -> list[str]:
     """Per (condition, adaptive method): its paired differences from each fixed limit, in words and numbers."""
     out = []
     for (cond, method), g in paired.groupby(["condition", "method"], sort=False):
-        parts = [f"{r['fixed']}: end to end {r['e2e_diff']:+.1f} [{r['e2e_diff_lo']:+.1f}, {r['e2e_diff_hi']:+.1f}] "
-                 f"points ({r['e2e_verdict']}), tokens {r['tokens_diff']:+.0f} [{r['tokens_diff_lo']:+.0f}, "
-                 f"{r['tokens_diff_hi']:+.0f}] ({r['tokens_verdict']})"
-                 + (f", uncapped {r['tokens_uncapped_diff']:+.0f} [{r['tokens_uncapped_diff_lo']:+.0f}, "
-                    f"{r['tokens_uncapped_diff_hi']:+.0f}] ({r['tokens_uncapped_verdict']})"
+        parts = [f"{r['fixed']}: end to end {signed_ci(r, 'e2e_diff', 1)} points ({r['e2e_verdict']}), tokens "
+                 f"{signed_ci(r, 'tokens_diff', 0)} ({r['tokens_verdict']})"
+                 + (f", uncapped {signed_ci(r, 'tokens_uncapped_diff', 0)} ({r['tokens_uncapped_verdict']})"
                     if r["tokens_uncapped_diff"] != r["tokens_diff"] else "")
                  for _, r in g.iterrows()]  # fmt: skip
         out.append(f"{cond}, {method} minus " + "; ".join(parts) + ".")
