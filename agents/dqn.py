@@ -96,10 +96,9 @@ from agents.base import (
 from agents.registry import register
 from agents.sb3 import (
     Checkpoints,
-    HeldOut,
     batched_stop,
     check_loss,
-    held_out_split,
+    held_out_checkpoints,
     load_weights,
     policy_kwargs,
     quiet,
@@ -218,8 +217,7 @@ class _BarCallback:
                 bar.update(n)
                 t = self.num_timesteps
                 if checkpoints is not None and every and t // every != (t - n) // every:
-                    q_net = self.model.q_net  # type: ignore[attr-defined]
-                    checkpoints.see(t, q_net, lambda f: _stop_rule(q_net, f))
+                    checkpoints.see(t, self.model.q_net)  # type: ignore[attr-defined]
                 return True
 
         return _Cb()
@@ -261,11 +259,7 @@ class DQNAgent:
         torch_on_one_thread()
         observation_width(queries, config.observation)  # one observation set on every query (names one otherwise)
         self.observation = observation_of(queries[0], config.observation)
-        train = list(queries)
-        self.checkpoints = None
-        if s.held_out > 0:
-            train, val = held_out_split(queries, s.held_out, s.held_out_seed)
-            self.checkpoints = Checkpoints(HeldOut(val, config))
+        train, self.checkpoints = held_out_checkpoints(queries, s.held_out, s.held_out_seed, config, _stop_rule)
         self.model = quiet(
             value_dqn_class(s.double_q, s.loss)(
                 "MlpPolicy",
@@ -293,8 +287,7 @@ class DQNAgent:
                 total_timesteps=s.total_timesteps, callback=_BarCallback(bar, self.checkpoints, s.eval_every)
             )
         if self.checkpoints is not None:
-            self.checkpoints.see(self.model.num_timesteps, self.model.q_net, lambda f: _stop_rule(self.model.q_net, f))
-            self.checkpoints.restore(self.model.q_net)
+            self.checkpoints.finish(self.model.num_timesteps, self.model.q_net)
         return self
 
     def q_values(self, feats: NDArray[np.float32]) -> NDArray[np.float32]:

@@ -66,13 +66,11 @@ from agents.base import (
     torch_on_one_thread,
     training_bar,
 )
-from agents.dqn import DQNAgent, DQNConfig, gradient_steps
+from agents.dqn import DQNAgent, DQNConfig, _stop_rule, gradient_steps
 from agents.registry import register
 from agents.sb3 import (
-    Checkpoints,
-    HeldOut,
     check_loss,
-    held_out_split,
+    held_out_checkpoints,
     policy_kwargs,
     quiet,
     spaces_env,
@@ -240,7 +238,7 @@ class FittedQ(DQNAgent):
         torch_on_one_thread()
         width = observation_width(queries, config.observation)
         self.observation = observation_of(queries[0], config.observation)
-        train, val = held_out_split(queries, s.held_out, s.held_out_seed) if s.held_out > 0 else (list(queries), [])
+        train, checkpoints = held_out_checkpoints(queries, s.held_out, s.held_out_seed, config, _stop_rule)
         data = Transitions(train, config)
         self.model = quiet(
             value_dqn_class(False, s.loss)(
@@ -260,7 +258,7 @@ class FittedQ(DQNAgent):
         )
         q_net, target, buffer = self.model.q_net, self.model.q_net_target, self.model.replay_buffer
         obs = torch.from_numpy(np.ascontiguousarray(data.feats))
-        self.checkpoints = Checkpoints(HeldOut(val, config)) if val else None
+        self.checkpoints = checkpoints
         done = 0
         with training_bar(s.gradient_steps, f"{self.name} s{seed}") as bar:
             while done < s.gradient_steps:
@@ -272,17 +270,11 @@ class FittedQ(DQNAgent):
                 done += chunk
                 bar.update(chunk)
                 if self.checkpoints is not None:
-                    self.checkpoints.see(done, q_net, self._rule(q_net))
+                    self.checkpoints.see(done, q_net)
         if self.checkpoints is not None:
             self.checkpoints.restore(q_net)
         self.model.replay_buffer = None  # the data stays with the caller, not with the fitted policy
         return self
-
-    @staticmethod
-    def _rule(q_net: Any) -> Any:
-        from agents.dqn import _stop_rule
-
-        return lambda feats: _stop_rule(q_net, feats)
 
 
 register(

@@ -43,9 +43,8 @@ from agents.base import (
 from agents.registry import register
 from agents.sb3 import (
     Checkpoints,
-    HeldOut,
     batched_stop,
-    held_out_split,
+    held_out_checkpoints,
     load_weights,
     policy_kwargs,
     quiet,
@@ -139,8 +138,7 @@ class _Rollouts:
 
             def _on_rollout_start(self) -> None:  # the previous rollout's update is done
                 if checkpoints is not None and self.num_timesteps > 0:
-                    policy = self.model.policy
-                    checkpoints.see(self.num_timesteps, policy, lambda f: _stop_rule(policy, f))
+                    checkpoints.see(self.num_timesteps, self.model.policy)
 
         return _Cb()
 
@@ -167,8 +165,7 @@ class PPOAgent:
         torch_on_one_thread()
         observation_width(queries, config.observation)
         self.observation = observation_of(queries[0], config.observation)
-        train, val = held_out_split(queries, s.held_out, s.held_out_seed) if s.held_out > 0 else (list(queries), [])
-        self.checkpoints = Checkpoints(HeldOut(val, config)) if val else None
+        train, self.checkpoints = held_out_checkpoints(queries, s.held_out, s.held_out_seed, config, _stop_rule)
         self.model = quiet(
             PPO(
                 "MlpPolicy",
@@ -190,9 +187,7 @@ class PPOAgent:
         with training_bar(s.total_timesteps, f"{self.name} s{seed}") as bar:
             self.model.learn(total_timesteps=s.total_timesteps, callback=_Rollouts(bar, self.checkpoints))
         if self.checkpoints is not None:
-            policy = self.model.policy
-            self.checkpoints.see(self.model.num_timesteps, policy, lambda f: _stop_rule(policy, f))
-            self.checkpoints.restore(policy)
+            self.checkpoints.finish(self.model.num_timesteps, self.model.policy)
         return self
 
     def depths(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.int64]:

@@ -304,20 +304,22 @@ def held_out_split(
 
 
 class Checkpoints:
-    """The best weights of a torch module by held-out score (ties: the earlier), and when they were seen."""
+    """The best weights of a torch module by held-out score (ties: the earlier), and when they were seen; ``rule``
+    is the agent's stop rule of a module (``rule(module, feats)``: STOP per row, e.g. :func:`batched_stop`)."""
 
-    def __init__(self, held_out: HeldOut | None) -> None:
+    def __init__(self, held_out: HeldOut | None, rule: Callable[[Any, NDArray[np.float32]], NDArray[np.bool_]]) -> None:
         self.held_out = held_out
+        self.rule = rule
         self.best = -np.inf
         self.state: dict | None = None
         self.at = 0
         self.history: list[tuple[int, float]] = []
 
-    def see(self, step: int, module: Any, stop: Callable[[NDArray[np.float32]], NDArray[np.bool_]]) -> None:
-        """Score ``stop`` (the rule of ``module``'s current weights) and keep the weights when they beat the best."""
+    def see(self, step: int, module: Any) -> None:
+        """Score ``module``'s current weights by its stop rule and keep them when they beat the best."""
         if self.held_out is None:
             return
-        value = self.held_out.score(stop)
+        value = self.held_out.score(lambda feats: self.rule(module, feats))
         self.history.append((int(step), value))
         if value > self.best:
             self.best, self.at, self.state = value, int(step), copy.deepcopy(module.state_dict())
@@ -326,3 +328,19 @@ class Checkpoints:
         """Load the best weights seen into ``module`` (nothing when none was scored)."""
         if self.state is not None:
             module.load_state_dict(self.state)
+
+    def finish(self, step: int, module: Any) -> None:
+        """Score the final weights too, then load the best seen into ``module``."""
+        self.see(step, module)
+        self.restore(module)
+
+
+def held_out_checkpoints(
+    queries: Sequence[RankedQuery], frac: float, seed: int, config: EpisodeConfig, rule: Callable[[Any, Any], Any]
+) -> tuple[list[RankedQuery], Checkpoints | None]:
+    """The queries to train on and the checkpoints that judge the weights on the held-out rest
+    (:func:`held_out_split`); every query and no checkpoints when ``frac`` is 0."""
+    if frac <= 0:
+        return list(queries), None
+    train, val = held_out_split(queries, frac, seed)
+    return train, Checkpoints(HeldOut(val, config), rule)
