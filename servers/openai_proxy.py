@@ -231,14 +231,10 @@ class Proxy:
 
     async def chat(self, request: Request) -> Response:
         """``POST /v1/chat/completions``: the shortlist of the request's tools forwarded (module docstring)."""
-        try:
-            raw = await read_body(request, self.config.max_body_bytes)
-        except ClientDisconnect:
-            return Response(status_code=499)
+        raw = await self.body(request)
+        if isinstance(raw, Response):
+            return raw
         t0 = time.perf_counter()  # the proxy's own time starts with the whole body in hand
-        if raw is None:
-            return error(413, f"request body over the proxy's limit of {self.config.max_body_bytes} bytes",
-                         "body_too_large")  # fmt: skip
         try:
             top = TOP_LEVEL.decode(raw)
         except msgspec.ValidationError as e:
@@ -253,6 +249,13 @@ class Proxy:
 
     async def passthrough(self, request: Request) -> Response:
         """Any other path under ``/v1``: forwarded unchanged."""
+        raw = await self.body(request)
+        if isinstance(raw, Response):
+            return raw
+        return await self.forward(request, "/" + request.path_params["path"], raw, {}, stream=False)
+
+    async def body(self, request: Request) -> bytes | Response:
+        """The request's body, or the answer that ends it: 499 when the client left, 413 over the size limit."""
         try:
             raw = await read_body(request, self.config.max_body_bytes)
         except ClientDisconnect:
@@ -260,7 +263,7 @@ class Proxy:
         if raw is None:
             return error(413, f"request body over the proxy's limit of {self.config.max_body_bytes} bytes",
                          "body_too_large")  # fmt: skip
-        return await self.forward(request, "/" + request.path_params["path"], raw, {}, stream=False)
+        return raw
 
     async def forward(
         self,

@@ -541,7 +541,7 @@ class ToolSearch:
                 said = "" if key == "identity" else f" (policy: {recorded.get(key)}, searcher: {meta.get(key)})"
                 raise ValueError(f"{folder}: the policy records another {key} than searcher.json{said}")
         record = _check_policy(trained, meta["scorer"], str(folder))
-        return cls(tools, _ranker(tools, meta["scorer"], Path(cache_dir) if cache_dir else None), trained, record)
+        return SearchSpec(meta["scorer"], trained, record, Path(cache_dir) if cache_dir else None).over_parsed(tools)
 
     def __repr__(self) -> str:
         return f"ToolSearch({len(self.tools)} tools, scorer={self.scorer!r}, policy={self.policy.method!r})"
