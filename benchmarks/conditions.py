@@ -60,9 +60,11 @@ P_rand always uses the candidate-set size N, not the registry size.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -77,6 +79,7 @@ from benchmarks.score_cache import cached_embeddings, cached_scores
 from benchmarks.scorers import EmbeddingScorer, make_scorer
 from benchmarks.split import Condition, seeded_split, sha_lines, split_meta
 from envs import RankedQuery
+from envs.ranked import first_relevant_rank
 
 SIMILARITY_MODEL = "minilm"
 
@@ -398,13 +401,19 @@ def fit_fusion_weight(
     nearest 0.5 (then the smaller). Ranks count ties pessimistically: 1 + #{candidates with a strictly
     higher fused score} + #{tied candidates before it in candidate order}, the ranking rule of every
     condition (:meth:`envs.RankedQuery.from_scores`)."""
+    from envs.features import zscores
+
     if not a:
         raise ValueError("fit_fusion_weight: no training queries")
+    # each query's z-scores once (fused_scores' own terms, so every fused score is the one it computes), and
+    # the gold rank of every weight by RankedQuery.from_scores' rule without building the query
+    za = [zscores(np.asarray(x, dtype=np.float64)) for x in a]
+    zb = [zscores(np.asarray(y, dtype=np.float64)) for y in b]
     mrr = []
     for w in FUSION_WEIGHTS:
         rr = []
-        for x, y, g in zip(a, b, gold_pos, strict=True):
-            gold_rank = RankedQuery.from_scores(fused_scores(x, y, float(w)), g, "fusion fit")[0].gold_rank
+        for x, y, g in zip(za, zb, gold_pos, strict=True):
+            gold_rank = first_relevant_rank((1.0 - float(w)) * x + float(w) * y, g, "fusion fit")
             rr.append(1.0 / gold_rank if gold_rank else 0.0)
         mrr.append(float(np.mean(rr)))
     best = max(range(len(FUSION_WEIGHTS)), key=lambda i: (mrr[i], -abs(FUSION_WEIGHTS[i] - 0.5), -FUSION_WEIGHTS[i]))
@@ -458,14 +467,16 @@ def build_condition(
     if benchmark == "run":
         return _run_condition(opts, split_seed, float(opts.get("train_frac") or train_frac))
     t0 = time.perf_counter()
-    corpus = _load_corpus(benchmark, rule, data_dir, cache_dir, opts)
+    source = (benchmark, rule, data_dir, cache_dir, tuple(sorted(opts.items())), candidate_seed)
+    corpus = _memo(("corpus", *source), lambda: _load_corpus(benchmark, rule, data_dir, cache_dir, opts))
     t_load = time.perf_counter() - t0
     records = sampled_records(benchmark, corpus, rule, candidate_seed)
     texts, shift_meta = query_texts(rule, records, corpus)
     t1 = time.perf_counter()
-    scores = score_queries(scorer, rule, texts, corpus, cache_dir)
+    scores = _memo(("scores", scorer, *source), lambda: score_queries(scorer, rule, texts, corpus, cache_dir))
     t_score = time.perf_counter() - t1
-    cands, gold_pos = query_candidates(benchmark, corpus, records, rule, cache_dir, candidate_seed)
+    draw = functools.partial(query_candidates, benchmark, corpus, records, rule, cache_dir, candidate_seed)
+    cands, gold_pos = _memo(("candidates", *source), draw)
     train_idx, test_idx = seeded_split(len(records), train_frac, split_seed)
     fusion = fusion_fit(scorer, scores.matrices, cands, gold_pos, train_idx)
     weight = fusion.get("fusion_weight")
@@ -488,6 +499,36 @@ def build_condition(
         "seconds_score": round(t_score, 3),
     }
     return Condition(name, queries, train_idx, test_idx, buckets=rule.buckets, meta=meta, ranked_tools=ranked_tools)
+
+
+_MEMO: dict[tuple, Any] | None = None
+"""What :func:`build_condition` has read inside :func:`source_memo` (None outside it)."""
+
+
+@contextlib.contextmanager
+def source_memo() -> Iterator[None]:
+    """Inside the block, :func:`build_condition` reads each corpus, scores each query set and draws each
+    candidate set once, however many conditions share them: the five train/test splits of a condition share all
+    three (only the split and the fitted fusion weight differ), and the bm25 and minilm conditions of a benchmark
+    share the corpus and the candidate sets. What is kept is what those steps return, so every condition is the
+    one built without the block. Outside it nothing is kept: a long-lived process (a server, a notebook) reads
+    its files afresh. Nested blocks share the outer one's memo."""
+    global _MEMO
+    outer = _MEMO
+    _MEMO = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _MEMO = outer
+
+
+def _memo(key: tuple, make: Callable[[], Any]) -> Any:
+    """``make()``, once per ``key`` inside :func:`source_memo`; every time outside it."""
+    if _MEMO is None:
+        return make()
+    if key not in _MEMO:
+        _MEMO[key] = make()
+    return _MEMO[key]
 
 
 def _load_corpus(

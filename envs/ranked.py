@@ -156,3 +156,21 @@ class RankedQuery:
                 raise ValueError(f"query {qid!r}: {aux.size} second-scorer scores for {s.size} candidates")
             aux = aux[order]
         return cls(s[order], rank_of[rel], qid, n_candidates, n_relevant, aux), order
+
+
+def first_relevant_rank(scores: ArrayLike, relevant: Sequence[int], qid: str) -> int:
+    """The rank :meth:`RankedQuery.from_scores` gives the first relevant item (its ``gold_rank``; 0 when
+    ``relevant`` is empty) without building the query: a candidate's rank under the stable descending sort is
+    1 + #{candidates scored strictly higher} + #{candidates scored equal and earlier in candidate order}.
+    For callers that need only that rank many times over (the fusion-weight fit ranks every training query
+    at 21 weights); the same errors as ``from_scores`` for NaN/inf scores and relevant indices out of range."""
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    if s.size and not np.all(np.isfinite(s)):
+        bad = int(np.flatnonzero(~np.isfinite(s))[0])
+        raise ValueError(f"query {qid!r}: score of candidate {bad} is {s[bad]} (NaN/inf scores are not allowed)")
+    rel = np.asarray(list(relevant), dtype=np.int64)
+    if not rel.size:
+        return 0
+    if rel.min() < 0 or rel.max() >= s.size:
+        raise ValueError(f"query {qid!r}: relevant candidate index out of range 0..{s.size - 1}")
+    return min(1 + int(np.count_nonzero(s > s[j])) + int(np.count_nonzero(s[:j] == s[j])) for j in rel.tolist())

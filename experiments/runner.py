@@ -11,6 +11,7 @@ with the same config hash is skipped (resume).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import io
@@ -29,7 +30,7 @@ import pandas as pd
 
 from agents import bucket_table, evaluate, summarise
 from agents.base import DepthPolicy, seed_everything, set_training_progress
-from benchmarks.conditions import Condition, build_condition
+from benchmarks.conditions import Condition, build_condition, source_memo
 from envs import EpisodeConfig, RankedQuery
 from experiments.config import Cell
 from experiments.io import manifest, now_utc, remove_stale_temporaries, staged_folder, write_csv
@@ -80,9 +81,55 @@ def _get_condition(
     )
 
 
+_HELD: dict[tuple, Condition] = {}
+"""The conditions of the cells :func:`run_cells` is running (:func:`held_conditions`), by :func:`_held_key`."""
+
+
+def _held_key(cell: Cell, data_dir: str | None, cache_dir: str | None) -> tuple:
+    return (cell.benchmark, cell.scorer, cell.variant, cell.split_seed, data_dir, cache_dir, cell.options)
+
+
 def cell_condition(cell: Cell, data_dir: str | None, cache_dir: str | None) -> Condition:
-    """The condition a cell trains and evaluates on."""
+    """The condition a cell trains and evaluates on: the one :func:`held_conditions` holds, else built
+    (once per process, :func:`get_condition`)."""
+    held = _HELD.get(_held_key(cell, data_dir, cache_dir))
+    if held is not None:
+        return held
     return get_condition(cell.benchmark, cell.scorer, cell.variant, cell.split_seed, data_dir, cache_dir, cell.options)
+
+
+@contextlib.contextmanager
+def held_conditions(cells: Sequence[Cell], data_dir: str | None, cache_dir: str | None) -> Iterator[None]:
+    """Build the condition of every cell once, reading each corpus, score matrix and candidate draw once
+    (:func:`benchmarks.conditions.source_memo`), and hold them all while the block runs.
+
+    :func:`run_cells` runs its pool inside the block: on Linux the workers are forked from this process, so
+    they start with every condition already built instead of building each again (the per-process memo of
+    :func:`get_condition` keeps 16, fewer than a study's 128 (condition, split) pairs, so a worker rebuilt
+    conditions as cells of other conditions came between). The whole study holds about 0.5 GB of
+    conditions, shared by the forked workers until one writes to them. Nested blocks keep the outer one's."""
+    outer = dict(_HELD)
+    try:
+        with source_memo():
+            for c in cells:
+                key = _held_key(c, data_dir, cache_dir)
+                if key not in _HELD:
+                    _HELD[key] = get_condition(
+                        c.benchmark, c.scorer, c.variant, c.split_seed, data_dir, cache_dir, c.options
+                    )
+        yield
+    finally:
+        _HELD.clear()
+        _HELD.update(outer)
+
+
+def _pool_context() -> Any:
+    """The process start method of :func:`run_cells`' pool: fork on Linux (the workers inherit the held
+    conditions, and it stays the method on Pythons whose default moved to forkserver), the platform's default
+    elsewhere (macOS and Windows spawn, whose workers build the conditions they run)."""
+    import multiprocessing
+
+    return multiprocessing.get_context("fork" if sys.platform.startswith("linux") else None)
 
 
 def run_cell(
@@ -217,11 +264,27 @@ def run_cells(
         raise ValueError(f"unknown backend {backend!r}; expected local or ray")
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
-    from tqdm.auto import tqdm
-
     cells = list({c.run_id: c for c in cells}.values())
     remove_stale_temporaries(runs)
     remove_stale_temporaries(out)
+    with held_conditions(cells, data_dir, cache_dir):
+        return _run_held(cells, runs, data_dir, cache_dir, command, workers, progress, backend, ray_address)
+
+
+def _run_held(
+    cells: Sequence[Cell],
+    runs: Path,
+    data_dir: str | None,
+    cache_dir: str | None,
+    command: str,
+    workers: int,
+    progress: bool,
+    backend: str,
+    ray_address: str | None,
+) -> list[Path]:
+    """:func:`run_cells` once its conditions are held."""
+    from tqdm.auto import tqdm
+
     for c in cells:  # bad inputs and impossible depth caps fail before anything is written
         c.episode.check_queries(cell_condition(c, data_dir, cache_dir).queries)
     todo = [c for c in cells if not is_done(c, runs / c.run_id)]
@@ -238,10 +301,11 @@ def run_cells(
             done.append(run_cell(c, runs, data_dir, cache_dir, command, 1 if progress else 0))
             bar.update()
     else:
-        import multiprocessing
-
-        counter = multiprocessing.get_context().Value("i", 0)
-        with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(counter, progress)) as pool:
+        ctx = _pool_context()
+        counter = ctx.Value("i", 0)
+        with ProcessPoolExecutor(
+            max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(counter, progress)
+        ) as pool:
             futures = {pool.submit(_run_cell_worker, (c, str(runs), data_dir, cache_dir, command)): c for c in todo}
             for fut in as_completed(futures):
                 done.append(Path(fut.result()))

@@ -157,3 +157,69 @@ def test_tied_tail_stats_by_hand() -> None:
 def test_condition_meta_records_the_tied_tail(bfcl_bm25: Condition) -> None:
     assert 0.0 <= bfcl_bm25.meta["tied_tail_pct"] <= 100.0
     assert 0.0 <= bfcl_bm25.meta["gold_in_tied_tail_pct"] <= 100.0
+
+
+def _reference_fusion_weight(a: list, b: list, gold_pos: list) -> tuple[float, float]:
+    """The fusion fit as first written: a RankedQuery per query and weight (fit_fusion_weight must agree)."""
+    from benchmarks.conditions import FUSION_WEIGHTS, fused_scores
+    from envs import RankedQuery
+
+    mrr = []
+    for w in FUSION_WEIGHTS:
+        fused = [fused_scores(x, y, float(w)) for x, y in zip(a, b, strict=True)]
+        ranks = [RankedQuery.from_scores(f, g, "ref")[0].gold_rank for f, g in zip(fused, gold_pos, strict=True)]
+        mrr.append(float(np.mean([1.0 / r if r else 0.0 for r in ranks])))
+    best = max(range(len(FUSION_WEIGHTS)), key=lambda i: (mrr[i], -abs(FUSION_WEIGHTS[i] - 0.5), -FUSION_WEIGHTS[i]))
+    return float(FUSION_WEIGHTS[best]), mrr[best]
+
+
+@given(seed=st.integers(0, 2**32 - 1))
+def test_fusion_weight_is_the_one_ranked_queries_give(seed: int) -> None:
+    """Scores with many ties (rounded, constant lists, signed zeros) and several gold items: the fitted weight
+    and its MRR are those of ranking every fused list with RankedQuery.from_scores."""
+    from benchmarks.conditions import fit_fusion_weight
+
+    rng = np.random.default_rng(seed)
+    a, b, gold = [], [], []
+    for _ in range(12):
+        n = int(rng.integers(1, 9))
+        a.append(np.round(rng.normal(size=n), 1) * rng.choice([0.0, -0.0, 1.0], p=[0.1, 0.1, 0.8]))
+        b.append(np.round(rng.normal(size=n), 1))
+        gold.append(sorted(rng.choice(n, size=int(rng.integers(0, min(n, 3) + 1)), replace=False).tolist()))
+    assert fit_fusion_weight(a, b, gold) == _reference_fusion_weight(a, b, gold)
+
+
+def test_first_relevant_rank_refuses_what_from_scores_refuses() -> None:
+    from envs.ranked import first_relevant_rank
+
+    with pytest.raises(ValueError, match="query 'q': score of candidate 1 is nan"):
+        first_relevant_rank([1.0, float("nan")], [0], "q")
+    with pytest.raises(ValueError, match="query 'q': relevant candidate index out of range 0..1"):
+        first_relevant_rank([1.0, 2.0], [2], "q")
+    assert first_relevant_rank([1.0, 2.0], [], "q") == 0
+    assert first_relevant_rank([2.0, 2.0, 3.0], [1], "q") == 3  # one higher, one tied before it
+
+
+def test_source_memo_builds_the_same_conditions_and_keeps_nothing_outside(cache_dir: Path) -> None:
+    """Inside source_memo the five splits share one corpus, score matrix and candidate draw, and every
+    condition is the one built without it; the memo is gone after the block."""
+    import benchmarks.conditions as bc
+    from experiments.runner import scores_digest
+
+    def sig(c: Condition) -> tuple:
+        meta = {k: v for k, v in c.meta.items() if not k.startswith("seconds") and k != "score_cache_hit"}
+        return scores_digest(c.queries), [q.qid for q in c.train], [q.qid for q in c.test], repr(sorted(meta.items()))
+
+    loads = []
+    real = bc._load_corpus
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bc, "_load_corpus", lambda *a: loads.append(a) or real(*a))
+        with bc.source_memo():
+            memo = [build_condition("bfcl", "bm25", cache_dir=cache_dir, split_seed=s) for s in (0, 1)]
+            assert bc._MEMO  # noqa: SLF001 - the memo is live inside the block
+        assert len(loads) == 1
+        assert bc._MEMO is None  # noqa: SLF001
+        plain = [build_condition("bfcl", "bm25", cache_dir=cache_dir, split_seed=s) for s in (0, 1)]
+        assert len(loads) == 3
+    assert [sig(c) for c in memo] == [sig(c) for c in plain]
+    assert sig(memo[0]) != sig(memo[1])  # the splits still differ

@@ -368,3 +368,41 @@ def test_version_prints_the_installed_version_and_exits_0(capsys: pytest.Capture
         main(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out == f"shortlist {version('shortlist-depth')}\n"
+
+
+def test_pool_workers_run_on_the_conditions_the_parent_built(
+    tmp_path: Path, cache_dir: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run_cells builds each (condition, split) once in the parent and its forked workers use those: no worker
+    builds a condition (on Linux; elsewhere the pool spawns and workers build their own). Outside run_cells
+    nothing stays held."""
+    import os
+    import sys
+
+    import experiments.runner as runner
+    from agents.method import MethodSpec
+    from experiments.options import LearnArgs
+    from experiments.plan import PLANS, cells_for
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the pool forks only on Linux")
+    log = tmp_path / "builds.txt"
+    real = runner.get_condition
+
+    def unmemoised(*a: object) -> object:  # no per-process memo: only holding can spare a worker a build
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        real.cache_clear()
+        return real(*a)
+
+    monkeypatch.setattr(runner, "get_condition", unmemoised)
+    la = LearnArgs(seeds=(7,), split_seeds=(0, 1))
+    specs = {"bfcl-bm25": [MethodSpec("fixed", "bor", 1), MethodSpec("fixed", "bor", 3)]}
+    cells = cells_for([PLANS["bfcl-bm25"]], la.seeds, specs, learning=la.learning())
+    assert len(cells) == 4
+    made = runner.run_cells(
+        cells, tmp_path / "o", data_dir=None, cache_dir=cache_dir, command="t", workers=2, progress=False
+    )
+    assert len(made) == 4
+    assert log.read_text().split() == [str(os.getpid())] * 2  # two splits, built by the parent only
+    assert runner._HELD == {}  # noqa: SLF001
