@@ -243,19 +243,21 @@ def cmd_toolsearch_default(ta: ToolsearchDefaultArgs, command: str) -> int:
         everything = [q for qs in by_bench.values() for q in qs]
         path = write_default_policy(chosen, everything, scorer, Path(ta.out), provenance, ta.seed)
         print(f"{scorer}: default {chosen} (mean held-out net reward {means[chosen]:.3f}); wrote {path}")
-    write_lobo_folder(Path(ta.table), tables, ta, command, inputs)
+    write_lobo_folder(Path(ta.table), tables, ta, command, inputs, code)
     print(f"wrote {ta.table}/README.md, lobo.csv, lobo_diffs.csv and manifest.json")
     return 0
 
 
 def write_lobo_folder(
     folder: Path, tables: dict[str, tuple[pd.DataFrame, pd.DataFrame, str, pd.Series]], ta: Any, command: str,
-    inputs: dict[str, str],
+    inputs: dict[str, str], code: dict[str, object],
 ) -> None:  # fmt: skip
-    """The LOBO table (CSV), its README (verdict and intervals) and the manifest, written all at once."""
+    """The LOBO table (CSV), its README (verdict and intervals) and the manifest, written all at once. The
+    manifest's git state is ``code``, taken before the fits: by now the command has rewritten the shipped
+    policies, which would otherwise count its own output as a change to the code."""
     import pandas as pd
 
-    from experiments.io import staged_folder, write_csv, write_manifest
+    from experiments.io import atomic_write_json, manifest, staged_folder, write_csv
     from experiments.report.page import write_page
 
     summary = pd.concat([s.assign(scorer=k) for k, (s, _, _, _) in tables.items()], ignore_index=True)
@@ -264,8 +266,9 @@ def write_lobo_folder(
         write_csv(summary[["scorer", *summary.columns.drop("scorer")]], tmp / "lobo.csv")
         write_csv(diffs[["scorer", *diffs.columns.drop("scorer")]], tmp / "lobo_diffs.csv")
         write_page(tmp, lobo_readme(tables, command))
-        write_manifest(tmp / "manifest.json", command=command, data_sha256=dict(sorted(inputs.items())),
-                       chosen={k: v[2] for k, v in tables.items()}, options=asdict(ta))  # fmt: skip
+        made = manifest(command=command, data_sha256=dict(sorted(inputs.items())),
+                        chosen={k: v[2] for k, v in tables.items()}, options=asdict(ta))  # fmt: skip
+        atomic_write_json(tmp / "manifest.json", {**made, **code})
 
 
 def lobo_readme(tables: dict[str, tuple[pd.DataFrame, pd.DataFrame, str, pd.Series]], command: str) -> Page:

@@ -178,7 +178,15 @@ def test_recommend_on_a_log_refuses_bad_input_and_writes_nothing(tmp_path: Path)
 # ------------------------------------------------------------------------------------------ default policy
 
 
-def test_toolsearch_default_writes_the_lobo_table_and_a_policy_with_its_provenance(tmp_path: Path) -> None:
+def test_toolsearch_default_writes_the_lobo_table_and_a_policy_with_its_provenance(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """... and the manifest records the git state of the code that ran, taken before the fits: the tree turns
+    dirty once the command has rewritten the shipped policies (here: every later look at it says dirty)."""
+    import experiments.io
+
+    looks = iter([{"git_sha": "a" * 40, "git_dirty": False}])
+    monkeypatch.setattr(experiments.io, "git_state", lambda: next(looks, {"git_sha": "a" * 40, "git_dirty": True}))
     out, table = tmp_path / "policies", tmp_path / "table"
     args = ["toolsearch", "default", "--scorers", "bm25", "--benchmarks", "bfcl", "metatool", "--candidates",
             "threshold", "greedyk", "--n-boot", "200", "--out", str(out), "--table", str(table)]  # fmt: skip
@@ -205,6 +213,7 @@ def test_toolsearch_default_writes_the_lobo_table_and_a_policy_with_its_provenan
     policy = sd.load_policy(out / "bm25")
     assert policy.method == chosen and policy.config["provenance"]["data_sha256"] == manifest["data_sha256"]
     assert policy.config["provenance"]["command"] == "shortlist " + " ".join(args)
+    assert manifest["git_dirty"] is False and policy.config["provenance"]["git_dirty"] is False
     assert policy.config["n_train"] == 2400  # refitted on every query of both benchmarks
     assert ToolSearch.from_tools(openai_tools(), policy=out / "bm25").search("please get my news now").k >= 1
     code, _, err = run(["toolsearch", "default", "--benchmarks", "bfcl", "--out", str(out)])
