@@ -139,16 +139,10 @@ class RankedQuery:
         Returns:
             The ranked query and the candidate order (``order[i]`` = candidate at rank i+1).
         """
-        s = np.asarray(scores, dtype=np.float64).ravel()
-        if s.size and not np.all(np.isfinite(s)):
-            bad = int(np.flatnonzero(~np.isfinite(s))[0])
-            raise ValueError(f"query {qid!r}: score of candidate {bad} is {s[bad]} (NaN/inf scores are not allowed)")
+        s, rel = _checked(scores, relevant, qid)
         order = np.argsort(-s, kind="stable")
         rank_of = np.empty_like(order)
         rank_of[order] = np.arange(1, s.size + 1)
-        rel = np.asarray(list(relevant), dtype=np.int64)
-        if rel.size and (rel.min() < 0 or rel.max() >= s.size):
-            raise ValueError(f"query {qid!r}: relevant candidate index out of range 0..{s.size - 1}")
         aux = None
         if aux_scores is not None:
             aux = np.asarray(aux_scores, dtype=np.float64).ravel()
@@ -158,19 +152,26 @@ class RankedQuery:
         return cls(s[order], rank_of[rel], qid, n_candidates, n_relevant, aux), order
 
 
-def first_relevant_rank(scores: ArrayLike, relevant: Sequence[int], qid: str) -> int:
-    """The rank :meth:`RankedQuery.from_scores` gives the first relevant item (its ``gold_rank``; 0 when
-    ``relevant`` is empty) without building the query: a candidate's rank under the stable descending sort is
-    1 + #{candidates scored strictly higher} + #{candidates scored equal and earlier in candidate order}.
-    For callers that need only that rank many times over (the fusion-weight fit ranks every training query
-    at 21 weights); the same errors as ``from_scores`` for NaN/inf scores and relevant indices out of range."""
+def _checked(scores: ArrayLike, relevant: Sequence[int], qid: str) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """One query's candidate scores (float64, flat) and relevant candidate indices, checked: ValueError naming
+    ``qid`` and the candidate for a NaN/inf score, or for a relevant index outside the candidates."""
     s = np.asarray(scores, dtype=np.float64).ravel()
     if s.size and not np.all(np.isfinite(s)):
         bad = int(np.flatnonzero(~np.isfinite(s))[0])
         raise ValueError(f"query {qid!r}: score of candidate {bad} is {s[bad]} (NaN/inf scores are not allowed)")
     rel = np.asarray(list(relevant), dtype=np.int64)
+    if rel.size and (rel.min() < 0 or rel.max() >= s.size):
+        raise ValueError(f"query {qid!r}: relevant candidate index out of range 0..{s.size - 1}")
+    return s, rel
+
+
+def first_relevant_rank(scores: ArrayLike, relevant: Sequence[int], qid: str) -> int:
+    """The rank :meth:`RankedQuery.from_scores` gives the first relevant item (its ``gold_rank``; 0 when
+    ``relevant`` is empty) without building the query: a candidate's rank under the stable descending sort is
+    1 + #{candidates scored strictly higher} + #{candidates scored equal and earlier in candidate order}.
+    For callers that need only that rank many times over (the fusion-weight fit ranks every training query
+    at 21 weights); the same checks as ``from_scores`` (one checker, :func:`_checked`)."""
+    s, rel = _checked(scores, relevant, qid)
     if not rel.size:
         return 0
-    if rel.min() < 0 or rel.max() >= s.size:
-        raise ValueError(f"query {qid!r}: relevant candidate index out of range 0..{s.size - 1}")
     return min(1 + int(np.count_nonzero(s > s[j])) + int(np.count_nonzero(s[:j] == s[j])) for j in rel.tolist())

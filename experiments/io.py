@@ -20,7 +20,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -163,11 +163,13 @@ def now_utc() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def manifest(**fields: Any) -> dict[str, Any]:
+def manifest(*, git: Mapping[str, object] | None = None, **fields: Any) -> dict[str, Any]:
     """A manifest: ``fields`` plus git state, package versions, machine and the finishing time.
 
     The one manifest layout of run directories, study folders and comparison folders.
-    Timings go in a ``*_seconds`` field of ``fields``, rounded to milliseconds.
+    Timings go in a ``*_seconds`` field of ``fields``, rounded to milliseconds. ``git``: the git state
+    (:func:`git_state`) taken earlier, for a command that rewrites tracked files it ships before it writes its
+    manifest; None reads it now.
     """
     out: dict[str, Any] = dict(fields)
     for key, value in fields.items():
@@ -175,7 +177,7 @@ def manifest(**fields: Any) -> dict[str, Any]:
             out[key] = {k: round(float(v), 3) for k, v in value.items()}
         elif key.endswith("seconds") and isinstance(value, float):
             out[key] = round(value, 3)
-    out.update(git_state())
+    out.update(git_state() if git is None else git)
     out["code_fingerprint"] = code_fingerprint()
     out["versions"] = package_versions()
     out["machine"] = machine()

@@ -259,6 +259,8 @@ def run_cells(
     whichever process finished a cell. Run directories go to ``runs_dir`` (default
     ``out/runs``); commands that share it reuse each other's finished cells.
     """
+    from tqdm.auto import tqdm
+
     runs = Path(runs_dir) if runs_dir is not None else out / "runs"
     if backend not in ("local", "ray"):
         raise ValueError(f"unknown backend {backend!r}; expected local or ray")
@@ -268,49 +270,32 @@ def run_cells(
     remove_stale_temporaries(runs)
     remove_stale_temporaries(out)
     with held_conditions(cells, data_dir, cache_dir):
-        return _run_held(cells, runs, data_dir, cache_dir, command, workers, progress, backend, ray_address)
-
-
-def _run_held(
-    cells: Sequence[Cell],
-    runs: Path,
-    data_dir: str | None,
-    cache_dir: str | None,
-    command: str,
-    workers: int,
-    progress: bool,
-    backend: str,
-    ray_address: str | None,
-) -> list[Path]:
-    """:func:`run_cells` once its conditions are held."""
-    from tqdm.auto import tqdm
-
-    for c in cells:  # bad inputs and impossible depth caps fail before anything is written
-        c.episode.check_queries(cell_condition(c, data_dir, cache_dir).queries)
-    todo = [c for c in cells if not is_done(c, runs / c.run_id)]
-    done = [runs / c.run_id for c in cells if c not in todo]
-    bar = tqdm(total=len(cells), initial=len(done), desc="cells", disable=not progress, file=sys.stderr)
-    if backend == "ray" and todo:
-        for path, cell in _run_ray(todo, runs, data_dir, cache_dir, command, workers, ray_address):
-            done.append(path)
-            bar.set_postfix_str(cell.run_id)
-            bar.update()
-    elif workers <= 1 or len(todo) <= 1:
-        for c in todo:
-            bar.set_postfix_str(c.run_id)
-            done.append(run_cell(c, runs, data_dir, cache_dir, command, 1 if progress else 0))
-            bar.update()
-    else:
-        ctx = _pool_context()
-        counter = ctx.Value("i", 0)
-        with ProcessPoolExecutor(
-            max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(counter, progress)
-        ) as pool:
-            futures = {pool.submit(_run_cell_worker, (c, str(runs), data_dir, cache_dir, command)): c for c in todo}
-            for fut in as_completed(futures):
-                done.append(Path(fut.result()))
-                bar.set_postfix_str(futures[fut].run_id)
+        for c in cells:  # bad inputs and impossible depth caps fail before anything is written
+            c.episode.check_queries(cell_condition(c, data_dir, cache_dir).queries)
+        todo = [c for c in cells if not is_done(c, runs / c.run_id)]
+        done = [runs / c.run_id for c in cells if c not in todo]
+        bar = tqdm(total=len(cells), initial=len(done), desc="cells", disable=not progress, file=sys.stderr)
+        if backend == "ray" and todo:
+            for path, cell in _run_ray(todo, runs, data_dir, cache_dir, command, workers, ray_address):
+                done.append(path)
+                bar.set_postfix_str(cell.run_id)
                 bar.update()
+        elif workers <= 1 or len(todo) <= 1:
+            for c in todo:
+                bar.set_postfix_str(c.run_id)
+                done.append(run_cell(c, runs, data_dir, cache_dir, command, 1 if progress else 0))
+                bar.update()
+        else:
+            ctx = _pool_context()
+            counter = ctx.Value("i", 0)
+            with ProcessPoolExecutor(
+                max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(counter, progress)
+            ) as pool:
+                futures = {pool.submit(_run_cell_worker, (c, str(runs), data_dir, cache_dir, command)): c for c in todo}
+                for fut in as_completed(futures):
+                    done.append(Path(fut.result()))
+                    bar.set_postfix_str(futures[fut].run_id)
+                    bar.update()
     bar.close()
     order = {c.run_id: i for i, c in enumerate(cells)}
     return sorted(done, key=lambda p: order.get(p.name, len(order)))

@@ -266,9 +266,9 @@ def write_lobo_folder(
         write_csv(summary[["scorer", *summary.columns.drop("scorer")]], tmp / "lobo.csv")
         write_csv(diffs[["scorer", *diffs.columns.drop("scorer")]], tmp / "lobo_diffs.csv")
         write_page(tmp, lobo_readme(tables, command))
-        made = manifest(command=command, data_sha256=dict(sorted(inputs.items())),
+        made = manifest(git=code, command=command, data_sha256=dict(sorted(inputs.items())),
                         chosen={k: v[2] for k, v in tables.items()}, options=asdict(ta))  # fmt: skip
-        atomic_write_json(tmp / "manifest.json", {**made, **code})
+        atomic_write_json(tmp / "manifest.json", made)
 
 
 def lobo_readme(tables: dict[str, tuple[pd.DataFrame, pd.DataFrame, str, pd.Series]], command: str) -> Page:

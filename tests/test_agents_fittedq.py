@@ -192,3 +192,44 @@ def test_listwise_extractor_shares_its_weights_across_ranks(hybrid: bool, tmp_pa
     a.save(tmp_path / "agent.zip")
     back = FittedQ.load(tmp_path / "agent.zip", "bor", small)
     np.testing.assert_array_equal(back.depths(qs, cfg), a.depths(qs, cfg))
+
+
+@pytest.mark.parametrize("kind", ["dqn", "ppo"])
+def test_lean_sb3_loop_trains_the_weights_sb3s_own_loop_trains(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two cuts of SB3's per-step overhead (:func:`agents.sb3.quiet` skips a training-mode switch to the mode
+    already set; :func:`agents.sb3.vector_env` copies the info dicts shallowly) change no number: the same fit with
+    SB3's own ``DummyVecEnv`` and mode switch gives the same weights bit for bit, and the DQN's loop does skip."""
+    import stable_baselines3.common.vec_env as sb3_vec
+    import torch
+    from stable_baselines3.common.logger import Logger
+
+    import agents.sb3
+
+    qs, cfg = toy_queries(3, seed=6), EpisodeConfig()
+    small = {"dqn": DQNConfig(total_timesteps=1200, learning_starts=200, n_envs=4, exploring_starts=0.5),
+             "ppo": PPOConfig(total_timesteps=512, n_steps=64, n_epochs=2)}[kind]  # fmt: skip
+    switches: list[bool] = []
+    real_train = torch.nn.Module.train
+
+    def counted(module: torch.nn.Module, mode: bool = True) -> torch.nn.Module:
+        switches.append(mode)
+        return real_train(module, mode)
+
+    monkeypatch.setattr(torch.nn.Module, "train", counted)
+    lean = registry.make(kind, "bor", small).fit(qs, cfg, seed=3)
+    lean_switches = len(switches)
+    assert agents.sb3._vec_env_class() is not sb3_vec.DummyVecEnv
+
+    def plain_quiet(model: object) -> object:
+        model.set_logger(Logger(folder=None, output_formats=[]))  # type: ignore[attr-defined]
+        return model
+
+    monkeypatch.setattr(f"agents.{kind}.quiet", plain_quiet)
+    monkeypatch.setattr(agents.sb3, "_vec_env_class", lambda: sb3_vec.DummyVecEnv)
+    switches.clear()
+    plain = registry.make(kind, "bor", small).fit(qs, cfg, seed=3)
+    sa, sb = lean.model.policy.state_dict(), plain.model.policy.state_dict()  # type: ignore[attr-defined]
+    assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+    np.testing.assert_array_equal(lean.depths(qs, cfg), plain.depths(qs, cfg))
+    if kind == "dqn":  # SB3's DQN switches before every action it predicts; PPO once per rollout either way
+        assert lean_switches < 0.75 * len(switches), (lean_switches, len(switches))
