@@ -232,10 +232,10 @@ def _vec_env_class() -> type:
     """SB3's ``DummyVecEnv`` whose step hands out shallow copies of the info dicts instead of deep ones.
 
     SB3's step ends with ``deepcopy(self.buf_infos)``; here every info is a fresh dict of scalars (plus SB3's own
-    ``terminal_observation``, a copy the environment made), so a shallow copy of each is as safe (cProfile put the
-    deep copy at 6% of a profiled DQN fit; with :func:`quiet`'s skip, timed without the profiler, about 4% of a fit's
-    wall time: docs/study.md). Everything else is SB3's loop, unchanged: the same transitions, the same numbers (a test
-    trains one DQN with each and compares the weights bit for bit)."""
+    ``terminal_observation``, a copy the environment made), so a shallow copy of each is as safe. cProfile put the
+    deep copy at 6% of a profiled DQN fit; timed without the profiler, this and :func:`steady_mode`'s skip save
+    about 5% of a fit's wall time (docs/study.md). Everything else is SB3's loop, unchanged: the same transitions,
+    the same numbers (a test trains one DQN with each and compares the weights bit for bit)."""
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     class ShallowInfoVecEnv(DummyVecEnv):
@@ -256,20 +256,25 @@ def _vec_env_class() -> type:
 
 
 def quiet(model: Any) -> Any:
-    """``model`` logging nowhere (SB3's default logger makes a folder per model, even with verbose=0), and its
-    policy's ``set_training_mode`` a no-op when the mode is already set.
+    """``model`` logging nowhere (SB3's default logger makes a folder per model, even with verbose=0), with
+    :func:`steady_mode` on its policy."""
+    from stable_baselines3.common.logger import Logger
+
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    steady_mode(model.policy)
+    return model
+
+
+def steady_mode(policy: Any) -> None:
+    """Make ``policy.set_training_mode`` a no-op when the mode is already set.
 
     SB3's DQN switches the mode before every action it predicts and every gradient step (PPO once per rollout),
     and each switch walks every submodule (``nn.Module.train``): 9% of a DQN fit under cProfile, which inflates
-    many small calls (timed without it, this and :func:`vector_env`'s shallow copies save about 4%). The networks
+    many small calls (timed without it, this and :func:`vector_env`'s shallow copies save about 5%). The networks
     have no dropout or batch norm, so the mode changes no number; the switch is skipped only when
     ``policy.training`` already equals the mode asked for (DQN's policy and PPO's set that flag on every switch,
     and nothing else here changes a mode). A test trains with SB3's own switch and with this one to the same
     weights bit for bit."""
-    from stable_baselines3.common.logger import Logger
-
-    model.set_logger(Logger(folder=None, output_formats=[]))
-    policy = model.policy
     switch = policy.set_training_mode
 
     def set_training_mode(mode: bool) -> None:
@@ -277,7 +282,6 @@ def quiet(model: Any) -> Any:
             switch(mode)
 
     policy.set_training_mode = set_training_mode
-    return model
 
 
 def save_sb3(model: Any, path: Path, observation: str) -> None:

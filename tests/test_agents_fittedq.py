@@ -196,12 +196,11 @@ def test_listwise_extractor_shares_its_weights_across_ranks(hybrid: bool, tmp_pa
 
 @pytest.mark.parametrize("kind", ["dqn", "ppo"])
 def test_lean_sb3_loop_trains_the_weights_sb3s_own_loop_trains(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The two cuts of SB3's per-step overhead (:func:`agents.sb3.quiet` skips a training-mode switch to the mode
-    already set; :func:`agents.sb3.vector_env` copies the info dicts shallowly) change no number: the same fit with
+    """The two cuts of SB3's per-step overhead (:func:`agents.sb3.steady_mode` skips a training-mode switch to the
+    mode already set; :func:`agents.sb3.vector_env` copies the info dicts shallowly) change no number: the same fit with
     SB3's own ``DummyVecEnv`` and mode switch gives the same weights bit for bit, and the DQN's loop does skip."""
     import stable_baselines3.common.vec_env as sb3_vec
     import torch
-    from stable_baselines3.common.logger import Logger
 
     import agents.sb3
 
@@ -220,11 +219,7 @@ def test_lean_sb3_loop_trains_the_weights_sb3s_own_loop_trains(kind: str, monkey
     lean_switches = len(switches)
     assert agents.sb3._vec_env_class() is not sb3_vec.DummyVecEnv
 
-    def plain_quiet(model: object) -> object:
-        model.set_logger(Logger(folder=None, output_formats=[]))  # type: ignore[attr-defined]
-        return model
-
-    monkeypatch.setattr(f"agents.{kind}.quiet", plain_quiet)
+    monkeypatch.setattr(agents.sb3, "steady_mode", lambda policy: None)  # SB3's own switch, every time
     monkeypatch.setattr(agents.sb3, "_vec_env_class", lambda: sb3_vec.DummyVecEnv)
     switches.clear()
     plain = registry.make(kind, "bor", small).fit(qs, cfg, seed=3)
