@@ -12,7 +12,7 @@ from typing import Any
 from agents import bayes, choppy, cutoff, oracle, peers, posterior, registry  # noqa: E402, F401
 from agents.base import DepthPolicy, FixedConfig, FixedK, first_stop, greedy_depths, stacked_features
 from agents.dqn import DQNAgent, DQNConfig
-from agents import fittedq, ppo  # noqa: E402, F401 (after DQN: they build on it)
+from agents import fittedq, ppo, residual  # noqa: E402, F401 (after DQN: they build on it)
 from agents.tabular import TabularConfig, TabularQ
 from agents import auto  # noqa: E402, F401 (last: the selector over every kind above)
 # isort: on

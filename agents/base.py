@@ -14,8 +14,8 @@ from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from envs import EpisodeConfig, RankedQuery, feature_matrix
-from envs.features import N_FEATURES, OBSERVATIONS, observation_of, observation_width
+from envs import EpisodeConfig, RankedQuery
+from envs.features import N_FEATURES, OBSERVATIONS, Observer, observation_of, observation_width, observed_matrix
 
 
 @runtime_checkable
@@ -323,12 +323,13 @@ def in_id_order(queries: Sequence[RankedQuery]) -> list[RankedQuery]:
 
 
 def stacked_features(
-    queries: Sequence[RankedQuery], config: EpisodeConfig
+    queries: Sequence[RankedQuery], config: EpisodeConfig, observer: Observer | None = None
 ) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
     """All observations of all queries at every depth, stacked: (sum of caps, F) and the offsets
-    (F = 13, or 20 when the queries carry a second scorer; a mixed set is refused, naming a query)."""
+    (F = 13, or 20 when the queries carry a second scorer; a mixed set is refused, naming a query; with
+    ``observer``, its columns: :func:`envs.features.observed_matrix`)."""
     observation_width(queries, config.observation)
-    mats = [feature_matrix(q, config.cap(q), config.observation) for q in queries]
+    mats = [observed_matrix(q, config.cap(q), config.observation, observer) for q in queries]
     offsets = np.zeros(len(mats) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum([m.shape[0] for m in mats])
     return np.concatenate(mats, axis=0), offsets
@@ -358,9 +359,11 @@ def greedy_depths(
     queries: Sequence[RankedQuery],
     config: EpisodeConfig,
     stop_fn: Callable[[NDArray[np.float32]], NDArray[np.bool_]],
+    observer: Observer | None = None,
 ) -> NDArray[np.int64]:
-    """Roll a state-based STOP rule over every query at once (no per-step Python loop)."""
+    """Roll a state-based STOP rule over every query at once (no per-step Python loop); the rule sees
+    :func:`stacked_features` (``observer``'s columns when given)."""
     if len(queries) == 0:
         return np.zeros(0, dtype=np.int64)
-    feats, offsets = stacked_features(queries, config)
+    feats, offsets = stacked_features(queries, config, observer)
     return first_stop(np.asarray(stop_fn(feats), dtype=bool), offsets)

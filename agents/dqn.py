@@ -108,7 +108,7 @@ from agents.sb3 import (
     value_dqn_class,
     vector_env,
 )
-from envs import EpisodeConfig, RankedQuery
+from envs import EpisodeConfig, Observer, RankedQuery
 from envs.features import OBSERVATIONS, observation_of, observation_width
 
 
@@ -259,11 +259,14 @@ class DQNAgent:
         torch_on_one_thread()
         observation_width(queries, config.observation)  # one observation set on every query (names one otherwise)
         self.observation = observation_of(queries[0], config.observation)
-        train, self.checkpoints = held_out_checkpoints(queries, s.held_out, s.held_out_seed, config, _stop_rule)
+        observer = self._training_observer(queries, config)
+        train, self.checkpoints = held_out_checkpoints(
+            queries, s.held_out, s.held_out_seed, config, _stop_rule, observer
+        )
         self.model = quiet(
             value_dqn_class(s.double_q, s.loss)(
-                "MlpPolicy",
-                vector_env(train, config, s.exploring_starts, s.n_envs, seed),
+                self._policy(),
+                vector_env(train, config, s.exploring_starts, s.n_envs, seed, observer),
                 n_steps=s.n_steps,
                 learning_rate=s.learning_rate,
                 buffer_size=s.buffer_size,
@@ -276,7 +279,7 @@ class DQNAgent:
                 train_freq=s.train_freq,
                 gradient_steps=s.gradient_steps,
                 gamma=config.gamma,
-                policy_kwargs=policy_kwargs(s.net_arch, self.observation, s.listwise_net),
+                policy_kwargs=self._policy_kwargs(self.observation),
                 seed=seed,
                 device="cpu",
                 verbose=0,
@@ -289,6 +292,25 @@ class DQNAgent:
         if self.checkpoints is not None:
             self.checkpoints.finish(self.model.num_timesteps, self.model.q_net)
         return self
+
+    # The hooks a DQN that observes more than the named set overrides (:mod:`agents.residual`).
+    extra_names: tuple[str, ...] = ()
+    """Columns observed after the named set's (none here)."""
+
+    def _training_observer(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> Observer | None:
+        """What the training environment and the held-out scores observe (None: the named set)."""
+        return None
+
+    def _observer(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> Observer | None:
+        """What the policy observes when it chooses depths for ``queries`` (None: the named set)."""
+        return None
+
+    def _policy(self) -> Any:
+        """SB3's policy (class or name) of the Q-network."""
+        return "MlpPolicy"
+
+    def _policy_kwargs(self, observation: str) -> dict[str, Any]:
+        return policy_kwargs(self.settings.net_arch, observation, self.settings.listwise_net)
 
     def q_values(self, feats: NDArray[np.float32]) -> NDArray[np.float32]:
         """Q(s, STOP), Q(s, CONTINUE) for a batch of observations, shape (B, 2)."""
@@ -306,9 +328,9 @@ class DQNAgent:
         if not queries:
             return np.zeros(0, dtype=np.int64)
         check_observation_set(self.name, self.observation, queries, config)
-        return greedy_depths(
-            queries, learned_episode(config, self.settings.break_even), lambda f: _stop_rule(self.model.q_net, f)
-        )
+        episode = learned_episode(config, self.settings.break_even)
+        rule = self.model.q_net
+        return greedy_depths(queries, episode, lambda f: _stop_rule(rule, f), self._observer(queries, episode))
 
     def save(self, path: Path) -> None:
         """SB3 zip with the observation set added (see the module docstring on why it is never unpickled)."""
@@ -325,11 +347,11 @@ class DQNAgent:
 
         agent = cls(reward, settings)
         state, agent.observation = read_sb3(path, "DQN agent", "q_net.q_net.0.weight")
-        width = len(OBSERVATIONS[agent.observation])
+        width = len(OBSERVATIONS[agent.observation]) + len(agent.extra_names)
         agent.model = DQN(
-            "MlpPolicy",
+            agent._policy(),
             spaces_env(width),
-            policy_kwargs=policy_kwargs(agent.settings.net_arch, agent.observation, agent.settings.listwise_net),
+            policy_kwargs=agent._policy_kwargs(agent.observation),
             device="cpu",
             learning_starts=0,
             buffer_size=1,

@@ -245,7 +245,7 @@ class ListwisePosterior:
 
     def expected_net_reward(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.float64]:
         """``F(k) T(k) - c (k - 1)`` for k = 1..M, shape (Q, M); -inf beyond min(M_q, cap_q)."""
-        return self._found_and_value(queries, config)[1]
+        return self.found_and_value(queries, config)[1]
 
     def explain(
         self, queries: Sequence[RankedQuery], config: EpisodeConfig
@@ -254,7 +254,7 @@ class ListwisePosterior:
         reward F(K) T(K) - c (K - 1) at each."""
         if len(queries) == 0:
             return np.zeros(0, dtype=np.int64), []
-        found, value = self._found_and_value(queries, config)
+        found, value = self.found_and_value(queries, config)
         col = np.argmax(value, axis=1)
         rows = np.arange(len(queries))
         why = [
@@ -263,7 +263,7 @@ class ListwisePosterior:
         ]
         return (col + 1).astype(np.int64), why
 
-    def _found_and_value(
+    def found_and_value(
         self, queries: Sequence[RankedQuery], config: EpisodeConfig
     ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """``F(k)`` and ``F(k) T(k) - c (k - 1)`` for k = 1..M, each (Q, M) (the value -inf beyond the cap)."""

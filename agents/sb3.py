@@ -28,7 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agents.base import stacked_features
-from envs import EpisodeConfig, RankedQuery
+from envs import EpisodeConfig, Observer, RankedQuery
 from envs.features import LISTWISE_ITEM_NAMES, LISTWISE_RANKS, OBSERVATIONS
 
 LOSSES: tuple[str, ...] = ("huber", "mse")
@@ -204,15 +204,20 @@ def spaces_env(width: int) -> Any:
 
 
 def vector_env(
-    queries: Sequence[RankedQuery], config: EpisodeConfig, exploring_starts: float, n_envs: int, seed: int
+    queries: Sequence[RankedQuery],
+    config: EpisodeConfig,
+    exploring_starts: float,
+    n_envs: int,
+    seed: int,
+    observer: Observer | None = None,
 ) -> Any:
     """The training environment of an SB3 learner: one :class:`envs.ShortlistEnv` (``n_envs`` = 1) or SB3's
     ``DummyVecEnv`` (:func:`_vec_env_class`) of ``n_envs`` copies sharing one set of per-query tables, seeded with
-    ``seed``."""
+    ``seed``; ``observer`` replaces the named observation set (:class:`envs.Observer`)."""
     from envs import ShortlistEnv
 
     def make() -> Callable[[], ShortlistEnv]:
-        return lambda: ShortlistEnv(queries, config, exploring_starts=exploring_starts)
+        return lambda: ShortlistEnv(queries, config, exploring_starts=exploring_starts, observer=observer)
 
     env: Any
     if n_envs == 1:
@@ -327,10 +332,10 @@ class HeldOut:
     The stop rule gets the stacked observations of every query at every depth up to its cap and returns the
     STOP flags (:func:`agents.base.greedy_depths`'s protocol). Labels are read: training queries only."""
 
-    def __init__(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> None:
+    def __init__(self, queries: Sequence[RankedQuery], config: EpisodeConfig, observer: Observer | None = None) -> None:
         from agents.peers import objective_matrix
 
-        self.feats, self.offsets = stacked_features(queries, config)
+        self.feats, self.offsets = stacked_features(queries, config, observer)
         self.table, self.caps = objective_matrix(queries, config, config.reward, "return")
 
     def score(self, stop: Callable[[NDArray[np.float32]], NDArray[np.bool_]]) -> float:
@@ -384,11 +389,17 @@ class Checkpoints:
 
 
 def held_out_checkpoints(
-    queries: Sequence[RankedQuery], frac: float, seed: int, config: EpisodeConfig, rule: Callable[[Any, Any], Any]
+    queries: Sequence[RankedQuery],
+    frac: float,
+    seed: int,
+    config: EpisodeConfig,
+    rule: Callable[[Any, Any], Any],
+    observer: Observer | None = None,
 ) -> tuple[list[RankedQuery], Checkpoints | None]:
     """The queries to train on and the checkpoints that judge the weights on the held-out rest
-    (:func:`held_out_split`); every query and no checkpoints when ``frac`` is 0."""
+    (:func:`held_out_split`; observed through ``observer`` when given); every query and no checkpoints when
+    ``frac`` is 0."""
     if frac <= 0:
         return list(queries), None
     train, val = held_out_split(queries, frac, seed)
-    return train, Checkpoints(HeldOut(val, config), rule)
+    return train, Checkpoints(HeldOut(val, config, observer), rule)

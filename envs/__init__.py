@@ -5,7 +5,7 @@ Importing this package registers ``ShortlistDepth-v0``.
 
 import gymnasium
 
-from envs.features import FEATURE_NAMES, N_FEATURES, feature_matrix
+from envs.features import FEATURE_NAMES, N_FEATURES, Observer, feature_matrix, observed_matrix
 from envs.ranked import RankedQuery
 from envs.shortlist_env import (
     CONTINUE,
@@ -27,6 +27,7 @@ __all__ = [
     "ENV_ID",
     "EPISODE_REWARDS",
     "OUTCOME",
+    "Observer",
     "FEATURE_NAMES",
     "N_FEATURES",
     "STOP",
@@ -35,5 +36,6 @@ __all__ = [
     "RankedQuery",
     "ShortlistEnv",
     "feature_matrix",
+    "observed_matrix",
     "terminal_payoffs",
 ]

@@ -172,6 +172,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -414,6 +415,34 @@ def feature_matrix(query: RankedQuery, max_depth: int | None = None, observation
         out = _feature_matrix(query, D, kind)
         out.setflags(write=False)
         memo[(D, kind)] = out
+    return out
+
+
+class Observer(Protocol):
+    """What a learner observes instead of a named set: ``names`` its columns, ``observer(query, D)`` the
+    (D, len(names)) float32 matrix of depths 1..D. For a learner whose state holds more than the scores (a fitted
+    model's belief per depth, :mod:`agents.residual`); the environment, the greedy roll-out and the held-out
+    scores read it through :func:`observed_matrix`."""
+
+    names: tuple[str, ...]
+
+    def __call__(self, query: RankedQuery, depth: int) -> NDArray[np.float32]: ...
+
+
+def observed_matrix(
+    query: RankedQuery, depth: int, observation: str = "auto", observer: Observer | None = None
+) -> NDArray[np.float32]:
+    """The observations of depths 1..``depth``: the named set's (:func:`feature_matrix`) or, with ``observer``,
+    its matrix, checked: ValueError naming the query when its shape is not (depth, len(observer.names)) or a value
+    is NaN or infinite."""
+    if observer is None:
+        return feature_matrix(query, depth, observation)
+    out = observer(query, depth)
+    width = len(observer.names)
+    if out.shape != (depth, width):
+        raise ValueError(f"query {query.qid!r}: the observer gave shape {out.shape}, expected ({depth}, {width})")
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"query {query.qid!r}: the observer gave a NaN or infinite observation")
     return out
 
 

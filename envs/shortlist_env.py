@@ -11,7 +11,14 @@ import numpy as np
 from gymnasium import spaces
 from numpy.typing import NDArray
 
-from envs.features import OBSERVATION_CHOICES, OBSERVATIONS, feature_matrix, observation_of, observation_width
+from envs.features import (
+    OBSERVATION_CHOICES,
+    OBSERVATIONS,
+    Observer,
+    observation_of,
+    observation_width,
+    observed_matrix,
+)
 from envs.ranked import RankedQuery
 from rewards import REWARD_KINDS, break_even_depth, p_random, terminal_reward
 
@@ -161,7 +168,9 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
     ``exploring_starts`` (default 0): the probability that an episode starts at a depth
     drawn uniformly from 1..cap instead of 1 (exploring starts, a training device, not an
     episode setting: deep states are then visited, so Q-values there are learned rather than
-    extrapolated; ``options={"index": i}`` resets are affected the same way).
+    extrapolated; ``options={"index": i}`` resets are affected the same way); ``observer`` (default
+    None: the named set of ``episode.observation``): an :class:`Observer` whose matrices replace the named set's,
+    for a learner that observes more than the scores (:mod:`agents.residual`: a fitted model's belief per depth).
     Created as ``gymnasium.make("ShortlistDepth-v0", queries=[...], episode=EpisodeConfig(...))``.
     """
 
@@ -172,6 +181,7 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
         queries: Sequence[RankedQuery],
         episode: EpisodeConfig | None = None,
         exploring_starts: float = 0.0,
+        observer: Observer | None = None,
     ) -> None:
         if episode is not None and not isinstance(episode, EpisodeConfig):
             raise TypeError(f"episode must be an EpisodeConfig, got {type(episode).__name__}")
@@ -183,9 +193,12 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
         self.queries = list(queries)
         observation = self.config.observation
         width = observation_width(self.queries, observation)
+        self.observer = observer
+        self.feature_names = OBSERVATIONS[observation_of(self.queries[0], observation)]
+        if observer is not None:
+            self.feature_names, width = tuple(observer.names), len(observer.names)
         self.observation_space = spaces.Box(-1.0, 1.0, shape=(width,), dtype=np.float32)
         self.action_space = spaces.Discrete(2)  # type: ignore[assignment]
-        self.feature_names = OBSERVATIONS[observation_of(self.queries[0], observation)]
         # per query: (features (D, F), P_rand (D,), terminal reward (D,)), built on first use
         self._cache: dict[int, tuple[NDArray[np.float32], NDArray[np.float64], NDArray[np.float64]]] = {}
         self._index = 0
@@ -201,7 +214,7 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
             ks = np.arange(1, cap + 1)
             pr = np.asarray(p_random(ks, q.n_candidates, q.n_relevant), dtype=np.float64)
             term = terminal_payoffs(q, ks, self.config.reward)
-            t = (feature_matrix(q, cap, self.config.observation), pr, term)
+            t = (observed_matrix(q, cap, self.config.observation, self.observer), pr, term)
             self._cache[i] = t
         return t
 
@@ -210,7 +223,7 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
         the environments of a vectorised learner see the same queries under the same episode, so each
         query's tables are computed once instead of once per environment. The tables are a pure function
         of (query, episode), so nothing the environments return changes."""
-        if other.queries != self.queries or other.config != self.config:
+        if other.queries != self.queries or other.config != self.config or other.observer is not self.observer:
             raise ValueError("share_tables: the environments differ in their queries or episode settings")
         self._cache = other._cache
 

@@ -102,7 +102,7 @@ def test_seeds_per_method(result: tuple[Path, str]) -> None:
     for m, s in seeds.items():
         assert s == ([1, 2] if MethodSpec.parse(m).kind.stochastic else [1]), m
     assert {"bor-dqn", "bor-tabular", "bor-cutoff", "f1-dqn", "bor-choppy", "random", "bor-fqi", "bor-ppo",
-            INFORMATION_LABEL} == {m for m in seeds.index if len(seeds[m]) == 2}  # fmt: skip
+            "bor-residual", INFORMATION_LABEL} == {m for m in seeds.index if len(seeds[m]) == 2}  # fmt: skip
 
 
 def test_pareto_csv_is_the_plotted_numbers(result: tuple[Path, str]) -> None:
@@ -180,9 +180,9 @@ def test_argparse_wiring_and_dry_run(capsys: pytest.CaptureFixture[str]) -> None
     assert ca.out == "results/peers"
     assert cmd_compare(ca, la, co, "dry") == 0
     lines = [line.split("\t")[0] for line in capsys.readouterr().out.strip().splitlines()]
-    # per condition and split (5 by default on main conditions): 9 stochastic methods x 3 seeds (with fitted
-    # Q, PPO and the listwise probe) + 20 deterministic methods x 1 seed
-    assert lines[-1] == f"{2 * 5 * (9 * 3 + 20)} cells"
+    # per condition and split (5 by default on main conditions): 10 stochastic methods x 3 seeds (with fitted
+    # Q, PPO, the residual DQN and the listwise probe) + 20 deterministic methods x 1 seed
+    assert lines[-1] == f"{2 * 5 * (10 * 3 + 20)} cells"
     assert "bfcl-bm25__bor-fqi@listwise__s2__split1" in lines
     assert "bfcl-minilm__bor-dp__s1" in lines and "bfcl-minilm__bor-dp__s2" not in lines
     assert "bfcl-bm25__bor-choppy__s3" in lines and "bfcl-bm25__bor-choppy__s3__split4" in lines
@@ -190,7 +190,7 @@ def test_argparse_wiring_and_dry_run(capsys: pytest.CaptureFixture[str]) -> None
     assert cmd_compare(build(CompareArgs, ns), build(LearnArgs, ns), build(CommonArgs, ns), "dry") == 0
     printed = capsys.readouterr().out.strip().splitlines()
     lines = [line.split("\t")[0] for line in printed]
-    assert lines[-1] == f"{9 + 20} cells" and all(line.endswith("__split7") for line in lines[:-1])
+    assert lines[-1] == f"{10 + 20} cells" and all(line.endswith("__split7") for line in lines[:-1])
     assert all("\tshortlist train " in line and " --split-seeds 7 " in line for line in printed[:-1])
 
 
