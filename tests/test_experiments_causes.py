@@ -67,7 +67,12 @@ def test_differences_are_paired_means_and_the_objective_check_reads_the_configs(
     assert by.loc[("optimisation", "bor-ppo", "bor-dqn"), "diff"] == pytest.approx(0.0)
     objective = t[t["cause"] == "objective"].iloc[0]
     assert objective["diff"] == 1 and "5 of 6 RL runs" in objective["detail"] and "late" in objective["detail"]
-    assert list(t["cause"]) == ["gap", "information", "optimisation", "optimisation", "objective"]
+    assert list(t["cause"]) == ["gap", "information", "optimisation", "optimisation", "objective"]  # no residual
+    with_residual = cause_table(per_query({**REWARDS, "bor-residual": [8.0, 7.2] * 5}), objectives, n_boot=500)
+    tuned = with_residual.set_index(["cause", "first", "second"]).loc[("fine-tuning", "bor-residual", "bor-posterior")]
+    assert tuned["diff"] == pytest.approx(-0.4) and tuned["diff_lo"] <= -0.4 <= tuned["diff_hi"]
+    assert list(with_residual["cause"])[-2:] == ["fine-tuning", "objective"]
+    assert "best RL agent bor-residual minus best supervised model bor-posterior" in cause_sentence(with_residual)
     sentence = cause_sentence(t)
     assert sentence.startswith("A gap remains") and sentence.endswith(
         "explained by the objective: some RL runs did not train on the judged net reward."
@@ -108,3 +113,22 @@ def test_rl_goal_counts_the_issues_pairs_against_the_best_supervised_model() -> 
     assert "within noise of it or ahead on 2 of 2" in line and "in 4 of 4 (condition, RL agent) pairs" in line
     assert "NOT met" in line and "bor-fqi 0 of 2" in line
     assert np.isnan(rl_goal(agg, paired.iloc[:0])["diff"]).all()  # no paired rows: no interval, none claimed
+
+
+def test_the_goal_says_where_the_best_rl_agent_stands_without_the_residual() -> None:
+    conds = ["bfcl-bm25", "bfcl-minilm"]
+    agg = pd.DataFrame(
+        [{"condition": c, "method": m, "mean_reward_net": v} for c in conds
+         for m, v in (("bor-posterior", 7.0), ("bor-cutoff", 6.9), ("bor-dqn", 6.5), ("bor-tabular", 6.4),
+                      ("bor-residual", 6.99 if c == "bfcl-bm25" else 6.3))]
+    )  # fmt: skip
+    paired = pd.DataFrame(
+        [{"condition": c, "agent": a, "peer": "bor-posterior", "diff": d, "diff_lo": d - 0.2, "diff_hi": d + 0.1}
+         for c in conds for a, d in (("bor-dqn", -0.5), ("bor-tabular", -0.6), ("bor-residual", -0.01))]
+    )  # fmt: skip
+    g = rl_goal(agg, paired)
+    assert g.loc[g["best_rl"], "agent"].tolist() == ["bor-residual", "bor-dqn"]
+    ((line,),) = (b.items for b in rl_goal_bullets(g))
+    assert "within noise of it or ahead on 1 of 2" in line
+    assert line.endswith("Without bor-residual, which starts from the posterior model, the best RL agent is within "
+                         "noise of it or ahead on 0 of 2.")  # fmt: skip

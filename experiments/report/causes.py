@@ -9,6 +9,9 @@ the mean over seeds; resampled over units, stratified by split):
   the top ranks, :mod:`envs.features`) minus on the summary features (:data:`INFORMATION_PAIRS`);
 - **optimisation**: fitted Q-iteration on every transition of the training queries minus the online DQN at
   equal gradient steps, and the policy-gradient learner (PPO) minus the DQN (:data:`OPTIMISATION_PAIRS`);
+- **fine-tuning** (beside the three causes): the residual DQN, RL that starts from the posterior model's own
+  Q-values (:mod:`agents.residual`), minus that posterior model (:data:`FINE_TUNING_PAIRS`): what RL on the rewards
+  adds to the supervised model it starts from;
 - **objective**: whether every RL cell of the condition trained on the judged net reward, gamma 1 and the
   condition's step cost, as its run config records (a check, not a difference).
 
@@ -30,6 +33,7 @@ import pandas as pd
 from agents.base import judged_objective
 from benchmarks.names import ConditionId
 from experiments.plan import (
+    FROM_SUPERVISED_AGENTS,
     GOAL_MAX_RL_BEHIND,
     GOAL_MIN_RL_WITHIN_NOISE,
     GOAL_RL_AGENTS,
@@ -56,6 +60,8 @@ from experiments.report.tables import (
 INFORMATION_PAIRS: tuple[tuple[str, str], ...] = ((INFORMATION_LABEL, INFORMATION_PROBE.name),)
 #: (learner, online DQN): fitted Q on the full data at the DQN's gradient steps, and PPO.
 OPTIMISATION_PAIRS: tuple[tuple[str, str], ...] = (("bor-fqi", "bor-dqn"), ("bor-ppo", "bor-dqn"))
+#: (RL agent that starts from a supervised model, that model): the residual DQN and the posterior it starts from.
+FINE_TUNING_PAIRS: tuple[tuple[str, str], ...] = (("bor-residual", "bor-posterior"),)
 #: The heading of :func:`cause_section`.
 CAUSES_HEADING = "Why RL trails the supervised models: information, optimisation, objective"
 #: The columns of :func:`cause_table`.
@@ -110,7 +116,7 @@ def _pair(cond: str, cause: str, by: pd.DataFrame, idx: np.ndarray, first: str, 
 
 def cause_table(per_query: pd.DataFrame, objectives: pd.DataFrame, seed: int = 0, n_boot: int = 10_000) -> pd.DataFrame:
     """Per condition (in plan order): the remaining ``gap`` (best RL agent minus best supervised model), the
-    ``information`` and ``optimisation`` differences with paired 95% intervals, and the ``objective`` check
+    ``information``, ``optimisation`` and ``fine-tuning`` differences with paired 95% intervals, and the ``objective`` check
     (``diff`` = the number of RL runs that do not record the judged objective). Pairs whose methods did not run
     on a condition are left out (module docstring)."""
     rows = objective_rows(objectives)
@@ -123,11 +129,15 @@ def cause_table(per_query: pd.DataFrame, objectives: pd.DataFrame, seed: int = 0
         if rl and sup:
             gap = _pair(cond, "gap", by, idx, max(rl, key=lambda m: means[m]), max(sup, key=lambda m: means[m]))
             rows.append(gap) if gap else None
-        for cause, pairs in (("information", INFORMATION_PAIRS), ("optimisation", OPTIMISATION_PAIRS)):
+        for cause, pairs in (
+            ("information", INFORMATION_PAIRS),
+            ("optimisation", OPTIMISATION_PAIRS),
+            ("fine-tuning", FINE_TUNING_PAIRS),
+        ):
             rows += [r for a, b in pairs if (r := _pair(cond, cause, by, idx, a, b))]
     out = pd.DataFrame(rows, columns=list(CAUSE_COLUMNS))
     order = {c: i for i, c in enumerate(condition_order(out["condition"].unique()))} if len(out) else {}
-    kinds = {"gap": 0, "information": 1, "optimisation": 2, "objective": 3}
+    kinds = {"gap": 0, "information": 1, "optimisation": 2, "fine-tuning": 3, "objective": 4}
     return (
         out.assign(_c=out["condition"].map(order), _k=out["cause"].map(kinds))
         .sort_values(["_c", "_k"], kind="stable")
@@ -176,8 +186,10 @@ def cause_section(causes: pd.DataFrame) -> Section:
         f"supervised model; **information**, {INFORMATION_LABEL} (the posterior's per-item view of the top 20 "
         f"ranks) minus {INFORMATION_PROBE.name} (the summary features); **optimisation**, fitted Q on "
         "every training transition (`fqi`, no exploration, the DQN's gradient steps) and PPO, each minus the "
-        "online DQN; **objective**, whether every RL run's config records the judged objective (net BoR reward, "
-        "gamma 1, the condition's step cost)."
+        "online DQN; **fine-tuning** (beside the three causes), the residual DQN (RL that starts from the posterior "
+        "model's own Q-values, `agents/residual.py`) minus the posterior model: what RL on the rewards adds to the "
+        "supervised model it starts from; **objective**, whether every RL run's config records the judged objective "
+        "(net BoR reward, gamma 1, the condition's step cost)."
     )
     subsections = []
     for cond in condition_order(causes["condition"].unique()):
@@ -228,6 +240,16 @@ def rl_goal_bullets(goal: pd.DataFrame) -> list[Block]:
     best = g[g["best_rl"]]
     counted = g[g["counted"]]
     n_ok, n_behind = int(best["within_noise"].sum()), int(counted["behind"].sum())
+    own = g[~g["agent"].isin(FROM_SUPERVISED_AGENTS)]
+    own_best = own.loc[own.groupby("condition", sort=False)[JUDGED].idxmax()] if len(own) else own
+    n_own = int(own_best["within_noise"].sum())
+    starts = " and ".join(a for a in FROM_SUPERVISED_AGENTS if a in set(g["agent"]))
+    without = (
+        f" Without {starts}, which starts from the posterior model, the best RL agent is within noise of it or ahead "
+        f"on {n_own} of {len(own_best)}."
+        if starts
+        else ""
+    )
     every = g.groupby("agent", sort=False)["behind"].agg(["sum", "size"])
     per_agent = ", ".join(f"{agent} {int(r['sum'])} of {int(r['size'])}" for agent, r in every.iterrows())
     return [
@@ -240,6 +262,7 @@ def rl_goal_bullets(goal: pd.DataFrame) -> list[Block]:
                 f"agent) pairs (goal: at most {GOAL_MAX_RL_BEHIND}; "
                 + ("met" if n_behind <= GOAL_MAX_RL_BEHIND else "NOT met")
                 + f"). Significantly behind, per RL agent: {per_agent} (`rl_goal.csv`)."
+                + without
             ]
         )
     ]
