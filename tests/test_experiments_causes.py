@@ -132,3 +132,27 @@ def test_the_goal_says_where_the_best_rl_agent_stands_without_the_residual() -> 
     assert "within noise of it or ahead on 1 of 2" in line
     assert line.endswith("Without bor-residual, which starts from the posterior model, the best RL agent is within "
                          "noise of it or ahead on 0 of 2.")  # fmt: skip
+
+
+def test_the_fine_tuning_row_says_how_often_the_hold_out_kept_the_untrained_start(tmp_path: Path) -> None:
+    import zipfile
+
+    runs = []
+    for i, step in enumerate((1000, 5000, -1)):  # the first score (no gradient step yet), a trained one, no hold-out
+        run = write_run(tmp_path / f"res{i}", "bor-residual")
+        cfg = json.loads((run / "config.json").read_text())
+        (run / "config.json").write_text(json.dumps({**cfg, "settings": {"learning_starts": 1000}}))
+        with zipfile.ZipFile(run / "agent.zip", "w") as z:
+            z.writestr("residual.json", json.dumps({"chosen_step": step}))
+        runs.append(run)
+    runs.append(write_run(tmp_path / "dqn", "bor-dqn"))
+    objectives = run_objectives(runs)
+    assert objectives.set_index("run")["kept_prior"].to_dict() == {"res0": True, "res1": False, "res2": False,
+                                                                   "dqn": None}  # fmt: skip
+    t = cause_table(per_query({**REWARDS, "bor-residual": [8.0, 7.2] * 5}), objectives, n_boot=500)
+    row = t[t["cause"] == "fine-tuning"].iloc[0]
+    assert row["detail"] == "kept its untrained start in 1 of 3 runs"
+    assert any("(kept its untrained start in 1 of 3 runs)" in line for line in section_lines(cause_section(t)))
+    broken = write_run(tmp_path / "broken", "bor-residual")
+    with pytest.raises(ValueError, match="broken: no checkpoint record in its saved agent"):
+        run_objectives([broken])

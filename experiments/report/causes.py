@@ -23,6 +23,7 @@ DataFrames in, DataFrames and lines out; nothing is written here.
 from __future__ import annotations
 
 import json
+import zipfile
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -68,9 +69,28 @@ CAUSES_HEADING = "Why RL trails the supervised models: information, optimisation
 CAUSE_COLUMNS = ("condition", "cause", "first", "second", "n_units", "diff", "diff_lo", "diff_hi", "detail")
 
 
+def kept_prior(run: Path, cfg: dict) -> bool | None:
+    """Whether a run of an agent that starts from a supervised model (:data:`FROM_SUPERVISED_AGENTS`) kept its
+    untrained start: the checkpoint its hold-out chose (``chosen_step`` in the saved agent,
+    :data:`agents.residual.PRIOR_FILE`) came before any gradient step (at most ``learning_starts``); without a
+    hold-out it kept its last, trained weights. None for any other run; ValueError naming the run when its saved
+    agent does not say."""
+    from agents.residual import PRIOR_FILE
+
+    if cfg["method"] not in FROM_SUPERVISED_AGENTS:
+        return None
+    try:
+        with zipfile.ZipFile(Path(run) / "agent.zip") as z:
+            step = int(json.loads(z.read(PRIOR_FILE))["chosen_step"])
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as e:
+        raise ValueError(f"{run}: no checkpoint record in its saved agent ({e})") from e
+    return 0 <= step <= int(cfg["settings"]["learning_starts"])
+
+
 def run_objectives(runs: Sequence[Path]) -> pd.DataFrame:
     """One row per run directory: its condition, method, the objective its config records (``target``,
-    ``reward``, ``step_cost``, ``gamma``) and the judged objective of its condition's plan (``judged_*``)."""
+    ``reward``, ``step_cost``, ``gamma``), the judged objective of its condition's plan (``judged_*``) and, for an
+    agent that starts from a supervised model, whether it kept that start (``kept_prior``, :func:`kept_prior`)."""
     rows = []
     for run in runs:
         cfg = json.loads((Path(run) / "config.json").read_text(encoding="utf-8"))
@@ -79,7 +99,8 @@ def run_objectives(runs: Sequence[Path]) -> pd.DataFrame:
         label = cfg["method"] + ("" if cfg["episode"].get("observation", "auto") == "auto" else
                                  f"@{cfg['episode']['observation']}")  # fmt: skip
         rows.append({"condition": cfg["condition"], "method": label, "run": Path(run).name,
-                     **{k: recorded.get(k) for k in judged}, **{f"judged_{k}": v for k, v in judged.items()}})  # fmt: skip
+                     **{k: recorded.get(k) for k in judged}, **{f"judged_{k}": v for k, v in judged.items()},
+                     "kept_prior": kept_prior(Path(run), cfg) if label == cfg["method"] else None})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -106,12 +127,22 @@ def objective_rows(objectives: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def _pair(cond: str, cause: str, by: pd.DataFrame, idx: np.ndarray, first: str, second: str) -> dict | None:
+def _pair(
+    cond: str, cause: str, by: pd.DataFrame, idx: np.ndarray, first: str, second: str, detail: str = ""
+) -> dict | None:
     if first not in by.index or second not in by.index:
         return None
     d = (by.loc[first] - by.loc[second]).to_numpy(dtype=np.float64)
     return {"condition": cond, "cause": cause, "first": first, "second": second, "n_units": d.size,
-            **diff_interval(d, idx), "detail": ""}  # fmt: skip
+            **diff_interval(d, idx), "detail": detail}  # fmt: skip
+
+
+def _kept(objectives: pd.DataFrame, cond: str, method: str) -> str:
+    """ "kept its untrained start in k of n runs" for ``method``'s runs on ``cond`` (empty without the record)."""
+    if objectives.empty or "kept_prior" not in objectives:
+        return ""
+    runs = objectives[(objectives["condition"] == cond) & (objectives["method"] == method)]["kept_prior"].dropna()
+    return f"kept its untrained start in {int(runs.astype(bool).sum())} of {len(runs)} runs" if len(runs) else ""
 
 
 def cause_table(per_query: pd.DataFrame, objectives: pd.DataFrame, seed: int = 0, n_boot: int = 10_000) -> pd.DataFrame:
@@ -134,7 +165,7 @@ def cause_table(per_query: pd.DataFrame, objectives: pd.DataFrame, seed: int = 0
             ("optimisation", OPTIMISATION_PAIRS),
             ("fine-tuning", FINE_TUNING_PAIRS),
         ):
-            rows += [r for a, b in pairs if (r := _pair(cond, cause, by, idx, a, b))]
+            rows += [r for a, b in pairs if (r := _pair(cond, cause, by, idx, a, b, _kept(objectives, cond, a)))]
     out = pd.DataFrame(rows, columns=list(CAUSE_COLUMNS))
     order = {c: i for i, c in enumerate(condition_order(out["condition"].unique()))} if len(out) else {}
     kinds = {"gap": 0, "information": 1, "optimisation": 2, "fine-tuning": 3, "objective": 4}
@@ -188,15 +219,16 @@ def cause_section(causes: pd.DataFrame) -> Section:
         "every training transition (`fqi`, no exploration, the DQN's gradient steps) and PPO, each minus the "
         "online DQN; **fine-tuning** (beside the three causes), the residual DQN (RL that starts from the posterior "
         "model's own Q-values, `agents/residual.py`) minus the posterior model: what RL on the rewards adds to the "
-        "supervised model it starts from; **objective**, whether every RL run's config records the judged objective "
-        "(net BoR reward, gamma 1, the condition's step cost)."
+        "supervised model it starts from (and in how many runs its hold-out kept the untrained start, the "
+        "posterior itself); **objective**, whether every RL run's config records the judged objective (net BoR "
+        "reward, gamma 1, the condition's step cost)."
     )
     subsections = []
     for cond in condition_order(causes["condition"].unique()):
         rows = causes[causes["condition"] == cond]
         cells = [
             [r["cause"], f"{r['first']} minus {r['second']}" if r["cause"] != "objective" else r["first"],
-             r["detail"] if r["cause"] == "objective" else signed_ci(r)]
+             r["detail"] if r["cause"] == "objective" else signed_ci(r) + (f" ({r['detail']})" if r["detail"] else "")]
             for _, r in rows.iterrows()
         ]  # fmt: skip
         table = Table(["cause", "comparison", "difference [95% paired]"], cells)
