@@ -5,6 +5,7 @@ cause that explains a remaining gap, and the RL goal counts the issue's pairs.""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -93,17 +94,27 @@ def test_no_gap_and_an_unexplained_gap_are_said_so() -> None:
     assert "none of the three measured causes explains" in sentence and "+0.000" in sentence
 
 
-def test_rl_goal_counts_the_issues_pairs_against_the_best_supervised_model() -> None:
-    conds = ["bfcl-bm25", "bfcl-minilm"]
+GOAL_CONDITIONS = ("bfcl-bm25", "bfcl-minilm")
+
+
+def goal_frames(means: Callable[[str], dict[str, float]], diffs: dict[str, float]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(aggregate, paired) on two goal conditions: each method's mean per condition (``means(condition)``) and each
+    RL agent's difference from the posterior model (interval: -0.2 / +0.1 around it)."""
     agg = pd.DataFrame(
-        [{"condition": c, "method": m, "mean_reward_net": v} for c in conds
-         for m, v in (("bor-posterior", 7.0), ("bor-cutoff", 6.9), ("bor-dqn", 6.5), ("bor-tabular", 6.8),
-                      ("bor-fqi", 6.95))]
-    )  # fmt: skip
+        [{"condition": c, "method": m, "mean_reward_net": v} for c in GOAL_CONDITIONS for m, v in means(c).items()]
+    )
     paired = pd.DataFrame(
         [{"condition": c, "agent": a, "peer": "bor-posterior", "diff": d, "diff_lo": d - 0.2, "diff_hi": d + 0.1}
-         for c in conds for a, d in (("bor-dqn", -0.5), ("bor-tabular", -0.2), ("bor-fqi", -0.05))]
+         for c in GOAL_CONDITIONS for a, d in diffs.items()]
     )  # fmt: skip
+    return agg, paired
+
+
+def test_rl_goal_counts_the_issues_pairs_against_the_best_supervised_model() -> None:
+    agg, paired = goal_frames(
+        lambda c: {"bor-posterior": 7.0, "bor-cutoff": 6.9, "bor-dqn": 6.5, "bor-tabular": 6.8, "bor-fqi": 6.95},
+        {"bor-dqn": -0.5, "bor-tabular": -0.2, "bor-fqi": -0.05},
+    )
     g = rl_goal(agg, paired)
     assert set(g["supervised"]) == {"bor-posterior"} and g["goal_condition"].all()
     assert g.loc[g["best_rl"], "agent"].tolist() == ["bor-fqi", "bor-fqi"] and g.loc[g["best_rl"], "within_noise"].all()
@@ -116,15 +127,10 @@ def test_rl_goal_counts_the_issues_pairs_against_the_best_supervised_model() -> 
 
 
 def test_the_goal_says_where_the_best_rl_agent_stands_without_the_residual() -> None:
-    conds = ["bfcl-bm25", "bfcl-minilm"]
-    agg = pd.DataFrame(
-        [{"condition": c, "method": m, "mean_reward_net": v} for c in conds
-         for m, v in (("bor-posterior", 7.0), ("bor-cutoff", 6.9), ("bor-dqn", 6.5), ("bor-tabular", 6.4),
-                      ("bor-residual", 6.99 if c == "bfcl-bm25" else 6.3))]
-    )  # fmt: skip
-    paired = pd.DataFrame(
-        [{"condition": c, "agent": a, "peer": "bor-posterior", "diff": d, "diff_lo": d - 0.2, "diff_hi": d + 0.1}
-         for c in conds for a, d in (("bor-dqn", -0.5), ("bor-tabular", -0.6), ("bor-residual", -0.01))]
+    agg, paired = goal_frames(
+        lambda c: {"bor-posterior": 7.0, "bor-cutoff": 6.9, "bor-dqn": 6.5, "bor-tabular": 6.4,
+                   "bor-residual": 6.99 if c == "bfcl-bm25" else 6.3},
+        {"bor-dqn": -0.5, "bor-tabular": -0.6, "bor-residual": -0.01},
     )  # fmt: skip
     g = rl_goal(agg, paired)
     assert g.loc[g["best_rl"], "agent"].tolist() == ["bor-residual", "bor-dqn"]
