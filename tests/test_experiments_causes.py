@@ -5,6 +5,7 @@ cause that explains a remaining gap, and the RL goal counts the issue's pairs.""
 from __future__ import annotations
 
 import json
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from experiments.report.causes import (
     run_objectives,
 )
 from experiments.report.page import section_lines
+from experiments.runner import untag
 
 
 def per_query(rewards: dict[str, list[float]], condition: str = "bfcl-minilm") -> pd.DataFrame:
@@ -140,25 +142,32 @@ def test_the_goal_says_where_the_best_rl_agent_stands_without_the_residual() -> 
                          "noise of it or ahead on 0 of 2.")  # fmt: skip
 
 
-def test_the_fine_tuning_row_says_how_often_the_hold_out_kept_the_untrained_start(tmp_path: Path) -> None:
-    import zipfile
+def residual_run(folder: Path, chosen_step: int, observation: str = "auto") -> Path:
+    """A residual-DQN run directory: its config (``learning_starts`` 1,000) and the checkpoint record of its agent."""
+    run = write_run(folder, "bor-residual", observation=observation)
+    cfg = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**cfg, "settings": {"learning_starts": 1000}}))
+    with zipfile.ZipFile(run / "agent.zip", "w") as z:
+        z.writestr("residual.json", json.dumps({"chosen_step": chosen_step}))
+    return run
 
-    runs = []
-    for i, step in enumerate((1000, 5000, -1)):  # the first score (no gradient step yet), a trained one, no hold-out
-        run = write_run(tmp_path / f"res{i}", "bor-residual")
-        cfg = json.loads((run / "config.json").read_text())
-        (run / "config.json").write_text(json.dumps({**cfg, "settings": {"learning_starts": 1000}}))
-        with zipfile.ZipFile(run / "agent.zip", "w") as z:
-            z.writestr("residual.json", json.dumps({"chosen_step": step}))
-        runs.append(run)
+
+def test_the_fine_tuning_row_says_how_often_the_hold_out_kept_the_untrained_start(tmp_path: Path) -> None:
+    # the first score (no gradient step yet), a trained checkpoint, no hold-out (the last weights)
+    runs = [residual_run(tmp_path / f"res{i}", step) for i, step in enumerate((1000, 5000, -1))]
     runs.append(write_run(tmp_path / "dqn", "bor-dqn"))
     objectives = run_objectives(runs)
     assert objectives.set_index("run")["kept_prior"].to_dict() == {"res0": True, "res1": False, "res2": False,
                                                                    "dqn": None}  # fmt: skip
-    t = cause_table(per_query({**REWARDS, "bor-residual": [8.0, 7.2] * 5}), objectives, n_boot=500)
+    rewards = per_query({**REWARDS, "bor-residual": [8.0, 7.2] * 5})
+    t = cause_table(rewards, objectives, n_boot=500)
     row = t[t["cause"] == "fine-tuning"].iloc[0]
     assert row["detail"] == "kept its untrained start in 1 of 3 runs"
     assert any("(kept its untrained start in 1 of 3 runs)" in line for line in section_lines(cause_section(t)))
+    # a comparison on a named set: its runs are labelled @strict, its tables carry plain names (runner.untag)
+    strict = [residual_run(tmp_path / f"strict{i}", step, "strict") for i, step in enumerate((1000, 3000))]
+    t = cause_table(rewards, untag(run_objectives(strict), "strict"), n_boot=500)
+    assert t[t["cause"] == "fine-tuning"].iloc[0]["detail"] == "kept its untrained start in 1 of 2 runs"
     broken = write_run(tmp_path / "broken", "bor-residual")
     with pytest.raises(ValueError, match="broken: no checkpoint record in its saved agent"):
         run_objectives([broken])

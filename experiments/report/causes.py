@@ -100,7 +100,7 @@ def run_objectives(runs: Sequence[Path]) -> pd.DataFrame:
                                  f"@{cfg['episode']['observation']}")  # fmt: skip
         rows.append({"condition": cfg["condition"], "method": label, "run": Path(run).name,
                      **{k: recorded.get(k) for k in judged}, **{f"judged_{k}": v for k, v in judged.items()},
-                     "kept_prior": kept_prior(Path(run), cfg) if label == cfg["method"] else None})  # fmt: skip
+                     "kept_prior": kept_prior(Path(run), cfg)})  # fmt: skip
     return pd.DataFrame(rows)
 
 

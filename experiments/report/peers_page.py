@@ -45,6 +45,7 @@ from experiments.report.tables import (
     scorer_strength,
     split_goal,
 )
+from experiments.runner import untag
 
 GROUP_ORDER: dict[str, int] = {g: i for i, g in enumerate(registry.GROUPS)}
 #: The tables of the comparison folder, in the order they are computed and written (``<name>.csv``).
@@ -99,9 +100,14 @@ def compare_title(conditions: Sequence[str], observation: str = "auto") -> str:
 
 
 def compare_tables(
-    per_query: pd.DataFrame, summary: pd.DataFrame, buckets: pd.DataFrame, runs: Sequence[Path]
+    per_query: pd.DataFrame,
+    summary: pd.DataFrame,
+    buckets: pd.DataFrame,
+    runs: Sequence[Path],
+    observation: str = "auto",
 ) -> dict[str, pd.DataFrame]:
-    """Every table of the comparison (:data:`COMPARE_TABLES`), from the combined frames and the runs."""
+    """Every table of the comparison (:data:`COMPARE_TABLES`), from the combined frames and the runs (their
+    method names untagged on a named ``observation`` set, as the frames' are: :func:`experiments.runner.untag`)."""
     agg = aggregate_with_groups(summary, per_query)
     limits = limits_table(per_query)
     paired = paired_differences(per_query)
@@ -115,7 +121,7 @@ def compare_tables(
         "split_goal": split_goal(agg, paired, limits),
         "best": best_methods(per_query, agg),
         "rl_goal": rl_goal(agg, paired),
-        "causes": cause_table(per_query, run_objectives(runs)),
+        "causes": cause_table(per_query, untag(run_objectives(runs), observation)),
     }
 
 
@@ -134,7 +140,7 @@ def write_compare_report(
     scorer and a two-scorer pair ran), figures and page (README.md) into ``out``; returns the conditions
     reported, in report order. ``observation`` is the observation set the learners read (on a named set the
     tables carry the learners' plain names and the page says which set)."""
-    t = compare_tables(per_query, summary, buckets, runs)
+    t = compare_tables(per_query, summary, buckets, runs, observation)
     for name in COMPARE_TABLES:
         atomic_write_csv(t[name], out / f"{name}.csv")
     hp = paired_conditions(per_query, HYBRID_PAIRS, HYBRID_METHODS) if reads_second_scorer(observation) else None
