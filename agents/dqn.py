@@ -244,6 +244,8 @@ class DQNAgent:
 
     artifact = "agent.zip"
     stochastic = True
+    extra_names: tuple[str, ...] = ()
+    """Columns observed after the named set's (none here; a subclass's observer adds them)."""
 
     def __init__(self, reward: str = "bor", settings: DQNConfig | None = None) -> None:
         self.reward = reward
@@ -293,9 +295,7 @@ class DQNAgent:
             self.checkpoints.finish(self.model.num_timesteps, self.model.q_net)
         return self
 
-    # The hooks a DQN that observes more than the named set overrides (:mod:`agents.residual`).
-    extra_names: tuple[str, ...] = ()
-    """Columns observed after the named set's (none here)."""
+    # The hooks a DQN that observes more than the named set overrides (:mod:`agents.residual`), with extra_names.
 
     def _training_observer(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> Observer | None:
         """What the training environment and the held-out scores observe (None: the named set)."""
@@ -310,6 +310,7 @@ class DQNAgent:
         return "MlpPolicy"
 
     def _policy_kwargs(self, observation: str) -> dict[str, Any]:
+        """SB3's ``policy_kwargs`` for the Q-network on ``observation``."""
         return policy_kwargs(self.settings.net_arch, observation, self.settings.listwise_net)
 
     def q_values(self, feats: NDArray[np.float32]) -> NDArray[np.float32]:

@@ -302,11 +302,11 @@ class ListwisePosterior:
             return np.zeros(0, dtype=np.int64)
         return (np.argmax(self.expected_net_reward(queries, config), axis=1) + 1).astype(np.int64)
 
-    def save(self, path: Path) -> None:
-        """Weights, standardisation, settings and feature names as JSON (no pickle)."""
+    def params(self) -> dict[str, Any]:
+        """Weights, standardisation, settings and feature names: what :meth:`save` writes (plain JSON types)."""
         if self.weights is None:
             raise RuntimeError(f"{self.name}: nothing to save")
-        params = {
+        return {
             "reward": self.reward,
             "settings": asdict(self.settings),
             "hybrid": self.hybrid,
@@ -318,13 +318,21 @@ class ListwisePosterior:
             "n_iter": self.n_iter,
             "converged": self.converged,
         }
-        save_json(path, self.name, params)
+
+    def save(self, path: Path) -> None:
+        """:meth:`params` as JSON (no pickle)."""
+        save_json(path, self.name, self.params())
 
     @classmethod
     def load(cls, path: Path, reward: str = "bor", settings: Any = None) -> ListwisePosterior:
         """Rebuild a model written by :meth:`save` (JSON; never executes code). The file's reward kind and
         settings win over the arguments."""
-        p = read_json(path, "listwise posterior")
+        return cls.from_params(read_json(path, "listwise posterior"), str(path))
+
+    @classmethod
+    def from_params(cls, p: dict[str, Any], where: str) -> ListwisePosterior:
+        """The model :meth:`params` describes; ValueError naming ``where`` (the file it was read from) when they
+        are malformed or computed with other features."""
         try:
             out = cls(str(p["reward"]), PosteriorConfig(**p["settings"]))
             out.hybrid = bool(p["hybrid"])
@@ -336,15 +344,15 @@ class ListwisePosterior:
             out.converged = bool(p.get("converged", False))
             names = tuple(p["feature_names"])
         except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"{path}: malformed listwise posterior file ({e})") from e
+            raise ValueError(f"{where}: malformed listwise posterior file ({e})") from e
         if names != out.feature_names:
             raise ValueError(
-                f"{path}: saved with the features {list(names)} but this code computes {list(out.feature_names)}"
+                f"{where}: saved with the features {list(names)} but this code computes {list(out.feature_names)}"
             )
         n = len(rank_feature_names(out.hybrid))
         shapes_ok = out.weights.shape == (n + len(TAIL_NAMES),) and out.mean.shape == (n,) and out.sd.shape == (n,)
         if not shapes_ok or not (np.all(np.isfinite(out.weights)) and np.all(out.sd > 0)):
-            raise ValueError(f"{path}: malformed listwise posterior file (weights, mean or sd of the wrong shape)")
+            raise ValueError(f"{where}: malformed listwise posterior file (weights, mean or sd of the wrong shape)")
         return out
 
 

@@ -43,11 +43,11 @@ Every other setting is the DQN's (:class:`agents.dqn.DQNConfig`: SB3's DQN, squa
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,7 @@ from agents.dqn import DQNAgent, DQNConfig
 from agents.posterior import ListwisePosterior
 from agents.registry import register
 from envs import EpisodeConfig, RankedQuery, feature_matrix
+from envs.features import OBSERVATIONS, observation_of
 
 BELIEF_NAMES: tuple[str, ...] = ("belief_found", "belief_stop", "belief_continue")
 """The posterior's belief columns, observed after the named set's (module docstring)."""
@@ -100,19 +101,18 @@ def beliefs(
     for q, f_all, v_all in zip(queries, found, value, strict=True):
         cap = config.cap(q)
         m = int(np.isfinite(v_all).sum())  # the finite prefix: depths 1..min(M, the prior's cap)
-        f, v = f_all[:m], v_all[:m]
+        f, v = f_all[:m], v_all[:m]  # m <= cap: the prior's cap is the episode's, or the break-even one below it
         k = np.arange(1, m + 1)
         after = np.full(m, -np.inf)  # best V(j) over j > k
         if m > 1:
             after[:-1] = np.maximum.accumulate(v[::-1])[::-1][1:]
         paid = config.step_cost * (k - 1)
         b = np.empty((cap, 3), dtype=np.float64)
-        n = min(m, cap)
-        b[:n, 0] = f[:n]
-        b[:n, 1] = (v + paid)[:n] / scale
+        b[:m, 0] = f
+        b[:m, 1] = (v + paid) / scale
         with np.errstate(invalid="ignore"):
-            b[:n, 2] = np.maximum((after + paid)[:n] / scale, -1.0)
-        b[n:] = (f[-1], 0.0, -1.0)
+            b[:m, 2] = np.maximum((after + paid) / scale, -1.0)
+        b[m:] = (f[-1], 0.0, -1.0)
         out.append(b.astype(np.float32))
     return out
 
@@ -122,15 +122,14 @@ class BeliefObserver:
     object: a query it does not know is a ValueError naming it)."""
 
     def __init__(self, observation: str, queries: Sequence[RankedQuery], rows: Sequence[NDArray[np.float32]]) -> None:
-        from envs.features import OBSERVATIONS
-
         self.observation = observation
         self.names: tuple[str, ...] = OBSERVATIONS[observation] + BELIEF_NAMES
+        # keyed by object identity; holding each query keeps its id from being reused by another object
         self._rows = {id(q): (q, r) for q, r in zip(queries, rows, strict=True)}
 
     def __call__(self, query: RankedQuery, depth: int) -> NDArray[np.float32]:
         held = self._rows.get(id(query))
-        if held is None or held[0] is not query:
+        if held is None:
             raise ValueError(f"query {query.qid!r}: no belief was computed for it")
         rows = held[1]
         if depth > len(rows):
@@ -142,18 +141,16 @@ def cross_fitted_beliefs(
     queries: Sequence[RankedQuery], config: EpisodeConfig, reward: str, folds: int, seed: int, scale: float
 ) -> list[NDArray[np.float32]]:
     """Each query's belief from a posterior fitted on the other folds (:func:`agents.auto.cv_folds`)."""
-    from agents.auto import cv_folds
+    from agents.auto import cv_folds  # here: importing agents.auto registers its kind, which comes last
 
     if len(queries) < 2:
         raise ValueError(f"the residual DQN needs at least 2 training queries to cross-fit beliefs, got {len(queries)}")
-    out: list[NDArray[np.float32] | None] = [None] * len(queries)
+    rows: dict[int, NDArray[np.float32]] = {}
     for part in cv_folds(queries, folds, seed):
         inside = set(part)
-        rest = [q for i, q in enumerate(queries) if i not in inside]
-        prior = ListwisePosterior(reward).fit(rest, config, 0)
-        for i, row in zip(part, beliefs(prior, [queries[i] for i in part], config, scale), strict=True):
-            out[i] = row
-    return [r for r in out if r is not None]
+        prior = ListwisePosterior(reward).fit([q for i, q in enumerate(queries) if i not in inside], config, 0)
+        rows.update(zip(part, beliefs(prior, [queries[i] for i in part], config, scale), strict=True))
+    return [rows[i] for i in range(len(queries))]  # the folds cover every query once
 
 
 class ResidualDQN(DQNAgent):
@@ -172,16 +169,12 @@ class ResidualDQN(DQNAgent):
         posterior); -1 without a hold-out (the last weights)."""
 
     def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int) -> ResidualDQN:
-        from agents.base import learned_episode
-        from envs.features import observation_of
-
         if observation_of(queries[0], config.observation).startswith("listwise"):
             raise ValueError(
                 f"{self.name}: the residual DQN observes the score or hybrid set and the posterior's belief, "
                 "not the listwise set (the posterior already reads the ranked items)"
             )
-        episode = learned_episode(config, self.settings.break_even)
-        self.prior = ListwisePosterior(self.reward).fit(queries, episode, 0)
+        self.prior = ListwisePosterior(self.reward).fit(queries, config, 0)  # its fit reads no depth cap
         super().fit(queries, config, seed)
         self.chosen_step = self.checkpoints.at if self.checkpoints is not None else -1
         return self
@@ -205,17 +198,15 @@ class ResidualDQN(DQNAgent):
         return {**super()._policy_kwargs(observation), "prior_scale": self.settings.prior_scale}
 
     def save(self, path: Path) -> None:
-        """The DQN's zip (:meth:`agents.dqn.DQNAgent.save`) with :data:`PRIOR_FILE` added: the posterior's JSON,
-        the prior's settings and the step kept."""
+        """The DQN's zip (:meth:`agents.dqn.DQNAgent.save`) with :data:`PRIOR_FILE` added: the posterior (the form
+        of its own file, :func:`agents.base.save_json`), the prior's settings and the step kept."""
         if self.prior is None:
             raise RuntimeError(f"{self.name}: nothing to save")
         super().save(path)
-        with tempfile.TemporaryDirectory() as tmp:
-            self.prior.save(Path(tmp) / "posterior.json")
-            posterior = json.loads((Path(tmp) / "posterior.json").read_text())
         s = self.settings
-        meta = {"posterior": posterior, "prior_scale": s.prior_scale, "folds": s.folds, "fold_seed": s.fold_seed,
-                "belief_names": list(BELIEF_NAMES), "chosen_step": self.chosen_step}  # fmt: skip
+        meta = {"posterior": {"name": self.prior.name, "params": self.prior.params()}, "prior_scale": s.prior_scale,
+                "folds": s.folds, "fold_seed": s.fold_seed, "belief_names": list(BELIEF_NAMES),
+                "chosen_step": self.chosen_step}  # fmt: skip
         with zipfile.ZipFile(path, "a") as z:
             z.writestr(PRIOR_FILE, json.dumps(meta, sort_keys=True))
 
@@ -224,34 +215,52 @@ class ResidualDQN(DQNAgent):
         """The DQN's weights (never unpickled, :meth:`agents.dqn.DQNAgent.load`) and the posterior (JSON). The
         file's ``prior_scale`` wins over the settings given."""
         try:
-            with zipfile.ZipFile(path) as z:
-                meta = json.loads(z.read(PRIOR_FILE))
+            meta = _record(path)
             scale = float(meta["prior_scale"])
             posterior = meta["posterior"]
             names = tuple(meta["belief_names"])
-            chosen = int(meta.get("chosen_step", -1))
+            chosen = int(meta["chosen_step"])
         except (zipfile.BadZipFile, KeyError, OSError, ValueError, TypeError) as e:
             raise ValueError(f"{path}: not a saved residual DQN ({e})") from e
         if names != BELIEF_NAMES:
             raise ValueError(f"{path}: saved with the belief columns {list(names)}, this code computes {BELIEF_NAMES}")
         agent = super().load(path, reward, replace(settings or ResidualConfig(), prior_scale=scale))
         assert isinstance(agent, ResidualDQN)
-        with tempfile.TemporaryDirectory() as tmp:
-            (Path(tmp) / "posterior.json").write_text(json.dumps(posterior))
-            agent.prior = ListwisePosterior.load(Path(tmp) / "posterior.json", reward)
+        params = posterior.get("params") if isinstance(posterior, dict) else None
+        if not isinstance(params, dict):
+            raise ValueError(f"{path}: {PRIOR_FILE}: malformed listwise posterior (no params)")
+        agent.prior = ListwisePosterior.from_params(params, f"{path}: {PRIOR_FILE}")
         agent.chosen_step = chosen
         return agent
 
 
-_POLICY: type | None = None
+def _record(path: Path) -> dict[str, Any]:
+    """The :data:`PRIOR_FILE` record of a saved residual DQN (``agent.zip``)."""
+    with zipfile.ZipFile(path) as z:
+        out = json.loads(z.read(PRIOR_FILE))
+    if not isinstance(out, dict):
+        raise TypeError(f"{PRIOR_FILE} is not an object")
+    return out
 
 
+def kept_start(path: Path, settings: Mapping[str, Any]) -> bool:
+    """Whether the residual DQN saved at ``path`` (its ``agent.zip``) kept its untrained start, the posterior: the
+    checkpoint its hold-out chose came before any gradient step (at most ``learning_starts`` of ``settings``, the
+    run's recorded settings); without a hold-out it kept its last, trained weights. ValueError naming ``path`` when
+    the record is missing."""
+    try:
+        step = int(_record(path)["chosen_step"])
+    except (OSError, KeyError, ValueError, TypeError, zipfile.BadZipFile) as e:
+        raise ValueError(f"{path}: no checkpoint record in the saved residual DQN ({e})") from e
+    if "learning_starts" not in settings:
+        raise ValueError(f"{path}: its run's settings record no learning_starts")
+    return 0 <= step <= int(settings["learning_starts"])
+
+
+@functools.cache
 def residual_policy_class() -> type:
     """SB3's ``DQNPolicy`` whose Q-networks (online and target) add ``prior_scale`` times the last two observed
     columns to a zero-initialised MLP (module docstring). Built once (SB3 is imported lazily)."""
-    global _POLICY
-    if _POLICY is not None:
-        return _POLICY
     import torch
     from stable_baselines3.dqn.policies import DQNPolicy, QNetwork
 
@@ -275,8 +284,7 @@ def residual_policy_class() -> type:
             net_args = self._update_features_extractor(self.net_args, features_extractor=None)
             return ResidualQNetwork(**net_args, prior_scale=self.prior_scale).to(self.device)
 
-    _POLICY = ResidualPolicy
-    return _POLICY
+    return ResidualPolicy
 
 
 register(

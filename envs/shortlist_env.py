@@ -224,7 +224,7 @@ class ShortlistEnv(gym.Env[NDArray[np.float32], int]):
         query's tables are computed once instead of once per environment. The tables are a pure function
         of (query, episode), so nothing the environments return changes."""
         if other.queries != self.queries or other.config != self.config or other.observer is not self.observer:
-            raise ValueError("share_tables: the environments differ in their queries or episode settings")
+            raise ValueError("share_tables: the environments differ in their queries, episode settings or observer")
         self._cache = other._cache
 
     def _matrix(self, i: int) -> NDArray[np.float32]:

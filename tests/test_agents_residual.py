@@ -5,6 +5,7 @@ listwise set and a file that is not its own; and the environment's observer hook
 
 from __future__ import annotations
 
+import json
 import zipfile
 from pathlib import Path
 
@@ -119,9 +120,17 @@ def test_a_zip_without_the_prior_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"dqn\.zip: not a saved residual DQN"):
         ResidualDQN.load(plain)
     with zipfile.ZipFile(plain, "a") as z:
-        z.writestr("residual.json", '{"prior_scale": 10, "posterior": {}, "belief_names": ["x"]}')
+        z.writestr("residual.json", '{"prior_scale": 10, "posterior": {}, "belief_names": ["x"], "chosen_step": 1000}')
     with pytest.raises(ValueError, match="belief columns"):
         ResidualDQN.load(plain)
+    real, done = tmp_path / "real.zip", tmp_path / "done.zip"
+    ResidualDQN("bor", untrained()).fit(qs, CFG, 0).save(real)
+    with zipfile.ZipFile(real) as src, zipfile.ZipFile(done, "w") as z:  # its record without the posterior's params
+        for name in src.namelist():
+            record = json.loads(src.read(name)) if name == "residual.json" else None
+            z.writestr(name, json.dumps({**record, "posterior": {}}) if record else src.read(name))
+    with pytest.raises(ValueError, match=r"done\.zip: residual\.json: malformed listwise posterior"):
+        ResidualDQN.load(done)
 
 
 @pytest.mark.parametrize(

@@ -169,5 +169,5 @@ def test_the_fine_tuning_row_says_how_often_the_hold_out_kept_the_untrained_star
     t = cause_table(rewards, untag(run_objectives(strict), "strict"), n_boot=500)
     assert t[t["cause"] == "fine-tuning"].iloc[0]["detail"] == "kept its untrained start in 1 of 2 runs"
     broken = write_run(tmp_path / "broken", "bor-residual")
-    with pytest.raises(ValueError, match="broken: no checkpoint record in its saved agent"):
+    with pytest.raises(ValueError, match="broken/agent.zip: no checkpoint record in the saved residual DQN"):
         run_objectives([broken])

@@ -23,7 +23,6 @@ DataFrames in, DataFrames and lines out; nothing is written here.
 from __future__ import annotations
 
 import json
-import zipfile
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -71,20 +70,13 @@ CAUSE_COLUMNS = ("condition", "cause", "first", "second", "n_units", "diff", "di
 
 def kept_prior(run: Path, cfg: dict) -> bool | None:
     """Whether a run of an agent that starts from a supervised model (:data:`FROM_SUPERVISED_AGENTS`) kept its
-    untrained start: the checkpoint its hold-out chose (``chosen_step`` in the saved agent,
-    :data:`agents.residual.PRIOR_FILE`) came before any gradient step (at most ``learning_starts``); without a
-    hold-out it kept its last, trained weights. None for any other run; ValueError naming the run when its saved
-    agent does not say."""
-    from agents.residual import PRIOR_FILE
+    untrained start (:func:`agents.residual.kept_start`, from its saved agent and recorded settings); None for any
+    other run."""
+    from agents.residual import kept_start
 
     if cfg["method"] not in FROM_SUPERVISED_AGENTS:
         return None
-    try:
-        with zipfile.ZipFile(Path(run) / "agent.zip") as z:
-            step = int(json.loads(z.read(PRIOR_FILE))["chosen_step"])
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as e:
-        raise ValueError(f"{run}: no checkpoint record in its saved agent ({e})") from e
-    return 0 <= step <= int(cfg["settings"]["learning_starts"])
+    return kept_start(Path(run) / "agent.zip", cfg.get("settings") or {})
 
 
 def run_objectives(runs: Sequence[Path]) -> pd.DataFrame:
