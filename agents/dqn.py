@@ -374,4 +374,5 @@ register(
     objective=return_objective,
     budget="total_timesteps",
     torch_at_inference=True,
+    view="stepwise",
 )

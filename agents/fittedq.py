@@ -291,4 +291,5 @@ register(
     objective=return_objective,
     budget="gradient_steps",
     torch_at_inference=True,
+    view="stepwise",
 )

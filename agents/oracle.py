@@ -454,4 +454,5 @@ register(
     config=StoppingConfig,
     observes=True,
     objective=_stopping_objective,
+    view="stepwise",
 )

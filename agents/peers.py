@@ -804,6 +804,7 @@ register(
     description="best fixed K on train by mean net reward",
     config=GreedyKConfig,
     objective=_greedyk_objective,
+    view="none",
 )
 register(
     "greedyk-bits",
@@ -815,6 +816,7 @@ register(
     config=GreedyKConfig,
     defaults=GreedyKConfig("bits"),
     objective=_greedyk_objective,
+    view="none",
 )
 register(
     "random",
@@ -823,6 +825,7 @@ register(
     stochastic=True,
     uses_reward=False,
     description="depth uniform in 1..cap (sanity floor)",
+    view="none",
 )
 
 

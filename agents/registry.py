@@ -30,8 +30,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agents.base import NOT_FITTED, DepthPolicy, FixedConfig, FixedK, Objective
+from envs.features import EXAMINED_ONLY_SETS
 
 Group = Literal["agent", "peer", "baseline", "limit"]
+View = Literal["none", "stepwise", "list"]
+VIEWS: tuple[View, ...] = ("none", "stepwise", "list")
+"""What a kind's choice of depth reads of a query's scores (:attr:`PolicyKind.view`)."""
 GROUPS: tuple[Group, ...] = ("agent", "peer", "baseline", "limit")
 """Report order of the groups: learned agents, practitioners' peers, fixed K, limits (read labels
 or solve a model)."""
@@ -78,6 +82,14 @@ class PolicyKind:
             Choppy-style model), so that loading the policy imports torch; the others decide with numpy
             (``auto``: the kind it chose). A tool search that must start fast serves the others
             (tests/test_toolsearch.py loads each in a process where torch cannot be imported).
+        view: what its choice of depth reads of a query's scores. ``none``: no score (fixed K, the best
+            fixed K on train, a random depth). ``stepwise``: at depth k the observation of depths 1..k only,
+            and it shows the items at its first STOP (the RL agents, the DP of the tabular model), so on an
+            examined-items-only set (``strict``) it reads nothing of the items below the depth it shows.
+            ``list`` (the default): scores beyond the depth it shows, whatever the set (the gap, threshold
+            and top-p rules normalise or search over the list; the cut-off and Choppy-style models read every
+            depth's features before they choose; the posterior model reads the list; the residual DQN reads
+            the posterior's belief). :func:`reads_examined_only` joins it with the observation set.
     """
 
     name: str
@@ -95,6 +107,7 @@ class PolicyKind:
     objective: Callable[[str, Any, Any], Objective] = lambda reward, settings, episode: NOT_FITTED
     budget: str = ""
     torch_at_inference: bool = False
+    view: View = "list"
 
     @property
     def summary(self) -> str:
@@ -157,6 +170,7 @@ def register(
     objective: Callable[[str, Any, Any], Objective] | None = None,
     budget: str = "",
     torch_at_inference: bool = False,
+    view: View = "list",
 ) -> PolicyKind:
     """Add a kind to :data:`KINDS` (names are unique and contain no ``_`` or ``.``).
 
@@ -167,6 +181,10 @@ def register(
         raise ValueError(f"invalid or duplicate policy kind name {name!r}")
     if group not in GROUPS:
         raise ValueError(f"policy kind {name!r}: group must be one of {GROUPS}, got {group!r}")
+    if view not in VIEWS:
+        raise ValueError(f"policy kind {name!r}: view must be one of {VIEWS}, got {view!r}")
+    if view == "stepwise" and not observes:
+        raise ValueError(f"policy kind {name!r}: a stepwise kind reads an observation set (observes=True)")
     if not (dataclasses.is_dataclass(config) and isinstance(config, type)):
         raise TypeError(f"policy kind {name!r}: config must be a dataclass, got {config!r}")
     defaults = config() if defaults is None else defaults
@@ -191,6 +209,7 @@ def register(
         objective or (lambda reward, settings, episode: NOT_FITTED),
         budget,
         torch_at_inference,
+        view,
     )
     KINDS[name] = kind
     return kind
@@ -201,6 +220,13 @@ def get(name: str) -> PolicyKind:
     if name not in KINDS:
         raise ValueError(f"unknown policy {name!r}; registered: {', '.join(KINDS) or 'none'}")
     return KINDS[name]
+
+
+def reads_examined_only(kind: PolicyKind, observation: str) -> bool:
+    """Whether the kind's depths read nothing of the items below the depth it shows when its observation set is
+    ``observation``: it reads no score (``view`` ``none``), or it is ``stepwise`` on an examined-items-only set
+    (:data:`envs.features.EXAMINED_ONLY_SETS`)."""
+    return kind.view == "none" or (kind.view == "stepwise" and observation in EXAMINED_ONLY_SETS)
 
 
 def make(name: str, reward: str = "bor", settings: Any = None) -> DepthPolicy:
@@ -336,4 +362,5 @@ register(
     description="always the top K",
     config=FixedConfig,
     name_field="k",
+    view="none",
 )

@@ -306,4 +306,5 @@ register(
     observes=True,
     objective=return_objective,
     budget="episodes",
+    view="stepwise",
 )

@@ -264,6 +264,10 @@ OBSERVATIONS: dict[str, tuple[str, ...]] = {
 #: Accepted values of ``observation``: ``auto`` (the query's own set) or a named set (``listwise`` gives its
 #: two-scorer variant by itself, so ``listwise-hybrid`` is not asked for by name).
 OBSERVATION_CHOICES: tuple[str, ...] = ("auto", "score", "hybrid", "strict", "listwise")
+#: The sets whose row at depth k reads nothing of the items below k (the other sets read the next score or
+#: statistics of the whole list): a policy that decides depth by depth on one of them sees the examined items only
+#: (:func:`agents.registry.reads_examined_only`).
+EXAMINED_ONLY_SETS: tuple[str, ...] = ("strict",)
 Z_CLIP = 8.0
 GAP_WINDOW = 50
 

@@ -107,6 +107,14 @@ def _site(a: o.SiteArgs) -> int:
     return 0
 
 
+#: What ``shortlist kinds`` says a kind's depth reads, per :attr:`agents.registry.PolicyKind.view`.
+READS = {
+    "none": "no score (examined items only, on every set)",
+    "stepwise": "the observation of depths 1..k at depth k (examined items only on the strict set)",
+    "list": "scores beyond the depth it shows, whatever the set",
+}
+
+
 def _kinds(a: o.KindsArgs) -> int:
     """Every registered policy kind: group, description, objective and settings with their defaults."""
     from dataclasses import fields as dc_fields
@@ -121,6 +129,7 @@ def _kinds(a: o.KindsArgs) -> int:
         print(f"{name} ({kind.group}{', seeded' if kind.stochastic else ''}): {kind.description}")
         print(f"    fits: {obj.target}" + (f" ({obj.reward}, step cost from the condition, gamma {obj.gamma:g})"
                                             if obj.target == "net" else ""))  # fmt: skip
+        print(f"    reads: {READS[kind.view]}")
         for f in dc_fields(kind.config):
             value = registry.format_value(getattr(kind.defaults, f.name))
             print(

@@ -322,6 +322,27 @@ def test_compare_on_a_named_observation_set_end_to_end(result: tuple[Path, str],
     readme = (strict / "README.md").read_text()
     assert "Observation set: `strict`" in readme and "**RL against bor-cutoff:**" in readme
     assert json.loads((strict / "manifest.json").read_text())["observation"] == "strict"
+    # the first screen answers with the methods that read the examined items only, then every method
+    examined = pd.read_csv(strict / "examined.csv")
+    agg = pd.read_csv(strict / "aggregate.csv").set_index("method")
+    (row,) = examined.to_dict("records")
+    assert row["method"] in {
+        "bor-dqn",
+        "bor-fqi",
+        "bor-ppo",
+        "bor-tabular",
+        "bor-greedyk",
+        "greedyk-bits",
+        "random",
+    } | {f"fixed-{k}" for k in (1, 3, 5, 10, 20, 50)}
+    assert row["best"] == pd.read_csv(strict / "best.csv")["best"].iloc[0]
+    assert row["diff"] == pytest.approx(
+        agg.loc[row["method"], "mean_reward_net"] - agg.loc[row["best"], "mean_reward_net"]
+    )
+    answer = readme.split("<!-- /answer -->")[0]
+    assert answer.index("(`examined.csv`)") < answer.index("**Every method.**")
+    assert "read scores beyond the depth they show, whatever the set: `bor-cutoff`, `bor-posterior`" in answer
+    assert not (out / "examined.csv").exists() and "**Every method.**" not in (out / "README.md").read_text()
     # the strict cut-off read the 12 strict features, the default one the 13 score features
     width = {
         name: json.loads((out / "runs" / f"bfcl-bm25__{name}__s1" / "agent.json").read_text())["params"]["n_features"]

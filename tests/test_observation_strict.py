@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from agents import registry
 from agents.choppy import ChoppyConfig, CutoffModel
 from agents.cutoff import CutoffConfig, ExpectedRewardCutoff
 from agents.dqn import DQNAgent, DQNConfig
@@ -157,3 +158,94 @@ def test_cli_option_tags_the_learners_and_keeps_their_runs_apart() -> None:
     assert method_group("bor-tabular@strict") == "agent"
     with pytest.raises(ValueError, match="--observation"):
         LearnArgs(observation="nope")
+
+
+#: Small budgets for the kinds :func:`agents.registry.reads_examined_only` names on the strict set.
+TINY_SETTINGS = {
+    "dqn": "total_timesteps=600 learning_starts=100 n_envs=1",
+    "fqi": "gradient_steps=200",
+    "ppo": "total_timesteps=512 n_steps=64 n_envs=2 batch_size=64 n_epochs=1",
+    "tabular": "episodes=300",
+}
+
+
+def below_depths(queries: list[RankedQuery], k: np.ndarray, seed: int) -> list[RankedQuery]:
+    """Each query with the items below its depth ``k`` replaced by other values below s_k (kept sorted)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for q, depth in zip(queries, k, strict=True):
+        s = q.scores.copy()
+        s[depth:] = np.sort(s[depth - 1] - rng.random(len(s) - depth) * 2.0)[::-1]
+        out.append(RankedQuery(s, q.relevant_ranks, q.qid))
+    return out
+
+
+def stepped(seed: int, count: int = 60) -> list[RankedQuery]:
+    """Lists whose gold sits at the end of a high block of 1 to 6 items, then a drop: the depth worth choosing
+    differs per query, and it can be read from the examined scores."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(count):
+        g = int(rng.integers(1, 7))
+        s = np.r_[1.0 + 0.1 * rng.random(g), 0.4 * rng.random(20 - g)]
+        out.append(RankedQuery(np.sort(s)[::-1].copy(), [g], f"q{i}"))
+    return out
+
+
+EXAMINED_ON_STRICT = [name for name, kind in registry.KINDS.items() if registry.reads_examined_only(kind, "strict")]
+
+
+@pytest.mark.parametrize("name", EXAMINED_ON_STRICT)
+def test_what_the_registry_calls_examined_only_reads_no_item_below_its_depth(name: str) -> None:
+    """The claim behind the strict comparison's answer (its ``examined.csv``): a kind that the registry says
+    decides from the examined items only on the strict set chooses the same depths when every item below them
+    changes; the posterior model, which reads the whole list, does not."""
+    kind = registry.KINDS[name]
+    items = TINY_SETTINGS.get(name, "").split()
+    policy = kind.make("bor", registry.parse_settings(items, name).get(name))
+    cfg = EpisodeConfig(observation="strict")
+    policy.fit(stepped(1), cfg, 0)
+    test = stepped(2)
+    k = policy.depths(test, cfg)
+    assert (k < 20).any(), "a depth short of the whole list, so that items lie below it"
+    np.testing.assert_array_equal(policy.depths(below_depths(test, k, 3), cfg), k)
+
+
+def test_the_posterior_model_reads_below_its_depth_so_it_is_not_examined_only() -> None:
+    kind = registry.KINDS["posterior"]
+    assert not registry.reads_examined_only(kind, "strict") and kind.view == "list"
+    rng = np.random.default_rng(5)
+    train = [RankedQuery(np.sort(rng.random(20))[::-1].copy(), [int(rng.integers(1, 4))], f"q{i}") for i in range(80)]
+    policy = kind.make("bor")
+    cfg = EpisodeConfig(observation="strict")
+    policy.fit(train, cfg, 0)
+    test = toy(2)
+    k = policy.depths(test, cfg)
+    assert not np.array_equal(policy.depths(below_depths(test, k, 3), cfg), k)
+
+
+def test_the_view_joins_the_observation_set() -> None:
+    on = {name for name, kind in registry.KINDS.items() if registry.reads_examined_only(kind, "strict")}
+    assert {"dqn", "fqi", "ppo", "tabular", "fixed", "greedyk", "random"} <= on
+    assert not on & {"posterior", "residual", "cutoff", "choppy", "threshold", "gap", "topp"}
+    for observation in ("auto", "score", "hybrid", "listwise"):  # these sets read the next score or the whole list
+        assert {n for n, k in registry.KINDS.items() if registry.reads_examined_only(k, observation)} == {
+            n for n, k in registry.KINDS.items() if k.view == "none"
+        }
+    with pytest.raises(ValueError, match="view must be one of"):
+        registry.register("x-view", lambda r, s: None, group="peer", stochastic=False, uses_reward=False,
+                          description="x", view="partial")  # type: ignore[arg-type]  # fmt: skip
+    with pytest.raises(ValueError, match="stepwise kind reads an observation set"):
+        registry.register("x-view", lambda r, s: None, group="peer", stochastic=False, uses_reward=False,
+                          description="x", view="stepwise")  # fmt: skip
+    assert "x-view" not in registry.KINDS
+
+
+def test_shortlist_kinds_says_what_each_kind_reads(capsys: pytest.CaptureFixture[str]) -> None:
+    from experiments.cli import main
+
+    assert main(["kinds", "dqn"]) == 0 and main(["kinds", "posterior"]) == 0 and main(["kinds", "fixed"]) == 0
+    out = capsys.readouterr().out
+    assert "reads: the observation of depths 1..k at depth k (examined items only on the strict set)" in out
+    assert "reads: scores beyond the depth it shows, whatever the set" in out
+    assert "reads: no score (examined items only, on every set)" in out

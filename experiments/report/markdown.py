@@ -84,8 +84,8 @@ def observation_blocks(observation: str) -> list[Block]:
         f"**Observation set: `{observation}`.** The kinds that read an observation set ("
         + ", ".join(f"`{k}`" for k, kind in registry.KINDS.items() if kind.observes)
         + f") were trained and applied on the `{observation}` set (`envs/features.py`); their run ids carry "
-        f"`@{observation}` (`runs.csv`), the tables here their plain names. The other kinds are rules on the "
-        "raw scores: the same cells as in the default run."
+        f"`@{observation}` (`runs.csv`), the tables here their plain names. The other kinds read the raw "
+        "scores whatever the set: the same cells as in the default run."
         + (
             ""
             if reads_second_scorer(observation)

@@ -19,6 +19,7 @@ import pandas as pd
 from agents import registry
 from agents.method import MethodSpec, method_group
 from benchmarks.names import ConditionId
+from envs.features import EXAMINED_ONLY_SETS
 from experiments.figures import bucket_figure, candidate_set_size, pareto_figure
 from experiments.io import atomic_write_csv
 from experiments.plan import BOR_AGENTS, COMPARE_BUCKET_METHODS, RL_AGENTS, SUPERVISED_AGENTS, condition_order
@@ -34,10 +35,12 @@ from experiments.report.tables import (
     HYBRID_PAIRS,
     JUDGED,
     aggregate_with_groups,
+    best_examined_only,
     best_methods,
     bucket_aggregate,
     condition_meta,
     dp_table,
+    examined_only,
     goal_checks,
     limits_table,
     paired_conditions,
@@ -143,6 +146,10 @@ def write_compare_report(
     t = compare_tables(per_query, summary, buckets, runs, observation)
     for name in COMPARE_TABLES:
         atomic_write_csv(t[name], out / f"{name}.csv")
+    examined = None
+    if observation in EXAMINED_ONLY_SETS:
+        examined = best_examined_only(per_query, t["aggregate"], observation)
+        atomic_write_csv(examined, out / "examined.csv")
     hp = paired_conditions(per_query, HYBRID_PAIRS, HYBRID_METHODS) if reads_second_scorer(observation) else None
     if hp is not None and len(hp):
         atomic_write_csv(hp, out / "hybrid.csv")
@@ -156,7 +163,14 @@ def write_compare_report(
         title=compare_title(conds, observation),
         group="comparison",
         lede="Learned policies beside practitioners' rules and the limits, judged on the net reward.",
-        answer=Section("", [*answer_lines(t["best"], t["split_goal"], t["paired"]), *rl_goal_bullets(t["rl_goal"])]),
+        answer=Section(
+            "",
+            [
+                *(examined_lines(examined, t["aggregate"], observation) if examined is not None else []),
+                *answer_lines(t["best"], t["split_goal"], t["paired"], every=examined is not None),
+                *rl_goal_bullets(t["rl_goal"]),
+            ],
+        ),
         sections=(
             provenance_lines(command, seeds, t["aggregate"], observation),
             split_goal_lines(t["split_goal"]),
@@ -193,8 +207,71 @@ def _verdict(lo: float, hi: float, first: str, second: str) -> str:
     return f"{second} is ahead" if hi < 0 else "no clear difference"
 
 
-def answer_lines(best: pd.DataFrame, sg: pd.DataFrame, paired: pd.DataFrame) -> list[Block]:
-    """The first screen: the method to use per condition, and the verdicts, all computed from the tables."""
+def _names(methods: Sequence[str]) -> str:
+    """Method names in report order (group, then name), as code, joined by commas; ``none`` when empty."""
+
+    def key(m: str) -> tuple:
+        natural = [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", m)]  # fixed-3 before fixed-10
+        return GROUP_ORDER[method_group(m.partition("@")[0])], natural
+
+    ordered = sorted(set(methods), key=key)
+    return ", ".join(f"`{m}`" for m in ordered) or "none"
+
+
+def examined_lines(examined: pd.DataFrame, agg: pd.DataFrame, observation: str) -> list[Block]:
+    """The first screen of a comparison on an examined-items-only set: per condition, the best method that chose
+    its depths from the examined items only (:func:`experiments.report.tables.best_examined_only`), beside the
+    best of every method, and which methods read beyond the depth they show (named, from the registry)."""
+    shown = agg[agg["group"] != "limit"]["method"].unique()
+    inside = [m for m in shown if examined_only(m, observation)]
+    view = {m: MethodSpec.parse(m.partition("@")[0]).kind.view for m in inside}
+    lead = Paragraph(
+        "**Answer.** Per condition, the method with the highest mean test net reward among those that read no "
+        "labels and whose depth reads nothing of the items below the depth it shows (`examined.csv`): on the "
+        f"`{observation}` set, the learners that decide depth by depth "
+        f"({_names([m for m in inside if view[m] == 'stepwise'])}) and the rules that read no score "
+        f"({_names([m for m in inside if view[m] == 'none'])}). The other methods read scores beyond the depth "
+        f"they show, whatever the set: {_names([m for m in shown if m not in view])}."
+    )
+    if examined.empty:
+        return [lead, Paragraph("No method of this comparison chose its depths from the examined items only.")]
+    rows = [
+        [
+            r["condition"],
+            f"**{r['method']}** ({r['group']})",
+            ci(r, JUDGED, 3),
+            f"{fmt(r['median_k'], nd=0)} / {fmt(r['p90_k'], nd=0)}",
+            r["best"],
+            "-" if r["method"] == r["best"] else signed_ci(r),
+        ]
+        for _, r in examined.iterrows()
+    ]
+    header = [
+        "condition",
+        "use",
+        "net reward [95%]",
+        "median / p90 K",
+        "best of every method",
+        "use - best [95% paired]",
+    ]
+    same = examined["method"] == examined["best"]
+    behind = int(((examined["diff_hi"] < 0) & ~same).sum())
+    return [
+        lead,
+        Table(header, rows),
+        Bullets(
+            [
+                f"The best examined-only method is significantly behind the best of every method on {behind} of "
+                f"{len(examined)} conditions, within noise of it on {len(examined) - behind - int(same.sum())}, and "
+                f"is that method itself on {int(same.sum())}."
+            ]
+        ),
+    ]
+
+
+def answer_lines(best: pd.DataFrame, sg: pd.DataFrame, paired: pd.DataFrame, every: bool = False) -> list[Block]:
+    """The first screen: the method to use per condition, and the verdicts, all computed from the tables (``every``:
+    it follows the examined-items-only answer, so it is introduced as the best of every method)."""
     rows = [
         [
             r["condition"],
@@ -209,7 +286,8 @@ def answer_lines(best: pd.DataFrame, sg: pd.DataFrame, paired: pd.DataFrame) -> 
     header = ["condition", "use", "net reward [95%]", "median / p90 K", "runner-up", "best - runner-up [95% paired]"]
     return [
         Paragraph(
-            "**Answer.** Per condition, the method with the highest mean test net reward among those that read no "
+            ("**Every method.** " if every else "**Answer.** ")
+            + "Per condition, the method with the highest mean test net reward among those that read no "
             "labels (net reward: found x -log2 P_rand(K) minus the condition's cost per extra shown tool; chosen on "
             "the test split), its typical depth and how far it is from the runner-up (`best.csv`):"
         ),

@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from agents.evaluation import BUCKET_ORDER, spread_of
-from agents.method import method_group
+from agents.method import MethodSpec, method_group
+from agents.registry import reads_examined_only
 from experiments.figures import bucket_spread, with_splits
 from experiments.paper import PAPER
 from experiments.plan import BOR_AGENTS, GOAL_FRACTION_OF_DP, RL_AGENTS, SUPERVISED_AGENTS, condition_order
@@ -732,6 +733,20 @@ def split_goal(agg: pd.DataFrame, paired: pd.DataFrame, limits: pd.DataFrame) ->
     return pd.DataFrame(rows)
 
 
+def _depth_columns(r: pd.Series) -> dict[str, Any]:
+    """The judged mean with its interval, found %, mean K and the spread of depths of one aggregate row."""
+    keys = (JUDGED, f"{JUDGED}_lo", f"{JUDGED}_hi", "found_pct", "mean_k", "median_k", "p90_k", "whole_list_pct")
+    return {k: r[k] for k in keys}
+
+
+def _paired(per_query: pd.DataFrame, cond: str, first: str, second: str, seed: int, n_boot: int) -> dict[str, float]:
+    """Mean net reward of ``first`` minus ``second`` on ``cond`` with its paired query-bootstrap interval
+    (stratified by split)."""
+    by = _unit_wide(per_query[per_query["condition"] == cond], JUDGED_ROW, "method")
+    idx = unit_resamples(by.columns.get_level_values(0).to_numpy(), n_boot, seed)
+    return diff_interval((by.loc[first] - by.loc[second]).to_numpy(), idx)
+
+
 def best_methods(per_query: pd.DataFrame, agg: pd.DataFrame, seed: int = 0, n_boot: int = 10_000) -> pd.DataFrame:
     """Per condition, the method to use: the highest mean test net reward (:data:`JUDGED`) among every
     method that reads no labels (agents, peers, fixed K; not the limits), beside the runner-up, with the
@@ -744,25 +759,51 @@ def best_methods(per_query: pd.DataFrame, agg: pd.DataFrame, seed: int = 0, n_bo
         if len(a) < 2:
             continue
         best, second = a.iloc[0], a.iloc[1]
-        by = _unit_wide(per_query[per_query["condition"] == cond], JUDGED_ROW, "method")
-        idx = unit_resamples(by.columns.get_level_values(0).to_numpy(), n_boot, seed)
-        d = diff_interval((by.loc[best["method"]] - by.loc[second["method"]]).to_numpy(), idx)
         rows.append(
             {
                 "condition": cond,
                 "best": best["method"],
                 "group": best["group"],
-                JUDGED: best[JUDGED],
-                f"{JUDGED}_lo": best[f"{JUDGED}_lo"],
-                f"{JUDGED}_hi": best[f"{JUDGED}_hi"],
-                "found_pct": best["found_pct"],
-                "mean_k": best["mean_k"],
-                "median_k": best["median_k"],
-                "p90_k": best["p90_k"],
-                "whole_list_pct": best["whole_list_pct"],
+                **_depth_columns(best),
                 "runner_up": second["method"],
                 f"runner_up_{JUDGED}": second[JUDGED],
-                **d,
+                **_paired(per_query, cond, best["method"], second["method"], seed, n_boot),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def examined_only(method: str, observation: str) -> bool:
+    """Whether ``method`` (a name of the tables, untagged on the comparison's ``observation`` set; a ``@set`` tag
+    names its own set) chose its depths from the examined items only (:func:`agents.registry.reads_examined_only`)."""
+    name, _, tag = method.partition("@")
+    return reads_examined_only(MethodSpec.parse(name).kind, tag or observation)
+
+
+def best_examined_only(
+    per_query: pd.DataFrame, agg: pd.DataFrame, observation: str, seed: int = 0, n_boot: int = 10_000
+) -> pd.DataFrame:
+    """Per condition, the highest mean test net reward among the methods that read no labels and chose their
+    depths from the examined items only on ``observation`` (:func:`examined_only`), its typical depth, and its
+    mean net reward minus that of the best label-free method of all (``best``, as :func:`best_methods`), with the
+    paired query-bootstrap interval (stratified by split; 0 when the best is examined-only itself). Empty
+    when no method qualifies."""
+    rows = []
+    for cond in condition_order(agg["condition"].unique()):
+        a = agg[(agg["condition"] == cond) & (agg["group"] != "limit")].sort_values(JUDGED, ascending=False)
+        ok = a[[examined_only(m, observation) for m in a["method"]]]
+        if ok.empty:
+            continue
+        top, best = ok.iloc[0], a.iloc[0]
+        rows.append(
+            {
+                "condition": cond,
+                "method": top["method"],
+                "group": top["group"],
+                **_depth_columns(top),
+                "best": best["method"],
+                f"best_{JUDGED}": best[JUDGED],
+                **_paired(per_query, cond, top["method"], best["method"], seed, n_boot),
             }
         )
     return pd.DataFrame(rows)
