@@ -12,13 +12,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from agents.method import MethodSpec
+from agents.method import MethodSpec, method_group
 from experiments.cli import add_dataclass_args, build
 from experiments.compare import cmd_compare
 from experiments.figures import pareto_front
 from experiments.options import CommonArgs, CompareArgs, LearnArgs
 from experiments.plan import BOR_AGENTS, INFORMATION_LABEL, RL_AGENTS, compare_cells, compare_methods, resolve_plans
-from experiments.report.tables import limits_table
+from experiments.report.page import Section, section_lines
+from experiments.report.peers_page import examined_lines
+from experiments.report.tables import best_examined_only, limits_table
 
 TINY = {
     "seeds": (1, 2),
@@ -339,6 +341,12 @@ def test_compare_on_a_named_observation_set_end_to_end(result: tuple[Path, str],
     assert row["diff"] == pytest.approx(
         agg.loc[row["method"], "mean_reward_net"] - agg.loc[row["best"], "mean_reward_net"]
     )
+    runner = agg.loc[row["runner_up"]]  # the examined-only runner-up: below the answer, and examined-only too
+    assert row["runner_up"] in {"bor-dqn", "bor-fqi", "bor-ppo", "bor-tabular", "bor-greedyk", "greedyk-bits"} | {
+        "random",
+        *(f"fixed-{k}" for k in (1, 3, 5, 10, 20, 50)),
+    }
+    assert row["runner_up_diff"] == pytest.approx(agg.loc[row["method"], "mean_reward_net"] - runner["mean_reward_net"])
     answer = readme.split("<!-- /answer -->")[0]
     assert answer.index("(`examined.csv`)") < answer.index("**Every method.**")
     assert "read scores beyond the depth they show, whatever the set: `bor-cutoff`, `bor-posterior`" in answer
@@ -480,3 +488,34 @@ def test_site_rebuilds_a_study_overview_and_leaves_other_readmes(tmp_path: Path,
     assert (other / "README.md").read_text() == "# Mine\n" and (other / "index.html").is_file()
     assert main(["site", "--out", str(tmp_path / "missing")]) == 2
     assert "no such results folder" in capsys.readouterr().err
+
+
+def test_the_examined_only_answer_with_one_such_method_and_with_none() -> None:
+    rows = [{"condition": "bfcl-bm25", "method": m, "seed": 1, "split_seed": 0, "qid": f"q{i}", "reward_net": v + i % 2}
+            for m, v in (("bor-posterior", 7.0), ("fixed-3", 6.0), ("gap", 6.5)) for i in range(20)]  # fmt: skip
+    per_query = pd.DataFrame(rows)
+    agg = per_query.groupby(["condition", "method"], as_index=False)["reward_net"].mean()
+    agg = agg.rename(columns={"reward_net": "mean_reward_net"})
+    agg["group"] = agg["method"].map(method_group)
+    for col in (
+        "mean_reward_net_lo",
+        "mean_reward_net_hi",
+        "found_pct",
+        "mean_k",
+        "median_k",
+        "p90_k",
+        "whole_list_pct",
+    ):
+        agg[col] = 0.0
+    (row,) = best_examined_only(per_query, agg, "strict", n_boot=200).to_dict("records")
+    assert (row["method"], row["best"], row["runner_up"]) == ("fixed-3", "bor-posterior", None)
+    assert row["diff"] == pytest.approx(-1.0) and np.isnan(row["runner_up_diff"])
+    page = "\n".join(section_lines(Section("", examined_lines(pd.DataFrame([row]), agg, "strict"))))
+    assert "| **fixed-3** (baseline) |" in page and "| - | - | bor-posterior | -1.000 [-1.000, -1.000] |" in page
+    assert (
+        "ahead of the examined-only runner-up on 0 of 1" in page and "behind the best of every method on 1 of 1" in page
+    )
+    others = per_query["method"] != "fixed-3"
+    assert best_examined_only(per_query[others], agg[agg["method"] != "fixed-3"], "strict").empty
+    none = examined_lines(pd.DataFrame(), agg, "strict")
+    assert "No method of this comparison" in "\n".join(section_lines(Section("", none)))

@@ -241,29 +241,28 @@ def examined_lines(examined: pd.DataFrame, agg: pd.DataFrame, observation: str) 
             f"**{r['method']}** ({r['group']})",
             ci(r, JUDGED, 3),
             f"{fmt(r['median_k'], nd=0)} / {fmt(r['p90_k'], nd=0)}",
+            r["runner_up"] if isinstance(r["runner_up"], str) else "-",
+            signed_ci(r, "runner_up_diff") if isinstance(r["runner_up"], str) else "-",
             r["best"],
             "-" if r["method"] == r["best"] else signed_ci(r),
         ]
         for _, r in examined.iterrows()
     ]
-    header = [
-        "condition",
-        "use",
-        "net reward [95%]",
-        "median / p90 K",
-        "best of every method",
-        "use - best [95% paired]",
-    ]
+    header = ["condition", "use", "net reward [95%]", "median / p90 K", "examined-only runner-up",
+              "use - runner-up [95% paired]", "best of every method", "use - best [95% paired]"]  # fmt: skip
     same = examined["method"] == examined["best"]
     behind = int(((examined["diff_hi"] < 0) & ~same).sum())
+    ahead = int((examined["runner_up_diff_lo"] > 0).sum())
     return [
         lead,
         Table(header, rows),
         Bullets(
             [
-                f"The best examined-only method is significantly behind the best of every method on {behind} of "
-                f"{len(examined)} conditions, within noise of it on {len(examined) - behind - int(same.sum())}, and "
-                f"is that method itself on {int(same.sum())}."
+                f"The best examined-only method is significantly ahead of the examined-only runner-up on {ahead} of "
+                f"{len(examined)} conditions.",
+                f"It is significantly behind the best of every method on {behind} of {len(examined)} conditions, "
+                f"within noise of it on {len(examined) - behind - int(same.sum())}, and is that method itself on "
+                f"{int(same.sum())}.",
             ]
         ),
     ]

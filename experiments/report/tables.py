@@ -784,10 +784,11 @@ def best_examined_only(
     per_query: pd.DataFrame, agg: pd.DataFrame, observation: str, seed: int = 0, n_boot: int = 10_000
 ) -> pd.DataFrame:
     """Per condition, the highest mean test net reward among the methods that read no labels and chose their
-    depths from the examined items only on ``observation`` (:func:`examined_only`), its typical depth, and its
-    mean net reward minus that of the best label-free method of all (``best``, as :func:`best_methods`), with the
-    paired query-bootstrap interval (stratified by split; 0 when the best is examined-only itself). Empty
-    when no method qualifies."""
+    depths from the examined items only on ``observation`` (:func:`examined_only`), its typical depth, its mean
+    net reward minus that of the best label-free method of all (``best``, as :func:`best_methods`; ``diff``, 0
+    when the best is examined-only itself) and minus that of the examined-only runner-up (``runner_up``,
+    ``runner_up_diff``; none when it is alone), each with the paired query-bootstrap interval (stratified by
+    split). Empty when no method qualifies."""
     rows = []
     for cond in condition_order(agg["condition"].unique()):
         a = agg[(agg["condition"] == cond) & (agg["group"] != "limit")].sort_values(JUDGED, ascending=False)
@@ -795,6 +796,13 @@ def best_examined_only(
         if ok.empty:
             continue
         top, best = ok.iloc[0], a.iloc[0]
+        second = {"runner_up": None, f"runner_up_{JUDGED}": np.nan}
+        second |= {f"runner_up_{k}": np.nan for k in ("diff", "diff_lo", "diff_hi")}
+        if len(ok) > 1:
+            runner = ok.iloc[1]
+            second = {"runner_up": runner["method"], f"runner_up_{JUDGED}": runner[JUDGED]}
+            paired = _paired(per_query, cond, top["method"], runner["method"], seed, n_boot)
+            second |= {f"runner_up_{k}": v for k, v in paired.items()}
         rows.append(
             {
                 "condition": cond,
@@ -804,6 +812,7 @@ def best_examined_only(
                 "best": best["method"],
                 f"best_{JUDGED}": best[JUDGED],
                 **_paired(per_query, cond, top["method"], best["method"], seed, n_boot),
+                **second,
             }
         )
     return pd.DataFrame(rows)
