@@ -41,6 +41,9 @@ class Produced:
     """The run directories behind the tables, indexed in ``runs.csv``."""
     seconds: float = 0.0
     """Wall time of the produce step (cells run or policies evaluated by this invocation)."""
+    ran: int | None = None
+    """How many of ``runs`` this invocation ran (the others were finished cells it reused), recorded in the manifest
+    as ``cells_run`` so a time is never taken for a from-nothing time when it is not; None where not counted."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,7 @@ def run_pipeline(p: Pipeline, dry_run: bool = False) -> int:
             pipeline=p.name,
             command=p.command,
             runs=[run.name for run in produced.runs],
+            **({} if produced.ran is None else {"cells_run": produced.ran}),
             **fields,
             timings_seconds={
                 "produce": produced.seconds,
@@ -166,13 +170,16 @@ def cells_producer(
     per-query rows (plain method names on a named ``observation`` set)."""
 
     def produce() -> Produced:
-        from experiments.runner import collect_runs
+        from experiments.runner import collect_runs, is_done
 
+        folder = Path(runs_dir) if runs_dir is not None else out / "runs"  # run_cells' default
+        unique = {c.run_id: c for c in cells}.values()
+        ran = sum(not is_done(c, folder / c.run_id) for c in unique)
         t0 = time.perf_counter()
         runs = run_with(cells, out, ca, command, runs_dir)
         seconds = time.perf_counter() - t0
         per_query, summary, buckets = collect_runs(runs, observation)
-        return Produced(per_query, summary, buckets, runs, seconds)
+        return Produced(per_query, summary, buckets, runs, seconds, ran)
 
     return produce
 

@@ -11,7 +11,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from experiments.bench import cmd_bench, measured_runs, measured_study_minutes, projection, study_cells_all
+from experiments.bench import (
+    cmd_bench,
+    made_from_nothing,
+    measured_runs,
+    measured_study_minutes,
+    projection,
+    study_cells_all,
+    target_rows,
+)
 from experiments.options import BenchArgs
 from experiments.plan import BENCH_SUITES, COMPARE_SUITES, resolve_plans
 
@@ -34,10 +42,12 @@ def test_default_conditions_are_those_of_compare_with_the_two_scorer_ones() -> N
         assert c in names
 
 
-def _manifest(folder: Path, command: str, total: float, cells: float | None = None) -> None:
+def _manifest(folder: Path, command: str, total: float, cells: float | None = None, ran: int | None = 2) -> None:
+    """A results folder's manifest of two runs, ``ran`` of them run by its command (None: not recorded)."""
     folder.mkdir(parents=True, exist_ok=True)
     timings = {"total": total} | ({} if cells is None else {"cells": cells})
     man = {"command": command, "runs": ["a", "b"], "timings_seconds": timings, "git_sha": "0123456789"}
+    man |= {} if ran is None else {"cells_run": ran}
     (folder / "manifest.json").write_text(json.dumps(man), encoding="utf-8")
 
 
@@ -76,6 +86,7 @@ def test_bench_writes_every_section(tmp_path: Path, shared_cache: Path) -> None:
     # the projection undercounts a real run, so it is shown but never passes or fails the target
     assert re.search(r"^\| full study \+ comparison from nothing .*projection.* \| \d+ min \| - \|$", text, re.M)
     assert "| `results` | `shortlist reproduce --seeds 42` | 2 | 28.3 | 30.0 | 0123456 |" in text
+    assert "no target is judged on them: none." in text
     assert "| `results/peers` | `shortlist compare --seeds 42` | 2 | - | 11.0 | 0123456 |" in text
     assert re.search(r"^\| full study \+ comparison as committed .* \| 41\.0 min \| NO \|$", text, re.M)
     assert "Total benchmark wall time" in text and "shortlist bench (test)" in text
@@ -103,6 +114,16 @@ def test_measured_study_needs_both_manifests(tmp_path: Path) -> None:
     assert measured_study_minutes(measured_runs(tmp_path)) is None  # the comparison is missing
     _manifest(tmp_path / "peers", "shortlist compare", 300.0)
     assert measured_study_minutes(measured_runs(tmp_path)) == pytest.approx(15.0)
+    assert made_from_nothing(measured_runs(tmp_path), (".", "peers"))
+    _manifest(tmp_path / "peers", "shortlist compare", 30.0, ran=0)  # its report remade from the runs of before
+    assert not made_from_nothing(measured_runs(tmp_path), (".", "peers"))
+    _manifest(tmp_path / "peers", "shortlist compare", 300.0, ran=None)  # written before cells_run was recorded
+    assert not made_from_nothing(measured_runs(tmp_path), (".", "peers"))
+    assert not made_from_nothing(measured_runs(tmp_path), ("bfcl",))  # no such folder
+    rows = target_rows([("x: depths + scoring", 0.1, "")], {"gymnasium.make": 1e5}, [("a", 0.1)], 20.0, 10.0, 100,
+                       3.0, 4.0, False, True)  # fmt: skip
+    (row,) = [r for r in rows if r[0].startswith("full study + comparison as")]
+    assert row[1:] == ["3.0 min (reused cells, or not recorded: not a from-nothing time)", "-"]
 
 
 def test_unknown_condition_is_refused_and_nothing_is_written(tmp_path: Path) -> None:

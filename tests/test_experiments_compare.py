@@ -56,6 +56,8 @@ def result(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> tupl
 
 def test_writes_every_output(result: tuple[Path, str]) -> None:
     out, _ = result
+    manifest = json.loads((out / "manifest.json").read_text())  # made from nothing: every cell ran here
+    assert manifest["cells_run"] == len(manifest["runs"]) == 40
     for f in (
         "README.md",
         "manifest.json",
@@ -170,6 +172,8 @@ def test_rerun_resumes_every_cell(result: tuple[Path, str]) -> None:
         == 0
     )
     assert stamps == {p.name: (p / "manifest.json").stat().st_mtime_ns for p in (out / "runs").iterdir()}
+    manifest = json.loads((out / "manifest.json").read_text())  # nothing ran: its time is not a from-nothing time
+    assert manifest["cells_run"] == 0 and len(manifest["runs"]) == 40
 
 
 def test_argparse_wiring_and_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
