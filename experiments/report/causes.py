@@ -266,13 +266,12 @@ def rl_goal_bullets(goal: pd.DataFrame) -> list[Block]:
     best = g[g["best_rl"]]
     counted = g[g["counted"]]
     n_ok, n_behind = int(best["within_noise"].sum()), int(counted["behind"].sum())
-    own = g[~g["agent"].isin(FROM_SUPERVISED_AGENTS)]
+    own = g[~g["agent"].isin(list(FROM_SUPERVISED_AGENTS))]
     own_best = own.loc[own.groupby("condition", sort=False)[JUDGED].idxmax()] if len(own) else own
     n_own = int(own_best["within_noise"].sum())
-    starts = " and ".join(a for a in FROM_SUPERVISED_AGENTS if a in set(g["agent"]))
+    starts = "; ".join(f"{a}, which starts from {m}" for a, m in FROM_SUPERVISED_AGENTS.items() if a in set(g["agent"]))
     without = (
-        f" Without {starts}, which starts from the posterior model, the best RL agent is within noise of it or ahead "
-        f"on {n_own} of {len(own_best)}."
+        f" Without {starts}, the best RL agent is within noise of it or ahead on {n_own} of {len(own_best)}."
         if starts
         else ""
     )
