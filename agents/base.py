@@ -73,9 +73,26 @@ def training_bar(total: int, desc: str) -> Any:
     )
 
 
+def json_record(name: str, params: dict) -> dict:
+    """``{"name": ..., "params": ...}``: the saved form of every JSON-backed policy (:func:`save_json` writes it to a
+    file; a policy saved inside another's file, the residual DQN's posterior, is this record too)."""
+    return {"name": name, "params": params}
+
+
+def record_params(record: Any, where: str, what: str) -> dict:
+    """The ``params`` of a :func:`json_record`; ValueError naming ``where`` and ``what`` otherwise."""
+    try:
+        params = record["params"]
+        if not isinstance(params, dict):
+            raise TypeError("params is not an object")
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"{where}: malformed {what} file ({e})") from e
+    return params
+
+
 def save_json(path: Path, name: str, params: dict) -> None:
-    """``{"name": ..., "params": ...}`` as JSON: the saved form of every JSON-backed policy."""
-    Path(path).write_text(json.dumps({"name": name, "params": params}, sort_keys=True) + "\n")
+    """:func:`json_record` as JSON: the saved form of every JSON-backed policy."""
+    Path(path).write_text(json.dumps(json_record(name, params), sort_keys=True) + "\n")
 
 
 def learned_episode(config: EpisodeConfig, break_even: bool) -> EpisodeConfig:
@@ -115,14 +132,11 @@ def read_json(path: Path, what: str) -> dict:
     """The ``params`` of a file written by :func:`save_json`; ValueError naming the file otherwise."""
     try:
         payload = json.loads(Path(path).read_text())
-        params = payload["params"]
-        if not isinstance(params, dict):
-            raise TypeError("params is not an object")
     except FileNotFoundError as e:
         raise FileNotFoundError(f"{path}: missing") from e
-    except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
+    except (OSError, json.JSONDecodeError) as e:
         raise ValueError(f"{path}: malformed {what} file ({e})") from e
-    return params
+    return record_params(payload, str(path), what)
 
 
 class TorchJsonPolicy:

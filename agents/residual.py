@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from agents.base import return_objective
+from agents.base import json_record, record_params, return_objective
 from agents.dqn import DQNAgent, DQNConfig
 from agents.posterior import ListwisePosterior
 from agents.registry import register
@@ -204,7 +204,7 @@ class ResidualDQN(DQNAgent):
             raise RuntimeError(f"{self.name}: nothing to save")
         super().save(path)
         s = self.settings
-        meta = {"posterior": {"name": self.prior.name, "params": self.prior.params()}, "prior_scale": s.prior_scale,
+        meta = {"posterior": json_record(self.prior.name, self.prior.params()), "prior_scale": s.prior_scale,
                 "folds": s.folds, "fold_seed": s.fold_seed, "belief_names": list(BELIEF_NAMES),
                 "chosen_step": self.chosen_step}  # fmt: skip
         with zipfile.ZipFile(path, "a") as z:
@@ -226,10 +226,8 @@ class ResidualDQN(DQNAgent):
             raise ValueError(f"{path}: saved with the belief columns {list(names)}, this code computes {BELIEF_NAMES}")
         agent = super().load(path, reward, replace(settings or ResidualConfig(), prior_scale=scale))
         assert isinstance(agent, ResidualDQN)
-        params = posterior.get("params") if isinstance(posterior, dict) else None
-        if not isinstance(params, dict):
-            raise ValueError(f"{path}: {PRIOR_FILE}: malformed listwise posterior (no params)")
-        agent.prior = ListwisePosterior.from_params(params, f"{path}: {PRIOR_FILE}")
+        where = f"{path}: {PRIOR_FILE}"
+        agent.prior = ListwisePosterior.from_params(record_params(posterior, where, "listwise posterior"), where)
         agent.chosen_step = chosen
         return agent
 

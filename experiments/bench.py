@@ -368,7 +368,9 @@ def measured_runs(results: Path) -> pd.DataFrame:
     """One row per committed results folder of :data:`MEASURED` that has a manifest: ``folder`` (relative to
     ``results``), ``command``, ``runs``, ``cells_run`` (how many of them the command ran; the others it reused
     from earlier commands; NaN when the manifest does not say), ``cells_min`` (wall minutes of the cells this
-    invocation ran, NaN when not recorded), ``total_min`` and ``commit``, from the folder's manifest."""
+    invocation ran, NaN when not recorded), ``total_min`` and ``commit``, from the folder's manifest; ``whole``:
+    the command ran every one of its runs, so its times are what the folder costs from nothing (False when it
+    reused cells or does not say: a manifest written before ``cells_run`` was recorded)."""
     rows = []
     for rel in MEASURED:
         path = results / rel / "manifest.json"
@@ -385,31 +387,30 @@ def measured_runs(results: Path) -> pd.DataFrame:
                      "total_min": np.nan if total is None else total / 60,
                      "commit": str(m.get("git_sha", "?"))[:7]})  # fmt: skip
     columns = ["folder", "command", "runs", "cells_run", "cells_min", "total_min", "commit"]
-    return pd.DataFrame(rows, columns=columns)
+    out = pd.DataFrame(rows, columns=columns)
+    return out.assign(whole=out["cells_run"] == out["runs"])
 
 
-def made_from_nothing(runs: pd.DataFrame, folders: Sequence[str]) -> bool:
-    """Whether the command of every one of ``folders`` (rows of :func:`measured_runs`) ran all of its cells, so its
-    manifest's time is what the folder costs from nothing; False when one reused cells of earlier commands or does
-    not say (a manifest written before ``cells_run`` was recorded)."""
-    by = runs.set_index("folder")
-    return all(f in by.index and by.loc[f, "cells_run"] == by.loc[f, "runs"] for f in folders)
+Measured = tuple[float, bool]
+"""Minutes read from committed manifests, and whether every folder behind them was made from nothing."""
 
 
-def measured_study_minutes(runs: pd.DataFrame) -> float | None:
+def measured_study_minutes(runs: pd.DataFrame) -> Measured | None:
     """Wall minutes of the committed full study (``results``) plus the comparison (``results/peers``), from
-    :func:`measured_runs`; None unless both manifests record a total."""
-    total = runs.set_index("folder")["total_min"]
-    if not {".", "peers"} <= set(total.index) or total[[".", "peers"]].isna().any():
+    :func:`measured_runs`, and whether both were made from nothing; None unless both manifests record a total."""
+    by = runs.set_index("folder")
+    if not {".", "peers"} <= set(by.index) or by.loc[[".", "peers"], "total_min"].isna().any():
         return None
-    return float(total["."] + total["peers"])
+    return float(by.loc[[".", "peers"], "total_min"].sum()), bool(by.loc[[".", "peers"], "whole"].all())
 
 
-def measured_main_job_minutes(runs: pd.DataFrame) -> float | None:
+def measured_main_job_minutes(runs: pd.DataFrame) -> Measured | None:
     """Wall minutes of the README main job's cells (``results/bfcl``, its manifest's cell time), from
-    :func:`measured_runs`; None when that manifest records none."""
-    cells = runs.set_index("folder")["cells_min"]
-    return None if "bfcl" not in cells.index or np.isnan(cells["bfcl"]) else float(cells["bfcl"])
+    :func:`measured_runs`, and whether it was made from nothing; None when that manifest records none."""
+    by = runs.set_index("folder")
+    if "bfcl" not in by.index or np.isnan(by.loc["bfcl", "cells_min"]):
+        return None
+    return float(by.loc["bfcl", "cells_min"]), bool(by.loc["bfcl", "whole"])
 
 
 def measured_lines(runs: pd.DataFrame) -> Section:
@@ -427,7 +428,7 @@ def measured_lines(runs: pd.DataFrame) -> Section:
             ", ".join(
                 f"`results/{r.folder}`".replace("/.`", "`") + f" ({_ran(r.cells_run)} of {r.runs:,} cells)"
                 for r in runs.itertuples()
-                if r.cells_run != r.runs
+                if not r.whole
             )
             or "none"
         )  # fmt: skip
@@ -511,8 +512,7 @@ def study_sections(ba: BenchArgs, fa: Any, plans: list) -> tuple[list[list[str]]
     total_min = float(proj["wall_minutes_at_workers"].sum())
     runs = measured_runs(Path(ba.output()).resolve().parent)
     targets = target_rows(batch, env_rate, cli, total_min, rec_s, ba.recommend_queries,
-                          measured_study_minutes(runs), measured_main_job_minutes(runs),
-                          made_from_nothing(runs, (".", "peers")), made_from_nothing(runs, ("bfcl",)))  # fmt: skip
+                          measured_study_minutes(runs), measured_main_job_minutes(runs))  # fmt: skip
     how = f"the settings {' '.join(ba.set)}" if ba.set else "its default settings"
     sections = [
         Section("CLI start (fresh process, best of the repeats)",
@@ -589,18 +589,16 @@ def target_rows(
     total_min: float,
     rec_s: float,
     rec_q: int,
-    study_min: float | None = None,
-    main_min: float | None = None,
-    study_whole: bool = True,
-    main_whole: bool = True,
+    study: Measured | None = None,
+    main: Measured | None = None,
 ) -> list[list[str]]:
     """The rows of the targets table (target, measured, met; and one console line per target); the measured study
-    row only when ``study_min`` (:func:`measured_study_minutes`) is known, the main job's cells only when
-    ``main_min`` (:func:`measured_main_job_minutes`) is. The projection of the full study is shown but not judged
+    row only when ``study`` (:func:`measured_study_minutes`) is known, the main job's cells only when
+    ``main`` (:func:`measured_main_job_minutes`) is. The projection of the full study is shown but not judged
     (``None``): it times each fit alone and leaves out the reports, so it undercounts a real run (docs/study.md
     has one measured against it), and a target must be met by a measurement. A measured row is judged only when
-    its folders were made from nothing (``study_whole``, ``main_whole``: :func:`made_from_nothing`); a remake from
-    reused cells is shown, not judged."""
+    its folders were made from nothing (the flag of :data:`Measured`); a remake from reused cells is shown, not
+    judged."""
     slowest = max(t for what, t, _ in batch if what.endswith("depths + scoring"))
     worst_cli = max(t for _, t in cli)
     checks = [
@@ -615,17 +613,17 @@ def target_rows(
          rec_s < TARGETS["recommend_seconds"]),
     ]  # fmt: skip
 
-    def measured(minutes: float, whole: bool) -> str:
-        return f"{minutes:.1f} min" + ("" if whole else " (reused cells, or not recorded: not a from-nothing time)")
+    def row(what: str, m: Measured, limit: float) -> tuple[str, str, bool | None]:
+        minutes, whole = m
+        shown = f"{minutes:.1f} min" + ("" if whole else " (reused cells, or not recorded: not a from-nothing time)")
+        return f"{what} <= {limit:.0f} min", shown, minutes <= limit if whole else None
 
-    if study_min is not None:
-        checks.insert(4, ("full study + comparison as committed (`results` + `results/peers` manifests, their seeds) "
-                          f"<= {TARGETS['study_minutes']:.0f} min", measured(study_min, study_whole),
-                          study_min <= TARGETS["study_minutes"] if study_whole else None))  # fmt: skip
-    if main_min is not None:
-        checks.append((f"the README main job's cells (`results/bfcl` manifest) <= "
-                       f"{TARGETS['main_job_cells_minutes']:.0f} min", measured(main_min, main_whole),
-                       main_min <= TARGETS["main_job_cells_minutes"] if main_whole else None))  # fmt: skip
+    if study is not None:
+        checks.insert(4, row("full study + comparison as committed (`results` + `results/peers` manifests, their "
+                             "seeds)", study, TARGETS["study_minutes"]))  # fmt: skip
+    if main is not None:
+        checks.append(row("the README main job's cells (`results/bfcl` manifest)", main,
+                          TARGETS["main_job_cells_minutes"]))  # fmt: skip
     return judged(checks)
 
 

@@ -170,11 +170,9 @@ def cells_producer(
     per-query rows (plain method names on a named ``observation`` set)."""
 
     def produce() -> Produced:
-        from experiments.runner import collect_runs, is_done
+        from experiments.runner import collect_runs, pending, runs_folder
 
-        folder = Path(runs_dir) if runs_dir is not None else out / "runs"  # run_cells' default
-        unique = {c.run_id: c for c in cells}.values()
-        ran = sum(not is_done(c, folder / c.run_id) for c in unique)
+        ran = len(pending(cells, runs_folder(out, runs_dir)))  # what run_cells will run; it reuses the rest
         t0 = time.perf_counter()
         runs = run_with(cells, out, ca, command, runs_dir)
         seconds = time.perf_counter() - t0

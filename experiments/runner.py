@@ -221,6 +221,18 @@ def is_done(cell: Cell, run_dir: Path) -> bool:
         return False
 
 
+def runs_folder(out: Path, runs_dir: Path | str | None = None) -> Path:
+    """Where :func:`run_cells` puts the run directories: ``runs_dir``, by default ``out/runs``."""
+    return Path(runs_dir) if runs_dir is not None else Path(out) / "runs"
+
+
+def pending(cells: Sequence[Cell], runs: Path) -> list[Cell]:
+    """The cells (one per run id, first kept) with no finished run of their config under ``runs``: what
+    :func:`run_cells` runs; the others it reuses."""
+    unique = {c.run_id: c for c in cells}.values()
+    return [c for c in unique if not is_done(c, runs / c.run_id)]
+
+
 _WORKER_LINE = 0
 
 
@@ -261,7 +273,7 @@ def run_cells(
     """
     from tqdm.auto import tqdm
 
-    runs = Path(runs_dir) if runs_dir is not None else out / "runs"
+    runs = runs_folder(out, runs_dir)
     if backend not in ("local", "ray"):
         raise ValueError(f"unknown backend {backend!r}; expected local or ray")
     if workers < 1:
@@ -272,8 +284,9 @@ def run_cells(
     with held_conditions(cells, data_dir, cache_dir):
         for c in cells:  # bad inputs and impossible depth caps fail before anything is written
             c.episode.check_queries(cell_condition(c, data_dir, cache_dir).queries)
-        todo = [c for c in cells if not is_done(c, runs / c.run_id)]
-        done = [runs / c.run_id for c in cells if c not in todo]
+        todo = pending(cells, runs)
+        fresh = {c.run_id for c in todo}
+        done = [runs / c.run_id for c in cells if c.run_id not in fresh]
         bar = tqdm(total=len(cells), initial=len(done), desc="cells", disable=not progress, file=sys.stderr)
         if backend == "ray" and todo:
             for path, cell in _run_ray(todo, runs, data_dir, cache_dir, command, workers, ray_address):

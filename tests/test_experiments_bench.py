@@ -13,7 +13,7 @@ import pytest
 
 from experiments.bench import (
     cmd_bench,
-    made_from_nothing,
+    measured_main_job_minutes,
     measured_runs,
     measured_study_minutes,
     projection,
@@ -113,17 +113,20 @@ def test_measured_study_needs_both_manifests(tmp_path: Path) -> None:
     _manifest(tmp_path, "shortlist reproduce", 600.0)
     assert measured_study_minutes(measured_runs(tmp_path)) is None  # the comparison is missing
     _manifest(tmp_path / "peers", "shortlist compare", 300.0)
-    assert measured_study_minutes(measured_runs(tmp_path)) == pytest.approx(15.0)
-    assert made_from_nothing(measured_runs(tmp_path), (".", "peers"))
+    assert measured_study_minutes(measured_runs(tmp_path)) == (pytest.approx(15.0), True)  # made from nothing
     _manifest(tmp_path / "peers", "shortlist compare", 30.0, ran=0)  # its report remade from the runs of before
-    assert not made_from_nothing(measured_runs(tmp_path), (".", "peers"))
+    assert measured_study_minutes(measured_runs(tmp_path)) == (pytest.approx(10.5), False)
     _manifest(tmp_path / "peers", "shortlist compare", 300.0, ran=None)  # written before cells_run was recorded
-    assert not made_from_nothing(measured_runs(tmp_path), (".", "peers"))
-    assert not made_from_nothing(measured_runs(tmp_path), ("bfcl",))  # no such folder
+    assert measured_study_minutes(measured_runs(tmp_path)) == (pytest.approx(15.0), False)
+    assert measured_main_job_minutes(measured_runs(tmp_path)) is None  # no such folder
+    _manifest(tmp_path / "bfcl", "shortlist reproduce", 300.0, 240.0)
+    assert measured_main_job_minutes(measured_runs(tmp_path)) == (pytest.approx(4.0), True)
     rows = target_rows([("x: depths + scoring", 0.1, "")], {"gymnasium.make": 1e5}, [("a", 0.1)], 20.0, 10.0, 100,
-                       3.0, 4.0, False, True)  # fmt: skip
+                       (3.0, False), (4.0, True))  # fmt: skip
     (row,) = [r for r in rows if r[0].startswith("full study + comparison as")]
     assert row[1:] == ["3.0 min (reused cells, or not recorded: not a from-nothing time)", "-"]
+    (main,) = [r for r in rows if r[0].startswith("the README main job")]
+    assert main == ["the README main job's cells (`results/bfcl` manifest) <= 5 min", "4.0 min", "yes"]
 
 
 def test_unknown_condition_is_refused_and_nothing_is_written(tmp_path: Path) -> None:

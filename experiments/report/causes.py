@@ -283,7 +283,10 @@ def rl_goal_bullets(goal: pd.DataFrame) -> list[Block]:
     judged = n_base + n_two == n_goal
 
     def verdict(bound: str, met: bool) -> str:
-        return f"goal: {bound}; " + ("met" if met else "NOT met") if judged else f"goal on all {n_goal}: {bound}"
+        return f"goal: {bound}; {'met' if met else 'NOT met'}" if judged else f"goal on all {n_goal}: {bound}"
+
+    within = verdict(f">= {GOAL_MIN_RL_WITHIN_NOISE}", n_ok >= GOAL_MIN_RL_WITHIN_NOISE)
+    pairs = verdict(f"at most {GOAL_MAX_RL_BEHIND}", n_behind <= GOAL_MAX_RL_BEHIND)
 
     where = (
         f"on the {n_goal} base and two-scorer conditions"
@@ -294,9 +297,8 @@ def rl_goal_bullets(goal: pd.DataFrame) -> list[Block]:
         Bullets(
             [
                 f"RL against the best supervised model (goal of issue 39, {where}): the best RL agent is within noise "
-                f"of it or ahead on {n_ok} of {len(best)} ({verdict(f'>= {GOAL_MIN_RL_WITHIN_NOISE}', n_ok >= GOAL_MIN_RL_WITHIN_NOISE)}); "
-                f"{' and '.join(GOAL_RL_AGENTS)} are significantly behind it in {n_behind} of {len(counted)} (condition, "
-                f"RL agent) pairs ({verdict(f'at most {GOAL_MAX_RL_BEHIND}', n_behind <= GOAL_MAX_RL_BEHIND)}). "
+                f"of it or ahead on {n_ok} of {len(best)} ({within}); {' and '.join(GOAL_RL_AGENTS)} are significantly "
+                f"behind it in {n_behind} of {len(counted)} (condition, RL agent) pairs ({pairs}). "
                 f"Significantly behind, per RL agent: {per_agent} (`rl_goal.csv`)." + without
             ]
         )

@@ -40,7 +40,7 @@ from experiments.report.tables import (
     bucket_aggregate,
     condition_meta,
     dp_table,
-    examined_only,
+    examined_view,
     goal_checks,
     limits_table,
     paired_conditions,
@@ -223,15 +223,15 @@ def examined_lines(examined: pd.DataFrame, agg: pd.DataFrame, observation: str) 
     its depths from the examined items only (:func:`experiments.report.tables.best_examined_only`), beside the
     best of every method, and which methods read beyond the depth they show (named, from the registry)."""
     shown = agg[agg["group"] != "limit"]["method"].unique()
-    inside = [m for m in shown if examined_only(m, observation)]
-    view = {m: MethodSpec.parse(m.partition("@")[0]).kind.view for m in inside}
+    view = {m: examined_view(m, observation) for m in shown}
+    inside = [m for m in shown if view[m] is not None]
     lead = Paragraph(
         "**Answer.** Per condition, the method with the highest mean test net reward among those that read no "
         "labels and whose depth reads nothing of the items below the depth it shows (`examined.csv`): on the "
         f"`{observation}` set, the learners that decide depth by depth "
         f"({_names([m for m in inside if view[m] == 'stepwise'])}) and the rules that read no score "
         f"({_names([m for m in inside if view[m] == 'none'])}). The other methods read scores beyond the depth "
-        f"they show, whatever the set: {_names([m for m in shown if m not in view])}."
+        f"they show, whatever the set: {_names([m for m in shown if view[m] is None])}."
     )
     if examined.empty:
         return [lead, Paragraph("No method of this comparison chose its depths from the examined items only.")]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -269,15 +269,16 @@ def dp_table(runs: Sequence[Path], summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+DIFF_KEYS = ("diff", "diff_lo", "diff_hi")
+"""The keys of :func:`diff_interval`."""
+
+
 def diff_interval(d: np.ndarray, idx: np.ndarray) -> dict[str, float]:
     """Mean of per-unit differences ``d`` and its 95% percentile interval over the resamples ``idx``
     (:func:`unit_resamples`)."""
     boot = d[idx].mean(axis=1)
-    return {
-        "diff": float(d.mean()),
-        "diff_lo": float(np.quantile(boot, 0.025)),
-        "diff_hi": float(np.quantile(boot, 0.975)),
-    }
+    values = (float(d.mean()), float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975)))
+    return dict(zip(DIFF_KEYS, values, strict=True))
 
 
 def paired_differences(per_query: pd.DataFrame, seed: int = 0, n_boot: int = 10_000) -> pd.DataFrame:
@@ -739,12 +740,12 @@ def _depth_columns(r: pd.Series) -> dict[str, Any]:
     return {k: r[k] for k in keys}
 
 
-def _paired(per_query: pd.DataFrame, cond: str, first: str, second: str, seed: int, n_boot: int) -> dict[str, float]:
-    """Mean net reward of ``first`` minus ``second`` on ``cond`` with its paired query-bootstrap interval
-    (stratified by split)."""
+def _paired(per_query: pd.DataFrame, cond: str, seed: int, n_boot: int) -> Callable[[str, str], dict[str, float]]:
+    """``diff(first, second)``: the mean net reward of method ``first`` minus ``second`` on ``cond`` with its paired
+    query-bootstrap interval (stratified by split); the condition's test units and resamples are drawn once."""
     by = _unit_wide(per_query[per_query["condition"] == cond], JUDGED_ROW, "method")
     idx = unit_resamples(by.columns.get_level_values(0).to_numpy(), n_boot, seed)
-    return diff_interval((by.loc[first] - by.loc[second]).to_numpy(), idx)
+    return lambda first, second: diff_interval((by.loc[first] - by.loc[second]).to_numpy(), idx)
 
 
 def best_methods(per_query: pd.DataFrame, agg: pd.DataFrame, seed: int = 0, n_boot: int = 10_000) -> pd.DataFrame:
@@ -767,24 +768,26 @@ def best_methods(per_query: pd.DataFrame, agg: pd.DataFrame, seed: int = 0, n_bo
                 **_depth_columns(best),
                 "runner_up": second["method"],
                 f"runner_up_{JUDGED}": second[JUDGED],
-                **_paired(per_query, cond, best["method"], second["method"], seed, n_boot),
+                **_paired(per_query, cond, seed, n_boot)(best["method"], second["method"]),
             }
         )
     return pd.DataFrame(rows)
 
 
-def examined_only(method: str, observation: str) -> bool:
-    """Whether ``method`` (a name of the tables, untagged on the comparison's ``observation`` set; a ``@set`` tag
-    names its own set) chose its depths from the examined items only (:func:`agents.registry.reads_examined_only`)."""
+def examined_view(method: str, observation: str) -> str | None:
+    """How ``method`` (a name of the tables, untagged on the comparison's ``observation`` set; a ``@set`` tag names
+    its own set) chose its depths from the examined items only: its kind's view (``stepwise`` or ``none``,
+    :attr:`agents.registry.PolicyKind.view`) when it did (:func:`agents.registry.reads_examined_only`), else None."""
     name, _, tag = method.partition("@")
-    return reads_examined_only(MethodSpec.parse(name).kind, tag or observation)
+    kind = MethodSpec.parse(name).kind
+    return kind.view if reads_examined_only(kind, tag or observation) else None
 
 
 def best_examined_only(
     per_query: pd.DataFrame, agg: pd.DataFrame, observation: str, seed: int = 0, n_boot: int = 10_000
 ) -> pd.DataFrame:
     """Per condition, the highest mean test net reward among the methods that read no labels and chose their
-    depths from the examined items only on ``observation`` (:func:`examined_only`), its typical depth, its mean
+    depths from the examined items only on ``observation`` (:func:`examined_view`), its typical depth, its mean
     net reward minus that of the best label-free method of all (``best``, as :func:`best_methods`; ``diff``, 0
     when the best is examined-only itself) and minus that of the examined-only runner-up (``runner_up``,
     ``runner_up_diff``; none when it is alone), each with the paired query-bootstrap interval (stratified by
@@ -792,17 +795,13 @@ def best_examined_only(
     rows = []
     for cond in condition_order(agg["condition"].unique()):
         a = agg[(agg["condition"] == cond) & (agg["group"] != "limit")].sort_values(JUDGED, ascending=False)
-        ok = a[[examined_only(m, observation) for m in a["method"]]]
+        ok = a[[examined_view(m, observation) is not None for m in a["method"]]]
         if ok.empty:
             continue
         top, best = ok.iloc[0], a.iloc[0]
-        second = {"runner_up": None, f"runner_up_{JUDGED}": np.nan}
-        second |= {f"runner_up_{k}": np.nan for k in ("diff", "diff_lo", "diff_hi")}
-        if len(ok) > 1:
-            runner = ok.iloc[1]
-            second = {"runner_up": runner["method"], f"runner_up_{JUDGED}": runner[JUDGED]}
-            paired = _paired(per_query, cond, top["method"], runner["method"], seed, n_boot)
-            second |= {f"runner_up_{k}": v for k, v in paired.items()}
+        diff = _paired(per_query, cond, seed, n_boot)
+        runner = ok.iloc[1] if len(ok) > 1 else None
+        to_runner = diff(top["method"], runner["method"]) if runner is not None else dict.fromkeys(DIFF_KEYS, np.nan)
         rows.append(
             {
                 "condition": cond,
@@ -811,8 +810,10 @@ def best_examined_only(
                 **_depth_columns(top),
                 "best": best["method"],
                 f"best_{JUDGED}": best[JUDGED],
-                **_paired(per_query, cond, top["method"], best["method"], seed, n_boot),
-                **second,
+                **diff(top["method"], best["method"]),
+                "runner_up": None if runner is None else runner["method"],
+                f"runner_up_{JUDGED}": np.nan if runner is None else runner[JUDGED],
+                **{f"runner_up_{k}": v for k, v in to_runner.items()},
             }
         )
     return pd.DataFrame(rows)
