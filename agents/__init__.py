@@ -9,7 +9,7 @@ from typing import Any
 
 # importing a policy module registers its kinds in agents.registry; this order is the registry's order
 # isort: off
-from agents import bayes, choppy, cutoff, oracle, peers, posterior, registry  # noqa: E402, F401
+from agents import bayes, choppy, cutoff, oracle, peers, pfound, posterior, registry  # noqa: E402, F401
 from agents.base import DepthPolicy, FixedConfig, FixedK, first_stop, greedy_depths, stacked_features
 from agents.dqn import DQNAgent, DQNConfig
 from agents import fittedq, ppo, residual  # noqa: E402, F401 (after DQN: they build on it)

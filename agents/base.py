@@ -141,8 +141,8 @@ def read_json(path: Path, what: str) -> dict:
 
 class TorchJsonPolicy:
     """The construction, save and load shared by the torch policies of one reward kind whose settings (a
-    frozen dataclass) set the width ``hidden`` of their network: the Choppy-style cut-off model
-    (:mod:`agents.choppy`) and the expected-reward cut-off (:mod:`agents.cutoff`).
+    frozen dataclass) set the shape of their network: the Choppy-style cut-off model (:mod:`agents.choppy`), the
+    expected-reward cut-off (:mod:`agents.cutoff`) and its stepwise form (:mod:`agents.pfound`).
 
     The saved file (:func:`save_json`; no pickle) holds the reward kind, the settings, the fit's record
     (:meth:`fit_record`), the observation width (features per depth) and the network's weights as JSON lists.
@@ -165,13 +165,18 @@ class TorchJsonPolicy:
         self.final_loss = float("nan")
 
     @staticmethod
-    def new_net(n_features: int, hidden: int) -> Any:
-        """A freshly built network reading ``n_features`` features per depth, of width ``hidden``."""
+    def new_net(n_features: int, settings: Any) -> Any:
+        """A freshly built network reading ``n_features`` features per depth, shaped by ``settings`` (its width
+        ``hidden``, and whatever else of the settings sets the network's shape)."""
         raise NotImplementedError
 
     def fit_record(self) -> dict[str, float]:
         """What the saved file records of the last fit (e.g. its final training loss)."""
         raise NotImplementedError
+
+    def read_record(self, params: dict) -> None:
+        """Read back what the policy needs of its saved fit record at inference (nothing, unless a subclass fits a
+        value beside its network); a missing or malformed entry raises KeyError, TypeError or ValueError."""
 
     def save(self, path: Path) -> None:
         """Weights and settings as JSON lists (no pickle)."""
@@ -189,15 +194,16 @@ class TorchJsonPolicy:
     @classmethod
     def load(cls, path: Path, reward: str = "bor", settings: Any = None) -> Self:
         """Rebuild a policy written by :meth:`save` (JSON; never executes code). The file's reward kind and
-        settings win over the arguments; the fit's record is not read back."""
+        settings win over the arguments; of the fit's record, only what :meth:`read_record` reads is read back."""
         import torch
 
         params = read_json(path, cls.file_kind)
         try:
             out = cls(params["reward"], cls.settings_type(**params["settings"]))
             out.n_features = int(params.get("n_features", N_FEATURES))
-            net = cls.new_net(out.n_features, out.settings.hidden)
+            net = cls.new_net(out.n_features, out.settings)
             net.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in params["state"].items()})
+            out.read_record(params)
         except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:
             raise ValueError(f"{path}: malformed {cls.file_kind} file ({e})") from e
         out.net = net.eval()

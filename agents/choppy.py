@@ -173,8 +173,8 @@ class CutoffModel(TorchJsonPolicy):
         super().__init__(reward, settings)
 
     @staticmethod
-    def new_net(n_features: int, hidden: int) -> nn.Module:
-        return _cut_net(n_features, hidden)
+    def new_net(n_features: int, settings: ChoppyConfig) -> nn.Module:
+        return _cut_net(n_features, settings.hidden)
 
     def fit_record(self) -> dict[str, float]:
         return {"final_train_objective": -self.final_loss}

@@ -102,8 +102,8 @@ class ExpectedRewardCutoff(TorchJsonPolicy):
         super().__init__(reward, settings)
 
     @staticmethod
-    def new_net(n_features: int, hidden: int) -> nn.Module:
-        return _net(n_features, hidden)
+    def new_net(n_features: int, settings: CutoffConfig) -> nn.Module:
+        return _net(n_features, settings.hidden)
 
     def fit_record(self) -> dict[str, float]:
         return {"final_train_loss": self.final_loss}

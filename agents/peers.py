@@ -367,7 +367,7 @@ def sweep_keys(
     return thetas, totals, extra
 
 
-def _best_piece(totals: NDArray[np.float64], extra: NDArray[np.int64]) -> int:
+def best_piece(totals: NDArray[np.float64], extra: NDArray[np.int64]) -> int:
     """Highest total; among equal totals (1e-12 relative) the smallest depth."""
     best = totals.max()
     tie = totals >= best - 1e-12 * max(1.0, abs(best))
@@ -484,11 +484,11 @@ class ThresholdPolicy(_Saved):
         thetas, totals, extra = sweep_keys(keys, gains, ok)
         base = float(pay[:, 0].sum())
         if self.target is None:
-            i = _best_piece(totals, extra)
+            i = best_piece(totals, extra)
         else:
             cover = (base + totals) / len(queries)
             reach = np.flatnonzero(cover >= self.target - 1e-12)
-            i = int(reach[0]) if reach.size else _best_piece(totals, extra)
+            i = int(reach[0]) if reach.size else best_piece(totals, extra)
         self.t = float(-thetas[i])
         return self
 
@@ -554,7 +554,7 @@ class TopPPolicy(_Saved):
             keys = -_log_rest(s, n, valid, temp)[:, : d - 1]
             keys = np.where(np.isfinite(keys), keys, np.finfo(np.float64).max)
             thetas, totals, extra = sweep_keys(keys, gains, ok)
-            i = _best_piece(totals, extra)
+            i = best_piece(totals, extra)
             cand = (float(totals[i]), -int(extra[i]), temp, float(thetas[i]))
             if best is None or cand[:2] > best[:2]:
                 best = cand

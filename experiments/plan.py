@@ -193,6 +193,7 @@ COMPARE_AGENTS: tuple[MethodSpec, ...] = (
     MethodSpec("tabular", "bor"),
     MethodSpec("cutoff", "bor"),
     MethodSpec("posterior", "bor"),
+    MethodSpec("pfound", "bor"),
     MethodSpec("fqi", "bor"),
     MethodSpec("ppo", "bor"),
     MethodSpec("residual", "bor"),
@@ -211,6 +212,7 @@ BOR_AGENTS: tuple[str, ...] = (
     "bor-tabular",
     "bor-cutoff",
     "bor-posterior",
+    "bor-pfound",
     "bor-fqi",
     "bor-ppo",
     "bor-residual",
@@ -234,8 +236,10 @@ GOAL_MAX_RL_BEHIND = 2
 #: On at least this many of the 10 base and two-scorer conditions the best RL agent is within noise of (or
 #: ahead of) the best supervised model.
 GOAL_MIN_RL_WITHIN_NOISE = 8
-#: The supervised learned policies (no bootstrapping), each RL agent is compared with.
-SUPERVISED_AGENTS: tuple[str, ...] = ("bor-cutoff", "bor-posterior")
+#: The supervised learned policies (no bootstrapping), each RL agent is compared with. The P(found) stop is the
+#: cut-off made stepwise (:mod:`agents.pfound`): on an examined-only set (``strict``) it is the supervised model that
+#: decides from the examined items only, as the RL agents do there.
+SUPERVISED_AGENTS: tuple[str, ...] = ("bor-cutoff", "bor-posterior", "bor-pfound")
 #: Methods drawn in the per-bucket figures of the study and of the comparison.
 STUDY_BUCKET_METHODS = (
     "bor-dqn",

@@ -57,7 +57,7 @@ def result(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> tupl
 def test_writes_every_output(result: tuple[Path, str]) -> None:
     out, _ = result
     manifest = json.loads((out / "manifest.json").read_text())  # made from nothing: every cell ran here
-    assert manifest["cells_run"] == len(manifest["runs"]) == 40
+    assert manifest["cells_run"] == len(manifest["runs"]) == 42
     for f in (
         "README.md",
         "manifest.json",
@@ -106,7 +106,9 @@ def test_seeds_per_method(result: tuple[Path, str]) -> None:
     for m, s in seeds.items():
         assert s == ([1, 2] if MethodSpec.parse(m).kind.stochastic else [1]), m
     assert {"bor-dqn", "bor-tabular", "bor-cutoff", "f1-dqn", "bor-choppy", "random", "bor-fqi", "bor-ppo",
-            "bor-residual", INFORMATION_LABEL} == {m for m in seeds.index if len(seeds[m]) == 2}  # fmt: skip
+            "bor-residual", "bor-pfound", INFORMATION_LABEL} == {
+        m for m in seeds.index if len(seeds[m]) == 2
+    }  # fmt: skip
 
 
 def test_pareto_csv_is_the_plotted_numbers(result: tuple[Path, str]) -> None:
@@ -173,7 +175,7 @@ def test_rerun_resumes_every_cell(result: tuple[Path, str]) -> None:
     )
     assert stamps == {p.name: (p / "manifest.json").stat().st_mtime_ns for p in (out / "runs").iterdir()}
     manifest = json.loads((out / "manifest.json").read_text())  # nothing ran: its time is not a from-nothing time
-    assert manifest["cells_run"] == 0 and len(manifest["runs"]) == 40
+    assert manifest["cells_run"] == 0 and len(manifest["runs"]) == 42
 
 
 def test_argparse_wiring_and_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
@@ -186,9 +188,9 @@ def test_argparse_wiring_and_dry_run(capsys: pytest.CaptureFixture[str]) -> None
     assert ca.out == "results/peers"
     assert cmd_compare(ca, la, co, "dry") == 0
     lines = [line.split("\t")[0] for line in capsys.readouterr().out.strip().splitlines()]
-    # per condition and split (5 by default on main conditions): 10 stochastic methods x 3 seeds (with fitted
+    # per condition and split (5 by default on main conditions): 11 stochastic methods x 3 seeds (with fitted
     # Q, PPO, the residual DQN and the listwise probe) + 20 deterministic methods x 1 seed
-    assert lines[-1] == f"{2 * 5 * (10 * 3 + 20)} cells"
+    assert lines[-1] == f"{2 * 5 * (11 * 3 + 20)} cells"
     assert "bfcl-bm25__bor-fqi@listwise__s2__split1" in lines
     assert "bfcl-minilm__bor-dp__s1" in lines and "bfcl-minilm__bor-dp__s2" not in lines
     assert "bfcl-bm25__bor-choppy__s3" in lines and "bfcl-bm25__bor-choppy__s3__split4" in lines
@@ -196,7 +198,7 @@ def test_argparse_wiring_and_dry_run(capsys: pytest.CaptureFixture[str]) -> None
     assert cmd_compare(build(CompareArgs, ns), build(LearnArgs, ns), build(CommonArgs, ns), "dry") == 0
     printed = capsys.readouterr().out.strip().splitlines()
     lines = [line.split("\t")[0] for line in printed]
-    assert lines[-1] == f"{10 + 20} cells" and all(line.endswith("__split7") for line in lines[:-1])
+    assert lines[-1] == f"{11 + 20} cells" and all(line.endswith("__split7") for line in lines[:-1])
     assert all("\tshortlist train " in line and " --split-seeds 7 " in line for line in printed[:-1])
 
 
@@ -305,6 +307,10 @@ def strict(result: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory) -
     return strict_out
 
 
+#: The RL agents of the comparison that decide from the examined items only on the strict set.
+RL_ON_STRICT = ("bor-dqn", "bor-fqi", "bor-ppo", "bor-tabular")
+
+
 def test_compare_on_a_named_observation_set_end_to_end(result: tuple[Path, str], strict: Path) -> None:
     out, _ = result
     index = pd.read_csv(strict / "runs.csv")
@@ -337,6 +343,7 @@ def test_compare_on_a_named_observation_set_end_to_end(result: tuple[Path, str],
         "bor-fqi",
         "bor-ppo",
         "bor-tabular",
+        "bor-pfound",
         "bor-greedyk",
         "greedyk-bits",
         "random",
@@ -346,12 +353,25 @@ def test_compare_on_a_named_observation_set_end_to_end(result: tuple[Path, str],
         agg.loc[row["method"], "mean_reward_net"] - agg.loc[row["best"], "mean_reward_net"]
     )
     runner = agg.loc[row["runner_up"]]  # the examined-only runner-up: below the answer, and examined-only too
-    assert row["runner_up"] in {"bor-dqn", "bor-fqi", "bor-ppo", "bor-tabular", "bor-greedyk", "greedyk-bits"} | {
+    assert row["runner_up"] in {"bor-dqn", "bor-fqi", "bor-ppo", "bor-tabular", "bor-pfound", "bor-greedyk"} | {
+        "greedyk-bits",
         "random",
         *(f"fixed-{k}" for k in (1, 3, 5, 10, 20, 50)),
     }
     assert row["runner_up_diff"] == pytest.approx(agg.loc[row["method"], "mean_reward_net"] - runner["mean_reward_net"])
+    # RL beside supervised learning, both examined-only: the P(found) stop is the one examined-only supervised model
+    assert row["supervised"] == "bor-pfound" and row["rl"] in {"bor-dqn", "bor-fqi", "bor-ppo", "bor-tabular"}
+    assert agg.loc[row["rl"], "mean_reward_net"] == max(agg.loc[m, "mean_reward_net"] for m in RL_ON_STRICT)
+    assert row["rl_vs_supervised_diff"] == pytest.approx(
+        agg.loc[row["rl"], "mean_reward_net"] - agg.loc["bor-pfound", "mean_reward_net"]
+    )
+    behind = set(row["rl_behind"].split(";")) if isinstance(row["rl_behind"], str) else set()
+    assert behind <= set(RL_ON_STRICT)
+    assert (row["rl_vs_supervised_diff_hi"] < 0) == (row["rl"] in behind)
     answer = readme.split("<!-- /answer -->")[0]
+    agents = "the RL agents `bor-dqn`, `bor-fqi`, `bor-ppo`, `bor-tabular` against the supervised `bor-pfound`"
+    assert f"RL against supervised learning, both examined-only ({agents};" in answer
+    assert f"ahead on {int(row['rl_vs_supervised_diff_hi'] >= 0)} of 1 conditions" in answer
     assert answer.index("(`examined.csv`)") < answer.index("**Every method.**")
     assert "read scores beyond the depth they show, whatever the set: `bor-cutoff`, `bor-posterior`" in answer
     assert not (out / "examined.csv").exists() and "**Every method.**" not in (out / "README.md").read_text()

@@ -11,6 +11,7 @@ from agents.choppy import ChoppyConfig, CutoffModel
 from agents.cutoff import CutoffConfig, ExpectedRewardCutoff
 from agents.dqn import DQNAgent, DQNConfig
 from agents.method import MethodSpec, method_group
+from agents.pfound import PFoundStop
 from agents.tabular import TabularConfig, TabularQ
 from envs import EpisodeConfig, RankedQuery, ShortlistEnv
 from envs.features import OBSERVATIONS, feature_matrix, observation_of, observation_width
@@ -116,7 +117,7 @@ def toy(seed: int, n: int = 20, count: int = 40) -> list[RankedQuery]:
     return [RankedQuery(np.sort(rng.random(n))[::-1].copy(), [2], f"q{i}") for i in range(count)]
 
 
-@pytest.mark.parametrize("kind", ["dqn", "tabular", "cutoff", "choppy"])
+@pytest.mark.parametrize("kind", ["dqn", "tabular", "cutoff", "choppy", "pfound"])
 def test_every_learner_trains_and_acts_on_the_strict_set(kind: str, tmp_path) -> None:
     cfg = EpisodeConfig(observation="strict")
     agent = {
@@ -124,6 +125,7 @@ def test_every_learner_trains_and_acts_on_the_strict_set(kind: str, tmp_path) ->
         "tabular": lambda: TabularQ("bor", TabularConfig(episodes=300)),
         "cutoff": lambda: ExpectedRewardCutoff("bor", CutoffConfig(epochs=20)),
         "choppy": lambda: CutoffModel("bor", ChoppyConfig(epochs=5)),
+        "pfound": lambda: PFoundStop("bor", CutoffConfig(epochs=20)),
     }[kind]()
     agent.fit(toy(1), cfg, 0)
     k = agent.depths(toy(2), cfg)
@@ -226,7 +228,7 @@ def test_the_posterior_model_reads_below_its_depth_so_it_is_not_examined_only() 
 
 def test_the_view_joins_the_observation_set() -> None:
     on = {name for name, kind in registry.KINDS.items() if registry.reads_examined_only(kind, "strict")}
-    assert {"dqn", "fqi", "ppo", "tabular", "fixed", "greedyk", "random"} <= on
+    assert {"dqn", "fqi", "ppo", "tabular", "pfound", "fixed", "greedyk", "random"} <= on
     assert not on & {"posterior", "residual", "cutoff", "choppy", "threshold", "gap", "topp"}
     for observation in ("auto", "score", "hybrid", "listwise"):  # these sets read the next score or the whole list
         assert {n for n, k in registry.KINDS.items() if registry.reads_examined_only(k, observation)} == {

@@ -263,8 +263,31 @@ def examined_lines(examined: pd.DataFrame, agg: pd.DataFrame, observation: str) 
                 f"It is significantly behind the best of every method on {behind} of {len(examined)} conditions, "
                 f"within noise of it on {len(examined) - behind - int(same.sum())}, and is that method itself on "
                 f"{int(same.sum())}.",
+                *rl_against_supervised(examined, [m for m in inside if view[m] == "stepwise"]),
             ]
         ),
+    ]
+
+
+def rl_against_supervised(examined: pd.DataFrame, stepwise: list[str]) -> list[str]:
+    """The bullet that sets the examined-only RL agents beside the examined-only supervised models
+    (``examined.csv``'s ``rl_*`` columns), or none when a condition lacks either side."""
+    both = examined[examined["supervised"].map(lambda m: isinstance(m, str))]
+    if both.empty:
+        return []
+    n = len(both)
+    behind = int((both["rl_vs_supervised_diff_hi"] < 0).sum())
+    ahead = int((both["rl_vs_supervised_diff_lo"] > 0).sum())
+    lagging = [m for cell in both["rl_behind"] for m in (cell.split(";") if isinstance(cell, str) and cell else [])]
+    agents = [m for m in stepwise if m in set(RL_AGENTS)]
+    sup = [m for m in stepwise if m in set(SUPERVISED_AGENTS)]
+    return [
+        f"RL against supervised learning, both examined-only (the RL agents {_names(agents)} against the "
+        f"supervised {_names(sup)}; `examined.csv`, `rl_*` columns): the best examined-only RL agent is within "
+        f"noise of the best examined-only supervised model or ahead on {n - behind} of {n} conditions "
+        f"(significantly ahead on {ahead}, behind on {behind}). Significantly behind that model, per RL agent: "
+        + ", ".join(f"{m} {lagging.count(m)} of {n}" for m in agents)
+        + "."
     ]
 
 

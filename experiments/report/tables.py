@@ -791,7 +791,13 @@ def best_examined_only(
     net reward minus that of the best label-free method of all (``best``, as :func:`best_methods`; ``diff``, 0
     when the best is examined-only itself) and minus that of the examined-only runner-up (``runner_up``,
     ``runner_up_diff``; none when it is alone), each with the paired query-bootstrap interval (stratified by
-    split). Empty when no method qualifies."""
+    split). Empty when no method qualifies.
+
+    Within the examined-only methods it also sets RL beside supervised learning, as issue 39's first goal does over
+    every method: the best examined-only RL agent (:data:`~experiments.plan.RL_AGENTS`, ``rl``) minus the best
+    examined-only supervised model (:data:`~experiments.plan.SUPERVISED_AGENTS`, ``supervised``), paired
+    (``rl_vs_supervised_diff``, ``_lo``, ``_hi``), and the examined-only RL agents significantly behind that model
+    (``rl_behind``, ``;``-separated; all empty or NaN when either side has no examined-only method)."""
     rows = []
     for cond in condition_order(agg["condition"].unique()):
         a = agg[(agg["condition"] == cond) & (agg["group"] != "limit")].sort_values(JUDGED, ascending=False)
@@ -802,6 +808,9 @@ def best_examined_only(
         diff = _paired(per_query, cond, seed, n_boot)
         runner = ok.iloc[1] if len(ok) > 1 else None
         to_runner = diff(top["method"], runner["method"]) if runner is not None else dict.fromkeys(DIFF_KEYS, np.nan)
+        rl = list(ok["method"][ok["method"].isin(RL_AGENTS)])  # each list in order of mean net reward
+        sup = list(ok["method"][ok["method"].isin(SUPERVISED_AGENTS)])
+        to_sup = {m: diff(m, sup[0]) for m in rl} if sup else {}
         rows.append(
             {
                 "condition": cond,
@@ -814,6 +823,10 @@ def best_examined_only(
                 "runner_up": None if runner is None else runner["method"],
                 f"runner_up_{JUDGED}": np.nan if runner is None else runner[JUDGED],
                 **{f"runner_up_{k}": v for k, v in to_runner.items()},
+                "rl": rl[0] if to_sup else None,
+                "supervised": sup[0] if to_sup else None,
+                **{f"rl_vs_supervised_{k}": to_sup[rl[0]][k] if to_sup else np.nan for k in DIFF_KEYS},
+                "rl_behind": ";".join(m for m, d in to_sup.items() if d["diff_hi"] < 0) if to_sup else None,
             }
         )
     return pd.DataFrame(rows)
