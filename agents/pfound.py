@@ -19,10 +19,10 @@ network is less sure than on the ones it was fitted on, so the level is met some
 
 Why a level and not a look-ahead: a rule that at depth k compares stopping with the best fixed depth it can see
 ahead (``p_{k,j} T(k + j)`` from x_k, for j = 1..J) values going on as a plan it cannot revise. On ``strict``, x_1
-holds the top item alone, and on BFCL + MiniLM and MetaTool + BM25 that rule stopped at K = 1 on every validation
-query for every horizon from 5 to 40 (``shortlist tune --agent ... --observation strict``, seeds 42/123/456, at the
-commit that replaced it): what pays is the chance to look again, which a one-shot plan never counts. A level met for
-the first time is a rule that looks again at every depth.
+holds the top item alone, so from depth 1 every list looks alike, and there stopping at 1 is the best fixed depth: a
+draft of that rule (not kept) stopped at K = 1 on every validation query of BFCL + MiniLM and MetaTool + BM25. What
+pays is the chance to look again, which a one-shot plan never counts; a level met for the first time is a rule that
+looks again at every depth.
 
 Whether its depth reads only the examined items is the observation set's matter: on ``strict`` x_k holds the
 examined items only; on the default sets x_k carries features of the whole list (e.g. the largest drop in the top
