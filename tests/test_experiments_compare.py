@@ -539,7 +539,35 @@ def test_the_examined_only_answer_with_one_such_method_and_with_none() -> None:
     assert (
         "ahead of the examined-only runner-up on 0 of 1" in page and "behind the best of every method on 1 of 1" in page
     )
+    assert row["rl"] is None and row["supervised"] is None and np.isnan(row["rl_vs_supervised_diff"])
+    assert "RL against supervised learning" not in page  # neither side is examined-only here
     others = per_query["method"] != "fixed-3"
     assert best_examined_only(per_query[others], agg[agg["method"] != "fixed-3"], "strict").empty
     none = examined_lines(pd.DataFrame(), agg, "strict")
     assert "No method of this comparison" in "\n".join(section_lines(Section("", none)))
+
+
+def test_the_examined_only_answer_sets_rl_beside_the_examined_only_supervised_model() -> None:
+    """The posterior model reads the whole list, so the supervised side is the P(found) stop alone; DQN is ahead of
+    it, tabular Q behind (the per-query differences are constant, so each interval is a point)."""
+    values = (("bor-posterior", 7.0), ("bor-pfound", 6.5), ("bor-dqn", 6.6), ("bor-tabular", 6.0), ("fixed-3", 5.0))
+    rows = [{"condition": "bfcl-bm25", "method": m, "seed": 1, "split_seed": 0, "qid": f"q{i}", "reward_net": v + i % 2}
+            for m, v in values for i in range(20)]  # fmt: skip
+    per_query = pd.DataFrame(rows)
+    agg = per_query.groupby(["condition", "method"], as_index=False)["reward_net"].mean()
+    agg = agg.rename(columns={"reward_net": "mean_reward_net"})
+    agg["group"] = agg["method"].map(method_group)
+    for col in ("mean_reward_net_lo", "mean_reward_net_hi", "found_pct", "mean_k", "median_k", "p90_k"):
+        agg[col] = 0.0
+    agg["whole_list_pct"] = 0.0
+    (row,) = best_examined_only(per_query, agg, "strict", n_boot=200).to_dict("records")
+    assert (row["method"], row["runner_up"], row["best"]) == ("bor-dqn", "bor-pfound", "bor-posterior")
+    assert (row["rl"], row["supervised"], row["rl_behind"]) == ("bor-dqn", "bor-pfound", "bor-tabular")
+    assert row["rl_vs_supervised_diff"] == row["rl_vs_supervised_diff_lo"] == pytest.approx(0.1)
+    page = "\n".join(section_lines(Section("", examined_lines(pd.DataFrame([row]), agg, "strict"))))
+    assert (
+        "RL against supervised learning, both examined-only (the RL agents `bor-dqn`, `bor-tabular` against the "
+        "supervised `bor-pfound`; `examined.csv`, `rl_*` columns): the best examined-only RL agent is within noise of "
+        "the best examined-only supervised model or ahead on 1 of 1 conditions (significantly ahead on 1, behind on "
+        "0). Significantly behind that model, per RL agent: bor-dqn 0 of 1, bor-tabular 1 of 1." in page
+    )
