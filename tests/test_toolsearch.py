@@ -429,7 +429,7 @@ def test_the_kinds_that_decide_without_torch_load_and_decide_where_torch_cannot_
     from agents import registry
 
     tiny = registry.parse_settings(["dqn.total_timesteps=300", "dqn.learning_starts=50", "tabular.episodes=100",
-                                    "cutoff.epochs=5", "choppy.epochs=5", "fqi.gradient_steps=50",
+                                    "cutoff.epochs=5", "choppy.epochs=5", "pfound.epochs=5", "fqi.gradient_steps=50",
                                     "ppo.total_timesteps=256", "ppo.n_steps=64", "ppo.batch_size=64",
                                     "residual.total_timesteps=300", "residual.learning_starts=50"])  # fmt: skip
     lists = labelled_lists(openai_tools(), n=40)
@@ -453,7 +453,8 @@ def test_the_kinds_that_decide_without_torch_load_and_decide_where_torch_cannot_
     assert done.returncode == 0, done.stderr[-1500:]
     seen = dict(line.split() for line in done.stdout.splitlines())
     assert seen == {k: "torch" if registry.KINDS[k].torch_at_inference else "ok" for k in kinds}
-    assert {k for k, v in seen.items() if v == "torch"} == {"dqn", "cutoff", "choppy", "fqi", "ppo", "residual"}
+    torch_kinds = {"dqn", "cutoff", "choppy", "pfound", "fqi", "ppo", "residual"}
+    assert {k for k, v in seen.items() if v == "torch"} == torch_kinds
 
 
 def test_a_wheel_carries_the_shipped_default_policies(tmp_path: Path) -> None:
