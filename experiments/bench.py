@@ -399,9 +399,12 @@ def measured_study_minutes(runs: pd.DataFrame) -> Measured | None:
     """Wall minutes of the committed full study (``results``) plus the comparison (``results/peers``), from
     :func:`measured_runs`, and whether both were made from nothing; None unless both manifests record a total."""
     by = runs.set_index("folder")
-    if not {".", "peers"} <= set(by.index) or by.loc[[".", "peers"], "total_min"].isna().any():
+    if not {".", "peers"} <= set(by.index):
         return None
-    return float(by.loc[[".", "peers"], "total_min"].sum()), bool(by.loc[[".", "peers"], "whole"].all())
+    both = by.loc[[".", "peers"]]
+    if both["total_min"].isna().any():
+        return None
+    return float(both["total_min"].sum()), bool(both["whole"].all())
 
 
 def measured_main_job_minutes(runs: pd.DataFrame) -> Measured | None:

@@ -8,6 +8,8 @@ session-wide fixtures that keep the suite within its budget (docs/usage.md, "Tes
   one cold cache, in subprocesses; the determinism and crash suites compare against it.
 - the ``slow`` marker: heavy end-to-end runs, deselected by the README's test command and run by ``.ci/run``
   right after it.
+- :func:`stepped_lists`: labelled ranked lists whose right depth differs per query and can be read from the
+  examined scores (the strict set's tests and the P(found) stop's).
 """
 
 from __future__ import annotations
@@ -16,8 +18,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import numpy as np
 import pytest
+
+if TYPE_CHECKING:
+    from envs import RankedQuery
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -98,3 +105,17 @@ def tiny_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         )
     finish(*procs)
     return {"a": base / "a", "b": base / "b", "cache": cache}
+
+
+def stepped_lists(seed: int, count: int = 60) -> list[RankedQuery]:
+    """Lists whose gold sits at the end of a high block of 1 to 6 items, then a drop: the depth worth choosing
+    differs per query, and it can be read from the examined scores."""
+    from envs import RankedQuery
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(count):
+        g = int(rng.integers(1, 7))
+        s = np.r_[1.0 + 0.1 * rng.random(g), 0.4 * rng.random(20 - g)]
+        out.append(RankedQuery(np.sort(s)[::-1].copy(), [g], f"q{i}"))
+    return out

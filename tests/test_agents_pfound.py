@@ -12,6 +12,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import stepped_lists
 
 from agents import registry
 from agents.cutoff import CutoffConfig, ExpectedRewardCutoff
@@ -23,17 +24,6 @@ from envs import EpisodeConfig, RankedQuery
 def toy_queries(gold_rank: int, n: int = 20, count: int = 40, seed: int = 0) -> list[RankedQuery]:
     rng = np.random.default_rng(seed)
     return [RankedQuery(np.sort(rng.random(n))[::-1].copy(), [gold_rank], f"q{i}") for i in range(count)]
-
-
-def mixed(seed: int, count: int = 60) -> list[RankedQuery]:
-    """Gold at the end of a high block of 1 to 6 items: the depth worth choosing differs per query."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(count):
-        g = int(rng.integers(1, 7))
-        s = np.r_[1.0 + 0.1 * rng.random(g), 0.4 * rng.random(20 - g)]
-        out.append(RankedQuery(np.sort(s)[::-1].copy(), [g], f"q{i:03d}"))
-    return out
 
 
 def train_net_reward(model: PFoundStop, queries: list[RankedQuery], cfg: EpisodeConfig, level: float) -> float:
@@ -56,7 +46,7 @@ def test_learns_the_known_optimum(gold_rank: int) -> None:
 
 
 def test_the_level_is_the_best_one_on_train_and_the_depth_its_first_crossing() -> None:
-    qs = mixed(1)
+    qs = stepped_lists(1)
     cfg = EpisodeConfig(step_cost=0.02)
     model = PFoundStop("bor", CutoffConfig(epochs=200)).fit(qs, cfg, 0)
     p, offsets = model.found_probability(qs, cfg)
@@ -74,7 +64,7 @@ def test_the_level_is_the_best_one_on_train_and_the_depth_its_first_crossing() -
 
 
 def test_same_network_as_the_cutoff_only_the_decision_differs() -> None:
-    qs = mixed(2)
+    qs = stepped_lists(2)
     cfg = EpisodeConfig(step_cost=0.02)
     a = PFoundStop("bor", CutoffConfig(epochs=50)).fit(qs, cfg, 4)
     b = ExpectedRewardCutoff("bor", CutoffConfig(epochs=50)).fit(qs, cfg, 4)
@@ -92,7 +82,7 @@ def test_never_the_whole_list_with_bor() -> None:
 
 
 def test_deterministic_per_seed_round_trip_and_global_rng(tmp_path) -> None:
-    qs = mixed(3)
+    qs = stepped_lists(3)
     cfg = EpisodeConfig(max_depth=10)
     torch.manual_seed(1234)
     before = torch.rand(1)
@@ -120,7 +110,7 @@ def test_deterministic_per_seed_round_trip_and_global_rng(tmp_path) -> None:
 
 
 def test_fit_depends_on_the_set_of_queries_not_their_order() -> None:
-    qs = mixed(5)
+    qs = stepped_lists(5)
     cfg = EpisodeConfig(step_cost=0.02)
     shuffled = [qs[i] for i in np.random.default_rng(0).permutation(len(qs))]
     a = PFoundStop("bor", CutoffConfig(epochs=30)).fit(qs, cfg, 7)
@@ -130,7 +120,7 @@ def test_fit_depends_on_the_set_of_queries_not_their_order() -> None:
 
 
 def test_inference_reads_no_labels() -> None:
-    qs = mixed(4)
+    qs = stepped_lists(4)
     cfg = EpisodeConfig()
     model = PFoundStop("bor", CutoffConfig(epochs=20)).fit(qs, cfg, 0)
     relabelled = [RankedQuery(q.scores, [15], q.qid) for q in qs]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import stepped_lists
 
 from agents import registry
 from agents.choppy import ChoppyConfig, CutoffModel
@@ -182,18 +183,6 @@ def below_depths(queries: list[RankedQuery], k: np.ndarray, seed: int) -> list[R
     return out
 
 
-def stepped(seed: int, count: int = 60) -> list[RankedQuery]:
-    """Lists whose gold sits at the end of a high block of 1 to 6 items, then a drop: the depth worth choosing
-    differs per query, and it can be read from the examined scores."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(count):
-        g = int(rng.integers(1, 7))
-        s = np.r_[1.0 + 0.1 * rng.random(g), 0.4 * rng.random(20 - g)]
-        out.append(RankedQuery(np.sort(s)[::-1].copy(), [g], f"q{i}"))
-    return out
-
-
 EXAMINED_ON_STRICT = [name for name, kind in registry.KINDS.items() if registry.reads_examined_only(kind, "strict")]
 
 
@@ -206,8 +195,8 @@ def test_what_the_registry_calls_examined_only_reads_no_item_below_its_depth(nam
     items = TINY_SETTINGS.get(name, "").split()
     policy = kind.make("bor", registry.parse_settings(items, name).get(name))
     cfg = EpisodeConfig(observation="strict")
-    policy.fit(stepped(1), cfg, 0)
-    test = stepped(2)
+    policy.fit(stepped_lists(1), cfg, 0)
+    test = stepped_lists(2)
     k = policy.depths(test, cfg)
     assert (k < 20).any(), "a depth short of the whole list, so that items lie below it"
     np.testing.assert_array_equal(policy.depths(below_depths(test, k, 3), cfg), k)

@@ -225,11 +225,12 @@ def examined_lines(examined: pd.DataFrame, agg: pd.DataFrame, observation: str) 
     shown = agg[agg["group"] != "limit"]["method"].unique()
     view = {m: examined_view(m, observation) for m in shown}
     inside = [m for m in shown if view[m] is not None]
+    stepwise = [m for m in inside if view[m] == "stepwise"]
     lead = Paragraph(
         "**Answer.** Per condition, the method with the highest mean test net reward among those that read no "
         "labels and whose depth reads nothing of the items below the depth it shows (`examined.csv`): on the "
         f"`{observation}` set, the learners that decide depth by depth "
-        f"({_names([m for m in inside if view[m] == 'stepwise'])}) and the rules that read no score "
+        f"({_names(stepwise)}) and the rules that read no score "
         f"({_names([m for m in inside if view[m] == 'none'])}). The other methods read scores beyond the depth "
         f"they show, whatever the set: {_names([m for m in shown if view[m] is None])}."
     )
@@ -263,7 +264,7 @@ def examined_lines(examined: pd.DataFrame, agg: pd.DataFrame, observation: str) 
                 f"It is significantly behind the best of every method on {behind} of {len(examined)} conditions, "
                 f"within noise of it on {len(examined) - behind - int(same.sum())}, and is that method itself on "
                 f"{int(same.sum())}.",
-                *rl_against_supervised(examined, [m for m in inside if view[m] == "stepwise"]),
+                *rl_against_supervised(examined, stepwise),
             ]
         ),
     ]
@@ -279,8 +280,8 @@ def rl_against_supervised(examined: pd.DataFrame, stepwise: list[str]) -> list[s
     behind = int((both["rl_vs_supervised_diff_hi"] < 0).sum())
     ahead = int((both["rl_vs_supervised_diff_lo"] > 0).sum())
     lagging = [m for cell in both["rl_behind"] for m in (cell.split(";") if isinstance(cell, str) and cell else [])]
-    agents = [m for m in stepwise if m in set(RL_AGENTS)]
-    sup = [m for m in stepwise if m in set(SUPERVISED_AGENTS)]
+    agents = [m for m in stepwise if m in RL_AGENTS]
+    sup = [m for m in stepwise if m in SUPERVISED_AGENTS]
     return [
         f"RL against supervised learning, both examined-only (the RL agents {_names(agents)} against the "
         f"supervised {_names(sup)}; `examined.csv`, `rl_*` columns): the best examined-only RL agent is within "
