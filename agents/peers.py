@@ -68,6 +68,7 @@ __all__ = [
     "objective_matrix",
     "query_caps",
     "score_matrix",
+    "sweep_depths",
     "sweep_keys",
     "threshold_depths",
     "topp_depths",
@@ -367,6 +368,16 @@ def sweep_keys(
     return thetas, totals, extra
 
 
+def sweep_depths(
+    keys: NDArray[np.float64], pay: NDArray[np.float64], caps: NDArray[np.int64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int64]]:
+    """:func:`sweep_keys` of a counting rule on a payoff matrix (Q, D) of :func:`objective_matrix`: going on from
+    depth j to j + 1 (``keys[:, j - 1]``, j = 1..D-1) happens below each query's cap only and pays
+    ``pay[:, j] - pay[:, j - 1]``. What the threshold, top-p and P(found) fits share."""
+    d = pay.shape[1]
+    return sweep_keys(keys, np.diff(pay, axis=1), np.arange(1, d)[None, :] < caps[:, None])
+
+
 def best_piece(totals: NDArray[np.float64], extra: NDArray[np.int64]) -> int:
     """Highest total; among equal totals (1e-12 relative) the smallest depth."""
     best = totals.max()
@@ -478,10 +489,7 @@ class ThresholdPolicy(_Saved):
         u = _minmax(s, n, valid)
         d = pay.shape[1]
         # depth j -> j+1 (j = 1..D-1) happens when t <= u_{j+1}: key = -u_{j+1}, theta = -t
-        keys = -u[:, 1:d]
-        gains = np.diff(pay, axis=1)
-        ok = np.arange(1, d) < c[:, None]
-        thetas, totals, extra = sweep_keys(keys, gains, ok)
+        thetas, totals, extra = sweep_depths(-u[:, 1:d], pay, c)
         base = float(pay[:, 0].sum())
         if self.target is None:
             i = best_piece(totals, extra)
@@ -546,14 +554,12 @@ class TopPPolicy(_Saved):
         s, n = score_matrix(queries)
         s, n, c, valid = check_matrix(s, n, caps)
         d = pay.shape[1]
-        gains = np.diff(pay, axis=1)
-        ok = np.arange(1, d) < c[:, None]
         best: tuple[float, int, float, float] | None = None
         for temp in self.temperatures:
             # depth j -> j+1 happens when rest_j > 1 - p, i.e. key = -log rest_j < theta = -log(1-p)
             keys = -_log_rest(s, n, valid, temp)[:, : d - 1]
             keys = np.where(np.isfinite(keys), keys, np.finfo(np.float64).max)
-            thetas, totals, extra = sweep_keys(keys, gains, ok)
+            thetas, totals, extra = sweep_depths(keys, pay, c)
             i = best_piece(totals, extra)
             cand = (float(totals[i]), -int(extra[i]), temp, float(thetas[i]))
             if best is None or cand[:2] > best[:2]:

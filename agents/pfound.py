@@ -12,10 +12,13 @@ seen: it STOPs at the first depth k where
 (the cap, the break-even depth of :func:`agents.base.learned_episode`, forces a STOP). ``level`` is fitted on the
 training queries to maximise their mean net reward, exactly: with p monotone the rule is a counting rule, depth =
 1 + #{j < cap : p_j <= level}, whose total payoff is constant between consecutive distinct p_j
-(:func:`agents.peers.sweep_keys`); the best piece wins, the shallowest among ties (:func:`agents.peers.best_piece`).
+(:func:`agents.peers.sweep_depths`); the best piece wins, the shallowest among ties (:func:`agents.peers.best_piece`).
 So the network is trained on P(found) and the one number the decision adds is fitted to the judged objective, as
-the fitted peers' parameters are. Both are fitted on the same training queries (in-sample): on unseen queries the
-network is less sure than on the ones it was fitted on, so the level is met somewhat later there.
+the fitted peers' parameters are. Both are fitted on the same training queries (in-sample).
+
+Its network is the cut-off's bit for bit (the same rows, settings and seed), so a study that runs both fits it once:
+the kind is registered with ``shares_fit="cutoff"``, the fit goes through the shared store of :mod:`agents.memo`,
+and the runner runs these cells after the cut-off's. Only the level is fitted here then.
 
 Why a level and not a look-ahead: a rule that at depth k compares stopping with the best fixed depth it can see
 ahead (``p_{k,j} T(k + j)`` from x_k, for j = 1..J) values going on as a plan it cannot revise. On ``strict``, x_1
@@ -39,7 +42,7 @@ from numpy.typing import NDArray
 
 from agents.base import first_stop, in_id_order, learned_episode, net_objective
 from agents.cutoff import CutoffConfig, ExpectedRewardCutoff
-from agents.peers import best_piece, objective_matrix, sweep_keys
+from agents.peers import best_piece, objective_matrix, sweep_depths
 from agents.registry import register
 from envs import EpisodeConfig, RankedQuery
 
@@ -70,15 +73,12 @@ class PFoundStop(ExpectedRewardCutoff):
         queries = in_id_order(queries)
         p, offsets = self.found_probability(queries, config)
         pay, caps = objective_matrix(queries, learned_episode(config, self.settings.break_even), self.reward)
-        lengths = np.diff(offsets)
-        if not np.array_equal(caps, lengths):  # both are the episode's caps; a mismatch is a bug here
-            raise RuntimeError(f"{self.name}: the payoff matrix's caps differ from the network's rows")
         d = pay.shape[1]
         keys = np.zeros((len(queries), max(d - 1, 0)))
         ok = np.arange(1, d)[None, :] < caps[:, None]
         rows, cols = np.nonzero(ok)
         keys[rows, cols] = p[offsets[rows] + cols]  # going on from depth j = cols + 1 is read off p_j
-        thetas, totals, extra = sweep_keys(keys, np.diff(pay, axis=1), ok)
+        thetas, totals, extra = sweep_depths(keys, pay, caps)
         self.level = float(thetas[best_piece(totals, extra)])
         return self
 
@@ -110,4 +110,5 @@ register(
     budget="epochs",
     torch_at_inference=True,
     view="stepwise",
+    shares_fit="cutoff",
 )

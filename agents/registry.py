@@ -90,6 +90,10 @@ class PolicyKind:
             and top-p rules normalise or search over the list; the cut-off and Choppy-style models read every
             depth's features before they choose; the posterior model reads the list; the residual DQN reads
             the posterior's belief). :func:`reads_examined_only` joins it with the observation set.
+        shares_fit: the kind whose fitted network it reuses when a study runs both on the same training queries,
+            settings and seed (the P(found) stop: ``cutoff``, whose network it is): the fit is stored once
+            (:mod:`agents.memo`), :func:`experiments.runner.run_cells` runs these cells after every other, and
+            ``shortlist bench`` times the fit with that kind's network stored. Empty for every other kind.
     """
 
     name: str
@@ -108,6 +112,7 @@ class PolicyKind:
     budget: str = ""
     torch_at_inference: bool = False
     view: View = "list"
+    shares_fit: str = ""
 
     @property
     def summary(self) -> str:
@@ -171,6 +176,7 @@ def register(
     budget: str = "",
     torch_at_inference: bool = False,
     view: View = "list",
+    shares_fit: str = "",
 ) -> PolicyKind:
     """Add a kind to :data:`KINDS` (names are unique and contain no ``_`` or ``.``).
 
@@ -183,6 +189,8 @@ def register(
         raise ValueError(f"policy kind {name!r}: group must be one of {GROUPS}, got {group!r}")
     if view not in VIEWS:
         raise ValueError(f"policy kind {name!r}: view must be one of {VIEWS}, got {view!r}")
+    if shares_fit and shares_fit not in KINDS:
+        raise ValueError(f"policy kind {name!r}: shares_fit names no registered kind: {shares_fit!r}")
     if view == "stepwise" and not observes:
         raise ValueError(f"policy kind {name!r}: a stepwise kind reads an observation set (observes=True)")
     if not (dataclasses.is_dataclass(config) and isinstance(config, type)):
@@ -210,6 +218,7 @@ def register(
         budget,
         torch_at_inference,
         view,
+        shares_fit,
     )
     KINDS[name] = kind
     return kind

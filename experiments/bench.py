@@ -14,7 +14,9 @@ Measured (wall clock and CPU time of this one process; best of ``repeats`` for t
   Q's episodes, the torch models' epochs; :attr:`agents.registry.PolicyKind.budget`) is fitted at
   ``fraction`` and at twice that of its budget and extrapolated linearly to the full budget (the
   intercept is the set-up); the others are fitted once at full size. CPU seconds, so that a loaded machine
-  inflates them less than wall seconds.
+  inflates them less than wall seconds. A kind that reuses another's fitted network in a study (the P(found)
+  stop reuses the cut-off's: :attr:`agents.registry.PolicyKind.shares_fit`, :mod:`agents.memo`) is timed with
+  that network stored first, as the study runs it.
 - **Projection**: the cells ``shortlist reproduce`` and ``shortlist compare`` run (deduplicated by run id:
   the two commands share ``results/runs``), each costed by its kind's fit on its condition (or on the
   nearest measured condition of its benchmark) plus the measured per-cell overhead, summed per stage
@@ -292,14 +294,23 @@ def _with_probe(methods: Sequence[Any]) -> list[tuple[Any, str]]:
 def _fit_cost(
     m: Any, full: Any, train: list, episode: Any, fraction: float, seed_everything: Callable[[int], None]
 ) -> tuple:
-    """(CPU seconds of a fit of ``m`` with settings ``full``, how it was measured)."""
+    """(CPU seconds of a fit of ``m`` with settings ``full``, how it was measured). A kind that reuses another's
+    fitted network (``PolicyKind.shares_fit``) is timed as a study runs it: with that network stored first
+    (untimed), in a fit memo of its own (:mod:`agents.memo`)."""
+    from agents.memo import fit_memo
+    from agents.registry import KINDS
+
     kind = m.kind
 
     def once(settings: Any) -> float:
-        seed_everything(0)
-        t = _cpu()
-        kind.make(m.reward, settings).fit(train, episode, 0)
-        return _cpu() - t
+        with tempfile.TemporaryDirectory() as tmp, fit_memo(tmp if kind.shares_fit else None, "bench"):
+            if kind.shares_fit:
+                seed_everything(0)
+                KINDS[kind.shares_fit].make(m.reward, settings).fit(train, episode, 0)
+            seed_everything(0)
+            t = _cpu()
+            kind.make(m.reward, settings).fit(train, episode, 0)
+            return _cpu() - t
 
     if not kind.budget:
         return once(full), "full"

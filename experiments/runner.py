@@ -30,12 +30,18 @@ import pandas as pd
 
 from agents import bucket_table, evaluate, summarise
 from agents.base import DepthPolicy, seed_everything, set_training_progress
+from agents.memo import fit_memo
 from benchmarks.conditions import Condition, build_condition, source_memo
+from benchmarks.data import resolve_cache_dir
 from envs import EpisodeConfig, RankedQuery
 from experiments.config import Cell
-from experiments.io import manifest, now_utc, remove_stale_temporaries, staged_folder, write_csv
+from experiments.io import code_fingerprint, manifest, now_utc, remove_stale_temporaries, staged_folder, write_csv
 
 RUN_FILES = ("config.json", "command.txt", "manifest.json", "per_query.csv", "summary.csv", "buckets.csv")
+#: The folder under the cache directory (:func:`benchmarks.data.resolve_cache_dir`, beside the score cache) where
+#: cells share fitted networks (:mod:`agents.memo`, keyed by the code fingerprint and the fit's inputs): the
+#: cut-off's network, which the P(found) stop reuses.
+FIT_MEMO = "fits"
 
 
 def get_condition(
@@ -149,7 +155,8 @@ def run_cell(
     seed_everything(cell.seed)
     policy = cell.method.kind.make(cell.method.reward, cell.policy_settings())
     t_fit = time.perf_counter()
-    policy.fit(cond.train, cell.episode, cell.seed)
+    with fit_memo(resolve_cache_dir(cache_dir) / FIT_MEMO, code_fingerprint()):
+        policy.fit(cond.train, cell.episode, cell.seed)
     t_fit = time.perf_counter() - t_fit
     t_eval = time.perf_counter()
     rows = labelled_rows(
@@ -266,7 +273,9 @@ def run_cells(
     Ray tasks (``backend="ray"``; ``ray_address`` points at a cluster, default a local instance).
 
     Conditions are built once in the parent first, so a bad input fails before
-    any cell runs and the score cache is warm for the workers. Every backend runs the
+    any cell runs and the score cache is warm for the workers. The cells of kinds that reuse another kind's
+    fitted network (``PolicyKind.shares_fit``: the P(found) stop) run after every other, so the network they
+    reuse is stored by then (:data:`FIT_MEMO` in the cache directory, :mod:`agents.memo`). Every backend runs the
     same :func:`run_cell`, whose atomic directory rename makes results identical
     whichever process finished a cell. Run directories go to ``runs_dir`` (default
     ``out/runs``); commands that share it reuse each other's finished cells.
@@ -284,7 +293,7 @@ def run_cells(
     with held_conditions(cells, data_dir, cache_dir):
         for c in cells:  # bad inputs and impossible depth caps fail before anything is written
             c.episode.check_queries(cell_condition(c, data_dir, cache_dir).queries)
-        todo = pending(cells, runs)
+        todo = sorted(pending(cells, runs), key=lambda c: bool(c.method.kind.shares_fit))  # after the fits they reuse
         fresh = {c.run_id for c in todo}
         done = [runs / c.run_id for c in cells if c.run_id not in fresh]
         bar = tqdm(total=len(cells), initial=len(done), desc="cells", disable=not progress, file=sys.stderr)
