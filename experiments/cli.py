@@ -130,6 +130,8 @@ def _kinds(a: o.KindsArgs) -> int:
         print(f"    fits: {obj.target}" + (f" ({obj.reward}, step cost from the condition, gamma {obj.gamma:g})"
                                             if obj.target == "net" else ""))  # fmt: skip
         print(f"    reads: {READS[kind.view]}")
+        if kind.shares_fit:
+            print(f"    shares its fitted network with {kind.shares_fit} (a study fits it once: agents/memo.py)")
         for f in dc_fields(kind.config):
             value = registry.format_value(getattr(kind.defaults, f.name))
             print(

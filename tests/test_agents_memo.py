@@ -110,3 +110,18 @@ def test_the_runner_runs_the_reusing_cells_last_and_their_runs_match_a_fit_alone
         (shared,) = [p for p in made if p.name == a.name]
         for f in ("per_query.csv", "summary.csv", "buckets.csv", "agent.json"):
             assert (shared / f).read_bytes() == (a / f).read_bytes(), f
+
+
+def test_the_kind_says_whose_fit_it_shares(capsys: pytest.CaptureFixture[str]) -> None:
+    from agents import registry
+    from experiments.cli import main
+
+    assert registry.KINDS["pfound"].shares_fit == "cutoff" and registry.KINDS["cutoff"].shares_fit == ""
+    assert main(["kinds", "pfound"]) == 0
+    assert "shares its fitted network with cutoff" in capsys.readouterr().out
+    assert main(["kinds", "cutoff"]) == 0
+    assert "shares its fitted network" not in capsys.readouterr().out
+    with pytest.raises(ValueError, match="shares_fit names no registered kind: 'nothing'"):
+        registry.register("x-share", lambda r, s: None, group="peer", stochastic=False, uses_reward=False,
+                          description="x", shares_fit="nothing")  # fmt: skip
+    assert "x-share" not in registry.KINDS
