@@ -45,7 +45,7 @@ from agents.base import (
     stacked_features,
     torch_on_one_thread,
 )
-from agents.memo import active_fit_memo
+from agents.memo import fitted_once
 from agents.registry import register
 
 if TYPE_CHECKING:
@@ -126,17 +126,11 @@ class ExpectedRewardCutoff(TorchJsonPolicy):
         x = torch.from_numpy(feats)
         y = torch.from_numpy(found)
         w = torch.from_numpy(weight / weight.sum())
-        memo = active_fit_memo()
-        key = memo.key("cutoff-net", repr((tuple(x.shape), s.hidden, s.epochs, s.lr, s.weight_decay, int(seed))),
-                       *(t.numpy().tobytes() for t in (x, y, w))) if memo else ""  # fmt: skip
-        stored = memo.load(key) if memo else None
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(seed))
             net = _net(self.n_features, s.hidden)
-            if stored is not None:  # this network, fitted on these rows by an earlier cell (agents.memo)
-                net.load_state_dict(stored["net"])
-                loss = stored["final_loss"]
-            else:
+
+            def train() -> dict:
                 opt = torch.optim.Adam(net.parameters(), lr=s.lr, weight_decay=s.weight_decay)
                 loss_fn = torch.nn.BCEWithLogitsLoss(reduction="none")
                 for _ in range(s.epochs):
@@ -144,10 +138,16 @@ class ExpectedRewardCutoff(TorchJsonPolicy):
                     opt.zero_grad()
                     loss.backward()
                     opt.step()
-                if memo:
-                    memo.store(key, {"net": net.state_dict(), "final_loss": loss.detach()})
+                return {"net": net.state_dict(), "final_loss": loss.detach()}
+
+            def inputs() -> tuple[bytes | str, ...]:  # what the fit reads: the rows, the settings and the seed
+                fixed = repr((tuple(x.shape), s.hidden, s.epochs, s.lr, s.weight_decay, int(seed)))
+                return ("cutoff-net", fixed, *(t.numpy().tobytes() for t in (x, y, w)))
+
+            fitted = fitted_once(inputs, train)  # trained here, or by an earlier cell (agents.memo)
+            net.load_state_dict(fitted["net"])
         self.net = net.eval()
-        self.final_loss = float(loss.detach())
+        self.final_loss = float(fitted["final_loss"])
         return self
 
     def found_probability(

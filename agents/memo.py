@@ -15,21 +15,22 @@ The memo is off unless a caller turns it on (:func:`fit_memo`): every command th
 train``, ``reproduce``, ``compare``, ...) turns it on around each cell's fit (:func:`experiments.runner.run_cell`),
 with the store in the cache directory beside the score cache (``<cache>/fits/``, one small ``.pt`` file per
 network; ``--cache-dir`` or ``SHORTLIST_CACHE_DIR``). A fit outside it (the Python API) trains as before.
-Files are written to a temporary name and renamed, so two workers that miss the same key at once both train (the
-same tensors) and the last rename wins; a reader never sees half a file.
+Files are written the project's one atomic way (:func:`benchmarks.atomic.atomic_path`: a temporary name, then one
+rename), so two workers that miss the same key at once both train (the same tensors) and the last rename wins; a
+reader never sees half a file. A learner calls :func:`fitted_once` around the training it may skip.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
-import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FitMemo", "active_fit_memo", "fit_memo"]
+from benchmarks.atomic import atomic_path
+
+__all__ = ["FitMemo", "active_fit_memo", "fit_memo", "fitted_once"]
 
 _ACTIVE: list[FitMemo | None] = []
 
@@ -68,18 +69,11 @@ class FitMemo:
             raise ValueError(f"{p}: unreadable fitted network in the fit memo ({e}); delete the file to refit") from e
 
     def store(self, key: str, tensors: dict[str, Any]) -> None:
-        """Write ``tensors`` under ``key``: a temporary file in the folder, then one rename."""
+        """Write ``tensors`` under ``key`` (:func:`benchmarks.atomic.atomic_path`)."""
         import torch
 
-        self.folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.{os.getpid()}.", suffix=".tmp", dir=self.folder)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                torch.save(tensors, f)
-            os.replace(tmp, self.path(key))
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_path(self.path(key)) as tmp:
+            torch.save(tensors, tmp)
 
 
 def active_fit_memo() -> FitMemo | None:
@@ -96,3 +90,19 @@ def fit_memo(folder: Path | str | None, salt: str) -> Iterator[FitMemo | None]:
         yield memo
     finally:
         _ACTIVE.pop()
+
+
+def fitted_once(parts: Callable[[], tuple[bytes | str, ...]], fit: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``fit()`` (the fitted tensors), or what an earlier fit with the same key stored in the active memo.
+
+    Outside every :func:`fit_memo` block it is ``fit()``. Inside one, ``parts()`` (what the fit reads, called only
+    then) keys the store: a hit returns the stored tensors without fitting, a miss fits and stores."""
+    memo = active_fit_memo()
+    if memo is None:
+        return fit()
+    key = memo.key(*parts())
+    stored = memo.load(key)
+    if stored is None:
+        stored = fit()
+        memo.store(key, stored)
+    return stored

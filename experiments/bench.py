@@ -296,14 +296,14 @@ def _fit_cost(
 ) -> tuple:
     """(CPU seconds of a fit of ``m`` with settings ``full``, how it was measured). A kind that reuses another's
     fitted network (``PolicyKind.shares_fit``) is timed as a study runs it: with that network stored first
-    (untimed), in a fit memo of its own (:mod:`agents.memo`)."""
+    (untimed). Every fit runs in a fit memo of its own (:mod:`agents.memo`), as every cell's fit does."""
     from agents.memo import fit_memo
     from agents.registry import KINDS
 
     kind = m.kind
 
     def once(settings: Any) -> float:
-        with tempfile.TemporaryDirectory() as tmp, fit_memo(tmp if kind.shares_fit else None, "bench"):
+        with tempfile.TemporaryDirectory() as tmp, fit_memo(tmp, "bench"):  # every cell's fit runs in one
             if kind.shares_fit:
                 seed_everything(0)
                 KINDS[kind.shares_fit].make(m.reward, settings).fit(train, episode, 0)

@@ -14,8 +14,9 @@ import torch
 from conftest import stepped_lists
 
 from agents.cutoff import CutoffConfig, ExpectedRewardCutoff
-from agents.memo import FitMemo, active_fit_memo, fit_memo
+from agents.memo import FitMemo, active_fit_memo, fit_memo, fitted_once
 from agents.pfound import PFoundStop
+from benchmarks.atomic import FILE_MODE
 from envs import EpisodeConfig
 
 
@@ -30,6 +31,7 @@ def test_keys_name_the_salt_and_every_part(tmp_path: Path) -> None:
     back = memo.load(base)
     assert back is not None and torch.equal(back["w"], torch.arange(3.0)) and float(back["loss"]) == 0.5
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"{base}.pt"]  # no temporary left behind
+    assert memo.path(base).stat().st_mode & 0o777 == FILE_MODE  # the project's atomic writer: ordinary permissions
     memo.path(base).write_bytes(b"not a torch file")
     with pytest.raises(ValueError, match=f"{base}.pt: unreadable fitted network"):
         memo.load(base)
@@ -37,6 +39,9 @@ def test_keys_name_the_salt_and_every_part(tmp_path: Path) -> None:
 
 def test_blocks_nest_and_none_turns_the_memo_off(tmp_path: Path) -> None:
     assert active_fit_memo() is None
+    never = lambda: pytest.fail("outside a memo nothing is keyed")  # noqa: E731
+    assert fitted_once(never, lambda: {"w": torch.ones(1)})["w"].item() == 1.0
+    assert not any(tmp_path.iterdir())
     with fit_memo(tmp_path, "s") as outer:
         assert active_fit_memo() is outer
         with fit_memo(None, "s"):
