@@ -59,6 +59,10 @@ def value_dqn_class(double_q: bool, loss: str) -> Any:
     class ValueDQN(DQN):
         double = double_q
         value_loss = loss
+        skip_ended = True
+        """Skip the target network on a minibatch whose every transition ends its episode (``done`` = 1: no next
+        value enters the target, which is the reward itself; fitted Q's buffer, :mod:`agents.fittedq`): the same
+        numbers, one forward pass fewer per gradient step."""
 
         def train(self, gradient_steps: int, batch_size: int = 100) -> None:
             import torch
@@ -71,13 +75,16 @@ def value_dqn_class(double_q: bool, loss: str) -> Any:
                 data = self.replay_buffer.sample(batch_size, env=self._vec_normalize_env)
                 discounts = data.discounts if data.discounts is not None else self.gamma
                 with torch.no_grad():
-                    following = self.q_net_target(data.next_observations)
-                    if double_q:
-                        best = self.q_net(data.next_observations).argmax(dim=1, keepdim=True)
-                        next_q = torch.gather(following, 1, best)
+                    if self.skip_ended and bool(data.dones.all()):
+                        target = data.rewards  # = rewards + 0 * next value (ValueDQN.skip_ended)
                     else:
-                        next_q = following.max(dim=1).values.reshape(-1, 1)
-                    target = data.rewards + (1 - data.dones) * discounts * next_q
+                        following = self.q_net_target(data.next_observations)
+                        if double_q:
+                            best = self.q_net(data.next_observations).argmax(dim=1, keepdim=True)
+                            next_q = torch.gather(following, 1, best)
+                        else:
+                            next_q = following.max(dim=1).values.reshape(-1, 1)
+                        target = data.rewards + (1 - data.dones) * discounts * next_q
                 current = torch.gather(self.q_net(data.observations), 1, data.actions.long())
                 value_loss = loss_fn(current, target)
                 losses.append(value_loss.item())

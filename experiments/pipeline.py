@@ -17,6 +17,7 @@ Each command only configures a :class:`Pipeline`; :func:`run_pipeline` does the 
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +45,14 @@ class Produced:
     ran: int | None = None
     """How many of ``runs`` this invocation ran (the others were finished cells it reused), recorded in the manifest
     as ``cells_run`` so a time is never taken for a from-nothing time when it is not; None where not counted."""
+    reused: tuple[str, ...] | None = None
+    """The run ids of ``runs`` this invocation reused (finished before it started), recorded in the manifest as
+    ``runs_reused``: with ``runs_folder`` it tells which earlier command made them (``shortlist bench`` adds the
+    study's and the comparison's times only when the comparison reused the study's own runs); None where not
+    counted."""
+    runs_folder: str | None = None
+    """Where the run directories are, relative to the results folder (``runs``; ``../runs`` for a comparison in
+    ``results/peers`` that shares the study's), recorded in the manifest; None where not recorded."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,8 @@ def run_pipeline(p: Pipeline, dry_run: bool = False) -> int:
             command=p.command,
             runs=[run.name for run in produced.runs],
             **({} if produced.ran is None else {"cells_run": produced.ran}),
+            **({} if produced.reused is None else {"runs_reused": list(produced.reused)}),
+            **({} if produced.runs_folder is None else {"runs_folder": produced.runs_folder}),
             **fields,
             timings_seconds={
                 "produce": produced.seconds,
@@ -172,12 +183,15 @@ def cells_producer(
     def produce() -> Produced:
         from experiments.runner import collect_runs, pending, runs_folder
 
-        ran = len(pending(cells, runs_folder(out, runs_dir)))  # what run_cells will run; it reuses the rest
+        folder = runs_folder(out, runs_dir)
+        todo = {c.run_id for c in pending(cells, folder)}  # what run_cells will run; it reuses the rest
+        reused = tuple(sorted({c.run_id for c in cells} - todo))
         t0 = time.perf_counter()
         runs = run_with(cells, out, ca, command, runs_dir)
         seconds = time.perf_counter() - t0
         per_query, summary, buckets = collect_runs(runs, observation)
-        return Produced(per_query, summary, buckets, runs, seconds, ran)
+        where = Path(os.path.relpath(Path(folder).resolve(), Path(out).resolve())).as_posix()
+        return Produced(per_query, summary, buckets, runs, seconds, len(todo), reused, where)
 
     return produce
 

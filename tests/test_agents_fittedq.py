@@ -228,3 +228,40 @@ def test_lean_sb3_loop_trains_the_weights_sb3s_own_loop_trains(kind: str, monkey
     np.testing.assert_array_equal(lean.depths(qs, cfg), plain.depths(qs, cfg))
     if kind == "dqn":  # SB3's DQN switches before every action it predicts; PPO once per rollout either way
         assert lean_switches < 0.75 * len(switches), (lean_switches, len(switches))
+
+
+def test_fqi_skips_the_target_network_on_ended_transitions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every transition of fitted Q's buffer ends its episode, so SB3's target ``r + (1 - done) gamma max Q'`` is the
+    reward: the training step skips the target network's forward pass (``ValueDQN.skip_ended``) and the weights are
+    those of the full formula, bit for bit; one forward pass per step instead of two."""
+    import torch
+    from stable_baselines3.dqn.policies import QNetwork
+
+    import agents.fittedq
+
+    qs, cfg = toy_queries(3, seed=6), EpisodeConfig()
+    small = FittedQConfig(gradient_steps=300, batch_size=32, target_update_interval=50, held_out=0.25)
+    minibatch_passes: list[int] = []
+    real_forward = QNetwork.forward
+
+    def counted(self: QNetwork, obs: torch.Tensor) -> torch.Tensor:
+        minibatch_passes.append(int(obs.shape[0] == small.batch_size))
+        return real_forward(self, obs)
+
+    monkeypatch.setattr(QNetwork, "forward", counted)
+    lean = FittedQ("bor", small).fit(qs, cfg, seed=3)
+    lean_passes = sum(minibatch_passes)
+
+    real_class = agents.fittedq.value_dqn_class
+
+    def full_formula(double_q: bool, loss: str) -> type:
+        cls = real_class(double_q, loss)
+        return type("FullFormula", (cls,), {"skip_ended": False})
+
+    monkeypatch.setattr(agents.fittedq, "value_dqn_class", full_formula)
+    minibatch_passes.clear()
+    plain = FittedQ("bor", small).fit(qs, cfg, seed=3)
+    sa, sb = lean.model.policy.state_dict(), plain.model.policy.state_dict()
+    assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+    np.testing.assert_array_equal(lean.depths(qs, cfg), plain.depths(qs, cfg))
+    assert lean_passes == small.gradient_steps and sum(minibatch_passes) == 2 * small.gradient_steps

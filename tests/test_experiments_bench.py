@@ -42,12 +42,26 @@ def test_default_conditions_are_those_of_compare_with_the_two_scorer_ones() -> N
         assert c in names
 
 
-def _manifest(folder: Path, command: str, total: float, cells: float | None = None, ran: int | None = 2) -> None:
-    """A results folder's manifest of two runs, ``ran`` of them run by its command (None: not recorded)."""
+def _manifest(
+    folder: Path,
+    command: str,
+    total: float,
+    cells: float | None = None,
+    ran: int | None = 2,
+    runs: tuple[str, ...] = ("a", "b"),
+    reused: tuple[str, ...] | None = None,
+    where: str | None = None,
+    fingerprint: str = "f0",
+) -> None:
+    """A results folder's manifest of ``runs``, ``ran`` of them run by its command (None: not recorded), the run ids
+    it reused and its folder of run directories (``runs_reused`` and ``runs_folder``; None: not recorded)."""
     folder.mkdir(parents=True, exist_ok=True)
     timings = {"total": total} | ({} if cells is None else {"cells": cells})
-    man = {"command": command, "runs": ["a", "b"], "timings_seconds": timings, "git_sha": "0123456789"}
+    man = {"command": command, "runs": list(runs), "timings_seconds": timings, "git_sha": "0123456789",
+           "code_fingerprint": fingerprint}  # fmt: skip
     man |= {} if ran is None else {"cells_run": ran}
+    man |= {} if reused is None else {"runs_reused": list(reused)}
+    man |= {} if where is None else {"runs_folder": where}
     (folder / "manifest.json").write_text(json.dumps(man), encoding="utf-8")
 
 
@@ -118,6 +132,27 @@ def test_measured_study_needs_both_manifests(tmp_path: Path) -> None:
     assert measured_study_minutes(measured_runs(tmp_path)) == (pytest.approx(10.5), False)
     _manifest(tmp_path / "peers", "shortlist compare", 300.0, ran=None)  # written before cells_run was recorded
     assert measured_study_minutes(measured_runs(tmp_path)) == (pytest.approx(15.0), False)
+
+
+def test_measured_study_counts_the_comparisons_reuse_of_the_study(tmp_path: Path) -> None:
+    """``compare`` after ``reproduce`` reuses the cells the two share: together they are still made from nothing,
+    but only when every reused run is the study's own (same run folder, same code) and the study ran all of its."""
+    study = ("a", "b", "c")
+    _manifest(tmp_path, "shortlist reproduce", 600.0, ran=3, runs=study, reused=(), where="runs")
+
+    def peers(**kw: object) -> tuple[float, bool] | None:
+        args = {"ran": 2, "runs": ("b", "c", "d", "e"), "reused": ("b", "c"), "where": "../runs"} | kw
+        _manifest(tmp_path / "peers", "shortlist compare", 300.0, **args)  # type: ignore[arg-type]
+        return measured_study_minutes(measured_runs(tmp_path))
+
+    assert peers() == (pytest.approx(15.0), True)  # it reused two of the study's runs and ran the other two
+    assert peers(reused=("b", "x"), runs=("b", "x", "d", "e")) == (pytest.approx(15.0), False)  # x: not the study's
+    assert peers(where="runs") == (pytest.approx(15.0), False)  # its own run folder: not the study's runs
+    assert peers(fingerprint="f1") == (pytest.approx(15.0), False)  # other code: not the study's cells
+    assert peers(reused=None) == (pytest.approx(15.0), False)  # which runs it reused is not recorded
+    assert peers(ran=1) == (pytest.approx(15.0), False)  # the counts do not add up to its runs
+    _manifest(tmp_path, "shortlist reproduce", 600.0, ran=2, runs=study, reused=("a",), where="runs")
+    assert peers() == (pytest.approx(15.0), False)  # the study itself reused a cell
     assert measured_main_job_minutes(measured_runs(tmp_path)) is None  # no such folder
     _manifest(tmp_path / "bfcl", "shortlist reproduce", 300.0, 240.0)
     assert measured_main_job_minutes(measured_runs(tmp_path)) == (pytest.approx(4.0), True)

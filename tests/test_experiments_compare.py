@@ -58,6 +58,7 @@ def test_writes_every_output(result: tuple[Path, str]) -> None:
     out, _ = result
     manifest = json.loads((out / "manifest.json").read_text())  # made from nothing: every cell ran here
     assert manifest["cells_run"] == len(manifest["runs"]) == 42
+    assert manifest["runs_reused"] == [] and manifest["runs_folder"] == "runs"
     for f in (
         "README.md",
         "manifest.json",
@@ -176,6 +177,7 @@ def test_rerun_resumes_every_cell(result: tuple[Path, str]) -> None:
     assert stamps == {p.name: (p / "manifest.json").stat().st_mtime_ns for p in (out / "runs").iterdir()}
     manifest = json.loads((out / "manifest.json").read_text())  # nothing ran: its time is not a from-nothing time
     assert manifest["cells_run"] == 0 and len(manifest["runs"]) == 42
+    assert manifest["runs_reused"] == sorted(manifest["runs"])  # which ones, so bench can tell who made them
 
 
 def test_argparse_wiring_and_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
