@@ -457,23 +457,34 @@ def measured_lines(runs: pd.DataFrame) -> Section:
     rows = [[f"`results/{r.folder}`".replace("/.`", "`"), f"`{r.command}`", str(r.runs), minutes(r.cells_min),
              minutes(r.total_min), r.commit] for r in runs.itertuples()]  # fmt: skip
     header = ["folder", "command", "runs", "cells run (min)", "total (min)", "commit"]
+    study = measured_study_minutes(runs)
+    peers_whole = bool(runs.loc[runs["folder"] == "peers", "whole"].all())
+    with_study = study is not None and study[1] and not peers_whole  # it reused the study's own runs, no others
+    unjudged = ", ".join(
+        f"`results/{r.folder}`".replace("/.`", "`") + f" ({_ran(r.cells_run)} of {r.runs:,} cells)"
+        for r in runs.itertuples()
+        if not r.whole and not (with_study and r.folder == "peers")
+    )
     what = Paragraph(
         "A folder's times are those of the command that wrote it last. Where it reused cells of earlier commands "
         "(its manifest's `cells_run` below its runs, or not recorded), they are not what the folder costs from "
-        "nothing, and no target is judged on them: "
-        + (
-            ", ".join(
-                f"`results/{r.folder}`".replace("/.`", "`") + f" ({_ran(r.cells_run)} of {r.runs:,} cells)"
-                for r in runs.itertuples()
-                if not r.whole
-            )
-            or "none"
-        )  # fmt: skip
-        + ". The study + comparison target adds the times of `results` and `results/peers`; it is judged when the "
-        "study ran all its cells and the comparison reused only the study's own runs (its manifest's "
-        "`runs_reused`, in the same run folder, at the same code fingerprint)."
+        f"nothing, and no target is judged on them: {unjudged or 'none'}. " + _study_sentence(study, with_study)
     )
     return Section("Measured runs (from the committed manifests)", [what, Table(header, rows)])
+
+
+def _study_sentence(study: Measured | None, reused_the_studys: bool) -> str:
+    """How the measured-runs section says the study + comparison target was judged (:func:`measured_study_minutes`)."""
+    if reused_the_studys:
+        return ("`results/peers` reused only the study's own runs (its manifest's `runs_reused`, in the study's run "
+                "folder, at the same code fingerprint) and the study ran all of its cells, so the two together were "
+                "made from nothing: the study + comparison target adds their times and is judged.")  # fmt: skip
+    if study is not None and study[1]:
+        return ("The study + comparison target adds the times of `results` and `results/peers`, both made from "
+                "nothing, and is judged.")  # fmt: skip
+    return ("The study + comparison target adds the times of `results` and `results/peers`; it is judged only when "
+            "the study ran all its cells and the comparison reused only the study's own runs (its manifest's "
+            "`runs_reused`, in the same run folder, at the same code fingerprint).")  # fmt: skip
 
 
 def _ran(cells_run: float) -> str:
