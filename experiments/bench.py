@@ -450,41 +450,39 @@ def measured_main_job_minutes(runs: pd.DataFrame) -> Measured | None:
     return float(by.loc["bfcl", "cells_min"]), bool(by.loc["bfcl", "whole"])
 
 
-def measured_lines(runs: pd.DataFrame) -> Section:
+def measured_lines(runs: pd.DataFrame, study: Measured | None) -> Section:
+    """The measured-runs section: every folder of :func:`measured_runs`, which of them no target is judged on, and
+    how the study + comparison target (``study``, :func:`measured_study_minutes` of the same runs) is judged."""
+
     def minutes(v: float) -> str:
         return "-" if np.isnan(v) else f"{v:.1f}"
 
-    rows = [[f"`results/{r.folder}`".replace("/.`", "`"), f"`{r.command}`", str(r.runs), minutes(r.cells_min),
-             minutes(r.total_min), r.commit] for r in runs.itertuples()]  # fmt: skip
+    rows = [[_label(r.folder), f"`{r.command}`", str(r.runs), minutes(r.cells_min), minutes(r.total_min), r.commit]
+            for r in runs.itertuples()]  # fmt: skip
     header = ["folder", "command", "runs", "cells run (min)", "total (min)", "commit"]
-    study = measured_study_minutes(runs)
-    peers_whole = bool(runs.loc[runs["folder"] == "peers", "whole"].all())
-    with_study = study is not None and study[1] and not peers_whole  # it reused the study's own runs, no others
-    unjudged = ", ".join(
-        f"`results/{r.folder}`".replace("/.`", "`") + f" ({_ran(r.cells_run)} of {r.runs:,} cells)"
-        for r in runs.itertuples()
-        if not r.whole and not (with_study and r.folder == "peers")
+    judged = study is not None and study[1]  # the comparison reused only the study's own runs, if any
+    unjudged = ", ".join(f"{_label(r.folder)} ({_ran(r.cells_run)} of {r.runs:,} cells)" for r in runs.itertuples()
+                         if not r.whole and not (judged and r.folder == "peers"))  # fmt: skip
+    how = (
+        "`results/peers` reused only the study's own runs (its manifest's `runs_reused`, in the study's run folder, "
+        "at the same code fingerprint) and the study ran all of its cells, so the two together were made from "
+        "nothing: the study + comparison target adds their times and is judged."
+        if judged
+        else "The study + comparison target adds the times of `results` and `results/peers`; it is judged only when "
+        "the study ran all its cells and the comparison reused only the study's own runs (its manifest's "
+        "`runs_reused`, in the same run folder, at the same code fingerprint)."
     )
     what = Paragraph(
         "A folder's times are those of the command that wrote it last. Where it reused cells of earlier commands "
         "(its manifest's `cells_run` below its runs, or not recorded), they are not what the folder costs from "
-        f"nothing, and no target is judged on them: {unjudged or 'none'}. " + _study_sentence(study, with_study)
+        f"nothing, and no target is judged on them: {unjudged or 'none'}. {how}"
     )
     return Section("Measured runs (from the committed manifests)", [what, Table(header, rows)])
 
 
-def _study_sentence(study: Measured | None, reused_the_studys: bool) -> str:
-    """How the measured-runs section says the study + comparison target was judged (:func:`measured_study_minutes`)."""
-    if reused_the_studys:
-        return ("`results/peers` reused only the study's own runs (its manifest's `runs_reused`, in the study's run "
-                "folder, at the same code fingerprint) and the study ran all of its cells, so the two together were "
-                "made from nothing: the study + comparison target adds their times and is judged.")  # fmt: skip
-    if study is not None and study[1]:
-        return ("The study + comparison target adds the times of `results` and `results/peers`, both made from "
-                "nothing, and is judged.")  # fmt: skip
-    return ("The study + comparison target adds the times of `results` and `results/peers`; it is judged only when "
-            "the study ran all its cells and the comparison reused only the study's own runs (its manifest's "
-            "`runs_reused`, in the same run folder, at the same code fingerprint).")  # fmt: skip
+def _label(folder: str) -> str:
+    """A :data:`MEASURED` folder as the page names it: `` `results/peers` ``, `` `results` `` for ``.``."""
+    return "`results`" if folder == "." else f"`results/{folder}`"
 
 
 def _ran(cells_run: float) -> str:
@@ -561,8 +559,9 @@ def study_sections(ba: BenchArgs, fa: Any, plans: list) -> tuple[list[list[str]]
     costs, overhead, proj = _fits_and_projection(ba, fa, plans)
     total_min = float(proj["wall_minutes_at_workers"].sum())
     runs = measured_runs(Path(ba.output()).resolve().parent)
-    targets = target_rows(batch, env_rate, cli, total_min, rec_s, ba.recommend_queries,
-                          measured_study_minutes(runs), measured_main_job_minutes(runs))  # fmt: skip
+    study = measured_study_minutes(runs)
+    targets = target_rows(batch, env_rate, cli, total_min, rec_s, ba.recommend_queries, study,
+                          measured_main_job_minutes(runs))  # fmt: skip
     how = f"the settings {' '.join(ba.set)}" if ba.set else "its default settings"
     sections = [
         Section("CLI start (fresh process, best of the repeats)",
@@ -578,7 +577,7 @@ def study_sections(ba: BenchArgs, fa: Any, plans: list) -> tuple[list[list[str]]
         ]),
         fit_lines(costs, ba.fraction),
         projection_lines(proj, overhead, ba.workers, total_min),
-        measured_lines(runs),
+        measured_lines(runs, study),
     ]  # fmt: skip
     return targets, sections
 

@@ -147,14 +147,16 @@ def test_measured_study_counts_the_comparisons_reuse_of_the_study(tmp_path: Path
         return measured_study_minutes(measured_runs(tmp_path))
 
     assert peers() == (pytest.approx(15.0), True)  # it reused two of the study's runs and ran the other two
-    text = measured_lines(measured_runs(tmp_path)).blocks[0].text  # type: ignore[attr-defined]
-    assert "no target is judged on them: none." in text and "made from nothing" in text
+    runs = measured_runs(tmp_path)
+    text = measured_lines(runs, measured_study_minutes(runs)).blocks[0].text  # type: ignore[attr-defined]
+    assert "no target is judged on them: none." in text and "so the two together were made from nothing" in text
     assert peers(reused=("b", "x"), runs=("b", "x", "d", "e")) == (pytest.approx(15.0), False)  # x: not the study's
     assert peers(where="runs") == (pytest.approx(15.0), False)  # its own run folder: not the study's runs
     assert peers(fingerprint="f1") == (pytest.approx(15.0), False)  # other code: not the study's cells
     assert peers(reused=None) == (pytest.approx(15.0), False)  # which runs it reused is not recorded
     assert peers(ran=1) == (pytest.approx(15.0), False)  # the counts do not add up to its runs
-    text = measured_lines(measured_runs(tmp_path)).blocks[0].text  # type: ignore[attr-defined]
+    runs = measured_runs(tmp_path)
+    text = measured_lines(runs, measured_study_minutes(runs)).blocks[0].text  # type: ignore[attr-defined]
     assert "judged on them: `results/peers` (1 of 4 cells)" in text and "it is judged only when" in text
     _manifest(tmp_path, "shortlist reproduce", 600.0, ran=2, runs=study, reused=("a",), where="runs")
     assert peers() == (pytest.approx(15.0), False)  # the study itself reused a cell
