@@ -153,6 +153,18 @@ def shift_plan(groups: dict[tuple[str, int], list[tuple[Path, dict]]]) -> list[t
     return lines
 
 
+def source_step_costs(groups: dict[tuple[str, int], list[tuple[Path, dict]]]) -> dict[str, float]:
+    """Each source condition's cost per extra shown tool, read from its runs' episode settings; a source whose
+    runs disagree is left out, and the console says so (its pairs then have no row in ``transfer.csv``)."""
+    seen: dict[str, set[float]] = defaultdict(set)
+    for (source, _), runs in groups.items():
+        seen[source].update(EpisodeConfig(**cfg["episode"]).step_cost for _, cfg in runs)
+    for source, costs in seen.items():
+        if len(costs) > 1:
+            print(f"{source}: its runs have different step costs ({sorted(costs)}); left out of transfer.csv")
+    return {source: costs.pop() for source, costs in seen.items() if len(costs) == 1}
+
+
 def cmd_shift(sa: ShiftArgs, fa: FolderArgs, command: str) -> int:
     """``shortlist shift``: evaluate, aggregate and report through the one pipeline (see the module docstring)."""
     from agents import bucket_table, summarise
@@ -172,7 +184,7 @@ def cmd_shift(sa: ShiftArgs, fa: FolderArgs, command: str) -> int:
         return Produced(per_query, summary, buckets, runs, time.perf_counter() - t0)
 
     def report(tmp: Path, p: Produced) -> dict:
-        vg = write_shift_report(tmp, p.per_query, command, sa.runs_dir)
+        vg = write_shift_report(tmp, p.per_query, command, sa.runs_dir, source_step_costs(groups))
         print(vg.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         return {
             "runs_dir": sa.runs_dir,
@@ -196,4 +208,4 @@ def cmd_shift(sa: ShiftArgs, fa: FolderArgs, command: str) -> int:
     return run_pipeline(pipeline, sa.dry_run)
 
 
-__all__ = ["SHIFT_SOURCES", "cmd_shift", "shift_plan", "shift_targets"]
+__all__ = ["SHIFT_SOURCES", "cmd_shift", "shift_plan", "shift_targets", "source_step_costs"]

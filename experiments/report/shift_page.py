@@ -7,6 +7,7 @@ with the aggregates and the paired differences, then the page (README.md).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -15,13 +16,16 @@ from experiments.io import atomic_write_csv
 from experiments.plan import BOR_AGENTS
 from experiments.report.markdown import ci, fmt, rates, signed_ci
 from experiments.report.page import Block, Page, Paragraph, Section, Table, write_page
-from experiments.report.tables import aggregate_with_groups, paired_differences
+from experiments.report.tables import aggregate_with_groups, diff_interval, paired_differences, unit_resamples
 from experiments.runner import RUN_KEYS
 
 #: The reference rule of the goal under shift (no training).
 GAP_RULE = "gap"
 #: The practitioners' rules fitted on the training split, each a reference of the goal under shift (issue 39).
 FITTED_PEERS: tuple[str, ...] = ("bor-threshold", "bor-topp", "bor-greedyk", "bor-choppy")
+#: The shift kinds whose target is another base condition: when that condition is a source too, a policy
+#: trained on it is the reference for what moving a policy there costs (:func:`transfer_costs`).
+MOVES: tuple[str, ...] = ("scorer", "benchmark")
 
 
 def versus_gap(agg: pd.DataFrame, paired: pd.DataFrame) -> pd.DataFrame:
@@ -81,7 +85,88 @@ def versus_peers(agg: pd.DataFrame, paired: pd.DataFrame) -> pd.DataFrame:
                     "at_least_peer": bool(a.loc[best, "mean_reward_net"] >= a.loc[peer, "mean_reward_net"]),
                 }
             )
-    return pd.DataFrame(rows)
+    return with_own_test(pd.DataFrame(rows))
+
+
+OWN = {"best_agent": "own_best_agent", "diff": "own_diff", "diff_lo": "own_diff_lo", "diff_hi": "own_diff_hi"}
+
+
+def with_own_test(vp: pd.DataFrame) -> pd.DataFrame:
+    """:func:`versus_peers` rows with the same comparison on the source's own test split (its ``none`` row for the
+    same peer: ``own_best_agent``, ``own_diff`` and its interval; missing when that row is), so that a miss under
+    shift can be told from one the source already had."""
+    if vp.empty:
+        return vp.assign(**{c: pd.Series(dtype=float) for c in OWN.values()})
+    own = vp.loc[vp["shift"] == "none", ["source", "peer", *OWN]].rename(columns=OWN)
+    return vp.merge(own, on=["source", "peer"], how="left", validate="many_to_one")
+
+
+def miss_causes(vp: pd.DataFrame) -> pd.DataFrame:
+    """The (pair, peer) comparisons where the best BoR policy is below a fitted peer under shift, each with its
+    cause: ``own test`` when it was already below that peer on the source's own test split (point estimates),
+    ``shift`` when it was at least the peer there, ``unknown`` when the source's own row is missing."""
+    if vp.empty:
+        return vp.assign(cause=pd.Series(dtype=str))
+    missed = vp[(vp["shift"] != "none") & ~vp["at_least_peer"].astype(bool)].copy()
+    own = missed["own_diff"]
+    missed["cause"] = ["unknown" if pd.isna(d) else ("own test" if d < 0 else "shift") for d in own]
+    return missed
+
+
+def transfer_costs(
+    per_query: pd.DataFrame, step_costs: Mapping[str, float], seed: int = 0, n_boot: int = 10_000
+) -> pd.DataFrame:
+    """What moving a policy costs: per scorer- or benchmark-shifted pair (:data:`MOVES`) whose target is itself a
+    source, and per method run on both, the method's mean net reward on the target when trained on the source
+    (``transferred``) minus when trained on the target itself (``native``, the target's ``none`` rows).
+
+    Both are judged at the target's own cost per extra shown tool (``step_costs[target]``: ``reward - c (k -
+    1)``), on the test units (split, query) both cover, a unit's value its mean over seeds; the interval is the
+    split-stratified paired bootstrap of :func:`experiments.report.tables.paired_differences`. A target without a
+    step cost is left out."""
+    cols = ["source", "target", "shift", "method", "n_queries", "transferred", "native", "diff", "diff_lo", "diff_hi"]
+    own = per_query[per_query["shift"] == "none"]
+    moved = per_query[per_query["shift"].isin(MOVES) & per_query["target"].isin(set(own["source"]))]
+    rows = []
+    for (source, target, kind), g in moved.groupby(["source", "target", "shift"], sort=True):
+        if target not in step_costs:
+            continue
+        native = own[own["source"] == target]
+        for method in sorted(set(g["method"]) & set(native["method"])):
+            a, b = (_judged_at(d[d["method"] == method], step_costs[target]) for d in (g, native))
+            a, b = a.align(b, join="inner")
+            if a.empty:
+                continue
+            idx = unit_resamples(a.index.get_level_values("split_seed").to_numpy(), n_boot, seed)
+            rows.append(
+                {"source": source, "target": target, "shift": kind, "method": method, "n_queries": a.size,
+                 "transferred": float(a.mean()), "native": float(b.mean()),
+                 **diff_interval((a - b).to_numpy(), idx)}
+            )  # fmt: skip
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _judged_at(rows: pd.DataFrame, step_cost: float) -> pd.Series:
+    """Net reward at ``step_cost`` per test unit ``(split_seed, qid)`` (mean over seeds), split-major."""
+    net = rows["reward"] - step_cost * (rows["k"] - 1)
+    return net.groupby([rows["split_seed"], rows["qid"]]).mean().sort_index()
+
+
+def transfer_summary(tc: pd.DataFrame) -> pd.DataFrame:
+    """Per method of :func:`transfer_costs` (the untrained gap rule left out: it is the same policy on both
+    sides): pairs, mean and worst cost, and the pairs significantly below / above the policy trained on the target
+    (interval entirely below / above 0), the smallest mean cost first."""
+    tc = tc[tc["method"] != GAP_RULE]
+    if tc.empty:
+        return pd.DataFrame(columns=["method", "pairs", "mean_cost", "worst_cost", "below", "above"])
+    out = tc.groupby("method").agg(
+        pairs=("diff", "size"),
+        mean_cost=("diff", "mean"),
+        worst_cost=("diff", "min"),
+        below=("diff_hi", lambda x: int((x < 0).sum())),
+        above=("diff_lo", lambda x: int((x > 0).sum())),
+    )
+    return out.sort_values(["mean_cost", "worst_cost"], ascending=False, kind="stable").reset_index()
 
 
 def peer_goal_lines(vp: pd.DataFrame) -> list[Block]:
@@ -120,9 +205,91 @@ def peer_goal_lines(vp: pd.DataFrame) -> list[Block]:
     ]
 
 
-def shift_tables(per_query: pd.DataFrame) -> dict[str, pd.DataFrame]:
+def miss_lines(vp: pd.DataFrame) -> list[Block]:
+    """Why the best BoR policy is below a fitted peer under shift (:func:`miss_causes`), counted per cause, peer
+    and shift kind."""
+    missed = miss_causes(vp)
+    if missed.empty:
+        return []
+
+    def counts(g: pd.DataFrame) -> str:
+        per = (f"{peer} {len(h)} ({', '.join(f'{k} {len(x)}' for k, x in h.groupby('shift', sort=False))})"
+               for peer, h in g.groupby("peer", sort=True))  # fmt: skip
+        return "; ".join(per)
+
+    own, moved, unknown = (missed[missed["cause"] == c] for c in ("own test", "shift", "unknown"))
+    parts = [
+        f"**Why the misses.** Of the {len(missed)} (pair, peer) comparisons where the best BoR policy is below a "
+        f"fitted peer under shift, {len(own)} were already below that peer on the source's own test split "
+        "(point estimates: the shift did not make them)" + (f": {counts(own)}" if len(own) else ""),
+        f"{len(moved)} were at least the peer there and fell below under the shift"
+        + (f": {counts(moved)}" if len(moved) else ""),
+    ]
+    if len(unknown):
+        parts.append(f"{len(unknown)} have no row on the source's own test split to tell")
+    return [Paragraph("; ".join(parts[:-1]) + "; and " + parts[-1] + " (`versus_peers.csv`, the `own_` columns).")]
+
+
+def transfer_lines(summary: pd.DataFrame, tc: pd.DataFrame) -> list[Block]:
+    """The answer's sentence on what moving a policy costs (:func:`transfer_summary`)."""
+    if summary.empty:
+        return []
+    n = tc[tc["method"] != GAP_RULE].groupby(["source", "target"]).ngroups
+    each = ", ".join(
+        f"{r['method']} {r['mean_cost']:+.3f} (significantly below on {int(r['below'])} of {int(r['pairs'])})"
+        for _, r in summary.iterrows()
+    )
+    least = [
+        f"among the {label}: {g['method'].iloc[0]} ({g['mean_cost'].iloc[0]:+.3f})"
+        for label, g in (("BoR agents", summary[summary["method"].isin(BOR_AGENTS)]),
+                         ("fitted peers", summary[summary["method"].isin(FITTED_PEERS)]))
+        if len(g)
+    ]  # fmt: skip
+    return [
+        Paragraph(
+            f"**What moving a policy costs.** On the {n} scorer and benchmark shifts whose target is itself a source "
+            "condition: each method trained on the source minus the same method trained on the target, on the "
+            "target's test split at the target's cost per extra tool. Mean difference, largest first, with the "
+            f"pairs where it is significantly below the target's own policy: {each}."
+            + (f" Largest {'; '.join(least)}." if least else "")
+            + " The untrained gap rule is the same policy on both sides. Per pair: the section below and "
+            "`transfer.csv`."
+        )
+    ]
+
+
+def transfer_section(summary: pd.DataFrame, tc: pd.DataFrame) -> Section:
+    """Per method (:func:`transfer_summary`), then per pair (:func:`transfer_costs`)."""
+    if summary.empty:
+        return Section(
+            "What moving a policy costs",
+            [Paragraph("No scorer or benchmark shift here has a target that is itself a source condition, so no "
+                       "policy trained on the target is there to compare with.")],
+        )  # fmt: skip
+    head = ["method", "pairs", "mean difference", "worst", "significantly below", "significantly above"]
+    rows = [[r["method"], str(int(r["pairs"])), f"{r['mean_cost']:+.3f}", f"{r['worst_cost']:+.3f}",
+             str(int(r["below"])), str(int(r["above"]))] for _, r in summary.iterrows()]  # fmt: skip
+    pair_head = ["source", "shift", "target", "method", "trained on the source", "trained on the target",
+                 "difference [95% paired]"]  # fmt: skip
+    pair_rows = [[r["source"], r["shift"], r["target"], r["method"], f"{r['transferred']:.3f}", f"{r['native']:.3f}",
+                  signed_ci(r)] for _, r in tc.iterrows()]  # fmt: skip
+    how = (
+        "A policy trained on the source condition and applied unchanged to the target, against the same method "
+        "trained on the target itself (the target's own runs of this study), both on the target's test split "
+        "(same split seeds and queries) and judged at the target's cost per extra shown tool. Negative: moving the "
+        "policy costs net reward. Intervals: the split-stratified query bootstrap, paired over the same test units."
+    )
+    return Section(
+        "What moving a policy costs",
+        [Paragraph(how), Table(head, rows)],
+        subsections=[Section("Per pair", [Table(pair_head, pair_rows)])],
+    )
+
+
+def shift_tables(per_query: pd.DataFrame, step_costs: Mapping[str, float]) -> dict[str, pd.DataFrame]:
     """The tables of the shift folder (DataFrames in, DataFrames out): aggregate (with the shift kind),
-    paired differences (each BoR agent minus each peer) and the comparison with the gap rule."""
+    paired differences (each BoR agent minus each peer), the comparisons with the gap rule and the fitted peers,
+    and what moving a policy costs (``step_costs``: each source condition's cost per extra shown tool)."""
     from agents import summarise
 
     agg = aggregate_with_groups(summarise(per_query, RUN_KEYS), per_query)
@@ -134,16 +301,20 @@ def shift_tables(per_query: pd.DataFrame) -> dict[str, pd.DataFrame]:
         "paired": paired,
         "versus_gap": versus_gap(agg, paired),
         "versus_peers": versus_peers(agg, paired),
+        "transfer": transfer_costs(per_query, step_costs),
     }
 
 
-def write_shift_report(out: Path, per_query: pd.DataFrame, command: str, runs_dir: str) -> pd.DataFrame:
-    """aggregate.csv, paired.csv, versus_gap.csv, versus_peers.csv (:func:`shift_tables`) and the page (README.md); returns the
-    versus-gap table."""
-    t = shift_tables(per_query)
+def write_shift_report(
+    out: Path, per_query: pd.DataFrame, command: str, runs_dir: str, step_costs: Mapping[str, float]
+) -> pd.DataFrame:
+    """aggregate.csv, paired.csv, versus_gap.csv, versus_peers.csv, transfer.csv (:func:`shift_tables`) and the page
+    (README.md); returns the versus-gap table."""
+    t = shift_tables(per_query, step_costs)
     for name, df in t.items():
         atomic_write_csv(df, out / f"{name}.csv")
     agg, vg = t["aggregate"], t["versus_gap"]
+    moved = transfer_summary(t["transfer"])
     how = (
         "Generated by `shortlist shift` from the run directories in "
         f"`{runs_dir}` (listed in `runs.csv` with the sha256 of their tables); do not edit by hand. "
@@ -160,10 +331,15 @@ def write_shift_report(out: Path, per_query: pd.DataFrame, command: str, runs_di
         title="Under shift",
         group="study",
         lede="Trained policies, unchanged, on unlike inputs: another scorer, another benchmark, rewritten queries.",
-        answer=Section("", [*gap_goal_lines(vg, agg), *peer_goal_lines(t["versus_peers"])]),
+        answer=Section(
+            "",
+            [*gap_goal_lines(vg, agg), *peer_goal_lines(t["versus_peers"]), *miss_lines(t["versus_peers"]),
+             *transfer_lines(moved, t["transfer"])],
+        ),  # fmt: skip
         sections=(
             Section("How these numbers were made", [Paragraph(how), Paragraph(f"Command: `{command}`")]),
             versus_gap_table(vg),
+            transfer_section(moved, t["transfer"]),
             Section(
                 "Every method",
                 subsections=[Section(f"{key} ({a['shift'].iloc[0]})", [method_rows(a)])
