@@ -16,7 +16,7 @@ from experiments.io import atomic_write_csv
 from experiments.plan import BOR_AGENTS
 from experiments.report.markdown import ci, fmt, rates, signed_ci
 from experiments.report.page import Block, Page, Paragraph, Section, Table, write_page
-from experiments.report.tables import aggregate_with_groups, diff_interval, paired_differences, unit_resamples
+from experiments.report.tables import JUDGED, aggregate_with_groups, paired_conditions, paired_differences
 from experiments.runner import RUN_KEYS
 
 #: The reference rule of the goal under shift (no training).
@@ -88,13 +88,14 @@ def versus_peers(agg: pd.DataFrame, paired: pd.DataFrame) -> pd.DataFrame:
     return with_own_test(pd.DataFrame(rows))
 
 
-OWN = {"best_agent": "own_best_agent", "diff": "own_diff", "diff_lo": "own_diff_lo", "diff_hi": "own_diff_hi"}
+OWN = {"best_agent": "own_best_agent", "diff": "own_diff", "diff_lo": "own_diff_lo", "diff_hi": "own_diff_hi",
+       "at_least_peer": "own_at_least_peer"}  # fmt: skip
 
 
 def with_own_test(vp: pd.DataFrame) -> pd.DataFrame:
     """:func:`versus_peers` rows with the same comparison on the source's own test split (its ``none`` row for the
-    same peer: ``own_best_agent``, ``own_diff`` and its interval; missing when that row is), so that a miss under
-    shift can be told from one the source already had."""
+    same peer: ``own_best_agent``, ``own_diff`` and its interval, ``own_at_least_peer``; missing when that row is),
+    so that a miss under shift can be told from one the source already had."""
     if vp.empty:
         return vp.assign(**{c: pd.Series(dtype=float) for c in OWN.values()})
     own = vp.loc[vp["shift"] == "none", ["source", "peer", *OWN]].rename(columns=OWN)
@@ -102,14 +103,14 @@ def with_own_test(vp: pd.DataFrame) -> pd.DataFrame:
 
 
 def miss_causes(vp: pd.DataFrame) -> pd.DataFrame:
-    """The (pair, peer) comparisons where the best BoR policy is below a fitted peer under shift, each with its
-    cause: ``own test`` when it was already below that peer on the source's own test split (point estimates),
-    ``shift`` when it was at least the peer there, ``unknown`` when the source's own row is missing."""
+    """The (pair, peer) comparisons where the best BoR policy is below a fitted peer under shift (``at_least_peer``
+    false), each labelled by the same test on the source's own test split: ``own test`` when it was below that peer
+    there too, ``shift`` when it was at least the peer there, ``unknown`` when the source has no own row."""
     if vp.empty:
         return vp.assign(cause=pd.Series(dtype=str))
     missed = vp[(vp["shift"] != "none") & ~vp["at_least_peer"].astype(bool)].copy()
-    own = missed["own_diff"]
-    missed["cause"] = ["unknown" if pd.isna(d) else ("own test" if d < 0 else "shift") for d in own]
+    home = missed["own_at_least_peer"]
+    missed["cause"] = ["unknown" if pd.isna(h) else ("shift" if bool(h) else "own test") for h in home]
     return missed
 
 
@@ -118,55 +119,66 @@ def transfer_costs(
 ) -> pd.DataFrame:
     """What moving a policy costs: per scorer- or benchmark-shifted pair (:data:`MOVES`) whose target is itself a
     source, and per method run on both, the method's mean net reward on the target when trained on the source
-    (``transferred``) minus when trained on the target itself (``native``, the target's ``none`` rows).
+    (``transferred``) minus when trained on the target itself (``native``, the target's ``none`` rows), with
+    :func:`experiments.report.tables.paired_conditions` (a unit's value its mean over seeds, the split-stratified
+    paired bootstrap).
 
-    Both are judged at the target's own cost per extra shown tool (``step_costs[target]``: ``reward - c (k -
-    1)``), on the test units (split, query) both cover, a unit's value its mean over seeds; the interval is the
-    split-stratified paired bootstrap of :func:`experiments.report.tables.paired_differences`. A target without a
-    step cost is left out."""
-    cols = ["source", "target", "shift", "method", "n_queries", "transferred", "native", "diff", "diff_lo", "diff_hi"]
+    Both sides are judged at the target's own cost per extra shown tool (``step_costs[target]``), and each row
+    names the source's cost too: where the two differ, the moved policy was also trained for another cost. A
+    target without a step cost is left out, and so is a pair whose two sides do not hold the same test units (the
+    console says which)."""
+    cols = ["source", "target", "shift", "method", "n_queries", "transferred", "native", "diff", "diff_lo", "diff_hi",
+            "source_step_cost", "target_step_cost"]  # fmt: skip
     own = per_query[per_query["shift"] == "none"]
     moved = per_query[per_query["shift"].isin(MOVES) & per_query["target"].isin(set(own["source"]))]
-    rows = []
+    frames = []
     for (source, target, kind), g in moved.groupby(["source", "target", "shift"], sort=True):
         if target not in step_costs:
             continue
         native = own[own["source"] == target]
-        for method in sorted(set(g["method"]) & set(native["method"])):
-            a, b = (_judged_at(d[d["method"] == method], step_costs[target]) for d in (g, native))
-            a, b = a.align(b, join="inner")
-            if a.empty:
-                continue
-            idx = unit_resamples(a.index.get_level_values("split_seed").to_numpy(), n_boot, seed)
-            rows.append(
-                {"source": source, "target": target, "shift": kind, "method": method, "n_queries": a.size,
-                 "transferred": float(a.mean()), "native": float(b.mean()),
-                 **diff_interval((a - b).to_numpy(), idx)}
-            )  # fmt: skip
-    return pd.DataFrame(rows, columns=cols)
-
-
-def _judged_at(rows: pd.DataFrame, step_cost: float) -> pd.Series:
-    """Net reward at ``step_cost`` per test unit ``(split_seed, qid)`` (mean over seeds), split-major."""
-    net = rows["reward"] - step_cost * (rows["k"] - 1)
-    return net.groupby([rows["split_seed"], rows["qid"]]).mean().sort_index()
+        methods = sorted(set(g["method"]) & set(native["method"]))
+        both = pd.concat([native, g], ignore_index=True)
+        both = both[both["method"].isin(methods)]
+        both = both.assign(reward_net=both["reward"] - step_costs[target] * (both["k"] - 1))
+        pc = paired_conditions(both, [(f"{target}@{target}", f"{source}@{target}")], methods, seed, n_boot)
+        if pc.empty:
+            if methods:
+                print(f"transfer: {source} -> {target} left out: the two sides do not hold the same test units")
+            continue
+        frames.append(
+            pc.rename(columns={"n_units": "n_queries", f"other_{JUDGED}": "transferred", f"base_{JUDGED}": "native"})
+            .drop(columns=["base", "other"])
+            .assign(source=source, target=target, shift=kind, source_step_cost=step_costs.get(source, math.nan),
+                    target_step_cost=step_costs[target])
+        )  # fmt: skip
+    return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
 
 
 def transfer_summary(tc: pd.DataFrame) -> pd.DataFrame:
     """Per method of :func:`transfer_costs` (the untrained gap rule left out: it is the same policy on both
-    sides): pairs, mean and worst cost, and the pairs significantly below / above the policy trained on the target
-    (interval entirely below / above 0), the smallest mean cost first."""
+    sides): pairs, mean and worst difference, the mean over the pairs whose source and target share a cost per
+    extra tool, and the pairs significantly below / above the policy trained on the target (interval entirely
+    below / above 0); the largest mean difference first (ties: the larger worst difference)."""
+    cols = ["method", "pairs", "mean_cost", "worst_cost", "same_cost_pairs", "mean_cost_same_cost", "below", "above"]
     tc = tc[tc["method"] != GAP_RULE]
     if tc.empty:
-        return pd.DataFrame(columns=["method", "pairs", "mean_cost", "worst_cost", "below", "above"])
-    out = tc.groupby("method").agg(
-        pairs=("diff", "size"),
-        mean_cost=("diff", "mean"),
-        worst_cost=("diff", "min"),
-        below=("diff_hi", lambda x: int((x < 0).sum())),
-        above=("diff_lo", lambda x: int((x > 0).sum())),
+        return pd.DataFrame(columns=cols)
+    same = tc["source_step_cost"] == tc["target_step_cost"]
+    out = (
+        tc.assign(same=same, same_diff=tc["diff"].where(same))
+        .groupby("method")
+        .agg(
+            pairs=("diff", "size"),
+            mean_cost=("diff", "mean"),
+            worst_cost=("diff", "min"),
+            same_cost_pairs=("same", "sum"),
+            mean_cost_same_cost=("same_diff", "mean"),
+            below=("diff_hi", lambda x: int((x < 0).sum())),
+            above=("diff_lo", lambda x: int((x > 0).sum())),
+        )
     )
-    return out.sort_values(["mean_cost", "worst_cost"], ascending=False, kind="stable").reset_index()
+    out = out.sort_values(["mean_cost", "worst_cost"], ascending=False, kind="stable").reset_index()
+    return out[cols]
 
 
 def peer_goal_lines(vp: pd.DataFrame) -> list[Block]:
@@ -206,8 +218,8 @@ def peer_goal_lines(vp: pd.DataFrame) -> list[Block]:
 
 
 def miss_lines(vp: pd.DataFrame) -> list[Block]:
-    """Why the best BoR policy is below a fitted peer under shift (:func:`miss_causes`), counted per cause, peer
-    and shift kind."""
+    """Which misses under shift (:func:`miss_causes`) the source already had on its own test split, counted per
+    cause, peer and shift kind, with how many are significant there and under the shift."""
     missed = miss_causes(vp)
     if missed.empty:
         return []
@@ -217,13 +229,17 @@ def miss_lines(vp: pd.DataFrame) -> list[Block]:
                for peer, h in g.groupby("peer", sort=True))  # fmt: skip
         return "; ".join(per)
 
+    def sig(g: pd.DataFrame, col: str) -> int:
+        return int((g[col] < 0).sum())
+
     own, moved, unknown = (missed[missed["cause"] == c] for c in ("own test", "shift", "unknown"))
     parts = [
         f"**Why the misses.** Of the {len(missed)} (pair, peer) comparisons where the best BoR policy is below a "
-        f"fitted peer under shift, {len(own)} were already below that peer on the source's own test split "
-        "(point estimates: the shift did not make them)" + (f": {counts(own)}" if len(own) else ""),
-        f"{len(moved)} were at least the peer there and fell below under the shift"
-        + (f": {counts(moved)}" if len(moved) else ""),
+        f"fitted peer under shift ({sig(missed, 'diff_hi')} significantly), {len(own)} were below that peer on the "
+        f"source's own test split too (point estimates; significantly there on {sig(own, 'own_diff_hi')}, under the "
+        f"shift on {sig(own, 'diff_hi')})" + (f": {counts(own)}" if len(own) else ""),
+        f"{len(moved)} were at least the peer on the source's own test split and below it under the shift "
+        f"(significantly on {sig(moved, 'diff_hi')})" + (f": {counts(moved)}" if len(moved) else ""),
     ]
     if len(unknown):
         parts.append(f"{len(unknown)} have no row on the source's own test split to tell")
@@ -231,27 +247,37 @@ def miss_lines(vp: pd.DataFrame) -> list[Block]:
 
 
 def transfer_lines(summary: pd.DataFrame, tc: pd.DataFrame) -> list[Block]:
-    """The answer's sentence on what moving a policy costs (:func:`transfer_summary`)."""
+    """The answer's paragraph on what moving a policy costs (:func:`transfer_summary`)."""
     if summary.empty:
         return []
-    n = tc[tc["method"] != GAP_RULE].groupby(["source", "target"]).ngroups
+    pairs = tc[tc["method"] != GAP_RULE].drop_duplicates(["source", "target"])
+    other = pairs[pairs["source_step_cost"] != pairs["target_step_cost"]]
     each = ", ".join(
-        f"{r['method']} {r['mean_cost']:+.3f} (significantly below on {int(r['below'])} of {int(r['pairs'])})"
+        f"{r['method']} {r['mean_cost']:+.3f} (below on {int(r['below'])}, above on {int(r['above'])})"
         for _, r in summary.iterrows()
     )
-    least = [
+    largest = [
         f"among the {label}: {g['method'].iloc[0]} ({g['mean_cost'].iloc[0]:+.3f})"
         for label, g in (("BoR agents", summary[summary["method"].isin(BOR_AGENTS)]),
                          ("fitted peers", summary[summary["method"].isin(FITTED_PEERS)]))
         if len(g)
     ]  # fmt: skip
+    costs = ""
+    if len(other):
+        moves = ", ".join(f"{r['source']} -> {r['target']}" for _, r in other.iterrows())
+        costs = (
+            f" On {len(other)} of the pairs the source's cost per extra tool differs from the target's ({moves}), so "
+            "the moved policy was also trained for another cost; the mean over the other pairs is in the section "
+            "below."
+        )
     return [
         Paragraph(
-            f"**What moving a policy costs.** On the {n} scorer and benchmark shifts whose target is itself a source "
-            "condition: each method trained on the source minus the same method trained on the target, on the "
-            "target's test split at the target's cost per extra tool. Mean difference, largest first, with the "
-            f"pairs where it is significantly below the target's own policy: {each}."
-            + (f" Largest {'; '.join(least)}." if least else "")
+            f"**What moving a policy costs.** On the {len(pairs)} scorer and benchmark shifts whose target is itself "
+            "a source condition: each method trained on the source minus the same method trained on the target, on "
+            "the target's test split at the target's cost per extra tool. Mean difference, largest first, with the "
+            f"pairs where it is significantly below / above the target's own policy: {each}."
+            + (f" Largest {'; '.join(largest)}." if largest else "")
+            + costs
             + " The untrained gap rule is the same policy on both sides. Per pair: the section below and "
             "`transfer.csv`."
         )
@@ -263,21 +289,27 @@ def transfer_section(summary: pd.DataFrame, tc: pd.DataFrame) -> Section:
     if summary.empty:
         return Section(
             "What moving a policy costs",
-            [Paragraph("No scorer or benchmark shift here has a target that is itself a source condition, so no "
-                       "policy trained on the target is there to compare with.")],
+            [Paragraph("Nothing to compare: no trained method here ran both on a source condition and on a scorer- or "
+                       "benchmark-shifted target that is itself a source (with a known cost per extra tool, on the "
+                       "same test units).")],
         )  # fmt: skip
-    head = ["method", "pairs", "mean difference", "worst", "significantly below", "significantly above"]
+    head = ["method", "pairs", "mean difference", "worst", "pairs at the same cost", "mean there",
+            "significantly below", "significantly above"]  # fmt: skip
     rows = [[r["method"], str(int(r["pairs"])), f"{r['mean_cost']:+.3f}", f"{r['worst_cost']:+.3f}",
-             str(int(r["below"])), str(int(r["above"]))] for _, r in summary.iterrows()]  # fmt: skip
+             str(int(r["same_cost_pairs"])), fmt(r["mean_cost_same_cost"], nd=3), str(int(r["below"])),
+             str(int(r["above"]))] for _, r in summary.iterrows()]  # fmt: skip
     pair_head = ["source", "shift", "target", "method", "trained on the source", "trained on the target",
-                 "difference [95% paired]"]  # fmt: skip
+                 "difference [95% paired]", "cost per tool (source / target)"]  # fmt: skip
     pair_rows = [[r["source"], r["shift"], r["target"], r["method"], f"{r['transferred']:.3f}", f"{r['native']:.3f}",
-                  signed_ci(r)] for _, r in tc.iterrows()]  # fmt: skip
+                  signed_ci(r), f"{r['source_step_cost']:g} / {r['target_step_cost']:g}"]
+                 for _, r in tc.iterrows()]  # fmt: skip
     how = (
         "A policy trained on the source condition and applied unchanged to the target, against the same method "
         "trained on the target itself (the target's own runs of this study), both on the target's test split "
         "(same split seeds and queries) and judged at the target's cost per extra shown tool. Negative: moving the "
-        "policy costs net reward. Intervals: the split-stratified query bootstrap, paired over the same test units."
+        "policy costs net reward. Where the source's cost per extra tool differs from the target's, the moved "
+        "policy was also trained for another cost; `mean there` is the mean over the pairs where they agree. "
+        "Intervals: the split-stratified query bootstrap, paired over the same test units."
     )
     return Section(
         "What moving a policy costs",
