@@ -384,7 +384,9 @@ def measured_runs(results: Path) -> pd.DataFrame:
     reused cells or does not say: a manifest written before ``cells_run`` was recorded). For
     :func:`measured_study_minutes`: ``run_ids`` (the runs, a frozenset), ``reused`` (the run ids it reused, a
     frozenset; None when not recorded), ``runs_at`` (the resolved folder of its run directories; None when not
-    recorded) and ``fingerprint`` (the code fingerprint)."""
+    recorded), ``fingerprint`` (the code fingerprint) and ``unit`` (what its command's units of work are: ``cells``
+    when the manifest does not say; ``evaluations`` for ``shortlist shift``, which trains nothing and evaluates runs
+    an earlier command trained)."""
     rows = []
     for rel in MEASURED:
         path = results / rel / "manifest.json"
@@ -403,9 +405,9 @@ def measured_runs(results: Path) -> pd.DataFrame:
                      "run_ids": frozenset(m.get("runs", [])),
                      "reused": None if reused is None else frozenset(reused),
                      "runs_at": None if where is None else (results / rel / where).resolve(),
-                     "fingerprint": m.get("code_fingerprint")})  # fmt: skip
+                     "fingerprint": m.get("code_fingerprint"), "unit": m.get("unit", "cells")})  # fmt: skip
     columns = ["folder", "command", "runs", "cells_run", "cells_min", "total_min", "commit", "run_ids", "reused",
-               "runs_at", "fingerprint"]  # fmt: skip
+               "runs_at", "fingerprint", "unit"]  # fmt: skip
     out = pd.DataFrame(rows, columns=columns)
     return out.assign(whole=out["cells_run"] == out["runs"])
 
@@ -461,7 +463,7 @@ def measured_lines(runs: pd.DataFrame, study: Measured | None) -> Section:
             for r in runs.itertuples()]  # fmt: skip
     header = ["folder", "command", "runs", "cells run (min)", "total (min)", "commit"]
     judged = study is not None and study[1]  # the comparison reused only the study's own runs, if any
-    unjudged = ", ".join(f"{_label(r.folder)} ({_ran(r.cells_run)} of {r.runs:,} cells)" for r in runs.itertuples()
+    unjudged = ", ".join(f"{_label(r.folder)} ({_not_whole(r)})" for r in runs.itertuples()
                          if not r.whole and not (judged and r.folder == "peers"))  # fmt: skip
     how = (
         "`results/peers` reused only the study's own runs (its manifest's `runs_reused`, in the study's run folder, "
@@ -474,8 +476,9 @@ def measured_lines(runs: pd.DataFrame, study: Measured | None) -> Section:
     )
     what = Paragraph(
         "A folder's times are those of the command that wrote it last. Where it reused cells of earlier commands "
-        "(its manifest's `cells_run` below its runs, or not recorded), they are not what the folder costs from "
-        f"nothing, and no target is judged on them: {unjudged or 'none'}. {how}"
+        "(its manifest's `cells_run` below its runs, or not recorded) or only evaluates runs an earlier command "
+        "trained, they are not what the folder costs from nothing, and no target is judged on them: "
+        f"{unjudged or 'none'}. {how}"
     )
     return Section("Measured runs (from the committed manifests)", [what, Table(header, rows)])
 
@@ -485,8 +488,11 @@ def _label(folder: str) -> str:
     return "`results`" if folder == "." else f"`results/{folder}`"
 
 
-def _ran(cells_run: float) -> str:
-    return "not recorded how many" if np.isnan(cells_run) else f"{int(cells_run):,}"
+def _not_whole(r: Any) -> str:
+    """Why a :func:`measured_runs` row is not a from-nothing time, in a few words."""
+    if r.unit != "cells":
+        return f"evaluates {r.runs:,} runs an earlier command trained; trains none"
+    return f"{'not recorded how many' if np.isnan(r.cells_run) else f'{int(r.cells_run):,}'} of {r.runs:,} cells"
 
 
 # ----------------------------------------------------------------------------- the command

@@ -109,6 +109,7 @@ def run_pipeline(p: Pipeline, dry_run: bool = False) -> int:
             pipeline=p.name,
             command=p.command,
             runs=[run.name for run in produced.runs],
+            unit=p.unit,
             **({} if produced.ran is None else {"cells_run": produced.ran}),
             **({} if produced.reused is None else {"runs_reused": list(produced.reused)}),
             **({} if produced.runs_folder is None else {"runs_folder": produced.runs_folder}),

@@ -53,6 +53,7 @@ def _manifest(
     reused: tuple[str, ...] | None = None,
     where: str | None = None,
     fingerprint: str = "f0",
+    unit: str | None = None,
 ) -> None:
     """A results folder's manifest of ``runs``, ``ran`` of them run by its command (None: not recorded), the run ids
     it reused and its folder of run directories (``runs_reused`` and ``runs_folder``; None: not recorded)."""
@@ -63,6 +64,7 @@ def _manifest(
     man |= {} if ran is None else {"cells_run": ran}
     man |= {} if reused is None else {"runs_reused": list(reused)}
     man |= {} if where is None else {"runs_folder": where}
+    man |= {} if unit is None else {"unit": unit}
     (folder / "manifest.json").write_text(json.dumps(man), encoding="utf-8")
 
 
@@ -158,6 +160,14 @@ def test_measured_study_counts_the_comparisons_reuse_of_the_study(tmp_path: Path
     runs = measured_runs(tmp_path)
     text = measured_lines(runs, measured_study_minutes(runs)).blocks[0].text  # type: ignore[attr-defined]
     assert "judged on them: `results/peers` (1 of 4 cells)" in text and "it is judged only when" in text
+    _manifest(tmp_path / "shift", "shortlist shift", 300.0, ran=None, runs=("a", "b", "c"), unit="evaluations")
+    _manifest(tmp_path / "downstream", "shortlist downstream", 60.0, ran=None)  # its cells: not recorded how many
+    runs = measured_runs(tmp_path)
+    assert runs.set_index("folder")["unit"].to_dict() == {".": "cells", "peers": "cells", "shift": "evaluations",
+                                                          "downstream": "cells"}  # fmt: skip
+    text = measured_lines(runs, measured_study_minutes(runs)).blocks[0].text  # type: ignore[attr-defined]
+    assert "`results/shift` (evaluates 3 runs an earlier command trained; trains none)" in text
+    assert "`results/downstream` (not recorded how many of 2 cells)" in text
     _manifest(tmp_path, "shortlist reproduce", 600.0, ran=2, runs=study, reused=("a",), where="runs")
     assert peers() == (pytest.approx(15.0), False)  # the study itself reused a cell
     assert measured_main_job_minutes(measured_runs(tmp_path)) is None  # no such folder
