@@ -137,6 +137,12 @@ def test_measured_study_needs_both_manifests(tmp_path: Path) -> None:
     assert measured_study_minutes(measured_runs(tmp_path)) == (pytest.approx(15.0), False)
 
 
+def measured_text(results: Path) -> str:
+    """The measured-runs paragraph of the bench page for the manifests under ``results``, judged as the page does."""
+    runs = measured_runs(results)
+    return measured_lines(runs, measured_study_minutes(runs)).blocks[0].text  # type: ignore[attr-defined]
+
+
 def test_measured_study_counts_the_comparisons_reuse_of_the_study(tmp_path: Path) -> None:
     """``compare`` after ``reproduce`` reuses the cells the two share: together they are still made from nothing,
     but only when every reused run is the study's own (same run folder, same code) and the study ran all of its."""
@@ -149,23 +155,21 @@ def test_measured_study_counts_the_comparisons_reuse_of_the_study(tmp_path: Path
         return measured_study_minutes(measured_runs(tmp_path))
 
     assert peers() == (pytest.approx(15.0), True)  # it reused two of the study's runs and ran the other two
-    runs = measured_runs(tmp_path)
-    text = measured_lines(runs, measured_study_minutes(runs)).blocks[0].text  # type: ignore[attr-defined]
+    text = measured_text(tmp_path)
     assert "no target is judged on them: none." in text and "so the two together were made from nothing" in text
     assert peers(reused=("b", "x"), runs=("b", "x", "d", "e")) == (pytest.approx(15.0), False)  # x: not the study's
     assert peers(where="runs") == (pytest.approx(15.0), False)  # its own run folder: not the study's runs
     assert peers(fingerprint="f1") == (pytest.approx(15.0), False)  # other code: not the study's cells
     assert peers(reused=None) == (pytest.approx(15.0), False)  # which runs it reused is not recorded
     assert peers(ran=1) == (pytest.approx(15.0), False)  # the counts do not add up to its runs
-    runs = measured_runs(tmp_path)
-    text = measured_lines(runs, measured_study_minutes(runs)).blocks[0].text  # type: ignore[attr-defined]
+    text = measured_text(tmp_path)
     assert "judged on them: `results/peers` (1 of 4 cells)" in text and "it is judged only when" in text
     _manifest(tmp_path / "shift", "shortlist shift", 300.0, ran=None, runs=("a", "b", "c"), unit="evaluations")
     _manifest(tmp_path / "downstream", "shortlist downstream", 60.0, ran=None)  # its cells: not recorded how many
     runs = measured_runs(tmp_path)
     assert runs.set_index("folder")["unit"].to_dict() == {".": "cells", "peers": "cells", "shift": "evaluations",
                                                           "downstream": "cells"}  # fmt: skip
-    text = measured_lines(runs, measured_study_minutes(runs)).blocks[0].text  # type: ignore[attr-defined]
+    text = measured_text(tmp_path)
     assert "`results/shift` (evaluates 3 runs an earlier command trained; trains none)" in text
     assert "`results/downstream` (not recorded how many of 2 cells)" in text
     _manifest(tmp_path, "shortlist reproduce", 600.0, ran=2, runs=study, reused=("a",), where="runs")
