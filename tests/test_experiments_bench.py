@@ -23,6 +23,7 @@ from experiments.bench import (
 )
 from experiments.options import BenchArgs
 from experiments.plan import BENCH_SUITES, COMPARE_SUITES, resolve_plans
+from experiments.report.page import Paragraph
 
 TINY = {
     "queries": 200,
@@ -140,7 +141,9 @@ def test_measured_study_needs_both_manifests(tmp_path: Path) -> None:
 def measured_text(results: Path) -> str:
     """The measured-runs paragraph of the bench page for the manifests under ``results``, judged as the page does."""
     runs = measured_runs(results)
-    return measured_lines(runs, measured_study_minutes(runs)).blocks[0].text  # type: ignore[attr-defined]
+    block = measured_lines(runs, measured_study_minutes(runs)).blocks[0]
+    assert isinstance(block, Paragraph)
+    return block.text
 
 
 def test_measured_study_counts_the_comparisons_reuse_of_the_study(tmp_path: Path) -> None:
