@@ -95,10 +95,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             st.max_in_flight = max(st.max_in_flight, st.in_flight)
         try:
             time.sleep(st.delay)
-            self._answer(action, body)
         finally:
+            # counted until the answer is written, not after: once written, the client may send its next request,
+            # and a count still held here would see one more in flight than the client ever had
             with st.lock:
                 st.in_flight -= 1
+        self._answer(action, body)
 
     def _answer(self, action: str, body: Any) -> None:
         if action == "429":
