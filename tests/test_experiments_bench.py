@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -25,7 +26,7 @@ from experiments.options import BenchArgs
 from experiments.plan import BENCH_SUITES, COMPARE_SUITES, resolve_plans
 from experiments.report.page import Paragraph
 
-TINY = {
+TINY: dict[str, Any] = {
     "queries": 200,
     "depth": 20,
     "env_steps": 300,
@@ -63,8 +64,8 @@ def _manifest(
     it reused and its folder of run directories (``runs_reused`` and ``runs_folder``; None: not recorded)."""
     folder.mkdir(parents=True, exist_ok=True)
     timings = {"total": total} | ({} if cells is None else {"cells": cells})
-    man = {"command": command, "runs": list(runs), "timings_seconds": timings, "git_sha": "0123456789",
-           "code_fingerprint": fingerprint}  # fmt: skip
+    man: dict[str, object] = {"command": command, "runs": list(runs), "timings_seconds": timings,
+                              "git_sha": "0123456789", "code_fingerprint": fingerprint}  # fmt: skip
     man |= {} if ran is None else {"cells_run": ran}
     man |= {} if reused is None else {"runs_reused": list(reused)}
     man |= {} if where is None else {"runs_folder": where}
