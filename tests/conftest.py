@@ -3,7 +3,9 @@ session-wide fixtures that keep the suite within its budget (docs/usage.md, "Tes
 
 - :func:`shared_cache`: one score/embedding cache for the whole session. Every test that only needs a
   built condition passes it as ``cache_dir`` / ``--cache-dir``, so each text set is embedded (and the
-  ToolBench archive indexed) once per session, not once per test.
+  ToolBench archive indexed) once per session, not once per test. The README's command runs two pytest
+  workers (pytest-xdist, ``--dist loadfile``): each worker is a session of its own, with its own session
+  fixtures, and two test files may run at the same time (docs/usage.md, "Two workers").
 - :func:`tiny_runs`: the tiny ``shortlist reproduce`` (:data:`TINY_REPRODUCE_ARGS`) run twice at once on
   one cold cache, in subprocesses; the determinism and crash suites compare against it.
 - the ``slow`` marker: heavy end-to-end runs, deselected by the README's test command and run by ``.ci/run``
