@@ -20,6 +20,11 @@ from choosers.openai_api import OpenAIChooser, OpenAIOptions, openai_schema, wir
 
 KEY_ENV = "SHORTLIST_TEST_LLM_KEY"
 SECRET = "sk-test-SECRET-d41d8cd98f00b204"
+#: The retry test's client timeout: the retry must be answered within it, so it leaves room for a machine busy
+#: with other tests.
+RETRY_TIMEOUT_S = 0.5
+#: How long the fake server's "slow" answer waits: 4 times that timeout, so a busy machine cannot make it look fast.
+SLOW_ANSWER_S = 4 * RETRY_TIMEOUT_S
 
 TOOLS = [
     Tool("math.factorial", "Factorial of a number.", {"type": "dict", "properties": {"number": {"type": "integer"}}}),
@@ -109,8 +114,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return self._send(500, b"internal error")
         if action == "malformed":
             return self._send(200, b'{"choices": [ {"message": ')
-        if action == "slow":  # 4x the retry test's client timeout: a busy machine cannot make it look fast
-            time.sleep(2.0)
+        if action == "slow":
+            time.sleep(SLOW_ANSWER_S)
         if action in ("401", "403"):
             msg = {"error": {"message": f"Incorrect API key provided: {SECRET}"}}  # servers do echo keys
             return self._send(int(action), json.dumps(msg).encode())
@@ -240,8 +245,7 @@ def test_retry_after_too_long_fails_at_once(server: tuple[str, FakeState]) -> No
 def test_timeout_is_retried(server: tuple[str, FakeState]) -> None:
     url, st = server
     st.script = ["slow"]
-    # the retry must be answered within the timeout: 0.5 s leaves room for a machine busy with other tests
-    with _chooser(url, timeout_s=0.5) as chooser:
+    with _chooser(url, timeout_s=RETRY_TIMEOUT_S) as chooser:
         assert chooser.choose("weather in paris", TOOLS[:3]).name == "get_weather"
     assert len(st.requests) == 2
 
