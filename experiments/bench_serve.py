@@ -235,22 +235,6 @@ def running(cmd: list[str], log: Path) -> Iterator[subprocess.Popen]:
         proc.wait(timeout=60)
 
 
-def wait_http(url: str, proc: subprocess.Popen, log: Path, seconds: float = 120) -> None:
-    """Wait until something answers HTTP at ``url``; RuntimeError with the log when the process died."""
-    import httpx
-
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args!r} exited: {log.read_text()[-2000:]}")
-        try:
-            httpx.get(url, timeout=1)
-            return
-        except httpx.TransportError:
-            time.sleep(0.2)
-    raise RuntimeError(f"nothing answered at {url} within {seconds:.0f} s")
-
-
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds a process has used (``/proc/<pid>/stat``)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -379,36 +363,35 @@ def check_once(rows: list[tuple], ids: dict[str, int], proxied: bool) -> str:
 
 def bench_load_openai(ba: Any, tools: list[dict[str, Any]], queries: list[str], searcher: Path, tmp: Path) -> list:
     """The openai rows of the load table, at ``ba.clients`` clients and at 1: straight to the fake upstream, then
-    through the proxy (its memory and CPU seconds per request measured)."""
+    through the proxy (its memory and CPU seconds per request measured). Each server takes a free port (``--port
+    0``) and is reached at the URL it announces."""
     import anyio
 
-    from servers.fakes import free_port
+    from servers.listen import wait_announced
 
-    up_port, proxy_port = free_port(), free_port()
-    upstream = f"http://127.0.0.1:{up_port}"
     bodies = openai_bodies(tools, queries)
-    fake = [sys.executable, "-m", "servers.fakes", "openai", "--port", str(up_port), "--no-parse"]
-    proxy = [sys.executable, "-m", "experiments.cli", "serve", "openai", "--searcher", str(searcher),
-             "--upstream", f"{upstream}/v1", "--port", str(proxy_port)]  # fmt: skip
-    chat = f"http://127.0.0.1:{proxy_port}/v1/chat/completions"
+    fake = [sys.executable, "-m", "servers.fakes", "openai", "--port", "0", "--no-parse"]
     out = []
-    with running(fake, tmp / "fake.log") as up, running(proxy, tmp / "proxy.log") as px:
-        wait_http(f"{upstream}/fake/received", up, tmp / "fake.log")
-        wait_http(f"http://127.0.0.1:{proxy_port}/v1/models", px, tmp / "proxy.log")
-        anyio.run(openai_load, chat, bodies, 1, 1.0, "warm")  # the request's tools prepared once
-        for clients, seconds in ((ba.clients, ba.duration), (1, ba.duration / 3)):
-            tag = f"d{clients}"
-            direct = anyio.run(openai_load, f"{upstream}/v1/chat/completions", bodies, clients, seconds, tag)
-            ids = {k: v for k, v in received_ids(upstream).items() if k.startswith(f"{tag}-")}
-            out.append((f"{clients} client(s): straight to the fake upstream", direct, seconds,
-                        check_once(direct, ids, False), "-", "-"))  # fmt: skip
-            tag = f"p{clients}"
-            with Memory(px.pid, min(1.0, seconds / 20)) as mem:
-                rows = anyio.run(openai_load, chat, bodies, clients, seconds, tag)
-            ids = {k: v for k, v in received_ids(upstream).items() if k.startswith(f"{tag}-")}
-            cpu = f"{1e3 * mem.cpu / max(len(rows), 1):.1f}"
-            out.append((f"{clients} client(s): through `serve openai` (bm25)", rows, seconds,
-                        check_once(rows, ids, True), mem.summary(), cpu))  # fmt: skip
+    with running(fake, tmp / "fake.log") as up:
+        upstream = wait_announced(tmp / "fake.log", up).removesuffix("/v1")
+        proxy = [sys.executable, "-m", "experiments.cli", "serve", "openai", "--searcher", str(searcher),
+                 "--upstream", f"{upstream}/v1", "--port", "0"]  # fmt: skip
+        with running(proxy, tmp / "proxy.log") as px:
+            chat = f"{wait_announced(tmp / 'proxy.log', px)}/chat/completions"
+            anyio.run(openai_load, chat, bodies, 1, 1.0, "warm")  # the request's tools prepared once
+            for clients, seconds in ((ba.clients, ba.duration), (1, ba.duration / 3)):
+                tag = f"d{clients}"
+                direct = anyio.run(openai_load, f"{upstream}/v1/chat/completions", bodies, clients, seconds, tag)
+                ids = {k: v for k, v in received_ids(upstream).items() if k.startswith(f"{tag}-")}
+                out.append((f"{clients} client(s): straight to the fake upstream", direct, seconds,
+                            check_once(direct, ids, False), "-", "-"))  # fmt: skip
+                tag = f"p{clients}"
+                with Memory(px.pid, min(1.0, seconds / 20)) as mem:
+                    rows = anyio.run(openai_load, chat, bodies, clients, seconds, tag)
+                ids = {k: v for k, v in received_ids(upstream).items() if k.startswith(f"{tag}-")}
+                cpu = f"{1e3 * mem.cpu / max(len(rows), 1):.1f}"
+                out.append((f"{clients} client(s): through `serve openai` (bm25)", rows, seconds,
+                            check_once(rows, ids, True), mem.summary(), cpu))  # fmt: skip
     return out
 
 
@@ -449,19 +432,17 @@ def bench_load_mcp(ba: Any, tools: list[dict[str, Any]], queries: list[str], sea
     """The mcp rows of the load table: ``serve mcp`` over streamable HTTP in front of the fake MCP upstream."""
     import anyio
 
-    from servers.fakes import free_port
+    from servers.listen import wait_announced
 
-    port = free_port()
     # BFCL writes "type": "dict"; an MCP tool's inputSchema is a JSON schema of "type": "object"
     mcp_tools = [{"name": t["function"]["name"], "description": t["function"]["description"],
                   "inputSchema": {**t["function"]["parameters"], "type": "object"}} for t in tools]  # fmt: skip
     (tmp / "tools.json").write_text(json.dumps(mcp_tools), encoding="utf-8")
     upstream = f"{sys.executable} -m servers.fakes mcp --tools {tmp / 'tools.json'}"
     cmd = [sys.executable, "-m", "experiments.cli", "serve", "mcp", "--searcher", str(searcher), "--transport", "http",
-           "--port", str(port), "--upstream-command", upstream]  # fmt: skip
-    url = f"http://127.0.0.1:{port}/mcp"
+           "--port", "0", "--upstream-command", upstream]  # fmt: skip
     with running(cmd, tmp / "mcp.log") as server:
-        wait_http(f"http://127.0.0.1:{port}/", server, tmp / "mcp.log")
+        url = wait_announced(tmp / "mcp.log", server)
         anyio.run(mcp_load, url, queries, mcp_tools[0]["name"], 1, 1.0)
         with Memory(server.pid, min(1.0, ba.duration / 20)) as mem:
             got = anyio.run(mcp_load, url, queries, mcp_tools[0]["name"], ba.clients, ba.duration)

@@ -177,19 +177,25 @@ def _serving(a: o.ServeArgs, tools: str | None = None) -> Any:
 
 
 def _serve_mcp(a: o.ServeMcpArgs) -> int:
+    from contextlib import nullcontext
+
+    from servers.listen import bind
     from servers.mcp_server import SearchSettings, run
 
     settings = SearchSettings(pin=a.pin, min_k=a.min_k, max_k=a.bound())
-    run(_serving(a, a.tools), settings, upstream_command=a.upstream_command, transport=a.transport, host=a.host,
-        port=a.port, path=a.path)  # fmt: skip
+    # the port is bound before the searcher loads: one in use is an error at once
+    with bind(a.host, a.port) if a.transport == "http" else nullcontext() as listener:
+        run(_serving(a, a.tools), settings, upstream_command=a.upstream_command, listener=listener, path=a.path)
     return 0
 
 
 def _serve_openai(a: o.ServeOpenaiArgs) -> int:
+    from servers.listen import bind
     from servers.openai_proxy import ProxyConfig, serve
 
     config = ProxyConfig(a.upstream, a.max_body_bytes, a.timeout, a.min_k, a.bound())
-    serve(_serving(a), config, a.host, a.port)
+    with bind(a.host, a.port) as listener:  # before the searcher loads: a port in use is an error at once
+        serve(_serving(a), config, listener)
     return 0
 
 

@@ -760,9 +760,12 @@ class ServeArgs(SearcherArgs):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        port = getattr(self, "port", 1)
-        if not 0 < port < 65536:
-            raise ValueError(f"--port must lie in 1..65535, got {port}")
+        try:
+            from servers.listen import check_port
+        except ModuleNotFoundError as e:  # the first import of the servers' dependencies a serve command makes
+            raise ValueError(f"shortlist serve needs the serve extra, pip install 'shortlist-depth[serve]' ({e.name} "
+                             "is not installed)") from e  # fmt: skip
+        check_port(getattr(self, "port", 0))
 
 
 @dataclass(frozen=True)
@@ -782,7 +785,7 @@ class ServeMcpArgs(ServeArgs):
         "tools list, an MCP tools/list result, JSON lines of {name, description, parameters})",
     )  # fmt: skip
     transport: str = opt("stdio", "how clients connect", choices=("stdio", "http"))
-    port: int = opt(8000, "with --transport http: the port")
+    port: int = opt(8000, "with --transport http: the port (0: any free one; the log line 'listening on URL' names it)")
     path: str = opt("/mcp", "with --transport http: the endpoint's path")
 
     def __post_init__(self) -> None:
@@ -808,7 +811,7 @@ class ServeOpenaiArgs(ServeArgs):
         "", "base URL of the OpenAI-compatible upstream, as an OpenAI client's base_url (e.g. "
         "https://api.openai.com/v1)", required=True,
     )  # fmt: skip
-    port: int = opt(8080, "the port")
+    port: int = opt(8080, "the port (0: any free one; the log line 'listening on URL' names it)")
     max_body_bytes: int = opt(16 * 2**20, "largest request body accepted (larger: 413)")
     timeout: float = opt(120.0, "seconds the upstream has to connect and to send each part of its answer (then 504)")
 

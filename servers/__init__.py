@@ -7,6 +7,8 @@ Thin layers over :class:`shortlist_depth.ToolSearch` (a handler parses, calls th
   forwarded);
 - :mod:`servers.openai_proxy`: ``shortlist serve openai``: chat-completions requests forwarded to an
   OpenAI-compatible upstream with only the shortlist of their ``tools``;
+- :mod:`servers.listen`: where the HTTP servers listen (the port bound before anything loads; ``--port 0``; the
+  ``listening on URL`` log line);
 - :mod:`servers.fakes`: the fake upstreams the tests and ``shortlist bench`` run on 127.0.0.1.
 
 Needs the ``serve`` extra (``pip install 'shortlist-depth[serve]'``: the MCP Python SDK, Starlette, uvicorn,

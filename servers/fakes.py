@@ -10,6 +10,9 @@
   error (invalid params) when they hold ``"mcp_error": true``.
   ``python -m servers.fakes mcp --tools FILE`` serves it over stdio (the tests' and the bench's upstream).
 - :func:`serve_in_thread`: any ASGI app on 127.0.0.1, a free port, in a background thread.
+
+``python -m servers.fakes openai [--port P]`` serves the fake OpenAI upstream on 127.0.0.1 (port 0 by default: any
+free one) and logs ``fake openai upstream listening on http://127.0.0.1:<port>/v1`` (:mod:`servers.listen`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
 import threading
 import time
 from collections import Counter, deque
@@ -32,7 +34,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from servers import DEFAULT_HOST
+from servers import DEFAULT_HOST, listen
 
 
 @dataclass
@@ -111,32 +113,24 @@ def fake_openai_app(received: Received | None = None, parse: bool = True) -> Sta
     return app
 
 
-def free_port(host: str = DEFAULT_HOST) -> int:
-    """A TCP port free on ``host`` now."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
-def serve_in_thread(app: Any, host: str = DEFAULT_HOST, port: int | None = None) -> Iterator[str]:
-    """Serve an ASGI app with uvicorn in a background thread; yields its base URL (``http://host:port``)."""
-    import uvicorn
-
-    config = uvicorn.Config(app, host=host, port=port or free_port(host), log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError(f"the server on {host}:{config.port} did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://{host}:{config.port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+def serve_in_thread(app: Any, host: str = DEFAULT_HOST, port: int = 0) -> Iterator[str]:
+    """Serve an ASGI app with uvicorn in a background thread (port 0: a free one, bound before the thread starts);
+    yields its base URL (``http://host:port``) once it answers."""
+    with listen.bind(host, port) as listener:
+        server = listen.server(app, listener, "", "fake", log_level="warning", lifespan="on")
+        thread = threading.Thread(target=server.run, args=(listener.sockets,), daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the server on {listener.url()} did not start")
+            time.sleep(0.01)
+        try:
+            yield listener.url()
+        finally:
+            server.should_exit = True
+            thread.join(timeout=30)
 
 
 def fake_mcp_server(tools: Sequence[dict[str, Any]]) -> Any:
@@ -167,18 +161,20 @@ def fake_mcp_server(tools: Sequence[dict[str, Any]]) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m servers.fakes mcp --tools FILE``: the fake MCP upstream over stdio; ``python -m servers.fakes
-    openai --port P [--no-parse]``: the fake OpenAI upstream on 127.0.0.1 (keeping no request bodies)."""
+    openai [--port P] [--no-parse]``: the fake OpenAI upstream on 127.0.0.1 (keeping no request bodies)."""
     p = argparse.ArgumentParser(prog="python -m servers.fakes")
     p.add_argument("kind", choices=["mcp", "openai"])
     p.add_argument("--tools", help="mcp: a JSON file, a list of MCP tools (name, description, inputSchema)")
-    p.add_argument("--port", type=int, default=0, help="openai: the port")
+    p.add_argument("--port", type=int, default=0, help="openai: the port (0, the default: any free one, announced)")
     p.add_argument("--no-parse", action="store_true", help="openai: answer without parsing the body")
     a = p.parse_args(argv)
     if a.kind == "openai":
-        import uvicorn
+        import logging
 
+        logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s %(message)s")  # the announcement
         app = fake_openai_app(Received(keep=0), parse=not a.no_parse)
-        uvicorn.run(app, host=DEFAULT_HOST, port=a.port, log_level="warning", access_log=False)
+        listener = listen.bind(DEFAULT_HOST, a.port)
+        listen.run(app, listener, "/v1", "fake openai upstream", log_level="warning", access_log=False)
         return
     if not a.tools:
         p.error("mcp needs --tools FILE")

@@ -39,7 +39,8 @@ from mcp_types import CallToolResult, Tool, ToolListChangedNotification
 from pydantic import BaseModel
 
 from benchmarks.tools import ToolSchema
-from servers import DEFAULT_HOST
+from servers import listen
+from servers.listen import Listener
 from shortlist_depth.toolsearch import DEFAULT_MAX_K, SearchSpec, Shortlist, ToolSearch
 
 LOG = logging.getLogger("servers.mcp_server")
@@ -201,22 +202,23 @@ async def run_async(
     searcher: ToolSearch | SearchSpec,
     settings: SearchSettings,
     upstream_command: str | None = None,
-    transport: str = "stdio",
-    host: str = DEFAULT_HOST,
-    port: int = 8000,
+    listener: Listener | None = None,
     path: str = "/mcp",
 ) -> None:
-    """Serve until interrupted: over stdio, or streamable HTTP on ``host:port`` at ``path``; with an upstream
-    command, connected to it first (its tools read before the first request)."""
+    """Serve until interrupted: over stdio, or, given a ``listener`` (:func:`servers.listen.bind`), streamable HTTP
+    on it at ``path`` (announced once it answers: ``shortlist serve mcp listening on http://host:port/mcp``); with
+    an upstream command, connected to it first (its tools read before the first request)."""
 
     async def serve(server: ShortlistServer) -> None:
         gc.freeze()  # what is loaded stays: the collector no longer walks it on every request's garbage
-        if transport == "stdio":
+        if listener is None:
             LOG.info("serving %r over stdio", searcher)
             await server.run_stdio_async()
         else:
-            LOG.info("serving %r on http://%s:%d%s", searcher, host, port, path)
-            await server.run_streamable_http_async(host=host, port=port, streamable_http_path=path)
+            LOG.info("serving %r over streamable HTTP", searcher)
+            # the SDK's own run_streamable_http_async, on sockets bound before anything loaded
+            app = server.streamable_http_app(streamable_http_path=path, host=listener.host)
+            await listen.serve(app, listener, path, "shortlist serve mcp", log_level=server.settings.log_level.lower())
 
     if upstream_command is None:
         await serve(ShortlistServer(searcher, settings))

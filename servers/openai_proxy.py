@@ -54,7 +54,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from servers import SERVER_TIMING
+from servers import SERVER_TIMING, listen
+from servers.listen import Listener
 from shortlist_depth.toolsearch import DEFAULT_MAX_K, SearchSpec, ToolSearch
 
 LOG = logging.getLogger("servers.openai_proxy")
@@ -327,11 +328,11 @@ def create_app(searcher: ToolSearch | SearchSpec, config: ProxyConfig) -> Starle
     return Starlette(routes=routes, lifespan=proxy.lifespan)
 
 
-def serve(searcher: ToolSearch | SearchSpec, config: ProxyConfig, host: str, port: int) -> None:
-    """Run the proxy on ``host:port`` until interrupted."""
-    import uvicorn
-
-    LOG.info("shortlist proxy: %r in front of %s on http://%s:%d/v1", searcher, config.upstream, host, port)
+def serve(searcher: ToolSearch | SearchSpec, config: ProxyConfig, listener: Listener) -> None:
+    """Run the proxy on ``listener`` (:func:`servers.listen.bind`) until interrupted; once it answers, it logs
+    ``shortlist serve openai listening on http://host:port/v1``."""
+    LOG.info("shortlist proxy: %r in front of %s", searcher, config.upstream)
     # a client's idle connection is kept 75 s (nginx's default), not uvicorn's 5: on a saturated event loop the
     # keep-alive timer can fire in the same turn as the client's next request arrives, closing it unread
-    uvicorn.run(create_app(searcher, config), host=host, port=port, log_level="info", timeout_keep_alive=75)
+    listen.run(create_app(searcher, config), listener, "/v1", "shortlist serve openai", log_level="info",
+               timeout_keep_alive=75)  # fmt: skip

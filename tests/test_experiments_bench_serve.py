@@ -1,7 +1,8 @@
 """``shortlist bench --sections toolsearch load`` (issue 38): the sections are chosen by their own flag and written
 apart from the study's figures; the generated registry is deterministic and made of real words; the answered-once
 check catches a lost, a duplicated and a failed request; one tiny load run of ``serve openai`` (2 clients, 1 s)
-against the fake upstream answers every request once. The figures are machine-dependent and not asserted."""
+against the fake upstream answers every request once, and one of ``serve mcp`` (2 clients, 1 s) every call. The
+figures are machine-dependent and not asserted."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from test_toolsearch import openai_tools
 
 from experiments.bench_serve import (
+    bench_load_mcp,
     bench_load_openai,
     check_once,
     generated_registry,
@@ -20,6 +22,7 @@ from experiments.bench_serve import (
     proxy_ms,
 )
 from experiments.options import BenchArgs
+from shortlist_depth import TrainedPolicy
 from shortlist_depth.toolsearch import ToolSearch
 
 
@@ -30,7 +33,7 @@ def test_sections_have_their_own_flag_and_file() -> None:
     for bad, match in (({"sections": ("nope",)}, "--sections"), ({"duration": 0.0}, "--duration"),
                        ({"clients": 0}, "--clients")):  # fmt: skip
         with pytest.raises(ValueError, match=match):
-            BenchArgs(**bad)  # type: ignore[arg-type]
+            BenchArgs(**bad)
 
 
 def test_the_generated_registry_is_seeded_and_made_of_the_given_words() -> None:
@@ -73,6 +76,17 @@ def test_a_tiny_load_run_answers_every_request_once(tmp_path: Path) -> None:
     assert 0 < p50 <= p99 and own_times(runs[0][1]) is None
 
 
+def test_a_tiny_mcp_load_run_answers_every_call(tmp_path: Path) -> None:
+    tools = openai_tools()
+    searcher = ToolSearch.from_tools(tools, policy=_fitted()).save(tmp_path / "searcher")
+    ba = types.SimpleNamespace(clients=2, duration=1.0)
+    searched, called = bench_load_mcp(ba, tools, ["book a flight", "get the weather"], searcher, tmp_path)
+    assert searched[0] == "2 clients: `serve mcp` (http), search_tools" and searched[1] and called[1]
+    n = len(searched[1]) + len(called[1])
+    assert searched[3] == called[3] == f"all {n:,} answered, each echo its own call's"
+    assert "MiB" in searched[4] and float(searched[5]) > 0
+
+
 def test_the_proxys_own_time_is_read_from_its_server_timing_entry() -> None:
     assert proxy_ms("shortlist;dur=1.25") == 1.25
     assert proxy_ms("cdn;dur=9, shortlist;dur=0.50") == 0.5
@@ -82,7 +96,7 @@ def test_the_proxys_own_time_is_read_from_its_server_timing_entry() -> None:
     assert p50 == 2.0 and 2.9 < p99 < 3.0
 
 
-def _fitted() -> object:
+def _fitted() -> TrainedPolicy:
     from test_toolsearch import labelled_lists
 
     import shortlist_depth as sd

@@ -17,12 +17,12 @@ import httpx
 import pytest
 from conftest import cli_env
 from mcp import Client, StdioServerParameters
-from test_servers_openai import wait_for_port
 from test_toolsearch import mcp_tools, openai_tools
 
 from experiments import options as o
 from experiments.cli import build, make_parser
-from servers.fakes import Received, fake_openai_app, free_port, serve_in_thread
+from servers.fakes import Received, fake_openai_app, serve_in_thread
+from servers.listen import wait_announced
 from servers.mcp_server import SEARCH_TOOL
 from shortlist_depth import DEFAULT_MAX_K, ToolSearch
 
@@ -54,19 +54,18 @@ def test_the_servers_defaults_are_the_librarys() -> None:
 
 def test_serve_openai_without_a_searcher_sends_the_python_apis_shortlist(tmp_path: Path) -> None:
     received = Received()
-    port = free_port()
     log = tmp_path / "proxy.log"
     with serve_in_thread(fake_openai_app(received)) as upstream:
         cmd = [sys.executable, "-m", "experiments.cli", "serve", "openai", "--upstream", f"{upstream}/v1",
-               "--port", str(port)]  # fmt: skip
+               "--port", "0"]  # fmt: skip
         with log.open("w") as err:
             proc = subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, env=cli_env())
         try:
-            wait_for_port(port, proc, log)
+            base = wait_announced(log, proc)
             sent = []
             for text in REQUESTS:
                 body = {"model": "m", "messages": [{"role": "user", "content": text}], "tools": openai_tools()}
-                r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=60)
+                r = httpx.post(f"{base}/chat/completions", json=body, timeout=60)
                 assert r.status_code == 200 and r.headers["x-shortlist-policy"] == "bor-topp", r.text
                 sent.append([t["function"]["name"] for t in received.requests[-1]["body"]["tools"]])
         finally:

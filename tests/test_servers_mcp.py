@@ -22,10 +22,11 @@ from conftest import REPO, cli_env
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, ToolListChangedNotification
-from test_servers_openai import readme_command, saved_searcher, wait_for_port
+from test_servers_openai import readme_command, saved_searcher
 from test_toolsearch import mcp_tools
 
-from servers.fakes import fake_mcp_server, free_port
+from servers.fakes import fake_mcp_server
+from servers.listen import wait_announced
 from servers.mcp_server import SEARCH_TOOL, SearchSettings, ShortlistServer, Upstream
 from shortlist_depth.toolsearch import ToolSearch
 
@@ -165,25 +166,24 @@ def test_the_readme_command_over_stdio_fronts_an_upstream(searcher_dir: Path, tm
 
 
 def test_streamable_http_on_127_0_0_1(searcher_dir: Path, tmp_path: Path) -> None:
-    port = free_port()
     cmd = [sys.executable, "-m", "experiments.cli", "serve", "mcp", "--searcher", str(searcher_dir),
-           "--transport", "http", "--port", str(port)]  # fmt: skip
+           "--transport", "http", "--port", "0"]  # fmt: skip
     log = tmp_path / "mcp.log"
     with log.open("w") as err:
         proc = subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, env=cli_env())
 
-    async def go() -> None:
-        async with Client(f"http://127.0.0.1:{port}/mcp") as c:
+    async def go(url: str) -> None:
+        async with Client(url) as c:
             answer = await c.call_tool(SEARCH_TOOL, {"query": QUERY})
             assert names(answer)[0] == "book_flight"
 
     try:
-        wait_for_port(port, proc, log)
-        anyio.run(go)
+        url = wait_announced(log, proc)
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", url), url
+        anyio.run(go, url)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    assert f"127.0.0.1:{port}" in log.read_text()
 
 
 def test_the_readme_mcp_client_config_is_a_valid_command_line() -> None:

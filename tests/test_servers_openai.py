@@ -10,6 +10,7 @@ import json
 import logging
 import re
 import shlex
+import socket
 import subprocess
 import sys
 import time
@@ -24,7 +25,9 @@ from starlette.testclient import TestClient
 from test_toolsearch import labelled_lists, openai_tools
 
 import shortlist_depth as sd
-from servers.fakes import Received, fake_openai_app, free_port, serve_in_thread
+from servers import DEFAULT_HOST
+from servers.fakes import Received, fake_openai_app, serve_in_thread
+from servers.listen import wait_announced
 from servers.openai_proxy import ProxyConfig, chosen_tool, create_app, user_text
 from shortlist_depth.toolsearch import ToolSearch
 
@@ -208,9 +211,11 @@ def test_an_upstream_that_times_out_is_a_504(make_proxy: Callable[..., TestClien
 
 
 def test_an_unreachable_upstream_is_a_502(searcher: ToolSearch) -> None:
-    config = ProxyConfig(upstream=f"http://127.0.0.1:{free_port()}/v1", timeout=5)
-    with TestClient(create_app(searcher, config)) as c:
-        r = c.post("/v1/chat/completions", json=chat())
+    with socket.socket() as dead:  # a port bound here and never listened on: every connection is refused
+        dead.bind((DEFAULT_HOST, 0))
+        config = ProxyConfig(upstream=f"http://{DEFAULT_HOST}:{dead.getsockname()[1]}/v1", timeout=5)
+        with TestClient(create_app(searcher, config)) as c:
+            r = c.post("/v1/chat/completions", json=chat())
     assert r.status_code == 502 and r.json()["error"]["code"] == "upstream_unreachable"
 
 
@@ -243,33 +248,21 @@ def readme_command(name: str) -> list[str]:
     return shlex.split(found[0])
 
 
-def wait_for_port(port: int, proc: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
-            return
-        except httpx.TransportError:
-            time.sleep(0.1)
-    raise AssertionError(f"nothing listens on {port}: {log.read_text()}")
-
-
 def test_the_readme_command_serves_and_streams_chunk_by_chunk(
     searcher_dir: Path, upstream: Any, tmp_path: Path
 ) -> None:
     argv = readme_command("openai")
     argv[argv.index("--searcher") + 1] = str(searcher_dir)
     argv[argv.index("--upstream") + 1] = upstream[0] + "/v1"
-    port = free_port()
     log = tmp_path / "proxy.log"
-    cmd = [sys.executable, "-m", "experiments.cli", *argv[1:], "--port", str(port)]
+    cmd = [sys.executable, "-m", "experiments.cli", *argv[1:], "--port", "0"]
     with log.open("w") as err:
         proc = subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, env=cli_env())
     try:
-        wait_for_port(port, proc, log)
+        base = wait_announced(log, proc)
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/v1", base), base
         headers = {"Authorization": f"Bearer {KEY}", "x-fake-chunk-gap": "0.4"}
-        url = f"http://127.0.0.1:{port}/v1/chat/completions"
+        url = f"{base}/chat/completions"
         arrived = []
         with httpx.stream("POST", url, json=chat(stream=True), headers=headers, timeout=30) as r:
             assert r.status_code == 200 and int(r.headers["x-shortlist-k"]) >= 1
