@@ -749,6 +749,10 @@ class ToolsearchPaysArgs(FolderArgs):
             raise ValueError(f"--set: {e}") from e
 
 
+#: The modules of the ``serve`` extra's packages (pyproject.toml), checked before a serve command imports one.
+SERVE_MODULES = ("mcp", "starlette", "uvicorn", "httpx", "sniffio", "msgspec")
+
+
 @dataclass(frozen=True)
 class ServeArgs(SearcherArgs):
     """What every ``shortlist serve`` command takes: the tool search (a saved searcher or the library's defaults),
@@ -760,11 +764,14 @@ class ServeArgs(SearcherArgs):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        try:
-            from servers.listen import check_port
-        except ModuleNotFoundError as e:  # the first import of the servers' dependencies a serve command makes
-            raise ValueError(f"shortlist serve needs the serve extra, pip install 'shortlist-depth[serve]' ({e.name} "
-                             "is not installed)") from e  # fmt: skip
+        import importlib.util
+
+        missing = [m for m in SERVE_MODULES if importlib.util.find_spec(m) is None]
+        if missing:
+            raise ValueError(f"shortlist serve needs the serve extra, pip install 'shortlist-depth[serve]' (not "
+                             f"installed: {', '.join(missing)})")  # fmt: skip
+        from servers.listen import check_port
+
         check_port(getattr(self, "port", 0))
 
 

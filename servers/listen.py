@@ -25,9 +25,11 @@ from typing import Any
 import uvicorn
 
 LOG = logging.getLogger(__name__)
-#: The announcement's words before the URL, and the pattern :func:`wait_announced` reads it with.
+#: The announcement's words before the URL, and the pattern :func:`wait_announced` reads it with: a whole line of
+#: this module's logger (its name and level in the line, as the CLI's and the fakes' log formats write them), so
+#: neither a line half written nor another program's line in the same log (an MCP upstream's) is read.
 ANNOUNCED = "listening on"
-_ANNOUNCED_URL = re.compile(rf"{ANNOUNCED} (http://\S+)")
+_ANNOUNCED_URL = re.compile(rf"^.*{re.escape(__name__)} INFO .* {ANNOUNCED} (http://\S+)\n", re.M)
 #: Connections a listening socket queues (uvicorn's default).
 BACKLOG = 2048
 
@@ -42,7 +44,8 @@ class Listener:
 
     def url(self, path: str = "") -> str:
         """``http://host:port`` and ``path`` (an IPv6 address in brackets)."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
+        host = self.host or "0.0.0.0"  # "": every interface
+        host = f"[{host}]" if ":" in host else host
         return f"http://{host}:{self.port}{path}"
 
     def close(self) -> None:
@@ -57,8 +60,11 @@ class Listener:
 
 
 def bind(host: str, port: int) -> Listener:
-    """Bind and listen on ``port`` on every address ``host`` resolves to (port 0: the system picks a free one, the
-    same on each address), as asyncio's ``create_server`` would (``SO_REUSEADDR``; an IPv6 socket IPv6 only).
+    """Bind and listen on ``port`` on every address ``host`` resolves to (``""``: every interface; port 0: the
+    system picks a free one, the same on each address), with ``SO_REUSEADDR`` and an IPv6 socket IPv6 only, as
+    asyncio's ``create_server`` binds. When ``host`` has several addresses, one this machine cannot take (a
+    family not enabled, like localhost's ``::1`` without IPv6) is skipped; with port 0, a port the system picked
+    that another address has in use is given up for another pick (up to :data:`PICKS` times).
 
     Raises:
         ValueError: the port is out of range (:func:`check_port`), in use or needs privileges, or ``host`` is
@@ -66,36 +72,61 @@ def bind(host: str, port: int) -> Listener:
     """
     check_port(port)
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as e:
         raise ValueError(f"--host {host}: cannot be resolved ({e.strerror})") from e
     addresses = list(dict.fromkeys((family, address) for family, _, _, _, address in infos))
+    picks = 1
+    while True:
+        try:
+            return Listener(host, *_bind_all(addresses, port))
+        except OSError as e:
+            if port == 0 and e.errno == errno.EADDRINUSE and picks < PICKS:
+                picks += 1  # the system's pick on the first address is taken on another: pick again
+                continue
+            raise ValueError(_refused(host, port, e)) from e
+
+
+#: How many times :func:`bind` lets the system pick a port (port 0) for a host of several addresses.
+PICKS = 5
+#: What a socket of one of several addresses may fail with and be skipped: the address or its family is not here.
+_NOT_HERE = (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT, errno.EPROTONOSUPPORT)
+
+
+def _bind_all(addresses: Sequence[tuple[int, tuple]], port: int) -> tuple[int, list[socket.socket]]:
+    """The bound port and a listening socket on each address that is here, all on that port; OSError (every
+    socket closed) when one fails otherwise or none is here."""
     bound: list[socket.socket] = []
     try:
         for family, address in addresses:
-            s = socket.socket(family, socket.SOCK_STREAM)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             try:
+                s = socket.socket(family, socket.SOCK_STREAM)
+            except OSError as e:
+                if e.errno in _NOT_HERE and len(addresses) > 1:
+                    continue
+                raise
+            try:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
                 # the first socket's port (the system's choice when 0 was asked) for every other address
                 s.bind((address[0], bound[0].getsockname()[1] if bound else port, *address[2:]))
+                # listening at once: the port is held (a bound socket that does not listen can be bound again by
+                # another with SO_REUSEADDR); a connection made before the server answers waits in the backlog
+                s.listen(BACKLOG)
             except OSError as e:
                 s.close()
-                if e.errno == errno.EADDRNOTAVAIL and len(addresses) > 1:
-                    continue  # a family not enabled here (localhost's ::1 without IPv6): skipped, as asyncio does
+                if e.errno in _NOT_HERE and len(addresses) > 1:
+                    continue
                 raise
             bound.append(s)
-            # listening at once: the port is held (a bound socket that does not listen can be bound again by
-            # another with SO_REUSEADDR); a connection made before the server answers waits in the backlog
-            s.listen(BACKLOG)
         if not bound:
             raise OSError(errno.EADDRNOTAVAIL, "no address of this machine")
-    except OSError as e:
+    except OSError:
         for s in bound:
             s.close()
-        raise ValueError(_refused(host, port, e)) from e
-    return Listener(host, bound[0].getsockname()[1], bound)
+        raise
+    return bound[0].getsockname()[1], bound
 
 
 def check_port(port: int) -> None:
@@ -124,7 +155,7 @@ class _Announcing(uvicorn.Server):
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
-        if self.started:
+        if self.started and not self.should_exit:  # (a signal during the start: stopping, not answering)
             LOG.info("%s %s %s", self.name, ANNOUNCED, self.url)
 
 
@@ -156,11 +187,12 @@ def wait_announced(log: Path, proc: subprocess.Popen, seconds: float = 120) -> s
     """
     deadline = time.monotonic() + seconds
     while True:
+        exited = proc.poll() is not None  # read before the log, so the log read after holds all it wrote
         text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
         found = _ANNOUNCED_URL.search(text)
         if found:
             return found.group(1)
-        if proc.poll() is not None:
+        if exited:
             raise RuntimeError(f"{_argv(proc.args)} exited ({proc.returncode}) before listening: {text[-2000:]}")
         if time.monotonic() > deadline:
             raise RuntimeError(f"{_argv(proc.args)} announced no URL within {seconds:.0f} s: {text[-2000:]}")

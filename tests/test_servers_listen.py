@@ -5,7 +5,9 @@ the searcher loads. (The servers started as processes with ``--port 0`` are in `
 
 from __future__ import annotations
 
+import errno
 import logging
+import re
 import socket
 import subprocess
 import sys
@@ -17,11 +19,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import REPO
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from experiments.cli import main
+from experiments.options import SERVE_MODULES
 from servers import DEFAULT_HOST, listen
 from servers.listen import bind, wait_announced
 
@@ -53,13 +57,20 @@ def test_a_port_in_use_is_a_one_line_error_before_the_searcher_loads(
 
 
 @pytest.mark.parametrize("server", sorted(SERVE))
-def test_a_free_port_is_released_when_the_searcher_fails(server: str, capsys: pytest.CaptureFixture[str]) -> None:
-    with bind(DEFAULT_HOST, 0) as probe:
-        port = probe.port
-    assert main([*SERVE[server], "--port", str(port)]) == 2
+def test_the_port_is_closed_when_the_searcher_fails(
+    server: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    made: list[listen.Listener] = []
+
+    def recording(host: str, port: int) -> listen.Listener:
+        made.append(bind(host, port))
+        return made[-1]
+
+    monkeypatch.setattr(listen, "bind", recording)  # (the CLI imports it when it serves)
+    assert main([*SERVE[server], "--port", "0"]) == 2
     assert "/nonexistent/searcher" in capsys.readouterr().err
-    with bind(DEFAULT_HOST, port):  # not left bound by the failed start
-        pass
+    (listener,) = made
+    assert listener.sockets and all(s.fileno() == -1 for s in listener.sockets)  # closed, not left to the collector
 
 
 @pytest.mark.parametrize(
@@ -79,13 +90,37 @@ def test_an_impossible_address_is_a_one_line_error(
     assert err.startswith(f"shortlist: error: {said}") and "\n" not in err, err
 
 
-def resolving(monkeypatch: pytest.MonkeyPatch, *ips: str) -> None:
-    """``getaddrinfo`` in :mod:`servers.listen` resolving any host to ``ips`` (IPv4), in order."""
+V4, V6 = socket.AF_INET, socket.AF_INET6
+
+
+def resolving(monkeypatch: pytest.MonkeyPatch, *addresses: tuple[socket.AddressFamily, str]) -> None:
+    """``getaddrinfo`` in :mod:`servers.listen` resolving any host to ``addresses`` (family, ip), in order."""
 
     def fake(host: str, port: int, *args: object, **kw: object) -> list[tuple]:
-        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (ip, port)) for ip in ips]
+        return [(f, socket.SOCK_STREAM, 6, "", (ip, port) if f == V4 else (ip, port, 0, 0)) for f, ip in addresses]
 
     monkeypatch.setattr(listen.socket, "getaddrinfo", fake)
+
+
+def failing(monkeypatch: pytest.MonkeyPatch, create: int | None = None, bind_on: str | None = None) -> list[str]:
+    """``socket.socket`` failing to create a socket of family ``create`` (EAFNOSUPPORT: a kernel without it), and
+    failing once to bind on ``bind_on`` (EADDRINUSE); returns the addresses bound, in order."""
+    real, binds = socket.socket, []
+
+    class Failing(real):  # type: ignore[misc,valid-type]
+        def __init__(self, family: int = -1, *a: object, **kw: object) -> None:
+            if family == create:
+                raise OSError(errno.EAFNOSUPPORT, "Address family not supported by protocol")
+            super().__init__(family, *a, **kw)
+
+        def bind(self, address: tuple) -> None:
+            binds.append(address[0])
+            if address[0] == bind_on and binds.count(bind_on) == 1:
+                raise OSError(errno.EADDRINUSE, "Address already in use")
+            super().bind(address)
+
+    monkeypatch.setattr(socket, "socket", Failing)
+    return binds
 
 
 def test_port_0_binds_one_free_port_on_every_address_of_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -94,17 +129,40 @@ def test_port_0_binds_one_free_port_on_every_address_of_the_host(monkeypatch: py
         with pytest.raises(ValueError, match=f"--port {listener.port}: localhost:{listener.port} is in use"):
             bind("localhost", listener.port)
     assert listen.Listener("::1", 8080, []).url("/mcp") == "http://[::1]:8080/mcp"
-    resolving(monkeypatch, "127.0.0.1", "127.0.0.2")  # a host of two addresses (Linux: all of 127/8 is local)
+    with bind("", 0) as listener:  # every interface
+        assert ("0.0.0.0", listener.port) in [s.getsockname()[:2] for s in listener.sockets]
+        assert listener.url() == f"http://0.0.0.0:{listener.port}"
+    resolving(monkeypatch, (V4, "127.0.0.1"), (V4, "127.0.0.2"))  # two addresses (Linux: all of 127/8 is local)
     with bind("two", 0) as listener:
         port = listener.port
         assert [s.getsockname() for s in listener.sockets] == [("127.0.0.1", port), ("127.0.0.2", port)]
         socket.create_connection(("127.0.0.2", port), timeout=5).close()  # listening already
-    resolving(monkeypatch, "192.0.2.1", "127.0.0.1")  # an address not here among others: skipped, as asyncio does
+
+
+def test_an_address_that_is_not_here_is_skipped_among_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    resolving(monkeypatch, (V4, "192.0.2.1"), (V4, "127.0.0.1"))  # an address of another machine
     with bind("some", 0) as listener:
         assert [s.getsockname()[0] for s in listener.sockets] == ["127.0.0.1"]
-    resolving(monkeypatch, "192.0.2.1")
+    resolving(monkeypatch, (V6, "::1"), (V4, "127.0.0.1"))  # localhost on a kernel without IPv6
+    failing(monkeypatch, create=V6)
+    with bind("localhost", 0) as listener:
+        assert [s.getsockname()[0] for s in listener.sockets] == ["127.0.0.1"]
+    resolving(monkeypatch, (V4, "192.0.2.1"))
     with pytest.raises(ValueError, match="--host none: not an address of this machine"):
         bind("none", 0)
+
+
+def test_a_picked_port_taken_on_another_address_is_picked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    resolving(monkeypatch, (V4, "127.0.0.1"), (V4, "127.0.0.2"))
+    binds = failing(monkeypatch, bind_on="127.0.0.2")
+    with bind("two", 0) as listener:
+        assert binds == ["127.0.0.1", "127.0.0.2", "127.0.0.1", "127.0.0.2"]  # the first pick given up, then kept
+        assert {s.getsockname()[1] for s in listener.sockets} == {listener.port}
+    port = listener.port  # free again
+    binds = failing(monkeypatch, bind_on="127.0.0.2")  # a port asked for is never picked again
+    with pytest.raises(ValueError, match=f"--port {port}: two:{port} is in use"):
+        bind("two", port)
+    assert binds == ["127.0.0.1", "127.0.0.2"]  # tried once
 
 
 def test_the_announcement_comes_once_the_app_has_started_and_names_where_it_answers(
@@ -166,18 +224,34 @@ def test_wait_announced_reads_the_url_or_says_why_there_is_none(tmp_path: Path) 
     try:
         with pytest.raises(RuntimeError, match="announced no URL within 0 s"):
             wait_announced(log, mute, seconds=0.2)
+        # another program's line in the same log (an MCP upstream's), and the announcement half written
+        log.write_text("upstream: listening on http://127.0.0.1:1/\nx servers.listen INFO s listening on http://127.0")
+        with pytest.raises(RuntimeError, match="announced no URL"):
+            wait_announced(log, mute, seconds=0.2)
+        with log.open("a") as out:
+            out.write(".0.1:7/mcp\n")
+        assert wait_announced(log, mute, seconds=5) == "http://127.0.0.1:7/mcp"
     finally:
         mute.kill()
         mute.wait()
 
 
-def test_serve_without_the_serve_extra_says_which_install_is_missing(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("gone", [("uvicorn",), ("mcp", "msgspec")])
+def test_serve_without_the_serve_extra_names_what_is_missing(
+    gone: tuple[str, ...], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.delitem(sys.modules, "servers.listen")
-    monkeypatch.setitem(sys.modules, "uvicorn", None)  # import uvicorn: ModuleNotFoundError, as when not installed
+    for module in gone:
+        monkeypatch.setitem(sys.modules, module, None)  # find_spec: None, as when not installed
     assert main([*SERVE["openai"], "--port", "0"]) == 2
     assert capsys.readouterr().err.strip() == (
-        "shortlist: error: shortlist serve needs the serve extra, pip install 'shortlist-depth[serve]' (uvicorn is "
-        "not installed)"
+        "shortlist: error: shortlist serve needs the serve extra, pip install 'shortlist-depth[serve]' (not "
+        f"installed: {', '.join(gone)})"
     )
+
+
+def test_the_modules_checked_are_the_serve_extras_packages() -> None:
+    import tomllib
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    packages = [re.split(r"[\[<>=!~ ]", spec, maxsplit=1)[0] for spec in extras["serve"]]
+    assert tuple(packages) == SERVE_MODULES
