@@ -22,3 +22,12 @@ DEFAULT_HOST = "127.0.0.1"
 #: The metric name of the OpenAI proxy's own time in the ``server-timing`` header of a chat answer
 #: (``shortlist;dur=<ms>``: :mod:`servers.openai_proxy`).
 SERVER_TIMING = "shortlist"
+#: Where each HTTP server answers ``GET`` (and ``HEAD``) once it has started: 200 and what it serves, a readiness
+#: check for a load balancer or an orchestrator (never forwarded upstream; the OpenAI proxy forwards only ``/v1``).
+HEALTH_PATH = "/healthz"
+
+
+def health(server: str, scorer: str, policy: str, tools: int | None) -> dict[str, object]:
+    """The JSON a server answers at :data:`HEALTH_PATH`: ``status`` ok, the server, its scorer and policy (the
+    method), and the number of tools it searches (None: each request brings its own)."""
+    return {"status": "ok", "server": server, "scorer": scorer, "policy": policy, "tools": tools}

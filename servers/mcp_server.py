@@ -37,9 +37,11 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, Tool, ToolListChangedNotification
 from pydantic import BaseModel
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
 from benchmarks.tools import ToolSchema
-from servers import listen
+from servers import HEALTH_PATH, health, listen
 from servers.listen import Listener
 from shortlist_depth.toolsearch import DEFAULT_MAX_K, SearchSpec, Shortlist, ToolSearch
 
@@ -146,6 +148,17 @@ class ShortlistServer(MCPServer):
             if unknown:
                 raise ValueError(f"--pin: tool(s) not in the searcher's registry: {unknown[:5]}")
         self.add_tool(self.search_tools, name=SEARCH_TOOL, description=SEARCH_DESCRIPTION)
+        self.custom_route(HEALTH_PATH, methods=["GET", "HEAD"])(self.health)  # streamable HTTP only
+
+    async def health(self, request: Request) -> Response:
+        """``GET /healthz`` (streamable HTTP): 200 once started, and what is served (:func:`servers.health`): the
+        tools searched are the upstream's as last listed, or the registry's."""
+        if self.upstream is not None:
+            tools = len(self.upstream.tools)
+        else:
+            assert isinstance(self.searcher, ToolSearch)  # (checked at start)
+            tools = len(self.searcher.tools)
+        return JSONResponse(health("shortlist serve mcp", self.searcher.scorer, self.searcher.policy.method, tools))
 
     async def search_tools(self, query: str) -> SearchAnswer:
         """The shortlist for ``query`` (module docstring)."""

@@ -54,7 +54,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from servers import SERVER_TIMING, listen
+from servers import HEALTH_PATH, SERVER_TIMING, health, listen
 from servers.listen import Listener
 from shortlist_depth.toolsearch import DEFAULT_MAX_K, SearchSpec, ToolSearch
 
@@ -230,6 +230,11 @@ class Proxy:
             yield
         self.client = None
 
+    async def health(self, request: Request) -> Response:
+        """``GET /healthz``: 200 once started, and what is served (:func:`servers.health`)."""
+        spec = self.shortlister.spec
+        return JSONResponse(health("shortlist serve openai", spec.scorer, spec.policy.method, None))
+
     async def chat(self, request: Request) -> Response:
         """``POST /v1/chat/completions``: the shortlist of the request's tools forwarded (module docstring)."""
         raw = await self.body(request)
@@ -322,6 +327,7 @@ def create_app(searcher: ToolSearch | SearchSpec, config: ProxyConfig) -> Starle
     saved searcher's, or :meth:`shortlist_depth.SearchSpec.create`'s defaults)."""
     proxy = Proxy(searcher, config)
     routes = [
+        Route(HEALTH_PATH, proxy.health, methods=["GET", "HEAD"]),
         Route("/v1/chat/completions", proxy.chat, methods=["POST"]),
         Route("/v1/{path:path}", proxy.passthrough, methods=METHODS),
     ]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from conftest import REPO, cli_env
 from mcp import Client, StdioServerParameters
@@ -54,6 +55,19 @@ async def fronting(searcher: ToolSearch, pin: tuple[str, ...] = ()) -> AsyncIter
         upstream = Upstream(up, searcher)
         async with Client(ShortlistServer(searcher, SearchSettings(pin=pin), upstream)) as client:
             yield client, upstream
+
+
+def test_healthz_in_front_of_an_upstream_counts_its_tools(searcher: ToolSearch) -> None:
+    async def go() -> httpx.Response:
+        async with Client(fake_mcp_server(mcp_tools()["tools"][:7])) as up:
+            upstream = Upstream(up, searcher)
+            await upstream.refresh()
+            app = ShortlistServer(searcher, SearchSettings(), upstream).streamable_http_app(host="127.0.0.1")
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as c:
+                return await c.get("/healthz")
+
+    r = anyio.run(go)
+    assert r.status_code == 200 and r.json()["tools"] == 7 and r.json()["server"] == "shortlist serve mcp"
 
 
 def test_search_tools_answers_the_librarys_shortlist(searcher: ToolSearch) -> None:
@@ -181,6 +195,12 @@ def test_streamable_http_on_127_0_0_1(searcher_dir: Path, tmp_path: Path) -> Non
         url = wait_announced(log, proc)
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", url), url
         anyio.run(go, url)
+        health = httpx.get(f"{url.removesuffix('/mcp')}/healthz", timeout=10)
+        saved = ToolSearch.load(searcher_dir)
+        assert health.status_code == 200 and health.json() == {
+            "status": "ok", "server": "shortlist serve mcp", "scorer": saved.scorer,
+            "policy": saved.policy.method, "tools": len(saved.tools),
+        }  # fmt: skip
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -199,6 +199,16 @@ def test_other_paths_pass_unchanged_with_the_key(proxy: TestClient, upstream: An
     assert last(upstream[1])["headers"]["authorization"] == f"Bearer {KEY}"
 
 
+def test_healthz_answers_what_is_served_and_goes_nowhere(proxy: TestClient, upstream: Any, searcher: Any) -> None:
+    before = upstream[1].count
+    r = proxy.get("/healthz")
+    assert r.status_code == 200 and r.json() == {"status": "ok", "server": "shortlist serve openai",
+                                                 "scorer": searcher.scorer, "policy": searcher.policy.method,
+                                                 "tools": None}  # fmt: skip
+    assert proxy.head("/healthz").status_code == 200 and proxy.post("/healthz").status_code == 405
+    assert upstream[1].count == before  # not forwarded
+
+
 def test_upstream_errors_keep_their_status(proxy: TestClient) -> None:
     for status in (401, 429, 503):
         r = proxy.post("/v1/chat/completions", json=chat(), headers={"x-fake-status": str(status)})
@@ -261,6 +271,7 @@ def test_the_readme_command_serves_and_streams_chunk_by_chunk(
     try:
         base = wait_announced(log, proc)
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/v1", base), base
+        assert httpx.get(f"{base.removesuffix('/v1')}/healthz", timeout=10).json()["status"] == "ok"
         headers = {"Authorization": f"Bearer {KEY}", "x-fake-chunk-gap": "0.4"}
         url = f"{base}/chat/completions"
         arrived = []
