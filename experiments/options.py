@@ -553,6 +553,8 @@ class DownstreamArgs:
             raise ValueError("--max-concurrency must be >= 1 and --timeout > 0")
         if any(not math.isfinite(s) or s < 0 for s in self.strengths):
             raise ValueError(f"--strengths must be finite and >= 0, got {list(self.strengths)}")
+        if self.chooser == "openai" and self.base_url:  # (none: "needs --base-url", when it runs)
+            check_base_url(self.base_url, "--base-url")
         _check_folder("--out", self.out)
 
 
@@ -749,6 +751,22 @@ class ToolsearchPaysArgs(FolderArgs):
             raise ValueError(f"--set: {e}") from e
 
 
+def check_base_url(url: str, flag: str) -> None:
+    """ValueError unless ``url`` is a base URL as an OpenAI client's ``base_url``: http(s), a host, a valid port,
+    no query or fragment."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{flag} must be an http(s) URL with a host, got {url!r}")
+    try:
+        _ = parts.port  # (parsed on reading: out of range or not a number raises)
+    except ValueError as e:
+        raise ValueError(f"{flag} {url!r}: {e}") from e
+    if parts.query or parts.fragment:
+        raise ValueError(f"{flag} is a base URL, as an OpenAI client's base_url: no query or fragment, got {url!r}")
+
+
 #: The modules of the ``serve`` extra's packages (pyproject.toml), checked before a serve command imports one.
 SERVE_MODULES = ("mcp", "starlette", "uvicorn", "httpx", "sniffio", "msgspec")
 
@@ -824,8 +842,7 @@ class ServeOpenaiArgs(ServeArgs):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not self.upstream.startswith(("http://", "https://")):
-            raise ValueError(f"--upstream must be an http(s) URL, got {self.upstream!r}")
+        check_base_url(self.upstream, "--upstream")
         if self.max_body_bytes < 1:
             raise ValueError(f"--max-body-bytes must be >= 1, got {self.max_body_bytes}")
         if not (math.isfinite(self.timeout) and self.timeout > 0):

@@ -297,3 +297,25 @@ def test_the_readme_base_url_is_the_proxys_default_address() -> None:
     defaults = o.ServeOpenaiArgs(searcher="s", upstream="http://u")
     assert urls == {f"http://{defaults.host}:{defaults.port}/v1"}
     assert 'OpenAI(base_url="http://127.0.0.1:8080/v1")' in readme
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("localhost:8080/v1", "--upstream must be an http(s) URL with a host, got 'localhost:8080/v1'"),
+        ("ftp://h/v1", "--upstream must be an http(s) URL with a host, got 'ftp://h/v1'"),
+        ("http://", "--upstream must be an http(s) URL with a host, got 'http://'"),
+        ("http://h:99999/v1", "--upstream 'http://h:99999/v1': Port out of range 0-65535"),
+        ("http://h/v1?key=1", "--upstream is a base URL, as an OpenAI client's base_url: no query or fragment"),
+    ],
+)
+def test_an_upstream_that_is_no_base_url_is_a_one_line_error(
+    url: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from experiments.cli import main
+
+    assert main(["serve", "openai", "--upstream", url, "--port", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"shortlist: error: {said}") and "\n" not in err, err
+    assert main(["downstream", "--chooser", "openai", "--base-url", url, "--model", "m", "--dry-run"]) == 2
+    assert capsys.readouterr().err.strip().startswith(f"shortlist: error: {said.replace('--upstream', '--base-url')}")
