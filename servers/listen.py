@@ -4,7 +4,8 @@
   system picks), bound before the searcher loads, so a port in use is a one-line error at once, and a port
   asked as 0 is known. A refused bind is a :class:`ValueError` naming the flag.
 - :func:`run` / :func:`serve`: uvicorn on those sockets; once it answers, the line
-  ``<name> listening on http://<host>:<port><path>`` (logger ``servers.listen``, INFO).
+  ``<name> listening on http://<host>:<port><path>`` (logger ``servers.listen``, INFO), and a warning when an
+  address other machines may reach is listened on (the servers authenticate no one).
 - :func:`wait_announced`: the URL of that line in a server process's log (the tests and ``shortlist bench`` start
   servers with ``--port 0`` and read where they answer, so no port is guessed free and then taken by another).
 """
@@ -12,6 +13,7 @@
 from __future__ import annotations
 
 import errno
+import ipaddress
 import logging
 import re
 import socket
@@ -47,6 +49,11 @@ class Listener:
         host = self.host or "0.0.0.0"  # "": every interface
         host = f"[{host}]" if ":" in host else host
         return f"http://{host}:{self.port}{path}"
+
+    @property
+    def exposed(self) -> list[str]:
+        """The addresses listened on that other machines may reach (not loopback), in order."""
+        return [a for a in (s.getsockname()[0] for s in self.sockets) if not ipaddress.ip_address(a).is_loopback]
 
     def close(self) -> None:
         for s in self.sockets:
@@ -149,14 +156,18 @@ def _refused(host: str, port: int, e: OSError) -> str:
 class _Announcing(uvicorn.Server):
     """uvicorn's server, logging where it answers once its startup (the app's lifespan included) is done."""
 
-    def __init__(self, config: uvicorn.Config, url: str, name: str) -> None:
+    def __init__(self, config: uvicorn.Config, listener: Listener, path: str, name: str) -> None:
         super().__init__(config)
-        self.url, self.name = url, name
+        self.url, self.exposed, self.name = listener.url(path), listener.exposed, name
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started and not self.should_exit:  # (a signal during the start: stopping, not answering)
             LOG.info("%s %s %s", self.name, ANNOUNCED, self.url)
+            if self.exposed:
+                where = ", ".join(self.exposed)
+                LOG.warning("%s: %s may be reached from other machines, and the server authenticates no one (the "
+                            "default --host 127.0.0.1 does not expose it)", self.name, where)  # fmt: skip
 
 
 def server(app: Any, listener: Listener, path: str, name: str, **config: Any) -> uvicorn.Server:
@@ -164,7 +175,7 @@ def server(app: Any, listener: Listener, path: str, name: str, **config: Any) ->
     announcing ``listener.url(path)`` as ``name`` once it answers; start it with ``.serve(listener.sockets)`` or
     ``.run(listener.sockets)``."""
     cfg = uvicorn.Config(app, host=listener.host, port=listener.port, **config)
-    return _Announcing(cfg, listener.url(path), name)
+    return _Announcing(cfg, listener, path, name)
 
 
 async def serve(app: Any, listener: Listener, path: str, name: str, **config: Any) -> None:

@@ -165,9 +165,11 @@ def test_a_picked_port_taken_on_another_address_is_picked_again(monkeypatch: pyt
     assert binds == ["127.0.0.1", "127.0.0.2"]  # tried once
 
 
+@pytest.mark.parametrize("host", [DEFAULT_HOST, ""])
 def test_the_announcement_comes_once_the_app_has_started_and_names_where_it_answers(
-    caplog: pytest.LogCaptureFixture,
+    host: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """And a server other machines may reach (``--host ""``: every interface) says so at once."""
     started = threading.Event()
 
     @asynccontextmanager
@@ -177,26 +179,33 @@ def test_the_announcement_comes_once_the_app_has_started_and_names_where_it_answ
         yield
 
     app = Starlette(routes=[Route("/v1/ping", lambda r: PlainTextResponse("pong"))], lifespan=lifespan)
-    seen: list[tuple[str, bool]] = []
+    seen: list[tuple[int, str, bool]] = []
 
     class Spy(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            seen.append((record.getMessage(), started.is_set()))
+            seen.append((record.levelno, record.getMessage(), started.is_set()))
 
     spy = Spy()
     listen.LOG.addHandler(spy)
     caplog.set_level(logging.INFO, logger=listen.LOG.name)
     try:
-        with bind(DEFAULT_HOST, 0) as listener:
+        with bind(host, 0) as listener:
+            expected = [(logging.INFO, f"test server listening on {listener.url('/v1')}", True)]
+            if host == "":
+                assert "0.0.0.0" in listener.exposed
+                warned = (f"test server: {', '.join(listener.exposed)} may be reached from other machines, and the "
+                          "server authenticates no one (the default --host 127.0.0.1 does not expose it)")  # fmt: skip
+                expected.append((logging.WARNING, warned, True))
+            else:
+                assert listener.exposed == []
             server = listen.server(app, listener, "/v1", "test server", log_level="warning")
             thread = threading.Thread(target=server.run, args=(listener.sockets,), daemon=True)
             thread.start()
             deadline = time.monotonic() + 30
-            while not seen and time.monotonic() < deadline:
+            while len(seen) < len(expected) and time.monotonic() < deadline:
                 time.sleep(0.01)
-            assert seen == [(f"test server listening on http://127.0.0.1:{listener.port}/v1", True)]
-            url = seen[0][0].split()[-1]
-            assert httpx.get(f"{url}/ping", timeout=10).text == "pong"
+            assert seen == expected
+            assert httpx.get(f"http://127.0.0.1:{listener.port}/v1/ping", timeout=10).text == "pong"
             server.should_exit = True
             thread.join(timeout=30)
     finally:
