@@ -206,7 +206,7 @@ def wait_announced(log: Path, proc: subprocess.Popen, seconds: float = 120) -> s
         if exited:
             raise RuntimeError(f"{_argv(proc.args)} exited ({proc.returncode}) before listening: {text[-2000:]}")
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{_argv(proc.args)} announced no URL within {seconds:.0f} s: {text[-2000:]}")
+            raise RuntimeError(f"{_argv(proc.args)} announced no URL within {seconds:g} s: {text[-2000:]}")
         time.sleep(0.05)
 
 

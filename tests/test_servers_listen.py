@@ -231,7 +231,7 @@ def test_wait_announced_reads_the_url_or_says_why_there_is_none(tmp_path: Path) 
     with log.open("w") as out:
         mute = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], stdout=out)
     try:
-        with pytest.raises(RuntimeError, match="announced no URL within 0 s"):
+        with pytest.raises(RuntimeError, match="announced no URL within 0.2 s"):
             wait_announced(log, mute, seconds=0.2)
         # another program's line in the same log (an MCP upstream's), and the announcement half written
         log.write_text("upstream: listening on http://127.0.0.1:1/\nx servers.listen INFO s listening on http://127.0")
