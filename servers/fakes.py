@@ -2,7 +2,9 @@
 
 - :func:`fake_openai_app`: an OpenAI-compatible chat-completions endpoint (ASGI) that records what it received
   (:class:`Received`) and answers at once, streamed (``stream: true``: three ``chat.completion.chunk`` events
-  and ``data: [DONE]``) or not; its answer names the tools it was sent. A request header ``x-fake-status: N``
+  and ``data: [DONE]``) or not; its answer names the tools it was sent. ``POST /v1/responses`` likewise, in the
+  Responses API's shape (streamed: ``response.created``, two ``response.output_text.delta``,
+  ``response.completed``). A request header ``x-fake-status: N``
   makes it answer status N, ``x-fake-delay: S`` makes it wait S seconds first, ``x-fake-chunk-gap: S`` S seconds
   between streamed chunks. ``GET /v1/models`` lists one model.
 - :func:`fake_mcp_server`: an MCP server whose tools are the given ones; a call answers
@@ -57,9 +59,14 @@ class Received:
             self.requests.popleft()
 
 
+def _names(body: dict[str, Any]) -> list[str]:
+    """The names of the tools a request sent (either API's shape; a built-in tool by its type)."""
+    tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
+    return [str(t.get("function", {}).get("name") or t.get("name") or t.get("type")) for t in tools]
+
+
 def _completion(body: dict[str, Any]) -> dict[str, Any]:
-    names = [t.get("function", {}).get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
-    message = {"role": "assistant", "content": "tools: " + ",".join(map(str, names))}
+    message = {"role": "assistant", "content": "tools: " + ",".join(_names(body))}
     return {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": body.get("model", "fake"),
             "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}  # fmt: skip
 
@@ -75,6 +82,29 @@ async def _chunks(body: dict[str, Any], gap: float) -> AsyncIterator[bytes]:
                  "choices": [choice]}  # fmt: skip
         yield f"data: {json.dumps(chunk)}\n\n".encode()
     yield b"data: [DONE]\n\n"
+
+
+def _response(body: dict[str, Any]) -> dict[str, Any]:
+    """A Responses API answer naming the tools sent."""
+    text = {"type": "output_text", "text": "tools: " + ",".join(_names(body)), "annotations": []}
+    output = [{"type": "message", "id": "msg-fake", "role": "assistant", "status": "completed", "content": [text]}]
+    return {"id": "resp-fake", "object": "response", "created_at": 0, "status": "completed",
+            "model": body.get("model", "fake"), "output": output}  # fmt: skip
+
+
+async def _events(body: dict[str, Any], gap: float) -> AsyncIterator[bytes]:
+    """A streamed Responses API answer: created, the text in two deltas, completed (server-sent events)."""
+    done = _response(body)
+    text = done["output"][0]["content"][0]["text"]
+    at = {"item_id": "msg-fake", "output_index": 0, "content_index": 0}
+    events: list[tuple[str, dict[str, Any]]] = [("response.created", {"response": {**done, "status": "in_progress"}})]
+    events += [("response.output_text.delta", {**at, "delta": text[: len(text) // 2]}),
+               ("response.output_text.delta", {**at, "delta": text[len(text) // 2 :]}),
+               ("response.completed", {"response": done})]  # fmt: skip
+    for i, (kind, data) in enumerate(events):
+        if i and gap:
+            await asyncio.sleep(gap)
+        yield f"event: {kind}\ndata: {json.dumps({'type': kind, 'sequence_number': i, **data})}\n\n".encode()
 
 
 def fake_openai_app(received: Received | None = None, parse: bool = True) -> Starlette:
@@ -94,10 +124,12 @@ def fake_openai_app(received: Received | None = None, parse: bool = True) -> Sta
         status = int(request.headers.get("x-fake-status", "200"))
         if status != 200:
             return JSONResponse({"error": {"message": f"fake upstream error {status}", "type": "fake"}}, status)
+        responses = request.url.path.endswith("/responses")
         if body.get("stream") is True:
             gap = float(request.headers.get("x-fake-chunk-gap", "0"))
-            return StreamingResponse(_chunks(body, gap), media_type="text/event-stream")
-        return JSONResponse(_completion(body))
+            events = _events(body, gap) if responses else _chunks(body, gap)
+            return StreamingResponse(events, media_type="text/event-stream")
+        return JSONResponse(_response(body) if responses else _completion(body))
 
     async def models(request: Request) -> Response:
         seen.add({"method": request.method, "path": request.url.path, "headers": dict(request.headers), "body": None})
@@ -106,7 +138,8 @@ def fake_openai_app(received: Received | None = None, parse: bool = True) -> Sta
     async def stats(request: Request) -> Response:
         return JSONResponse({"count": seen.count, "ids": dict(seen.ids)})
 
-    routes = [Route("/v1/chat/completions", chat, methods=["POST"]), Route("/v1/models", models),
+    routes = [Route("/v1/chat/completions", chat, methods=["POST"]), Route("/v1/responses", chat, methods=["POST"]),
+              Route("/v1/models", models),
               Route("/fake/received", stats)]  # fmt: skip
     app = Starlette(routes=routes)
     app.state.received = seen

@@ -10,23 +10,27 @@ every request to the upstream (``--upstream``, the base URL an OpenAI client wou
   saved searcher's; :meth:`~shortlist_depth.SearchSpec.over` the request's own tools; a registry seen before
   costs a hash), K bounded as the library bounds it (``max_k`` :data:`shortlist_depth.DEFAULT_MAX_K` unless
   configured). The tools keep their schemas as sent. A ``tool_choice`` naming a function is pinned: that tool is
-  always sent, first, besides the policy's K.
-- everything else passes unchanged: a chat request without ``tools`` (or with an empty list), and every other
-  path under ``/v1`` (``/v1/models``, ...), any method.
+  always sent, first, besides the policy's K; so are all the functions of an ``allowed_tools`` choice.
+- ``POST /v1/responses`` (the Responses API) likewise, on the text of ``input`` (a string, or the latest user
+  message among its items): its function tools (``{"type": "function", "name", ...}``) are ranked and cut, any
+  other tool (built-in, such as ``web_search``, or custom) is kept, sent first as it was. A request whose input
+  holds no user text (only a tool's output, continuing ``previous_response_id``) goes with every tool.
+- everything else passes unchanged: a request without ``tools`` (or with an empty list, or no function tool), and
+  every other path under ``/v1`` (``/v1/models``, ``/v1/responses/{id}``, ...), any method.
 
 Response headers: ``x-shortlist-k`` (the policy's K for the request), ``x-shortlist-tools`` (``shown/sent``,
 pinned tools included), ``x-shortlist-policy`` (the policy's method), ``server-timing: shortlist;dur=<ms>`` (the
 proxy's own time on the request: from the whole body in hand to the upstream call, parsing, searching and
 serialising included, plus its work on the upstream's answer; not the waits for the client or the upstream); when
-the request went with all its tools or unchanged, ``x-shortlist-fallback`` says why: ``no tools``, ``no user
-text`` (the latest user message has no text), ``searcher error: <exception type>`` (the searcher failed: logged
-with the reason; the request goes with every tool, never dropped).
+the request went with all its tools or unchanged, ``x-shortlist-fallback`` says why: ``no tools``, ``no
+function tools``, ``no user text`` (the latest user message has no text), ``searcher error: <exception type>``
+(the searcher failed: logged with the reason; the request goes with every tool, never dropped).
 
 Passed through: the upstream's status, body and headers (hop-by-hop headers aside); ``stream: true`` responses
 relayed chunk by chunk as they come. Request headers go upstream as sent, ``Authorization`` included; no header
 is ever logged. Errors of the proxy's own are JSON ``{"error": {"message", "type", "code"}}``:
 
-- 400: a chat request body that is not a JSON object;
+- 400: a chat or responses request body that is not a JSON object;
 - 413: a body over ``max_body_bytes`` (checked on ``Content-Length`` and while reading);
 - 502: the upstream cannot be reached; 504: it did not answer within ``timeout`` seconds.
 
@@ -54,6 +58,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from benchmarks.tools import parse_tools
 from servers import HEALTH_PATH, SERVER_TIMING, health, listen
 from servers.listen import Listener
 from shortlist_depth.toolsearch import DEFAULT_MAX_K, SearchSpec, ToolSearch
@@ -118,12 +123,56 @@ def user_text(messages: object) -> str | None:
     return None
 
 
-def chosen_tool(tool_choice: object) -> str | None:
-    """The function a ``tool_choice`` names (``{"type": "function", "function": {"name": ...}}``), else None."""
-    if isinstance(tool_choice, dict) and isinstance(tool_choice.get("function"), dict):
-        name = tool_choice["function"].get("name")
-        return name if isinstance(name, str) else None
-    return None
+def input_text(value: object) -> str | None:
+    """The Responses API's ``input``: the string itself, or the latest user message's text among its items
+    (:func:`user_text`: ``{"role": "user", "content": ...}``, content parts of ``input_text``); None when there is
+    none (e.g. only tool outputs, continuing a previous response)."""
+    if isinstance(value, str):
+        return value if value.strip() else None
+    return user_text(value)
+
+
+def _function_name(ref: object) -> str | None:
+    """The function a tool reference names: ``{"type": "function", "function": {"name"}}`` (Chat Completions) or
+    ``{"type": "function", "name"}`` (Responses)."""
+    if not isinstance(ref, dict) or ref.get("type") != "function":
+        return None
+    name = ref["function"].get("name") if isinstance(ref.get("function"), dict) else ref.get("name")
+    return name if isinstance(name, str) else None
+
+
+def chosen_tools(tool_choice: object) -> list[str]:
+    """The functions a ``tool_choice`` names, in order, in either API's shape: one function (``{"type":
+    "function", ...}``), or the ``allowed_tools`` the model is restricted to (Chat Completions: ``{"type":
+    "allowed_tools", "allowed_tools": {"tools": [...]}}``; Responses: ``{"type": "allowed_tools", "tools": [...]}``);
+    none for ``auto``, ``none``, ``required`` or a built-in tool."""
+    if not isinstance(tool_choice, dict):
+        return []
+    if tool_choice.get("type") == "allowed_tools":
+        allowed = tool_choice.get("allowed_tools")
+        refs = (allowed if isinstance(allowed, dict) else tool_choice).get("tools")
+        names = [_function_name(r) for r in refs] if isinstance(refs, list) else []
+        return [n for n in dict.fromkeys(names) if n is not None]
+    name = _function_name(tool_choice)
+    return [] if name is None else [name]
+
+
+@dataclass(frozen=True)
+class Api:
+    """One shortlisted endpoint: its path under the base URL and the top-level key of the user's text."""
+
+    name: str
+    path: str
+    text_key: str
+
+    def text(self, value: object) -> str | None:
+        """The request's user text, from its ``text_key`` value."""
+        return user_text(value) if self.text_key == "messages" else input_text(value)
+
+
+#: ``POST /v1/chat/completions`` and ``POST /v1/responses``.
+CHAT = Api("chat", "/chat/completions", "messages")
+RESPONSES = Api("responses", "/responses", "input")
 
 
 #: The request body's top level, each value left as its raw JSON bytes (parsed only where needed: a 370-tool
@@ -139,6 +188,18 @@ def _value(raw: msgspec.Raw | None) -> Any:
     return None if raw is None else msgspec.json.decode(raw)
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A tool list made ready once: the searcher over its function tools and where each item is in the list."""
+
+    search: ToolSearch | None
+    """None: the list has no function tool."""
+    ranked: list[int]
+    """The list index of each tool the searcher ranks (its function tools), in the searcher's order."""
+    kept: list[int]
+    """The list indices of the other tools (built-in or custom ones): always sent, first, as they were."""
+
+
 class Shortlister:
     """The tool search's scorer and policy on each request's tools (one prepared searcher per distinct tool list,
     keyed by the sha256 of the list's bytes as sent)."""
@@ -146,49 +207,61 @@ class Shortlister:
     def __init__(self, base: ToolSearch | SearchSpec, config: ProxyConfig) -> None:
         self.spec = base.spec if isinstance(base, ToolSearch) else base
         self.config = config
-        self._searchers: OrderedDict[str, ToolSearch] = OrderedDict()
+        self._prepared: OrderedDict[str, Prepared] = OrderedDict()
 
-    def searcher(self, tools: msgspec.Raw, items: list[msgspec.Raw]) -> ToolSearch:
+    def prepared(self, tools: msgspec.Raw, items: list[msgspec.Raw]) -> Prepared:
         """The searcher of a tool list (``tools``, its raw JSON; ``items``, each tool's), prepared once per distinct
-        list: only then are the tools parsed."""
+        list: only then are the tools parsed. Function tools (``"type": "function"``, either API's shape) are
+        ranked; any other tool is kept."""
         key = hashlib.sha256(tools).hexdigest()
-        if key in self._searchers:
-            self._searchers.move_to_end(key)
-            return self._searchers[key]
-        search = self.spec.over([msgspec.json.decode(item) for item in items])
-        self._searchers[key] = search
-        while len(self._searchers) > self.config.registries_kept:
-            self._searchers.popitem(last=False)
-        return search
+        if key in self._prepared:
+            self._prepared.move_to_end(key)
+            return self._prepared[key]
+        parsed = [msgspec.json.decode(item) for item in items]
+        is_function = [isinstance(t, dict) and t.get("type", "function") == "function" for t in parsed]
+        ranked = [i for i, f in enumerate(is_function) if f]
+        kept = [i for i, f in enumerate(is_function) if not f]
+        search = None
+        if ranked:  # a malformed tool is named by its index in the list, or among the function tools beside others
+            functions = parse_tools([parsed[i] for i in ranked], "the function tools" if kept else "tools")
+            search = self.spec.over_parsed(functions)
+        prepared = Prepared(search, ranked, kept)
+        self._prepared[key] = prepared
+        while len(self._prepared) > self.config.registries_kept:
+            self._prepared.popitem(last=False)
+        return prepared
 
-    def plan(self, raw: bytes, top: dict[str, msgspec.Raw]) -> Plan:
-        """The body to send for one chat request, and its headers (module docstring): the request's own bytes but
-        for ``tools``, which holds the chosen tools' own bytes, in rank order."""
+    def plan(self, raw: bytes, top: dict[str, msgspec.Raw], api: Api = CHAT) -> Plan:
+        """The body to send for one request of ``api``, and its headers (module docstring): the request's own bytes
+        but for ``tools``, which holds the kept tools' and the chosen tools' own bytes, in rank order."""
         try:
             items = ITEMS.decode(top["tools"]) if "tools" in top else []
         except msgspec.ValidationError:  # not a list: not ours to judge
             items = []
         if not items:
             return Plan(raw, {"x-shortlist-fallback": "no tools"})
-        text = user_text(_value(top.get("messages")))
+        text = api.text(_value(top.get(api.text_key)))
         if text is None:
-            LOG.info("chat request with %d tools and no user text: all tools forwarded", len(items))
+            LOG.info("%s request with %d tools and no user text: all tools forwarded", api.name, len(items))
             return Plan(raw, {"x-shortlist-fallback": "no user text"})
         try:
-            search = self.searcher(top["tools"], items)
-            pin = chosen_tool(_value(top.get("tool_choice")))
-            pinned = [pin] if pin is not None and pin in search.index else []
+            ready = self.prepared(top["tools"], items)
+            if ready.search is None:
+                return Plan(raw, {"x-shortlist-fallback": "no function tools"})
+            search = ready.search
+            pinned = [n for n in chosen_tools(_value(top.get("tool_choice"))) if n in search.index]
             shortlist = search.search(text, min_k=self.config.min_k, max_k=self.config.max_k, pinned=pinned)
         except Exception as e:  # the request is never dropped: it goes with every tool
-            LOG.warning("searcher failed on a request with %d tools, all forwarded: %s: %s", len(items),
+            LOG.warning("searcher failed on a %s request with %d tools, all forwarded: %s: %s", api.name, len(items),
                         type(e).__name__, e)  # fmt: skip
             return Plan(raw, {"x-shortlist-fallback": f"searcher error: {type(e).__name__}"})
+        order = ready.kept + [ready.ranked[search.index[name]] for name in shortlist.names]
         headers = {
             "x-shortlist-k": str(shortlist.k),
-            "x-shortlist-tools": f"{len(shortlist.tools)}/{len(items)}",
+            "x-shortlist-tools": f"{len(order)}/{len(items)}",
             "x-shortlist-policy": search.policy.method,
         }
-        chosen = b",".join(bytes(items[search.index[name]]) for name in shortlist.names)
+        chosen = b",".join(bytes(items[i]) for i in order)
         return Plan(ENCODER.encode({**top, "tools": msgspec.Raw(b"[" + chosen + b"]")}), headers)
 
 
@@ -237,6 +310,14 @@ class Proxy:
 
     async def chat(self, request: Request) -> Response:
         """``POST /v1/chat/completions``: the shortlist of the request's tools forwarded (module docstring)."""
+        return await self.shortlisted(request, CHAT)
+
+    async def responses(self, request: Request) -> Response:
+        """``POST /v1/responses``: the shortlist of the request's function tools forwarded (module docstring)."""
+        return await self.shortlisted(request, RESPONSES)
+
+    async def shortlisted(self, request: Request, api: Api) -> Response:
+        """A request of ``api`` forwarded with the shortlist of its tools (module docstring)."""
         raw = await self.body(request)
         if isinstance(raw, Response):
             return raw
@@ -247,11 +328,11 @@ class Proxy:
             return error(400, f"the request body must be a JSON object ({e})", "invalid_json")
         except msgspec.DecodeError as e:
             return error(400, f"the request body is not JSON ({e})", "invalid_json")
-        plan = self.shortlister.plan(raw, top)  # on the event loop: a BM25 search costs about a millisecond
-        LOG.info("chat request: %s (%.1f ms in the proxy)", ", ".join(f"{k[12:]}={v}" for k, v in plan.headers.items()),
-                 1e3 * (time.perf_counter() - t0))  # fmt: skip
+        plan = self.shortlister.plan(raw, top, api)  # on the event loop: a BM25 search costs about a millisecond
+        said = ", ".join(f"{k[12:]}={v}" for k, v in plan.headers.items())
+        LOG.info("%s request: %s (%.1f ms in the proxy)", api.name, said, 1e3 * (time.perf_counter() - t0))
         stream = _value(top.get("stream")) is True
-        return await self.forward(request, "/chat/completions", plan.body, plan.headers, stream, since=t0)
+        return await self.forward(request, api.path, plan.body, plan.headers, stream, since=t0)
 
     async def passthrough(self, request: Request) -> Response:
         """Any other path under ``/v1``: forwarded unchanged."""
@@ -329,6 +410,7 @@ def create_app(searcher: ToolSearch | SearchSpec, config: ProxyConfig) -> Starle
     routes = [
         Route(HEALTH_PATH, proxy.health, methods=["GET", "HEAD"]),
         Route("/v1/chat/completions", proxy.chat, methods=["POST"]),
+        Route("/v1/responses", proxy.responses, methods=["POST"]),
         Route("/v1/{path:path}", proxy.passthrough, methods=METHODS),
     ]
     return Starlette(routes=routes, lifespan=proxy.lifespan)

@@ -28,7 +28,7 @@ import shortlist_depth as sd
 from servers import DEFAULT_HOST
 from servers.fakes import Received, fake_openai_app, serve_in_thread
 from servers.listen import wait_announced
-from servers.openai_proxy import ProxyConfig, chosen_tool, create_app, user_text
+from servers.openai_proxy import ProxyConfig, chosen_tools, create_app, input_text, user_text
 from shortlist_depth.toolsearch import ToolSearch
 
 KEY = "sk-test-5f0c1d2e3a4b"  # a made-up key: must reach the upstream and no log
@@ -141,8 +141,26 @@ def test_the_request_is_the_latest_user_messages_text_string_or_parts() -> None:
     assert user_text(messages) == "find a hotel"
     assert user_text([{"role": "user", "content": [{"type": "image_url"}]}]) is None
     assert user_text([{"role": "system", "content": "hi"}]) is None and user_text("nope") is None
-    assert chosen_tool({"type": "function", "function": {"name": "get_news"}}) == "get_news"
-    assert chosen_tool("auto") is None and chosen_tool("required") is None
+    assert input_text("find a hotel") == "find a hotel" and input_text(" ") is None
+    items = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "find a hotel"}]},
+             {"type": "function_call_output", "call_id": "c1", "output": "42"}]  # fmt: skip
+    assert input_text(items) == "find a hotel" and input_text(items[1:]) is None
+
+
+def chat_refs(*names: str) -> list[dict[str, Any]]:
+    """Chat Completions' references to functions (an ``allowed_tools`` list)."""
+    return [{"type": "function", "function": {"name": n}} for n in names]
+
+
+def test_tool_choice_pins_the_functions_it_names_in_either_apis_shape() -> None:
+    assert chosen_tools({"type": "function", "function": {"name": "get_news"}}) == ["get_news"]  # chat
+    assert chosen_tools({"type": "function", "name": "get_news"}) == ["get_news"]  # responses
+    chat_allowed = {"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": chat_refs("a", "b")}}
+    refs = [{"type": "function", "name": "a"}, {"type": "web_search"}, {"type": "function", "name": "a"}]
+    responses_allowed = {"type": "allowed_tools", "mode": "required", "tools": refs}
+    assert chosen_tools(chat_allowed) == ["a", "b"] and chosen_tools(responses_allowed) == ["a"]
+    for none in ("auto", "none", "required", {"type": "web_search"}, {"type": "function"}, None):
+        assert chosen_tools(none) == []
 
 
 def test_tool_choice_naming_a_tool_pins_it_first(proxy: TestClient, upstream: Any, searcher: Any) -> None:
@@ -181,6 +199,96 @@ def test_a_failing_searcher_forwards_every_tool_and_logs_why(
     assert r.status_code == 200 and r.headers["x-shortlist-fallback"] == "searcher error: DataError"
     assert last(upstream[1])["body"]["tools"] == tools
     assert any("searcher failed" in m and "tools[100]: no tool name" in m for m in caplog.messages)
+
+
+#: A Responses input continuing a previous response with a tool's output only (no user text), and built-in tools.
+TOOL_OUTPUT = [{"type": "function_call_output", "call_id": "c1", "output": "42"}]
+BUILT_IN = [{"type": "web_search"}, {"type": "file_search", "vector_store_ids": ["v"]}]
+
+
+def flat_tools() -> list[dict[str, Any]]:
+    """The generated tools in the Responses API's flat shape."""
+    return [{"type": "function", **t["function"]} for t in openai_tools()]
+
+
+def respond(text: object = "please book my flight now", tools: list | None = None, **extra: Any) -> dict[str, Any]:
+    return {"model": "m", "input": text, "tools": flat_tools() if tools is None else tools, **extra}
+
+
+def test_a_responses_request_goes_with_the_shortlist_of_its_function_tools(
+    proxy: TestClient, upstream: Any, searcher: Any
+) -> None:
+    """Function tools are ranked and cut; a built-in tool is kept, first, as sent."""
+    built_in = {"type": "web_search"}
+    parts = [{"type": "input_text", "text": "please book my flight now"}]
+    items = [{"type": "message", "role": "user", "content": parts}]
+    r = proxy.post("/v1/responses", json=respond(items, [*flat_tools()[:50], built_in, *flat_tools()[50:]]),
+                   headers={"Authorization": f"Bearer {KEY}"})  # fmt: skip
+    assert r.status_code == 200, r.text
+    registry = searcher.with_tools(openai_tools())
+    expected = registry.search("please book my flight now")
+    sent = last(upstream[1])
+    assert sent["path"] == "/v1/responses" and sent["body"]["input"] == items
+    assert sent["body"]["tools"] == [built_in, *[flat_tools()[registry.index[n]] for n in expected.names]]
+    assert r.headers["x-shortlist-k"] == str(expected.k)
+    assert r.headers["x-shortlist-tools"] == f"{len(expected.tools) + 1}/101"
+    assert r.json()["output"][0]["content"][0]["text"] == "tools: web_search," + ",".join(expected.names)
+    assert sent["headers"]["authorization"] == f"Bearer {KEY}"
+
+
+def test_a_responses_tool_choice_is_pinned_and_the_rest_passes(proxy: TestClient, upstream: Any, searcher: Any) -> None:
+    choice = {"type": "function", "name": "list_podcast"}
+    r = proxy.post("/v1/responses", json=respond(tool_choice=choice))
+    names = [t["name"] for t in last(upstream[1])["body"]["tools"]]
+    expected = searcher.with_tools(openai_tools()).search("please book my flight now", pinned=["list_podcast"])
+    assert names == list(expected.names) and names[0] == "list_podcast"
+    assert r.headers["x-shortlist-k"] == str(expected.k)
+    # allowed_tools: every function the model is restricted to is sent, in either API
+    allowed = {"mode": "auto", "tools": chat_refs("list_podcast", "get_news")}
+    restricted = {"type": "allowed_tools", "allowed_tools": allowed}
+    proxy.post("/v1/chat/completions", json=chat(tool_choice=restricted))
+    assert [t["function"]["name"] for t in last(upstream[1])["body"]["tools"]][:2] == ["list_podcast", "get_news"]
+    refs = [{"type": "function", "name": "list_podcast"}, {"type": "function", "name": "get_news"}]
+    proxy.post("/v1/responses", json=respond(tool_choice={"type": "allowed_tools", "mode": "auto", "tools": refs}))
+    assert [t["name"] for t in last(upstream[1])["body"]["tools"]][:2] == ["list_podcast", "get_news"]
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (respond(TOOL_OUTPUT, previous_response_id="r"), "no user text"),
+        (respond(" "), "no user text"),
+        (respond(tools=BUILT_IN), "no function tools"),
+        (respond(tools=[]), "no tools"),
+        ({"model": "m", "input": "hi"}, "no tools"),
+    ],
+)
+def test_responses_requests_it_cannot_improve_pass_unchanged(
+    proxy: TestClient, upstream: Any, body: dict, reason: str
+) -> None:
+    r = proxy.post("/v1/responses", json=body)
+    assert r.status_code == 200 and r.headers["x-shortlist-fallback"] == reason
+    assert last(upstream[1])["body"] == body and "x-shortlist-k" not in r.headers
+
+
+def test_a_malformed_function_tool_beside_a_built_in_one_is_named_among_the_function_tools(
+    proxy: TestClient, upstream: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    tools = [{"type": "web_search"}, *flat_tools()[:3], {"type": "function", "description": "no name"}]
+    with caplog.at_level(logging.WARNING, logger="servers.openai_proxy"):
+        r = proxy.post("/v1/responses", json=respond(tools=tools))
+    assert r.status_code == 200 and r.headers["x-shortlist-fallback"] == "searcher error: DataError"
+    assert last(upstream[1])["body"]["tools"] == tools
+    assert any("a responses request" in m and "the function tools[3]: no tool name" in m for m in caplog.messages)
+
+
+def test_a_streamed_responses_answer_is_relayed(proxy: TestClient) -> None:
+    r = proxy.post("/v1/responses", json=respond(stream=True))
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    events = [e for e in r.text.split("\n\n") if e]
+    kinds = [e.split("\n")[0] for e in events]
+    assert kinds == ["event: response.created", *["event: response.output_text.delta"] * 2, "event: response.completed"]
+    assert "x-shortlist-k" in r.headers
 
 
 def test_streaming_is_relayed(proxy: TestClient, upstream: Any) -> None:
