@@ -291,6 +291,30 @@ def test_a_streamed_responses_answer_is_relayed(proxy: TestClient) -> None:
     assert "x-shortlist-k" in r.headers
 
 
+def test_the_official_openai_sdk_gets_the_shortlist_in_both_apis(proxy: TestClient, searcher: Any) -> None:
+    """The ``openai`` package's client (its requests, its parsing of the answers, streamed or not) through the
+    proxy: the agent's code changes only its base URL."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url="http://testserver/v1", api_key=KEY, http_client=proxy)
+    expected = searcher.with_tools(openai_tools()).search("please book my flight now")
+    shown = "tools: " + ",".join(expected.names)
+    messages: Any = [{"role": "user", "content": "please book my flight now"}]
+    chat_tools: Any = openai_tools()
+    raw = client.chat.completions.with_raw_response.create(model="m", messages=messages, tools=chat_tools)
+    assert raw.parse().choices[0].message.content == shown and raw.headers["x-shortlist-k"] == str(expected.k)
+    chunks: Any = client.chat.completions.create(model="m", messages=messages, tools=chat_tools, stream=True)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == shown
+    tools: Any = [{"type": "web_search"}, *flat_tools()]
+    answer = client.responses.create(model="m", input="please book my flight now", tools=tools)
+    assert answer.output_text == "tools: web_search," + ",".join(expected.names)
+    with client.responses.stream(model="m", input=messages, tools=tools) as events:
+        kinds = [e.type for e in events]
+        assert events.get_final_response().output_text == "tools: web_search," + ",".join(expected.names)
+    delta = "response.output_text.delta"
+    assert kinds == ["response.created", delta, delta, "response.completed"]
+
+
 def test_streaming_is_relayed(proxy: TestClient, upstream: Any) -> None:
     r = proxy.post("/v1/chat/completions", json=chat(stream=True))
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
