@@ -4,9 +4,9 @@
   (:class:`Received`) and answers at once, streamed (``stream: true``: three ``chat.completion.chunk`` events
   and ``data: [DONE]``) or not; its answer names the tools it was sent. ``POST /v1/responses`` likewise, in the
   Responses API's shape (streamed: ``response.created``, two ``response.output_text.delta``,
-  ``response.completed``). A request header ``x-fake-status: N``
-  makes it answer status N, ``x-fake-delay: S`` makes it wait S seconds first, ``x-fake-chunk-gap: S`` S seconds
-  between streamed chunks. ``GET /v1/models`` lists one model.
+  ``response.completed``); ``POST /v1/responses/input_tokens`` answers a count that grows with the body. A
+  request header ``x-fake-status: N`` makes it answer status N, ``x-fake-delay: S`` makes it wait S seconds
+  first, ``x-fake-chunk-gap: S`` S seconds between streamed chunks. ``GET /v1/models`` lists one model.
 - :func:`fake_mcp_server`: an MCP server whose tools are the given ones; a call answers
   ``{"tool": name, "arguments": ...}`` as text, an error result when the arguments hold ``"fail": true``, an MCP
   error (invalid params) when they hold ``"mcp_error": true``.
@@ -62,7 +62,8 @@ class Received:
 def _names(body: dict[str, Any]) -> list[str]:
     """The names of the tools a request sent (either API's shape; a built-in tool by its type)."""
     tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
-    return [str(t.get("function", {}).get("name") or t.get("name") or t.get("type")) for t in tools]
+    named = [t.get("function", {}).get("name") or t.get("custom", {}).get("name") or t.get("name") for t in tools]
+    return [str(n or t.get("type")) for n, t in zip(named, tools, strict=True)]
 
 
 def _completion(body: dict[str, Any]) -> dict[str, Any]:
@@ -135,11 +136,19 @@ def fake_openai_app(received: Received | None = None, parse: bool = True) -> Sta
         seen.add({"method": request.method, "path": request.url.path, "headers": dict(request.headers), "body": None})
         return JSONResponse({"object": "list", "data": [{"id": "fake", "object": "model", "owned_by": "fake"}]})
 
+    async def tokens(request: Request) -> Response:
+        """``POST /v1/responses/input_tokens``: a count that grows with the tools sent (their JSON's length / 4)."""
+        raw = await request.body()
+        body = json.loads(raw) if raw and parse else {}
+        seen.add({"method": request.method, "path": request.url.path, "headers": dict(request.headers), "body": body,
+                  "raw": raw if parse else b""})  # fmt: skip
+        return JSONResponse({"object": "response.input_tokens", "input_tokens": len(json.dumps(body)) // 4})
+
     async def stats(request: Request) -> Response:
         return JSONResponse({"count": seen.count, "ids": dict(seen.ids)})
 
     routes = [Route("/v1/chat/completions", chat, methods=["POST"]), Route("/v1/responses", chat, methods=["POST"]),
-              Route("/v1/models", models),
+              Route("/v1/responses/input_tokens", tokens, methods=["POST"]), Route("/v1/models", models),
               Route("/fake/received", stats)]  # fmt: skip
     app = Starlette(routes=routes)
     app.state.received = seen

@@ -14,7 +14,10 @@ every request to the upstream (``--upstream``, the base URL an OpenAI client wou
 - ``POST /v1/responses`` (the Responses API) likewise, on the text of ``input`` (a string, or the latest user
   message among its items): its function tools (``{"type": "function", "name", ...}``) are ranked and cut, any
   other tool (built-in, such as ``web_search``, or custom) is kept, sent first as it was. A request whose input
-  holds no user text (only a tool's output, continuing ``previous_response_id``) goes with every tool.
+  holds no user text (only a tool's output, continuing ``previous_response_id``) goes with every tool. Functions
+  the hosted ``tool_search`` loads on demand (``defer_loading: true``) are kept too: they are its pool. A
+  ``namespace`` tool is kept whole (its functions are not ranked). ``POST /v1/responses/input_tokens`` is counted
+  with the shortlist its request would be sent with.
 - everything else passes unchanged: a request without ``tools`` (or with an empty list, or no function tool), and
   every other path under ``/v1`` (``/v1/models``, ``/v1/responses/{id}``, ...), any method.
 
@@ -58,7 +61,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from benchmarks.tools import parse_tools
+from benchmarks.corpus import DataError
+from benchmarks.tools import ToolSchema, parse_tool
 from servers import HEALTH_PATH, SERVER_TIMING, health, listen
 from servers.listen import Listener
 from shortlist_depth.toolsearch import DEFAULT_MAX_K, SearchSpec, ToolSearch
@@ -96,7 +100,7 @@ class ProxyConfig:
 
 @dataclass(frozen=True)
 class Plan:
-    """What to send upstream for one chat request: the body and the ``x-shortlist-*`` headers."""
+    """What to send upstream for one request: the body and the ``x-shortlist-*`` headers."""
 
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
@@ -133,9 +137,9 @@ def input_text(value: object) -> str | None:
 
 
 def _function_name(ref: object) -> str | None:
-    """The function a tool reference names: ``{"type": "function", "function": {"name"}}`` (Chat Completions) or
-    ``{"type": "function", "name"}`` (Responses)."""
-    if not isinstance(ref, dict) or ref.get("type") != "function":
+    """The function a tool reference names: ``{"type": "function", "function": {"name"}}`` (Chat Completions; the
+    ``type`` may be left out) or ``{"type": "function", "name"}`` (Responses)."""
+    if not isinstance(ref, dict) or ref.get("type", "function") != "function":  # (vLLM defaults a missing type)
         return None
     name = ref["function"].get("name") if isinstance(ref.get("function"), dict) else ref.get("name")
     return name if isinstance(name, str) else None
@@ -170,9 +174,11 @@ class Api:
         return user_text(value) if self.text_key == "messages" else input_text(value)
 
 
-#: ``POST /v1/chat/completions`` and ``POST /v1/responses``.
+#: ``POST /v1/chat/completions``, ``POST /v1/responses`` and ``POST /v1/responses/input_tokens`` (a request's input
+#: tokens counted as it would be sent: with the shortlist).
 CHAT = Api("chat", "/chat/completions", "messages")
 RESPONSES = Api("responses", "/responses", "input")
+INPUT_TOKENS = Api("responses input_tokens", "/responses/input_tokens", "input")
 
 
 #: The request body's top level, each value left as its raw JSON bytes (parsed only where needed: a 370-tool
@@ -188,6 +194,28 @@ def _value(raw: msgspec.Raw | None) -> Any:
     return None if raw is None else msgspec.json.decode(raw)
 
 
+def _ranked(tool: object) -> bool:
+    """Whether the proxy ranks (and may cut) a tool: a function (``"type": "function"``, or no type), unless it is
+    loaded on demand by the Responses API's hosted tool search (``defer_loading``: the pool that search reads)."""
+    if not isinstance(tool, dict):
+        return False
+    return tool.get("type", "function") == "function" and tool.get("defer_loading") is not True
+
+
+def _checked_tools(items: list[tuple[int, object]]) -> tuple[ToolSchema, ...]:
+    """The function tools parsed, each malformed or repeated one named by its index ``tools[i]`` in the request's
+    list (:func:`benchmarks.tools.parse_tools` would number them among the function tools only)."""
+    tools: list[ToolSchema] = []
+    first: dict[str, int] = {}
+    for i, item in items:
+        tool = parse_tool(item, f"tools[{i}]")
+        if tool.name in first:
+            raise DataError(f"tools[{i}] ({tool.name!r}): duplicate tool name (first at tools[{first[tool.name]}])")
+        first[tool.name] = i
+        tools.append(tool)
+    return tuple(tools)
+
+
 @dataclass(frozen=True)
 class Prepared:
     """A tool list made ready once: the searcher over its function tools and where each item is in the list."""
@@ -197,7 +225,8 @@ class Prepared:
     ranked: list[int]
     """The list index of each tool the searcher ranks (its function tools), in the searcher's order."""
     kept: list[int]
-    """The list indices of the other tools (built-in or custom ones): always sent, first, as they were."""
+    """The list indices of the other tools (built-in, custom or namespace ones, and functions the hosted tool search
+    loads on demand): always sent, first, as they were."""
 
 
 class Shortlister:
@@ -218,13 +247,11 @@ class Shortlister:
             self._prepared.move_to_end(key)
             return self._prepared[key]
         parsed = [msgspec.json.decode(item) for item in items]
-        is_function = [isinstance(t, dict) and t.get("type", "function") == "function" for t in parsed]
-        ranked = [i for i, f in enumerate(is_function) if f]
-        kept = [i for i, f in enumerate(is_function) if not f]
+        ranked = [i for i, t in enumerate(parsed) if _ranked(t)]
+        kept = [i for i, t in enumerate(parsed) if not _ranked(t)]
         search = None
-        if ranked:  # a malformed tool is named by its index in the list, or among the function tools beside others
-            functions = parse_tools([parsed[i] for i in ranked], "the function tools" if kept else "tools")
-            search = self.spec.over_parsed(functions)
+        if ranked:  # a malformed or repeated tool named by its index in the request's list
+            search = self.spec.over_parsed(_checked_tools([(i, parsed[i]) for i in ranked]))
         prepared = Prepared(search, ranked, kept)
         self._prepared[key] = prepared
         while len(self._prepared) > self.config.registries_kept:
@@ -315,6 +342,10 @@ class Proxy:
     async def responses(self, request: Request) -> Response:
         """``POST /v1/responses``: the shortlist of the request's function tools forwarded (module docstring)."""
         return await self.shortlisted(request, RESPONSES)
+
+    async def input_tokens(self, request: Request) -> Response:
+        """``POST /v1/responses/input_tokens``: counted with the shortlist the request would be sent with."""
+        return await self.shortlisted(request, INPUT_TOKENS)
 
     async def shortlisted(self, request: Request, api: Api) -> Response:
         """A request of ``api`` forwarded with the shortlist of its tools (module docstring)."""
@@ -411,6 +442,7 @@ def create_app(searcher: ToolSearch | SearchSpec, config: ProxyConfig) -> Starle
         Route(HEALTH_PATH, proxy.health, methods=["GET", "HEAD"]),
         Route("/v1/chat/completions", proxy.chat, methods=["POST"]),
         Route("/v1/responses", proxy.responses, methods=["POST"]),
+        Route("/v1/responses/input_tokens", proxy.input_tokens, methods=["POST"]),
         Route("/v1/{path:path}", proxy.passthrough, methods=METHODS),
     ]
     return Starlette(routes=routes, lifespan=proxy.lifespan)

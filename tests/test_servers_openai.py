@@ -145,6 +145,9 @@ def test_the_request_is_the_latest_user_messages_text_string_or_parts() -> None:
     items = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "find a hotel"}]},
              {"type": "function_call_output", "call_id": "c1", "output": "42"}]  # fmt: skip
     assert input_text(items) == "find a hotel" and input_text(items[1:]) is None
+    easy = [{"role": "user", "content": "find a hotel"}, {"role": "developer", "content": "be brief"},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}]  # fmt: skip
+    assert input_text(easy) == "find a hotel"  # a developer or system message after it is not the request
 
 
 def chat_refs(*names: str) -> list[dict[str, Any]]:
@@ -271,24 +274,83 @@ def test_responses_requests_it_cannot_improve_pass_unchanged(
     assert last(upstream[1])["body"] == body and "x-shortlist-k" not in r.headers
 
 
-def test_a_malformed_function_tool_beside_a_built_in_one_is_named_among_the_function_tools(
-    proxy: TestClient, upstream: Any, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize(
+    ("bad", "said"),
+    [
+        ({"type": "function", "description": "no name"}, "tools[4]: no tool name"),
+        (
+            {"type": "function", "name": "get_weather"},
+            "tools[4] ('get_weather'): duplicate tool name (first at tools[1])",
+        ),
+    ],
+)
+def test_a_malformed_function_tool_beside_a_built_in_one_is_named_by_its_index_in_the_request(
+    proxy: TestClient, upstream: Any, caplog: pytest.LogCaptureFixture, bad: dict, said: str
 ) -> None:
-    tools = [{"type": "web_search"}, *flat_tools()[:3], {"type": "function", "description": "no name"}]
+    tools = [{"type": "web_search"}, *flat_tools()[:3], bad]
+    assert flat_tools()[0]["name"] == "get_weather"
     with caplog.at_level(logging.WARNING, logger="servers.openai_proxy"):
         r = proxy.post("/v1/responses", json=respond(tools=tools))
     assert r.status_code == 200 and r.headers["x-shortlist-fallback"] == "searcher error: DataError"
     assert last(upstream[1])["body"]["tools"] == tools
-    assert any("a responses request" in m and "the function tools[3]: no tool name" in m for m in caplog.messages)
+    assert any("a responses request" in m and said in m for m in caplog.messages), caplog.messages
 
 
-def test_a_streamed_responses_answer_is_relayed(proxy: TestClient) -> None:
+def test_custom_tools_and_the_tool_searchs_pool_are_kept_in_either_api(
+    proxy: TestClient, upstream: Any, searcher: Any
+) -> None:
+    """A tool that is not a function is kept, first; so are functions the hosted tool search loads on demand
+    (``defer_loading``): cutting them would empty its pool."""
+    expected = searcher.with_tools(openai_tools()).search("please book my flight now").names
+    custom = {"type": "custom", "custom": {"name": "sql", "description": "Run SQL."}}
+    proxy.post("/v1/chat/completions", json=chat(tools=[*openai_tools(), custom]))
+    sent = last(upstream[1])["body"]["tools"]
+    assert sent[0] == custom and [t["function"]["name"] for t in sent[1:]] == list(expected)
+    deferred = [{**t, "defer_loading": True} for t in flat_tools()[60:]]
+    tools = [*flat_tools()[:60], {"type": "tool_search"}, *deferred, {"type": "custom", "name": "sql"}]
+    r = proxy.post("/v1/responses", json=respond(tools=tools))
+    sent = last(upstream[1])["body"]["tools"]
+    kept = [{"type": "tool_search"}, *deferred, {"type": "custom", "name": "sql"}]
+    shown = searcher.with_tools(openai_tools()[:60]).search("please book my flight now").names
+    assert sent[: len(kept)] == kept and [t["name"] for t in sent[len(kept) :]] == list(shown)
+    assert r.headers["x-shortlist-tools"] == f"{len(kept) + len(shown)}/{len(tools)}"
+
+
+def test_an_untyped_tool_choice_still_pins_its_function(proxy: TestClient, upstream: Any) -> None:
+    """vLLM and servers like it default a tool_choice's missing ``type`` to ``function``."""
+    proxy.post("/v1/chat/completions", json=chat(tool_choice={"function": {"name": "list_podcast"}}))
+    assert last(upstream[1])["body"]["tools"][0]["function"]["name"] == "list_podcast"
+
+
+def test_a_responses_request_keeps_its_own_bytes_but_for_the_tools(proxy: TestClient, upstream: Any) -> None:
+    import msgspec
+
+    raw = json.dumps(respond(instructions="Be brief.", temperature=0.5, store=False), indent=2).encode()
+    proxy.post("/v1/responses", content=raw, headers={"content-type": "application/json"})
+    top = msgspec.json.Decoder(dict[str, msgspec.Raw])
+    given, sent = top.decode(raw), top.decode(last(upstream[1])["raw"])
+    assert list(sent) == list(given) and all(bytes(sent[k]) == bytes(given[k]) for k in given if k != "tools")
+    items = msgspec.json.Decoder(list[msgspec.Raw]).decode(sent["tools"])
+    assert 0 < len(items) < 100 and all(bytes(i) in bytes(given["tools"]) for i in items)
+
+
+def test_input_tokens_are_counted_with_the_shortlist(proxy: TestClient, upstream: Any) -> None:
+    r = proxy.post("/v1/responses/input_tokens", json=respond())
+    sent = last(upstream[1])
+    assert sent["path"] == "/v1/responses/input_tokens" and 0 < len(sent["body"]["tools"]) < 100
+    assert r.status_code == 200 and r.json()["input_tokens"] == len(json.dumps(sent["body"])) // 4
+    assert r.headers["x-shortlist-tools"] == f"{len(sent['body']['tools'])}/100"
+
+
+def test_a_streamed_responses_answer_is_relayed(proxy: TestClient, upstream: Any, searcher: Any) -> None:
     r = proxy.post("/v1/responses", json=respond(stream=True))
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
     events = [e for e in r.text.split("\n\n") if e]
     kinds = [e.split("\n")[0] for e in events]
     assert kinds == ["event: response.created", *["event: response.output_text.delta"] * 2, "event: response.completed"]
-    assert "x-shortlist-k" in r.headers
+    expected = searcher.with_tools(openai_tools()).search("please book my flight now").names
+    assert [t["name"] for t in last(upstream[1])["body"]["tools"]] == list(expected)
+    assert r.headers["x-shortlist-k"] == str(len(expected))
 
 
 def test_the_official_openai_sdk_gets_the_shortlist_in_both_apis(proxy: TestClient, searcher: Any) -> None:
