@@ -3,8 +3,9 @@
 - :func:`fake_openai_app`: an OpenAI-compatible chat-completions endpoint (ASGI) that records what it received
   (:class:`Received`) and answers at once, streamed (``stream: true``: three ``chat.completion.chunk`` events
   and ``data: [DONE]``) or not; its answer names the tools it was sent. ``POST /v1/responses`` likewise, in the
-  Responses API's shape (streamed: ``response.created``, two ``response.output_text.delta``,
-  ``response.completed``); ``POST /v1/responses/input_tokens`` answers a count that grows with the body. A
+  Responses API's shape, its id ``resp-fake-<n>`` (n: the requests received so far; streamed:
+  ``response.created``, two ``response.output_text.delta``, ``response.completed``);
+  ``POST /v1/responses/input_tokens`` answers a count that grows with the body. A
   request header ``x-fake-status: N`` makes it answer status N, ``x-fake-delay: S`` makes it wait S seconds
   first, ``x-fake-chunk-gap: S`` S seconds between streamed chunks. ``GET /v1/models`` lists one model.
 - :func:`fake_mcp_server`: an MCP server whose tools are the given ones; a call answers
@@ -85,17 +86,17 @@ async def _chunks(body: dict[str, Any], gap: float) -> AsyncIterator[bytes]:
     yield b"data: [DONE]\n\n"
 
 
-def _response(body: dict[str, Any]) -> dict[str, Any]:
-    """A Responses API answer naming the tools sent."""
+def _response(body: dict[str, Any], rid: str = "resp-fake") -> dict[str, Any]:
+    """A Responses API answer (id ``rid``) naming the tools sent."""
     text = {"type": "output_text", "text": "tools: " + ",".join(_names(body)), "annotations": []}
     output = [{"type": "message", "id": "msg-fake", "role": "assistant", "status": "completed", "content": [text]}]
-    return {"id": "resp-fake", "object": "response", "created_at": 0, "status": "completed",
+    return {"id": rid, "object": "response", "created_at": 0, "status": "completed",
             "model": body.get("model", "fake"), "output": output}  # fmt: skip
 
 
-async def _events(body: dict[str, Any], gap: float) -> AsyncIterator[bytes]:
+async def _events(body: dict[str, Any], gap: float, rid: str) -> AsyncIterator[bytes]:
     """A streamed Responses API answer: created, the text in two deltas, completed (server-sent events)."""
-    done = _response(body)
+    done = _response(body, rid)
     text = done["output"][0]["content"][0]["text"]
     at = {"item_id": "msg-fake", "output_index": 0, "content_index": 0}
     events: list[tuple[str, dict[str, Any]]] = [("response.created", {"response": {**done, "status": "in_progress"}})]
@@ -125,12 +126,12 @@ def fake_openai_app(received: Received | None = None, parse: bool = True) -> Sta
         status = int(request.headers.get("x-fake-status", "200"))
         if status != 200:
             return JSONResponse({"error": {"message": f"fake upstream error {status}", "type": "fake"}}, status)
-        responses = request.url.path.endswith("/responses")
+        responses, rid = request.url.path.endswith("/responses"), f"resp-fake-{seen.count}"
         if body.get("stream") is True:
             gap = float(request.headers.get("x-fake-chunk-gap", "0"))
-            events = _events(body, gap) if responses else _chunks(body, gap)
+            events = _events(body, gap, rid) if responses else _chunks(body, gap)
             return StreamingResponse(events, media_type="text/event-stream")
-        return JSONResponse(_response(body) if responses else _completion(body))
+        return JSONResponse(_response(body, rid) if responses else _completion(body))
 
     async def models(request: Request) -> Response:
         seen.add({"method": request.method, "path": request.url.path, "headers": dict(request.headers), "body": None})

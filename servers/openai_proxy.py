@@ -14,10 +14,12 @@ every request to the upstream (``--upstream``, the base URL an OpenAI client wou
 - ``POST /v1/responses`` (the Responses API) likewise, on the text of ``input`` (a string, or the latest user
   message among its items): its function tools (``{"type": "function", "name", ...}``) are ranked and cut, any
   other tool (built-in, such as ``web_search``, or custom) is kept, sent first as it was. A request whose input
-  holds no user text (only a tool's output, continuing ``previous_response_id``) goes with every tool. Functions
-  the hosted ``tool_search`` loads on demand (``defer_loading: true``) are kept too: they are its pool. A
-  ``namespace`` tool is kept whole (its functions are not ranked). ``POST /v1/responses/input_tokens`` is counted
-  with the shortlist its request would be sent with.
+  holds no user text (only a tool's output) and continues a response (``previous_response_id``) the proxy
+  answered is shortlisted on the text that response's request was (kept by response id, the last
+  ``responses_kept``; ``x-shortlist-text: previous response``); continuing another, it goes with every tool.
+  Functions the hosted ``tool_search`` loads on demand (``defer_loading: true``) are kept too: they are its
+  pool. A ``namespace`` tool is kept whole (its functions are not ranked). ``POST /v1/responses/input_tokens``
+  is counted with the shortlist its request would be sent with.
 - everything else passes unchanged: a request without ``tools`` (or with an empty list, or no function tool), and
   every other path under ``/v1`` (``/v1/models``, ``/v1/responses/{id}``, ...), any method.
 
@@ -48,9 +50,10 @@ import hashlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import httpx
@@ -96,6 +99,9 @@ class ProxyConfig:
     """Show at most this many ranked tools (the library's default bound; None: no bound)."""
     registries_kept: int = 32
     """Distinct tool lists whose prepared searchers are kept (least recently used dropped)."""
+    responses_kept: int = 1024
+    """Responses API answers whose request text is kept, by response id, for a request continuing one
+    (``previous_response_id``) with no user text of its own (least recently used dropped)."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,8 @@ class Plan:
 
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
+    text: str | None = None
+    """The user text the tools were shortlisted on (None: not shortlisted)."""
 
 
 def error(status: int, message: str, code: str) -> JSONResponse:
@@ -229,6 +237,35 @@ class Prepared:
     loads on demand): always sent, first, as they were."""
 
 
+def _top_level(data: bytes) -> dict[str, msgspec.Raw]:
+    """A JSON object's top level, each value raw; empty when ``data`` is not one."""
+    try:
+        return TOP_LEVEL.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return {}
+
+
+#: How much of a streamed answer is read for its first event (``response.created``) before giving up.
+FIRST_EVENT_BYTES = 1 << 16
+
+
+async def _watching(chunks: AsyncIterator[bytes], seen_id: Callable[[str], None]) -> AsyncIterator[bytes]:
+    """``chunks`` relayed unchanged as they come; the response id of the stream's first server-sent event
+    (``response.created``: ``data: {"response": {"id": ...}}``) to ``seen_id``."""
+    head: bytes | None = b""
+    async for chunk in chunks:
+        if head is not None:
+            head += chunk
+            end = min((i for i in (head.find(b"\n\n"), head.find(b"\r\n\r\n")) if i >= 0), default=-1)
+            if end >= 0 or len(head) > FIRST_EVENT_BYTES:
+                data = b"".join(line[5:] for line in head[: max(end, 0)].splitlines() if line.startswith(b"data:"))
+                created = _value(_top_level(data).get("response"))
+                if isinstance(created, dict) and isinstance(created.get("id"), str):
+                    seen_id(created["id"])
+                head = None
+        yield chunk
+
+
 class Shortlister:
     """The tool search's scorer and policy on each request's tools (one prepared searcher per distinct tool list,
     keyed by the sha256 of the list's bytes as sent)."""
@@ -237,6 +274,18 @@ class Shortlister:
         self.spec = base.spec if isinstance(base, ToolSearch) else base
         self.config = config
         self._prepared: OrderedDict[str, Prepared] = OrderedDict()
+        self._texts: OrderedDict[str, str] = OrderedDict()
+
+    def remember(self, response_id: str, text: str) -> None:
+        """Keep the user text a Responses API answer's request was shortlisted on, by the answer's id."""
+        self._texts[response_id] = text
+        self._texts.move_to_end(response_id)
+        while len(self._texts) > self.config.responses_kept:
+            self._texts.popitem(last=False)
+
+    def recall(self, previous: object) -> str | None:
+        """The text kept for ``previous`` (a ``previous_response_id``), else None."""
+        return self._texts.get(previous) if isinstance(previous, str) else None
 
     def prepared(self, tools: msgspec.Raw, items: list[msgspec.Raw]) -> Prepared:
         """The searcher of a tool list (``tools``, its raw JSON; ``items``, each tool's), prepared once per distinct
@@ -267,7 +316,10 @@ class Shortlister:
             items = []
         if not items:
             return Plan(raw, {"x-shortlist-fallback": "no tools"})
-        text = api.text(_value(top.get(api.text_key)))
+        text, said = api.text(_value(top.get(api.text_key))), {}
+        if text is None and api.text_key == "input":  # a tool's output continuing a response: its request's text
+            text = self.recall(_value(top.get("previous_response_id")))
+            said = {"x-shortlist-text": "previous response"} if text is not None else {}
         if text is None:
             LOG.info("%s request with %d tools and no user text: all tools forwarded", api.name, len(items))
             return Plan(raw, {"x-shortlist-fallback": "no user text"})
@@ -287,9 +339,10 @@ class Shortlister:
             "x-shortlist-k": str(shortlist.k),
             "x-shortlist-tools": f"{len(order)}/{len(items)}",
             "x-shortlist-policy": search.policy.method,
+            **said,
         }
         chosen = b",".join(bytes(items[i]) for i in order)
-        return Plan(ENCODER.encode({**top, "tools": msgspec.Raw(b"[" + chosen + b"]")}), headers)
+        return Plan(ENCODER.encode({**top, "tools": msgspec.Raw(b"[" + chosen + b"]")}), headers, text)
 
 
 async def read_body(request: Request, limit: int) -> bytes | None:
@@ -363,7 +416,10 @@ class Proxy:
         said = ", ".join(f"{k[12:]}={v}" for k, v in plan.headers.items())
         LOG.info("%s request: %s (%.1f ms in the proxy)", api.name, said, 1e3 * (time.perf_counter() - t0))
         stream = _value(top.get("stream")) is True
-        return await self.forward(request, api.path, plan.body, plan.headers, stream, since=t0)
+        seen_id = None
+        if api is RESPONSES and plan.text is not None:  # its answer's id keeps the text for a request continuing it
+            seen_id = partial(self.shortlister.remember, text=plan.text)
+        return await self.forward(request, api.path, plan.body, plan.headers, stream, since=t0, seen_id=seen_id)
 
     async def passthrough(self, request: Request) -> Response:
         """Any other path under ``/v1``: forwarded unchanged."""
@@ -391,11 +447,13 @@ class Proxy:
         extra: dict[str, str],
         stream: bool,
         since: float | None = None,
+        seen_id: Callable[[str], None] | None = None,
     ) -> Response:
         """Send ``content`` to the upstream's ``path``; its answer relayed (streamed when ``stream``). With ``since``
         (``time.perf_counter()`` when the proxy's own work on the request began), the answer carries
         ``server-timing: shortlist;dur=<ms>``: the proxy's own time, that work up to the upstream call plus its
-        work on the upstream's answer (not the waits for the upstream)."""
+        work on the upstream's answer (not the waits for the upstream). With ``seen_id``, the id of a successful
+        Responses API answer (its JSON's ``id``, or the first event's ``response.id`` when streamed) goes to it."""
         assert self.client is not None, "the proxy's lifespan has not started"
         sent = self.client.build_request(request.method, path, content=content, headers=_forwarded(request.headers),
                                          params=str(request.query_params))  # fmt: skip
@@ -410,7 +468,10 @@ class Proxy:
             t1 = time.perf_counter()
             headers = self._answer_headers(resp, extra, since, before, t1)
             closing = BackgroundTask(resp.aclose)
-            return StreamingResponse(resp.aiter_raw(), resp.status_code, headers, background=closing)
+            chunks = resp.aiter_raw()
+            if seen_id is not None and resp.status_code == 200:
+                chunks = _watching(chunks, seen_id)
+            return StreamingResponse(chunks, resp.status_code, headers, background=closing)
         try:
             data = b"".join([chunk async for chunk in resp.aiter_raw()])
         except httpx.TimeoutException:
@@ -420,6 +481,10 @@ class Proxy:
             return error(502, f"the upstream's answer broke off ({type(e).__name__})", "upstream_unreachable")
         finally:
             await resp.aclose()
+        if seen_id is not None and resp.status_code == 200:
+            response_id = _value(_top_level(data).get("id"))
+            if isinstance(response_id, str):
+                seen_id(response_id)
         return Response(data, resp.status_code, self._answer_headers(resp, extra, since, before, time.perf_counter()))
 
     @staticmethod

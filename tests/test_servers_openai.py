@@ -334,6 +334,41 @@ def test_a_responses_request_keeps_its_own_bytes_but_for_the_tools(proxy: TestCl
     assert 0 < len(items) < 100 and all(bytes(i) in bytes(given["tools"]) for i in items)
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_response_continued_with_a_tools_output_is_shortlisted_on_its_requests_text(
+    make_proxy: Callable[..., TestClient], upstream: Any, searcher: Any, stream: bool
+) -> None:
+    """An agent loop on the Responses API: the next request holds only the tool's output and the previous
+    response's id; the proxy remembers the text that response's request was shortlisted on (its id read from the
+    answer, or from the stream's first event), along the whole chain."""
+    proxy = make_proxy(responses_kept=2)
+    expected = searcher.with_tools(openai_tools()).search("please book my flight now").names
+
+    def sent(r: Any) -> list[str]:
+        assert r.status_code == 200
+        return [t["name"] for t in last(upstream[1])["body"]["tools"]]
+
+    def answer_id(r: Any) -> str:
+        if not stream:
+            return str(r.json()["id"])
+        created = json.loads(r.text.split("\n\n")[0].split("data: ", 1)[1])
+        return str(created["response"]["id"])
+
+    first = proxy.post("/v1/responses", json=respond(stream=stream))
+    assert sent(first) == list(expected) and "x-shortlist-text" not in first.headers
+    rid = answer_id(first)
+    for _ in range(2):  # the text carries along the chain
+        follow = proxy.post("/v1/responses", json=respond(TOOL_OUTPUT, previous_response_id=rid, stream=stream))
+        assert sent(follow) == list(expected) and follow.headers["x-shortlist-text"] == "previous response"
+        rid = answer_id(follow)
+    unknown = proxy.post("/v1/responses", json=respond(TOOL_OUTPUT, previous_response_id="resp-other"))
+    assert unknown.headers["x-shortlist-fallback"] == "no user text" and len(sent(unknown)) == 100
+    for _ in range(2):  # two other responses remembered: the bound (2) drops the oldest, rid
+        proxy.post("/v1/responses", json=respond())
+    dropped = proxy.post("/v1/responses", json=respond(TOOL_OUTPUT, previous_response_id=rid))
+    assert dropped.headers["x-shortlist-fallback"] == "no user text"
+
+
 def test_input_tokens_are_counted_with_the_shortlist(proxy: TestClient, upstream: Any) -> None:
     r = proxy.post("/v1/responses/input_tokens", json=respond())
     sent = last(upstream[1])
