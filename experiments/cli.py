@@ -411,11 +411,13 @@ SERVE_COMMANDS: tuple[Command, ...] = (
         "openai",
         (o.ServeOpenaiArgs,),
         _serve_openai,
-        "an OpenAI-compatible proxy: each chat request forwarded with only the shortlist of its tools",
-        "Point an OpenAI client's base_url at http://HOST:PORT/v1. A chat-completions request with tools goes to "
-        "--upstream with the shortlist of its latest user message (the searcher's scorer and policy on the request's "
-        "own tools); the response carries x-shortlist-k. Everything else passes unchanged; streaming is relayed; the "
-        "key is passed on, never logged.",
+        "an OpenAI-compatible proxy (Chat Completions, Responses; Anthropic Messages too): each request "
+        "forwarded with only the shortlist of its tools",
+        "Point an OpenAI client's base_url at http://HOST:PORT/v1 (an Anthropic client's at http://HOST:PORT). A "
+        "chat-completions, Responses or Anthropic Messages request with tools goes to --upstream with the shortlist "
+        "of its latest user message (the searcher's scorer and policy on the request's own tools; built-in and "
+        "server tools kept); the response carries x-shortlist-k. Everything else passes unchanged; streaming is "
+        "relayed; the key is passed on, never logged.",
         wants_command=False,
     ),
 )

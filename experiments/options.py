@@ -830,7 +830,8 @@ class ServeMcpArgs(ServeArgs):
 
 @dataclass(frozen=True)
 class ServeOpenaiArgs(ServeArgs):
-    """``shortlist serve openai``: an OpenAI-compatible proxy that forwards each request with its tools' shortlist."""
+    """``shortlist serve openai``: an OpenAI-compatible proxy (Anthropic's Messages API too) that forwards each
+    request with its tools' shortlist."""
 
     upstream: str = opt(
         "", "base URL of the OpenAI-compatible upstream, as an OpenAI client's base_url (e.g. "

@@ -5,7 +5,9 @@
   and ``data: [DONE]``) or not; its answer names the tools it was sent. ``POST /v1/responses`` likewise, in the
   Responses API's shape, its id ``resp-fake-<n>`` (n: the requests received so far; streamed:
   ``response.created``, two ``response.output_text.delta``, ``response.completed``);
-  ``POST /v1/responses/input_tokens`` answers a count that grows with the body. A
+  ``POST /v1/responses/input_tokens`` answers a count that grows with the body. Anthropic's ``POST
+  /v1/messages`` (streamed: message_start, a text block in two deltas, message_delta, message_stop) and ``POST
+  /v1/messages/count_tokens`` likewise. A
   request header ``x-fake-status: N`` makes it answer status N, ``x-fake-delay: S`` makes it wait S seconds
   first, ``x-fake-chunk-gap: S`` S seconds between streamed chunks. ``GET /v1/models`` lists one model.
 - :func:`fake_mcp_server`: an MCP server whose tools are the given ones; a call answers
@@ -109,6 +111,34 @@ async def _events(body: dict[str, Any], gap: float, rid: str) -> AsyncIterator[b
         yield f"event: {kind}\ndata: {json.dumps({'type': kind, 'sequence_number': i, **data})}\n\n".encode()
 
 
+def _message(body: dict[str, Any], rid: str) -> dict[str, Any]:
+    """An Anthropic Messages API answer (id ``rid``) naming the tools sent."""
+    return {"id": rid, "type": "message", "role": "assistant", "model": body.get("model", "fake"),
+            "content": [{"type": "text", "text": "tools: " + ",".join(_names(body))}], "stop_reason": "end_turn",
+            "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}  # fmt: skip
+
+
+async def _message_events(body: dict[str, Any], gap: float, rid: str) -> AsyncIterator[bytes]:
+    """A streamed Messages API answer (server-sent events): message_start, one text block in two deltas,
+    message_delta, message_stop."""
+    done = _message(body, rid)
+    text = done["content"][0]["text"]
+    start = {**done, "content": [], "stop_reason": None}
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"message": start}),
+        ("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+        ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": text[: len(text) // 2]}}),
+        ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": text[len(text) // 2 :]}}),
+        ("content_block_stop", {"index": 0}),
+        ("message_delta", {"delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 1}}),
+        ("message_stop", {}),
+    ]
+    for i, (kind, data) in enumerate(events):
+        if i and gap:
+            await asyncio.sleep(gap)
+        yield f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
+
+
 def fake_openai_app(received: Received | None = None, parse: bool = True) -> Starlette:
     """The fake OpenAI-compatible upstream (module docstring); ``received`` records what it got. With ``parse``
     False the body is read but not parsed (the answer names no tool): the same cost for any body, as a load
@@ -126,12 +156,18 @@ def fake_openai_app(received: Received | None = None, parse: bool = True) -> Sta
         status = int(request.headers.get("x-fake-status", "200"))
         if status != 200:
             return JSONResponse({"error": {"message": f"fake upstream error {status}", "type": "fake"}}, status)
-        responses, rid = request.url.path.endswith("/responses"), f"resp-fake-{seen.count}"
-        if body.get("stream") is True:
-            gap = float(request.headers.get("x-fake-chunk-gap", "0"))
-            events = _events(body, gap, rid) if responses else _chunks(body, gap)
+        path, rid = request.url.path, f"resp-fake-{seen.count}"
+        gap = float(request.headers.get("x-fake-chunk-gap", "0"))
+        stream = body.get("stream") is True
+        if path.endswith("/messages"):  # Anthropic's
+            mid = f"msg-fake-{seen.count}"
+            if stream:
+                return StreamingResponse(_message_events(body, gap, mid), media_type="text/event-stream")
+            return JSONResponse(_message(body, mid))
+        if stream:
+            events = _events(body, gap, rid) if path.endswith("/responses") else _chunks(body, gap)
             return StreamingResponse(events, media_type="text/event-stream")
-        return JSONResponse(_response(body, rid) if responses else _completion(body))
+        return JSONResponse(_response(body, rid) if path.endswith("/responses") else _completion(body))
 
     async def models(request: Request) -> Response:
         seen.add({"method": request.method, "path": request.url.path, "headers": dict(request.headers), "body": None})
@@ -143,14 +179,19 @@ def fake_openai_app(received: Received | None = None, parse: bool = True) -> Sta
         body = json.loads(raw) if raw and parse else {}
         seen.add({"method": request.method, "path": request.url.path, "headers": dict(request.headers), "body": body,
                   "raw": raw if parse else b""})  # fmt: skip
-        return JSONResponse({"object": "response.input_tokens", "input_tokens": len(json.dumps(body)) // 4})
+        count: dict[str, Any] = {"input_tokens": len(json.dumps(body)) // 4}
+        if request.url.path.endswith("/input_tokens"):
+            count["object"] = "response.input_tokens"
+        return JSONResponse(count)
 
     async def stats(request: Request) -> Response:
         return JSONResponse({"count": seen.count, "ids": dict(seen.ids)})
 
-    routes = [Route("/v1/chat/completions", chat, methods=["POST"]), Route("/v1/responses", chat, methods=["POST"]),
-              Route("/v1/responses/input_tokens", tokens, methods=["POST"]), Route("/v1/models", models),
-              Route("/fake/received", stats)]  # fmt: skip
+    answered = ["/v1/chat/completions", "/v1/responses", "/v1/messages"]
+    counted = ["/v1/responses/input_tokens", "/v1/messages/count_tokens"]
+    routes = [Route(p, chat, methods=["POST"]) for p in answered]
+    routes += [Route(p, tokens, methods=["POST"]) for p in counted]
+    routes += [Route("/v1/models", models), Route("/fake/received", stats)]
     app = Starlette(routes=routes)
     app.state.received = seen
     return app

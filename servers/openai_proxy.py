@@ -1,4 +1,5 @@
-"""``shortlist serve openai``: an OpenAI-compatible proxy that sends the model only the tools worth showing.
+"""``shortlist serve openai``: an OpenAI-compatible proxy (Anthropic's Messages API too) that sends the model only
+the tools worth showing.
 
 An agent points its OpenAI client at the proxy (``base_url="http://127.0.0.1:8080/v1"``); the proxy forwards
 every request to the upstream (``--upstream``, the base URL an OpenAI client would use, e.g.
@@ -20,8 +21,16 @@ every request to the upstream (``--upstream``, the base URL an OpenAI client wou
   Functions the hosted ``tool_search`` loads on demand (``defer_loading: true``) are kept too: they are its
   pool. A ``namespace`` tool is kept whole (its functions are not ranked). ``POST /v1/responses/input_tokens``
   is counted with the shortlist its request would be sent with.
+- Anthropic's ``POST /v1/messages`` likewise (an Anthropic client's ``base_url`` is the proxy's root, without
+  ``/v1``), on the text of the latest user message that is not only ``tool_result`` blocks (a tool loop sends
+  those back; the request is the message before): its client tools (no ``type``, or ``custom``; the text ranked
+  from ``input_schema``) are ranked and cut, server tools (``web_search_20250305``, ...) and tools its tool
+  search defers (``defer_loading``) kept, sent first; a ``tool_choice`` of ``{"type": "tool", "name"}`` is
+  pinned; ``POST /v1/messages/count_tokens`` is counted with the shortlist. The proxy's own errors on these
+  paths take Anthropic's shape (``{"type": "error", "error": {"type", "message"}}``).
 - everything else passes unchanged: a request without ``tools`` (or with an empty list, or no function tool), and
-  every other path under ``/v1`` (``/v1/models``, ``/v1/responses/{id}``, ...), any method.
+  every other path under ``/v1`` (``/v1/models``, ``/v1/responses/{id}``, ``/v1/messages/batches``, ...), any
+  method.
 
 Response headers: ``x-shortlist-k`` (the policy's K for the request), ``x-shortlist-tools`` (``shown/sent``,
 pinned tools included), ``x-shortlist-policy`` (the policy's method), ``server-timing: shortlist;dur=<ms>`` (the
@@ -169,24 +178,81 @@ def chosen_tools(tool_choice: object) -> list[str]:
     return [] if name is None else [name]
 
 
+def anthropic_text(messages: object) -> str | None:
+    """Anthropic's Messages API: the text of the latest user message that is not only tool results (the
+    ``tool_result`` blocks a tool loop sends back: the request is the message before them); its string, or its
+    ``text`` blocks joined by a newline; None when it has no text."""
+    if not isinstance(messages, list):
+        return None
+    for m in reversed(messages):
+        if not isinstance(m, dict) or m.get("role") != "user":
+            continue
+        content = m.get("content")
+        if isinstance(content, list):
+            blocks = [b for b in content if isinstance(b, dict)]
+            if blocks and all(b.get("type") == "tool_result" for b in blocks):
+                continue
+            content = "\n".join(b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str))
+        return content if isinstance(content, str) and content.strip() else None
+    return None
+
+
 @dataclass(frozen=True)
 class Api:
-    """One shortlisted endpoint: its path under the base URL and the top-level key of the user's text."""
+    """One shortlisted endpoint: its path under the base URL, the top-level key of the user's text, and its
+    family (``openai``: Chat Completions and Responses; ``anthropic``: Messages), which says which tools are
+    ranked, how a ``tool_choice`` names one, and the shape of the proxy's own errors."""
 
     name: str
     path: str
     text_key: str
+    family: str = "openai"
 
     def text(self, value: object) -> str | None:
         """The request's user text, from its ``text_key`` value."""
+        if self.family == "anthropic":
+            return anthropic_text(value)
         return user_text(value) if self.text_key == "messages" else input_text(value)
+
+    def ranks(self, tool: object) -> bool:
+        """Whether the proxy ranks (and may cut) a tool: a function (OpenAI: ``"type": "function"``; Anthropic: a
+        client tool, ``"type": "custom"``; or no type), unless it is loaded on demand by the provider's hosted tool
+        search (``defer_loading``: the pool that search reads). Any other tool (built-in, server) is kept."""
+        if not isinstance(tool, dict) or tool.get("defer_loading") is True:
+            return False
+        own = "custom" if self.family == "anthropic" else "function"
+        return tool.get("type", own) == own
+
+    def pins(self, tool_choice: object) -> list[str]:
+        """The tools a ``tool_choice`` names (:func:`chosen_tools`; Anthropic: ``{"type": "tool", "name"}``)."""
+        if self.family != "anthropic":
+            return chosen_tools(tool_choice)
+        named = isinstance(tool_choice, dict) and tool_choice.get("type") == "tool"
+        name = tool_choice.get("name") if named and isinstance(tool_choice, dict) else None
+        return [name] if isinstance(name, str) else []
+
+    def readable(self, tool: object) -> object:
+        """A ranked tool as :func:`benchmarks.tools.parse_tool` reads it (Anthropic's ``input_schema`` as the
+        parameters)."""
+        if self.family == "anthropic" and isinstance(tool, dict) and "input_schema" in tool:
+            return {**{k: tool.get(k) for k in ("name", "description")}, "parameters": tool["input_schema"]}
+        return tool
+
+    def error(self, status: int, message: str, code: str) -> JSONResponse:
+        """The proxy's own error, in this family's shape."""
+        if self.family == "anthropic":
+            return JSONResponse({"type": "error", "error": {"type": code, "message": message}}, status)
+        return error(status, message, code)
 
 
 #: ``POST /v1/chat/completions``, ``POST /v1/responses`` and ``POST /v1/responses/input_tokens`` (a request's input
-#: tokens counted as it would be sent: with the shortlist).
+#: tokens counted as it would be sent: with the shortlist); Anthropic's ``POST /v1/messages`` and
+#: ``POST /v1/messages/count_tokens``.
 CHAT = Api("chat", "/chat/completions", "messages")
 RESPONSES = Api("responses", "/responses", "input")
 INPUT_TOKENS = Api("responses input_tokens", "/responses/input_tokens", "input")
+MESSAGES = Api("messages", "/messages", "messages", "anthropic")
+COUNT_TOKENS = Api("messages count_tokens", "/messages/count_tokens", "messages", "anthropic")
 
 
 #: The request body's top level, each value left as its raw JSON bytes (parsed only where needed: a 370-tool
@@ -200,14 +266,6 @@ ENCODER = msgspec.json.Encoder()
 def _value(raw: msgspec.Raw | None) -> Any:
     """A top-level value, parsed (None when absent)."""
     return None if raw is None else msgspec.json.decode(raw)
-
-
-def _ranked(tool: object) -> bool:
-    """Whether the proxy ranks (and may cut) a tool: a function (``"type": "function"``, or no type), unless it is
-    loaded on demand by the Responses API's hosted tool search (``defer_loading``: the pool that search reads)."""
-    if not isinstance(tool, dict):
-        return False
-    return tool.get("type", "function") == "function" and tool.get("defer_loading") is not True
 
 
 def _checked_tools(items: list[tuple[int, object]]) -> tuple[ToolSchema, ...]:
@@ -287,20 +345,20 @@ class Shortlister:
         """The text kept for ``previous`` (a ``previous_response_id``), else None."""
         return self._texts.get(previous) if isinstance(previous, str) else None
 
-    def prepared(self, tools: msgspec.Raw, items: list[msgspec.Raw]) -> Prepared:
+    def prepared(self, tools: msgspec.Raw, items: list[msgspec.Raw], api: Api = CHAT) -> Prepared:
         """The searcher of a tool list (``tools``, its raw JSON; ``items``, each tool's), prepared once per distinct
         list: only then are the tools parsed. Function tools (``"type": "function"``, either API's shape) are
         ranked; any other tool is kept."""
-        key = hashlib.sha256(tools).hexdigest()
+        key = f"{api.family}:{hashlib.sha256(tools).hexdigest()}"  # (the family says which tools are ranked)
         if key in self._prepared:
             self._prepared.move_to_end(key)
             return self._prepared[key]
         parsed = [msgspec.json.decode(item) for item in items]
-        ranked = [i for i, t in enumerate(parsed) if _ranked(t)]
-        kept = [i for i, t in enumerate(parsed) if not _ranked(t)]
+        ranked = [i for i, t in enumerate(parsed) if api.ranks(t)]
+        kept = [i for i, t in enumerate(parsed) if not api.ranks(t)]
         search = None
         if ranked:  # a malformed or repeated tool named by its index in the request's list
-            search = self.spec.over_parsed(_checked_tools([(i, parsed[i]) for i in ranked]))
+            search = self.spec.over_parsed(_checked_tools([(i, api.readable(parsed[i])) for i in ranked]))
         prepared = Prepared(search, ranked, kept)
         self._prepared[key] = prepared
         while len(self._prepared) > self.config.registries_kept:
@@ -324,11 +382,11 @@ class Shortlister:
             LOG.info("%s request with %d tools and no user text: all tools forwarded", api.name, len(items))
             return Plan(raw, {"x-shortlist-fallback": "no user text"})
         try:
-            ready = self.prepared(top["tools"], items)
+            ready = self.prepared(top["tools"], items, api)
             if ready.search is None:
                 return Plan(raw, {"x-shortlist-fallback": "no function tools"})
             search = ready.search
-            pinned = [n for n in chosen_tools(_value(top.get("tool_choice"))) if n in search.index]
+            pinned = [n for n in api.pins(_value(top.get("tool_choice"))) if n in search.index]
             shortlist = search.search(text, min_k=self.config.min_k, max_k=self.config.max_k, pinned=pinned)
         except Exception as e:  # the request is never dropped: it goes with every tool
             LOG.warning("searcher failed on a %s request with %d tools, all forwarded: %s: %s", api.name, len(items),
@@ -400,18 +458,26 @@ class Proxy:
         """``POST /v1/responses/input_tokens``: counted with the shortlist the request would be sent with."""
         return await self.shortlisted(request, INPUT_TOKENS)
 
+    async def messages(self, request: Request) -> Response:
+        """``POST /v1/messages`` (Anthropic): the shortlist of the request's client tools forwarded."""
+        return await self.shortlisted(request, MESSAGES)
+
+    async def count_tokens(self, request: Request) -> Response:
+        """``POST /v1/messages/count_tokens`` (Anthropic): counted with the shortlist the request would be sent with."""
+        return await self.shortlisted(request, COUNT_TOKENS)
+
     async def shortlisted(self, request: Request, api: Api) -> Response:
         """A request of ``api`` forwarded with the shortlist of its tools (module docstring)."""
-        raw = await self.body(request)
+        raw = await self.body(request, api)
         if isinstance(raw, Response):
             return raw
         t0 = time.perf_counter()  # the proxy's own time starts with the whole body in hand
         try:
             top = TOP_LEVEL.decode(raw)
         except msgspec.ValidationError as e:
-            return error(400, f"the request body must be a JSON object ({e})", "invalid_json")
+            return api.error(400, f"the request body must be a JSON object ({e})", "invalid_json")
         except msgspec.DecodeError as e:
-            return error(400, f"the request body is not JSON ({e})", "invalid_json")
+            return api.error(400, f"the request body is not JSON ({e})", "invalid_json")
         plan = self.shortlister.plan(raw, top, api)  # on the event loop: a BM25 search costs about a millisecond
         said = ", ".join(f"{k[12:]}={v}" for k, v in plan.headers.items())
         LOG.info("%s request: %s (%.1f ms in the proxy)", api.name, said, 1e3 * (time.perf_counter() - t0))
@@ -419,24 +485,26 @@ class Proxy:
         seen_id = None
         if api is RESPONSES and plan.text is not None:  # its answer's id keeps the text for a request continuing it
             seen_id = partial(self.shortlister.remember, text=plan.text)
-        return await self.forward(request, api.path, plan.body, plan.headers, stream, since=t0, seen_id=seen_id)
+        return await self.forward(request, api.path, plan.body, plan.headers, stream, t0, seen_id, api)
 
     async def passthrough(self, request: Request) -> Response:
         """Any other path under ``/v1``: forwarded unchanged."""
-        raw = await self.body(request)
+        path = request.path_params["path"]
+        api = MESSAGES if path.startswith("messages") else CHAT  # (the shape of the proxy's own errors)
+        raw = await self.body(request, api)
         if isinstance(raw, Response):
             return raw
-        return await self.forward(request, "/" + request.path_params["path"], raw, {}, stream=False)
+        return await self.forward(request, "/" + path, raw, {}, stream=False, api=api)
 
-    async def body(self, request: Request) -> bytes | Response:
+    async def body(self, request: Request, api: Api = CHAT) -> bytes | Response:
         """The request's body, or the answer that ends it: 499 when the client left, 413 over the size limit."""
         try:
             raw = await read_body(request, self.config.max_body_bytes)
         except ClientDisconnect:
             return Response(status_code=499)
         if raw is None:
-            return error(413, f"request body over the proxy's limit of {self.config.max_body_bytes} bytes",
-                         "body_too_large")  # fmt: skip
+            return api.error(413, f"request body over the proxy's limit of {self.config.max_body_bytes} bytes",
+                             "body_too_large")  # fmt: skip
         return raw
 
     async def forward(
@@ -448,6 +516,7 @@ class Proxy:
         stream: bool,
         since: float | None = None,
         seen_id: Callable[[str], None] | None = None,
+        api: Api = CHAT,
     ) -> Response:
         """Send ``content`` to the upstream's ``path``; its answer relayed (streamed when ``stream``). With ``since``
         (``time.perf_counter()`` when the proxy's own work on the request began), the answer carries
@@ -461,9 +530,9 @@ class Proxy:
         try:
             resp = await self.client.send(sent, stream=True)
         except httpx.TimeoutException:
-            return error(504, f"the upstream did not answer within {self.config.timeout:g} s", "upstream_timeout")
+            return api.error(504, f"the upstream did not answer within {self.config.timeout:g} s", "upstream_timeout")
         except httpx.HTTPError as e:
-            return error(502, f"the upstream cannot be reached ({type(e).__name__})", "upstream_unreachable")
+            return api.error(502, f"the upstream cannot be reached ({type(e).__name__})", "upstream_unreachable")
         if stream:
             t1 = time.perf_counter()
             headers = self._answer_headers(resp, extra, since, before, t1)
@@ -475,10 +544,10 @@ class Proxy:
         try:
             data = b"".join([chunk async for chunk in resp.aiter_raw()])
         except httpx.TimeoutException:
-            return error(504, f"the upstream did not finish its answer within {self.config.timeout:g} s",
-                         "upstream_timeout")  # fmt: skip
+            return api.error(504, f"the upstream did not finish its answer within {self.config.timeout:g} s",
+                             "upstream_timeout")  # fmt: skip
         except httpx.HTTPError as e:
-            return error(502, f"the upstream's answer broke off ({type(e).__name__})", "upstream_unreachable")
+            return api.error(502, f"the upstream's answer broke off ({type(e).__name__})", "upstream_unreachable")
         finally:
             await resp.aclose()
         if seen_id is not None and resp.status_code == 200:
@@ -508,6 +577,8 @@ def create_app(searcher: ToolSearch | SearchSpec, config: ProxyConfig) -> Starle
         Route("/v1/chat/completions", proxy.chat, methods=["POST"]),
         Route("/v1/responses", proxy.responses, methods=["POST"]),
         Route("/v1/responses/input_tokens", proxy.input_tokens, methods=["POST"]),
+        Route("/v1/messages", proxy.messages, methods=["POST"]),
+        Route("/v1/messages/count_tokens", proxy.count_tokens, methods=["POST"]),
         Route("/v1/{path:path}", proxy.passthrough, methods=METHODS),
     ]
     return Starlette(routes=routes, lifespan=proxy.lifespan)

@@ -412,6 +412,72 @@ def test_the_official_openai_sdk_gets_the_shortlist_in_both_apis(proxy: TestClie
     assert kinds == ["response.created", delta, delta, "response.completed"]
 
 
+def anthropic_tools() -> list[dict[str, Any]]:
+    """The generated tools as Anthropic client tools (``input_schema``)."""
+    return [{"name": f["name"], "description": f["description"], "input_schema": f["parameters"]}
+            for f in (t["function"] for t in openai_tools())]  # fmt: skip
+
+
+def ask(messages: Any = "please book my flight now", tools: list | None = None, **extra: Any) -> dict[str, Any]:
+    """An Anthropic Messages API request body."""
+    if isinstance(messages, str):
+        messages = [{"role": "user", "content": messages}]
+    return {"model": "m", "max_tokens": 64, "messages": messages,
+            "tools": anthropic_tools() if tools is None else tools, **extra}  # fmt: skip
+
+
+WEB_SEARCH = {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}
+
+
+def test_an_anthropic_messages_request_goes_with_the_shortlist_of_its_client_tools(
+    proxy: TestClient, upstream: Any, searcher: Any
+) -> None:
+    """Client tools (no type, or ``custom``) are ranked on the latest user text (a tool loop's ``tool_result``
+    message is not the request); server tools and tools the tool search defers are kept, first."""
+    expected = searcher.with_tools(openai_tools()).search("please book my flight now")
+    deferred = {**anthropic_tools()[3], "name": "later", "defer_loading": True}
+    tools = [WEB_SEARCH, {**anthropic_tools()[0], "type": "custom"}, *anthropic_tools()[1:], deferred]
+    called = {"type": "tool_use", "id": "t1", "name": "book_flight", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "booked"}
+    loop = [{"role": "user", "content": [{"type": "text", "text": "please book my flight now"}]},
+            {"role": "assistant", "content": [called]}, {"role": "user", "content": [result]}]  # fmt: skip
+    for messages in ("please book my flight now", loop):
+        r = proxy.post("/v1/messages", json=ask(messages, tools), headers={"x-api-key": KEY})
+        assert r.status_code == 200, r.text
+        sent = last(upstream[1])
+        assert sent["path"] == "/v1/messages" and sent["headers"]["x-api-key"] == KEY
+        assert sent["body"]["tools"][:2] == [WEB_SEARCH, deferred]
+        assert [t["name"] for t in sent["body"]["tools"][2:]] == list(expected.names)
+        assert r.headers["x-shortlist-tools"] == f"{len(expected.names) + 2}/{len(tools)}"
+        assert r.json()["content"][0]["text"] == "tools: web_search,later," + ",".join(expected.names)
+    proxy.post("/v1/messages", json=ask(tool_choice={"type": "tool", "name": "list_podcast"}))
+    assert last(upstream[1])["body"]["tools"][0]["name"] == "list_podcast"
+    bad = proxy.post("/v1/messages", content=b"{not json", headers={"content-type": "application/json"})
+    assert bad.status_code == 400 and bad.json()["type"] == "error" and bad.json()["error"]["type"] == "invalid_json"
+
+
+def test_the_official_anthropic_sdk_gets_the_shortlist(proxy: TestClient, upstream: Any, searcher: Any) -> None:
+    """The ``anthropic`` package's client through the proxy (its base URL the proxy's root): create, stream and
+    count_tokens."""
+    from anthropic import Anthropic
+
+    client = Anthropic(base_url="http://testserver", api_key=KEY, http_client=proxy)
+    names = searcher.with_tools(openai_tools()).search("please book my flight now").names
+    shown = "tools: web_search," + ",".join(names)
+    tools: Any = [WEB_SEARCH, *anthropic_tools()]
+    messages: Any = [{"role": "user", "content": "please book my flight now"}]
+    message = client.messages.create(model="m", max_tokens=64, messages=messages, tools=tools)
+    assert message.content[0].type == "text" and message.content[0].text == shown
+    headers = last(upstream[1])["headers"]  # the key (x-api-key, or a bearer token in newer clients) passed on
+    assert KEY in headers.get("x-api-key", "") + headers.get("authorization", "") and "anthropic-version" in headers
+    with client.messages.stream(model="m", max_tokens=64, messages=messages, tools=tools) as stream:
+        assert "".join(stream.text_stream) == shown
+    counted = client.messages.count_tokens(model="m", messages=messages, tools=tools)
+    sent = last(upstream[1])
+    assert sent["path"] == "/v1/messages/count_tokens" and len(sent["body"]["tools"]) == len(names) + 1
+    assert counted.input_tokens == len(json.dumps(sent["body"])) // 4
+
+
 def test_streaming_is_relayed(proxy: TestClient, upstream: Any) -> None:
     r = proxy.post("/v1/chat/completions", json=chat(stream=True))
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
