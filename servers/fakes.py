@@ -155,6 +155,9 @@ def fake_openai_app(received: Received | None = None, parse: bool = True) -> Sta
             await asyncio.sleep(delay)
         status = int(request.headers.get("x-fake-status", "200"))
         if status != 200:
+            if request.url.path.startswith("/v1/messages"):  # Anthropic's shape
+                failed = {"type": "error", "error": {"type": "api_error", "message": f"fake upstream error {status}"}}
+                return JSONResponse(failed, status)
             return JSONResponse({"error": {"message": f"fake upstream error {status}", "type": "fake"}}, status)
         path, rid = request.url.path, f"resp-fake-{seen.count}"
         gap = float(request.headers.get("x-fake-chunk-gap", "0"))

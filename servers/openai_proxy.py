@@ -22,12 +22,15 @@ every request to the upstream (``--upstream``, the base URL an OpenAI client wou
   pool. A ``namespace`` tool is kept whole (its functions are not ranked). ``POST /v1/responses/input_tokens``
   is counted with the shortlist its request would be sent with.
 - Anthropic's ``POST /v1/messages`` likewise (an Anthropic client's ``base_url`` is the proxy's root, without
-  ``/v1``), on the text of the latest user message that is not only ``tool_result`` blocks (a tool loop sends
-  those back; the request is the message before): its client tools (no ``type``, or ``custom``; the text ranked
-  from ``input_schema``) are ranked and cut, server tools (``web_search_20250305``, ...) and tools its tool
-  search defers (``defer_loading``) kept, sent first; a ``tool_choice`` of ``{"type": "tool", "name"}`` is
-  pinned; ``POST /v1/messages/count_tokens`` is counted with the shortlist. The proxy's own errors on these
-  paths take Anthropic's shape (``{"type": "error", "error": {"type", "message"}}``).
+  ``/v1``), on the text of the latest user message that is not a tool loop's turn (one beginning with
+  ``tool_result`` blocks; the request is the message before): its client tools (no ``type``, a null one, or
+  ``custom``; the text ranked from ``input_schema``) are ranked and cut, server tools (``web_search_20250305``,
+  ...) and tools its tool search defers (``defer_loading``) kept, sent first; a ``tool_choice`` of ``{"type":
+  "tool", "name"}`` is pinned; ``POST /v1/messages/count_tokens`` is counted with the shortlist. The proxy's own
+  errors on these paths, or with an ``anthropic-version`` header, take Anthropic's shape (``{"type": "error",
+  "error": {"type", "message", "details": {"error_code"}}}``).
+- in every API the tools the conversation has called so far (``tool_calls``, ``function_call`` items,
+  ``tool_use`` blocks) or made available (Anthropic's ``tool_addition`` / ``tool_removal``) are pinned too.
 - everything else passes unchanged: a request without ``tools`` (or with an empty list, or no function tool), and
   every other path under ``/v1`` (``/v1/models``, ``/v1/responses/{id}``, ``/v1/messages/batches``, ...), any
   method.
@@ -44,7 +47,7 @@ Passed through: the upstream's status, body and headers (hop-by-hop headers asid
 relayed chunk by chunk as they come. Request headers go upstream as sent, ``Authorization`` included; no header
 is ever logged. Errors of the proxy's own are JSON ``{"error": {"message", "type", "code"}}``:
 
-- 400: a chat or responses request body that is not a JSON object;
+- 400: a request body of a shortlisted path that is not a JSON object;
 - 413: a body over ``max_body_bytes`` (checked on ``Content-Length`` and while reading);
 - 502: the upstream cannot be reached; 504: it did not answer within ``timeout`` seconds.
 
@@ -179,9 +182,10 @@ def chosen_tools(tool_choice: object) -> list[str]:
 
 
 def anthropic_text(messages: object) -> str | None:
-    """Anthropic's Messages API: the text of the latest user message that is not only tool results (the
-    ``tool_result`` blocks a tool loop sends back: the request is the message before them); its string, or its
-    ``text`` blocks joined by a newline; None when it has no text."""
+    """Anthropic's Messages API: the text of the latest user message that is not a tool loop's turn (one that
+    begins with ``tool_result`` blocks, as the API requires of a loop's turn, whatever text or images an agent
+    adds after them: the request is the message before); its string, or its ``text`` blocks joined by a newline;
+    None when it has no text."""
     if not isinstance(messages, list):
         return None
     for m in reversed(messages):
@@ -190,11 +194,36 @@ def anthropic_text(messages: object) -> str | None:
         content = m.get("content")
         if isinstance(content, list):
             blocks = [b for b in content if isinstance(b, dict)]
-            if blocks and all(b.get("type") == "tool_result" for b in blocks):
+            if blocks and blocks[0].get("type") == "tool_result":
                 continue
             content = "\n".join(b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str))
         return content if isinstance(content, str) and content.strip() else None
     return None
+
+
+def called_tools(conversation: object) -> list[str]:
+    """The tools a conversation has called or made available so far, in order, in any family's shape: Chat
+    Completions' assistant ``tool_calls``, Responses' ``function_call`` items, Anthropic's ``tool_use`` blocks and
+    the ``tool_reference`` of its ``tool_addition`` / ``tool_removal`` blocks (a reference to a tool missing from
+    ``tools`` is refused upstream). They are pinned: a tool in use stays in the shortlist."""
+    names: list[object] = []
+    for item in conversation if isinstance(conversation, list) else []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "function_call":  # Responses
+            names.append(item.get("name"))
+        calls = item.get("tool_calls")  # chat
+        for call in calls if isinstance(calls, list) else []:
+            names.append(_function_name({"type": "function", **call}) if isinstance(call, dict) else None)
+        content = item.get("content")
+        for block in content if isinstance(content, list) else []:  # Anthropic
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_use":
+                names.append(block.get("name"))
+            elif block.get("type") in ("tool_addition", "tool_removal") and isinstance(block.get("tool"), dict):
+                names.append(block["tool"].get("name"))
+    return [n for n in dict.fromkeys(names) if isinstance(n, str)]
 
 
 @dataclass(frozen=True)
@@ -216,12 +245,12 @@ class Api:
 
     def ranks(self, tool: object) -> bool:
         """Whether the proxy ranks (and may cut) a tool: a function (OpenAI: ``"type": "function"``; Anthropic: a
-        client tool, ``"type": "custom"``; or no type), unless it is loaded on demand by the provider's hosted tool
-        search (``defer_loading``: the pool that search reads). Any other tool (built-in, server) is kept."""
+        client tool, ``"type": "custom"``; or no type, or a null one), unless it is loaded on demand by the
+        provider's hosted tool search (``defer_loading``: the pool that search reads). Any other tool (built-in,
+        server) is kept."""
         if not isinstance(tool, dict) or tool.get("defer_loading") is True:
             return False
-        own = "custom" if self.family == "anthropic" else "function"
-        return tool.get("type", own) == own
+        return tool.get("type") in (None, "custom" if self.family == "anthropic" else "function")
 
     def pins(self, tool_choice: object) -> list[str]:
         """The tools a ``tool_choice`` names (:func:`chosen_tools`; Anthropic: ``{"type": "tool", "name"}``)."""
@@ -239,11 +268,22 @@ class Api:
         return tool
 
     def error(self, status: int, message: str, code: str) -> JSONResponse:
-        """The proxy's own error, in this family's shape."""
+        """The proxy's own error, in this family's shape (Anthropic's: its error type for the status, the proxy's
+        code in ``details``)."""
         if self.family == "anthropic":
-            return JSONResponse({"type": "error", "error": {"type": code, "message": message}}, status)
+            kind = ANTHROPIC_ERRORS.get(status, "api_error")
+            body = {"type": kind, "message": message, "details": {"error_code": code}}
+            return JSONResponse({"type": "error", "error": body}, status)
         return error(status, message, code)
 
+    @property
+    def no_tools(self) -> str:
+        """The fallback a request without a tool the proxy ranks gets."""
+        return "no client tools" if self.family == "anthropic" else "no function tools"
+
+
+#: Anthropic's error type for each status the proxy answers itself.
+ANTHROPIC_ERRORS = {400: "invalid_request_error", 413: "request_too_large", 502: "api_error", 504: "timeout_error"}
 
 #: ``POST /v1/chat/completions``, ``POST /v1/responses`` and ``POST /v1/responses/input_tokens`` (a request's input
 #: tokens counted as it would be sent: with the shortlist); Anthropic's ``POST /v1/messages`` and
@@ -374,7 +414,8 @@ class Shortlister:
             items = []
         if not items:
             return Plan(raw, {"x-shortlist-fallback": "no tools"})
-        text, said = api.text(_value(top.get(api.text_key))), {}
+        conversation = _value(top.get(api.text_key))
+        text, said = api.text(conversation), {}
         if text is None and api.text_key == "input":  # a tool's output continuing a response: its request's text
             text = self.recall(_value(top.get("previous_response_id")))
             said = {"x-shortlist-text": "previous response"} if text is not None else {}
@@ -384,9 +425,10 @@ class Shortlister:
         try:
             ready = self.prepared(top["tools"], items, api)
             if ready.search is None:
-                return Plan(raw, {"x-shortlist-fallback": "no function tools"})
+                return Plan(raw, {"x-shortlist-fallback": api.no_tools})
             search = ready.search
-            pinned = [n for n in api.pins(_value(top.get("tool_choice"))) if n in search.index]
+            named = api.pins(_value(top.get("tool_choice"))) + called_tools(conversation)
+            pinned = [n for n in dict.fromkeys(named) if n in search.index]
             shortlist = search.search(text, min_k=self.config.min_k, max_k=self.config.max_k, pinned=pinned)
         except Exception as e:  # the request is never dropped: it goes with every tool
             LOG.warning("searcher failed on a %s request with %d tools, all forwarded: %s: %s", api.name, len(items),
@@ -490,7 +532,8 @@ class Proxy:
     async def passthrough(self, request: Request) -> Response:
         """Any other path under ``/v1``: forwarded unchanged."""
         path = request.path_params["path"]
-        api = MESSAGES if path.startswith("messages") else CHAT  # (the shape of the proxy's own errors)
+        anthropic = path.startswith("messages") or "anthropic-version" in request.headers  # (every Anthropic client's)
+        api = MESSAGES if anthropic else CHAT  # (the shape of the proxy's own errors)
         raw = await self.body(request, api)
         if isinstance(raw, Response):
             return raw

@@ -429,31 +429,92 @@ def ask(messages: Any = "please book my flight now", tools: list | None = None, 
 WEB_SEARCH = {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}
 
 
+USE = {"type": "tool_use", "id": "t1", "name": "book_flight", "input": {}}
+RESULT = {"type": "tool_result", "tool_use_id": "t1", "content": "booked"}
+IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+ASKED = {"role": "user", "content": [{"type": "text", "text": "please book my flight now"}]}
+
+
+@pytest.mark.parametrize(
+    ("messages", "pinned"),
+    [
+        ("please book my flight now", []),
+        # a tool loop's turn (tool_result first, whatever follows) is not the request: the message before is;
+        # the tool in use stays
+        ([ASKED, {"role": "assistant", "content": [USE]}, {"role": "user", "content": [RESULT]}], ["book_flight"]),
+        ([ASKED, {"role": "assistant", "content": [USE]},
+          {"role": "user", "content": [RESULT, {"type": "text", "text": "<reminder>no todos</reminder>"}, IMAGE]}],
+         ["book_flight"]),
+        # a tool made available mid-conversation (beta tool_addition) must stay in tools
+        ([{"role": "user", "content": [{"type": "tool_addition", "tool": {"type": "tool_reference",
+                                                                          "name": "list_podcast"}}]}, ASKED],
+         ["list_podcast"]),
+    ],
+)  # fmt: skip
 def test_an_anthropic_messages_request_goes_with_the_shortlist_of_its_client_tools(
-    proxy: TestClient, upstream: Any, searcher: Any
+    proxy: TestClient, upstream: Any, searcher: Any, messages: Any, pinned: list[str]
 ) -> None:
-    """Client tools (no type, or ``custom``) are ranked on the latest user text (a tool loop's ``tool_result``
-    message is not the request); server tools and tools the tool search defers are kept, first."""
-    expected = searcher.with_tools(openai_tools()).search("please book my flight now")
+    """Client tools (no type, a null one, or ``custom``) are ranked on the request's text; server tools and tools
+    the tool search defers are kept, first."""
+    expected = searcher.with_tools(openai_tools()).search("please book my flight now", pinned=pinned)
     deferred = {**anthropic_tools()[3], "name": "later", "defer_loading": True}
-    tools = [WEB_SEARCH, {**anthropic_tools()[0], "type": "custom"}, *anthropic_tools()[1:], deferred]
-    called = {"type": "tool_use", "id": "t1", "name": "book_flight", "input": {}}
-    result = {"type": "tool_result", "tool_use_id": "t1", "content": "booked"}
-    loop = [{"role": "user", "content": [{"type": "text", "text": "please book my flight now"}]},
-            {"role": "assistant", "content": [called]}, {"role": "user", "content": [result]}]  # fmt: skip
-    for messages in ("please book my flight now", loop):
-        r = proxy.post("/v1/messages", json=ask(messages, tools), headers={"x-api-key": KEY})
-        assert r.status_code == 200, r.text
-        sent = last(upstream[1])
-        assert sent["path"] == "/v1/messages" and sent["headers"]["x-api-key"] == KEY
-        assert sent["body"]["tools"][:2] == [WEB_SEARCH, deferred]
-        assert [t["name"] for t in sent["body"]["tools"][2:]] == list(expected.names)
-        assert r.headers["x-shortlist-tools"] == f"{len(expected.names) + 2}/{len(tools)}"
-        assert r.json()["content"][0]["text"] == "tools: web_search,later," + ",".join(expected.names)
+    first, second, *rest = anthropic_tools()
+    client = [{**first, "type": "custom"}, {**second, "type": None}, *rest]
+    tools = [WEB_SEARCH, *client, deferred]
+    r = proxy.post("/v1/messages", json=ask(messages, tools), headers={"x-api-key": KEY})
+    assert r.status_code == 200, r.text
+    sent = last(upstream[1])
+    assert sent["path"] == "/v1/messages" and sent["headers"]["x-api-key"] == KEY
+    assert sent["body"]["tools"][:2] == [WEB_SEARCH, deferred]
+    assert [t["name"] for t in sent["body"]["tools"][2:]] == list(expected.names)
+    assert r.headers["x-shortlist-tools"] == f"{len(expected.names) + 2}/{len(tools)}"
+    assert r.json()["content"][0]["text"] == "tools: web_search,later," + ",".join(expected.names)
+
+
+def test_an_anthropic_tool_choice_pins_and_what_cannot_be_improved_passes(proxy: TestClient, upstream: Any) -> None:
     proxy.post("/v1/messages", json=ask(tool_choice={"type": "tool", "name": "list_podcast"}))
     assert last(upstream[1])["body"]["tools"][0]["name"] == "list_podcast"
-    bad = proxy.post("/v1/messages", content=b"{not json", headers={"content-type": "application/json"})
-    assert bad.status_code == 400 and bad.json()["type"] == "error" and bad.json()["error"]["type"] == "invalid_json"
+    for body, reason in ((ask(tools=[WEB_SEARCH]), "no client tools"),
+                         (ask([{"role": "user", "content": [IMAGE]}]), "no user text")):  # fmt: skip
+        r = proxy.post("/v1/messages", json=body)
+        assert r.headers["x-shortlist-fallback"] == reason and last(upstream[1])["body"] == body
+
+
+def test_the_proxys_own_errors_take_anthropics_shape_on_its_paths(make_proxy: Callable[..., TestClient]) -> None:
+    small = make_proxy(max_body_bytes=2000)
+    for r, status, kind, code in (
+        (small.post("/v1/messages", content=b"{not json"), 400, "invalid_request_error", "invalid_json"),
+        (small.post("/v1/messages", json=ask()), 413, "request_too_large", "body_too_large"),
+        (small.post("/v1/models", content=b"x" * 3000, headers={"anthropic-version": "2023-06-01"}), 413,
+         "request_too_large", "body_too_large"),
+    ):  # fmt: skip
+        assert r.status_code == status and r.json()["type"] == "error", r.text
+        assert r.json()["error"]["type"] == kind and r.json()["error"]["details"]["error_code"] == code
+    assert "error" in small.post("/v1/models", content=b"x" * 3000).json()  # an OpenAI client's: OpenAI's shape
+    assert small.post("/v1/models", content=b"x" * 3000).json()["error"]["code"] == "body_too_large"
+
+
+def test_one_tool_list_is_read_by_each_familys_rules(proxy: TestClient, upstream: Any) -> None:
+    """The same bytes: Anthropic ranks its ``custom`` client tools; for OpenAI a ``custom`` tool is not a function.
+    (The prepared list is kept per family.)"""
+    tools = [{**t, "type": "custom"} for t in anthropic_tools()]
+    assert int(proxy.post("/v1/messages", json=ask(tools=tools)).headers["x-shortlist-k"]) >= 1
+    r = proxy.post("/v1/responses", json=respond(tools=tools))
+    assert r.headers["x-shortlist-fallback"] == "no function tools" and len(last(upstream[1])["body"]["tools"]) == 100
+
+
+def test_tools_called_earlier_in_an_openai_conversation_stay(proxy: TestClient, upstream: Any) -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "list_podcast", "arguments": "{}"}}
+    messages = [{"role": "user", "content": "please book my flight now"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "[]"}]  # fmt: skip
+    proxy.post("/v1/chat/completions", json={"model": "m", "messages": messages, "tools": openai_tools()})
+    assert last(upstream[1])["body"]["tools"][0]["function"]["name"] == "list_podcast"
+    items = [{"role": "user", "content": "please book my flight now"},
+             {"type": "function_call", "call_id": "c1", "name": "list_podcast", "arguments": "{}"},
+             {"type": "function_call_output", "call_id": "c1", "output": "[]"}]  # fmt: skip
+    proxy.post("/v1/responses", json=respond(items))
+    assert last(upstream[1])["body"]["tools"][0]["name"] == "list_podcast"
 
 
 def test_the_official_anthropic_sdk_gets_the_shortlist(proxy: TestClient, upstream: Any, searcher: Any) -> None:
