@@ -29,8 +29,9 @@ every request to the upstream (``--upstream``, the base URL an OpenAI client wou
   "tool", "name"}`` is pinned; ``POST /v1/messages/count_tokens`` is counted with the shortlist. The proxy's own
   errors on these paths, or with an ``anthropic-version`` header, take Anthropic's shape (``{"type": "error",
   "error": {"type", "message", "details": {"error_code"}}}``).
-- in every API the tools the conversation has called so far (``tool_calls``, ``function_call`` items,
-  ``tool_use`` blocks) or made available (Anthropic's ``tool_addition`` / ``tool_removal``) are pinned too.
+- in every API a tool the conversation has called so far (``tool_calls``, ``function_call`` items, ``tool_use``
+  blocks) or made available (Anthropic's ``tool_addition`` / ``tool_removal``) is sent too: at the shortlist's
+  end when the policy left it out.
 - everything else passes unchanged: a request without ``tools`` (or with an empty list, or no function tool), and
   every other path under ``/v1`` (``/v1/models``, ``/v1/responses/{id}``, ``/v1/messages/batches``, ...), any
   method.
@@ -205,7 +206,7 @@ def called_tools(conversation: object) -> list[str]:
     """The tools a conversation has called or made available so far, in order, in any family's shape: Chat
     Completions' assistant ``tool_calls``, Responses' ``function_call`` items, Anthropic's ``tool_use`` blocks and
     the ``tool_reference`` of its ``tool_addition`` / ``tool_removal`` blocks (a reference to a tool missing from
-    ``tools`` is refused upstream). They are pinned: a tool in use stays in the shortlist."""
+    ``tools`` is refused upstream). A tool in use stays in the list sent."""
     names: list[object] = []
     for item in conversation if isinstance(conversation, list) else []:
         if not isinstance(item, dict):
@@ -427,14 +428,16 @@ class Shortlister:
             if ready.search is None:
                 return Plan(raw, {"x-shortlist-fallback": api.no_tools})
             search = ready.search
-            named = api.pins(_value(top.get("tool_choice"))) + called_tools(conversation)
-            pinned = [n for n in dict.fromkeys(named) if n in search.index]
+            pinned = [n for n in api.pins(_value(top.get("tool_choice"))) if n in search.index]
             shortlist = search.search(text, min_k=self.config.min_k, max_k=self.config.max_k, pinned=pinned)
+            # a tool in use that the shortlist left out goes at its end: the list's order, and so a provider's
+            # prompt cache, stays as it was when the shortlist holds it already (the usual case in a tool loop)
+            missing = [n for n in called_tools(conversation) if n in search.index and n not in shortlist.names]
         except Exception as e:  # the request is never dropped: it goes with every tool
             LOG.warning("searcher failed on a %s request with %d tools, all forwarded: %s: %s", api.name, len(items),
                         type(e).__name__, e)  # fmt: skip
             return Plan(raw, {"x-shortlist-fallback": f"searcher error: {type(e).__name__}"})
-        order = ready.kept + [ready.ranked[search.index[name]] for name in shortlist.names]
+        order = ready.kept + [ready.ranked[search.index[name]] for name in [*shortlist.names, *missing]]
         headers = {
             "x-shortlist-k": str(shortlist.k),
             "x-shortlist-tools": f"{len(order)}/{len(items)}",

@@ -440,7 +440,7 @@ ASKED = {"role": "user", "content": [{"type": "text", "text": "please book my fl
     [
         ("please book my flight now", []),
         # a tool loop's turn (tool_result first, whatever follows) is not the request: the message before is;
-        # the tool in use stays
+        # the tool in use (in the shortlist already: the same list as the first turn's) stays
         ([ASKED, {"role": "assistant", "content": [USE]}, {"role": "user", "content": [RESULT]}], ["book_flight"]),
         ([ASKED, {"role": "assistant", "content": [USE]},
           {"role": "user", "content": [RESULT, {"type": "text", "text": "<reminder>no todos</reminder>"}, IMAGE]}],
@@ -456,7 +456,8 @@ def test_an_anthropic_messages_request_goes_with_the_shortlist_of_its_client_too
 ) -> None:
     """Client tools (no type, a null one, or ``custom``) are ranked on the request's text; server tools and tools
     the tool search defers are kept, first."""
-    expected = searcher.with_tools(openai_tools()).search("please book my flight now", pinned=pinned)
+    shortlist = searcher.with_tools(openai_tools()).search("please book my flight now")
+    expected = [*shortlist.names, *(n for n in pinned if n not in shortlist.names)]  # a tool in use: at the end
     deferred = {**anthropic_tools()[3], "name": "later", "defer_loading": True}
     first, second, *rest = anthropic_tools()
     client = [{**first, "type": "custom"}, {**second, "type": None}, *rest]
@@ -466,9 +467,9 @@ def test_an_anthropic_messages_request_goes_with_the_shortlist_of_its_client_too
     sent = last(upstream[1])
     assert sent["path"] == "/v1/messages" and sent["headers"]["x-api-key"] == KEY
     assert sent["body"]["tools"][:2] == [WEB_SEARCH, deferred]
-    assert [t["name"] for t in sent["body"]["tools"][2:]] == list(expected.names)
-    assert r.headers["x-shortlist-tools"] == f"{len(expected.names) + 2}/{len(tools)}"
-    assert r.json()["content"][0]["text"] == "tools: web_search,later," + ",".join(expected.names)
+    assert [t["name"] for t in sent["body"]["tools"][2:]] == expected
+    assert r.headers["x-shortlist-tools"] == f"{len(expected) + 2}/{len(tools)}"
+    assert r.json()["content"][0]["text"] == "tools: web_search,later," + ",".join(expected)
 
 
 def test_an_anthropic_tool_choice_pins_and_what_cannot_be_improved_passes(proxy: TestClient, upstream: Any) -> None:
@@ -509,12 +510,13 @@ def test_tools_called_earlier_in_an_openai_conversation_stay(proxy: TestClient, 
                 {"role": "assistant", "content": None, "tool_calls": [call]},
                 {"role": "tool", "tool_call_id": "c1", "content": "[]"}]  # fmt: skip
     proxy.post("/v1/chat/completions", json={"model": "m", "messages": messages, "tools": openai_tools()})
-    assert last(upstream[1])["body"]["tools"][0]["function"]["name"] == "list_podcast"
+    names = [t["function"]["name"] for t in last(upstream[1])["body"]["tools"]]
+    assert names[-1] == "list_podcast" and "list_podcast" not in names[:-1] and names[0] == "book_flight"
     items = [{"role": "user", "content": "please book my flight now"},
              {"type": "function_call", "call_id": "c1", "name": "list_podcast", "arguments": "{}"},
              {"type": "function_call_output", "call_id": "c1", "output": "[]"}]  # fmt: skip
     proxy.post("/v1/responses", json=respond(items))
-    assert last(upstream[1])["body"]["tools"][0]["name"] == "list_podcast"
+    assert [t["name"] for t in last(upstream[1])["body"]["tools"]][-1] == "list_podcast"
 
 
 def test_the_official_anthropic_sdk_gets_the_shortlist(proxy: TestClient, upstream: Any, searcher: Any) -> None:
