@@ -5,8 +5,8 @@ Thin layers over :class:`shortlist_depth.ToolSearch` (a handler parses, calls th
 - :mod:`servers.mcp_server`: ``shortlist serve mcp``: a ``search_tools(query)`` tool (stdio or streamable HTTP);
   with an upstream MCP server it fronts it (``tools/list``: ``search_tools`` plus the pinned tools; ``tools/call``
   forwarded);
-- :mod:`servers.openai_proxy`: ``shortlist serve openai``: chat-completions requests forwarded to an
-  OpenAI-compatible upstream with only the shortlist of their ``tools``;
+- :mod:`servers.openai_proxy`: ``shortlist serve openai``: Chat Completions, Responses and Anthropic Messages
+  requests forwarded to their upstream with only the shortlist of their ``tools``;
 - :mod:`servers.listen`: where the HTTP servers listen (the port bound before anything loads; ``--port 0``; the
   ``listening on URL`` log line);
 - :mod:`servers.fakes`: the fake upstreams the tests and ``shortlist bench`` run on 127.0.0.1.
