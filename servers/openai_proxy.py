@@ -328,11 +328,11 @@ class Prepared:
     """A tool list made ready once: the searcher over its function tools and where each item is in the list."""
 
     search: ToolSearch | None
-    """None: the list has no function tool."""
+    """None: the list has no tool to rank."""
     ranked: list[int]
-    """The list index of each tool the searcher ranks (its function tools), in the searcher's order."""
+    """The list index of each tool the searcher ranks (:meth:`Api.ranks`), in the searcher's order."""
     kept: list[int]
-    """The list indices of the other tools (built-in, custom or namespace ones, and functions the hosted tool search
+    """The list indices of the other tools (built-in, server, namespace ones, and those the hosted tool search
     loads on demand): always sent, first, as they were."""
 
 
@@ -388,7 +388,7 @@ class Shortlister:
 
     def prepared(self, tools: msgspec.Raw, items: list[msgspec.Raw], api: Api = CHAT) -> Prepared:
         """The searcher of a tool list (``tools``, its raw JSON; ``items``, each tool's), prepared once per distinct
-        list: only then are the tools parsed. Function tools (``"type": "function"``, either API's shape) are
+        list and family: only then are the tools parsed. The tools ``api``'s family ranks (:meth:`Api.ranks`) are
         ranked; any other tool is kept."""
         key = f"{api.family}:{hashlib.sha256(tools).hexdigest()}"  # (the family says which tools are ranked)
         if key in self._prepared:
