@@ -132,9 +132,11 @@ def error(status: int, message: str, code: str) -> JSONResponse:
     return JSONResponse({"error": {"message": message, "type": "shortlist_proxy_error", "code": code}}, status)
 
 
-def user_text(messages: object) -> str | None:
+def user_text(messages: object, loop_turns: bool = False) -> str | None:
     """The text of the latest user message (a string, or its text content parts joined by a newline); None when
-    there is no user message or it has no text."""
+    there is no user message or it has no text. With ``loop_turns`` (Anthropic's Messages API), a user message
+    that begins with a ``tool_result`` block is a tool loop's turn, whatever text or images an agent adds after
+    it (the API requires the results first), and is passed over: the request is the message before."""
     if not isinstance(messages, list):
         return None
     for m in reversed(messages):
@@ -142,6 +144,9 @@ def user_text(messages: object) -> str | None:
             continue
         content = m.get("content")
         if isinstance(content, list):
+            first = content[0] if content else None
+            if loop_turns and isinstance(first, dict) and first.get("type") == "tool_result":
+                continue
             parts = [p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
             content = "\n".join(parts)
         return content if isinstance(content, str) and content.strip() else None
@@ -182,26 +187,6 @@ def chosen_tools(tool_choice: object) -> list[str]:
     return [] if name is None else [name]
 
 
-def anthropic_text(messages: object) -> str | None:
-    """Anthropic's Messages API: the text of the latest user message that is not a tool loop's turn (one that
-    begins with ``tool_result`` blocks, as the API requires of a loop's turn, whatever text or images an agent
-    adds after them: the request is the message before); its string, or its ``text`` blocks joined by a newline;
-    None when it has no text."""
-    if not isinstance(messages, list):
-        return None
-    for m in reversed(messages):
-        if not isinstance(m, dict) or m.get("role") != "user":
-            continue
-        content = m.get("content")
-        if isinstance(content, list):
-            blocks = [b for b in content if isinstance(b, dict)]
-            if blocks and blocks[0].get("type") == "tool_result":
-                continue
-            content = "\n".join(b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str))
-        return content if isinstance(content, str) and content.strip() else None
-    return None
-
-
 def called_tools(conversation: object) -> list[str]:
     """The tools a conversation has called or made available so far, in order, in any family's shape: Chat
     Completions' assistant ``tool_calls``, Responses' ``function_call`` items, Anthropic's ``tool_use`` blocks and
@@ -240,9 +225,9 @@ class Api:
 
     def text(self, value: object) -> str | None:
         """The request's user text, from its ``text_key`` value."""
-        if self.family == "anthropic":
-            return anthropic_text(value)
-        return user_text(value) if self.text_key == "messages" else input_text(value)
+        if self.text_key == "messages":
+            return user_text(value, loop_turns=self.family == "anthropic")
+        return input_text(value)
 
     def ranks(self, tool: object) -> bool:
         """Whether the proxy ranks (and may cut) a tool: a function (OpenAI: ``"type": "function"``; Anthropic: a
