@@ -41,7 +41,8 @@ pinned tools included), ``x-shortlist-policy`` (the policy's method), ``server-t
 proxy's own time on the request: from the whole body in hand to the upstream call, parsing, searching and
 serialising included, plus its work on the upstream's answer; not the waits for the client or the upstream); when
 the request went with all its tools or unchanged, ``x-shortlist-fallback`` says why: ``no tools``, ``no
-function tools``, ``no user text`` (the latest user message has no text), ``searcher error: <exception type>``
+function tools`` (Anthropic: ``no client tools``), ``no user text`` (the latest user message has no text; a
+Responses continuation the proxy does not know), ``searcher error: <exception type>``
 (the searcher failed: logged with the reason; the request goes with every tool, never dropped).
 
 Passed through: the upstream's status, body and headers (hop-by-hop headers aside); ``stream: true`` responses
