@@ -29,6 +29,7 @@ from experiments.plan import (
     Learning,
 )
 from rewards import REWARD_KINDS
+from servers import DEFAULT_HOST
 from shortlist_depth.toolsearch import DEFAULT_MAX_K
 
 BUCKET_SCHEMES = ("default", "narrow")
@@ -778,7 +779,7 @@ class ServeArgs(SearcherArgs):
 
     HELP_GROUP: ClassVar[str] = "serve"
 
-    host: str = opt("127.0.0.1", "address to listen on (another than 127.0.0.1 exposes the server to the network)")
+    host: str = opt(DEFAULT_HOST, "address to listen on (another than 127.0.0.1 exposes the server to the network)")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -26,6 +26,8 @@ from typing import Any
 
 import uvicorn
 
+from servers import DEFAULT_HOST
+
 LOG = logging.getLogger(__name__)
 #: The announcement's words before the URL, and the pattern :func:`wait_announced` reads it with: a whole line of
 #: this module's logger (its name and level in the line, as the CLI's and the fakes' log formats write them), so
@@ -46,8 +48,7 @@ class Listener:
 
     def url(self, path: str = "") -> str:
         """``http://host:port`` and ``path`` (an IPv6 address in brackets)."""
-        host = self.host or "0.0.0.0"  # "": every interface
-        host = f"[{host}]" if ":" in host else host
+        host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}{path}"
 
     @property
@@ -66,20 +67,23 @@ class Listener:
         self.close()
 
 
-def bind(host: str, port: int) -> Listener:
-    """Bind and listen on ``port`` on every address ``host`` resolves to (``""``: every interface; port 0: the
-    system picks a free one, the same on each address), with ``SO_REUSEADDR`` and an IPv6 socket IPv6 only, as
+def bind(host: str = DEFAULT_HOST, port: int = 0) -> Listener:
+    """Bind and listen on ``port`` on every address ``host`` resolves to (127.0.0.1 unless given: every interface
+    only when asked by address, ``0.0.0.0`` or ``::``; port 0: the system picks a free one, the same on each
+    address), with ``SO_REUSEADDR`` and an IPv6 socket IPv6 only, as
     asyncio's ``create_server`` binds. When ``host`` has several addresses, one this machine cannot take (a
     family not enabled, like localhost's ``::1`` without IPv6) is skipped; with port 0, a port the system picked
     that another address has in use is given up for another pick (up to :data:`PICKS` times).
 
     Raises:
         ValueError: the port is out of range (:func:`check_port`), in use or needs privileges, or ``host`` is
-            not an address here.
+            empty (never read as every interface) or not an address here.
     """
     check_port(port)
+    if not host.strip():
+        raise ValueError(f"--host {host!r}: give an address ({DEFAULT_HOST}, the default; 0.0.0.0 for every interface)")
     try:
-        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as e:
         raise ValueError(f"--host {host}: cannot be resolved ({e.strerror})") from e
     addresses = list(dict.fromkeys((family, address) for family, _, _, _, address in infos))

@@ -129,8 +129,13 @@ def test_port_0_binds_one_free_port_on_every_address_of_the_host(monkeypatch: py
         with pytest.raises(ValueError, match=f"--port {listener.port}: localhost:{listener.port} is in use"):
             bind("localhost", listener.port)
     assert listen.Listener("::1", 8080, []).url("/mcp") == "http://[::1]:8080/mcp"
-    with bind("", 0) as listener:  # every interface
-        assert ("0.0.0.0", listener.port) in [s.getsockname()[:2] for s in listener.sockets]
+    with bind() as listener:  # the default: loopback only
+        assert [s.getsockname()[0] for s in listener.sockets] == ["127.0.0.1"] and listener.exposed == []
+    for empty in ("", " "):  # never read as every interface
+        with pytest.raises(ValueError, match=r"--host '\s*': give an address \(127\.0\.0\.1, the default"):
+            bind(empty, 0)
+    with bind("0.0.0.0", 0) as listener:  # every interface: only when asked by address
+        assert [s.getsockname()[:2] for s in listener.sockets] == [("0.0.0.0", listener.port)]
         assert listener.url() == f"http://0.0.0.0:{listener.port}"
     resolving(monkeypatch, (V4, "127.0.0.1"), (V4, "127.0.0.2"))  # two addresses (Linux: all of 127/8 is local)
     with bind("two", 0) as listener:
@@ -165,11 +170,11 @@ def test_a_picked_port_taken_on_another_address_is_picked_again(monkeypatch: pyt
     assert binds == ["127.0.0.1", "127.0.0.2"]  # tried once
 
 
-@pytest.mark.parametrize("host", [DEFAULT_HOST, ""])
+@pytest.mark.parametrize("host", [DEFAULT_HOST, "0.0.0.0"])
 def test_the_announcement_comes_once_the_app_has_started_and_names_where_it_answers(
     host: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """And a server other machines may reach (``--host ""``: every interface) says so at once."""
+    """And a server other machines may reach (``--host 0.0.0.0``: every interface) says so at once."""
     started = threading.Event()
 
     @asynccontextmanager
@@ -191,8 +196,8 @@ def test_the_announcement_comes_once_the_app_has_started_and_names_where_it_answ
     try:
         with bind(host, 0) as listener:
             expected = [(logging.INFO, f"test server listening on {listener.url('/v1')}", True)]
-            if host == "":
-                assert "0.0.0.0" in listener.exposed
+            if host == "0.0.0.0":
+                assert listener.exposed == ["0.0.0.0"]
                 warned = (f"test server: {', '.join(listener.exposed)} may be reached from other machines, and the "
                           "server authenticates no one (the default --host 127.0.0.1 does not expose it)")  # fmt: skip
                 expected.append((logging.WARNING, warned, True))
