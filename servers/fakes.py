@@ -88,6 +88,16 @@ async def _chunks(body: dict[str, Any], gap: float) -> AsyncIterator[bytes]:
     yield b"data: [DONE]\n\n"
 
 
+async def _sent(events: list[tuple[str, dict[str, Any]]], gap: float, numbered: bool) -> AsyncIterator[bytes]:
+    """Server-sent events ``event: <kind>`` / ``data: {"type": <kind>, ...}``, ``gap`` seconds apart; ``numbered``:
+    each with its ``sequence_number`` (the Responses API's)."""
+    for i, (kind, data) in enumerate(events):
+        if i and gap:
+            await asyncio.sleep(gap)
+        data = {"type": kind, **({"sequence_number": i} if numbered else {}), **data}
+        yield f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode()
+
+
 def _response(body: dict[str, Any], rid: str = "resp-fake") -> dict[str, Any]:
     """A Responses API answer (id ``rid``) naming the tools sent."""
     text = {"type": "output_text", "text": "tools: " + ",".join(_names(body)), "annotations": []}
@@ -105,10 +115,8 @@ async def _events(body: dict[str, Any], gap: float, rid: str) -> AsyncIterator[b
     events += [("response.output_text.delta", {**at, "delta": text[: len(text) // 2]}),
                ("response.output_text.delta", {**at, "delta": text[len(text) // 2 :]}),
                ("response.completed", {"response": done})]  # fmt: skip
-    for i, (kind, data) in enumerate(events):
-        if i and gap:
-            await asyncio.sleep(gap)
-        yield f"event: {kind}\ndata: {json.dumps({'type': kind, 'sequence_number': i, **data})}\n\n".encode()
+    async for event in _sent(events, gap, numbered=True):
+        yield event
 
 
 def _message(body: dict[str, Any], rid: str) -> dict[str, Any]:
@@ -133,10 +141,8 @@ async def _message_events(body: dict[str, Any], gap: float, rid: str) -> AsyncIt
         ("message_delta", {"delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 1}}),
         ("message_stop", {}),
     ]
-    for i, (kind, data) in enumerate(events):
-        if i and gap:
-            await asyncio.sleep(gap)
-        yield f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
+    async for event in _sent(events, gap, numbered=False):
+        yield event
 
 
 def fake_openai_app(received: Received | None = None, parse: bool = True) -> Starlette:
@@ -145,11 +151,16 @@ def fake_openai_app(received: Received | None = None, parse: bool = True) -> Sta
     benchmark's baseline needs. ``GET /fake/received`` answers the count and the ``x-request-id`` counts."""
     seen = received if received is not None else Received()
 
-    async def chat(request: Request) -> Response:
+    async def record(request: Request) -> dict[str, Any]:
+        """The request's JSON body (empty when not parsed), recorded."""
         raw = await request.body()
         body = json.loads(raw) if raw and parse else {}
         seen.add({"method": request.method, "path": request.url.path, "headers": dict(request.headers), "body": body,
                   "raw": raw if parse else b""})  # fmt: skip
+        return body
+
+    async def chat(request: Request) -> Response:
+        body = await record(request)
         delay = float(request.headers.get("x-fake-delay", "0"))
         if delay:
             await asyncio.sleep(delay)
@@ -177,11 +188,9 @@ def fake_openai_app(received: Received | None = None, parse: bool = True) -> Sta
         return JSONResponse({"object": "list", "data": [{"id": "fake", "object": "model", "owned_by": "fake"}]})
 
     async def tokens(request: Request) -> Response:
-        """``POST /v1/responses/input_tokens``: a count that grows with the tools sent (their JSON's length / 4)."""
-        raw = await request.body()
-        body = json.loads(raw) if raw and parse else {}
-        seen.add({"method": request.method, "path": request.url.path, "headers": dict(request.headers), "body": body,
-                  "raw": raw if parse else b""})  # fmt: skip
+        """``POST /v1/responses/input_tokens``, ``/v1/messages/count_tokens``: a count that grows with the body sent
+        (its JSON's length / 4)."""
+        body = await record(request)
         count: dict[str, Any] = {"input_tokens": len(json.dumps(body)) // 4}
         if request.url.path.endswith("/input_tokens"):
             count["object"] = "response.input_tokens"

@@ -70,10 +70,10 @@ class Listener:
 def bind(host: str = DEFAULT_HOST, port: int = 0) -> Listener:
     """Bind and listen on ``port`` on every address ``host`` resolves to (127.0.0.1 unless given: every interface
     only when asked by address, ``0.0.0.0`` or ``::``; port 0: the system picks a free one, the same on each
-    address), with ``SO_REUSEADDR`` and an IPv6 socket IPv6 only, as
-    asyncio's ``create_server`` binds. When ``host`` has several addresses, one this machine cannot take (a
-    family not enabled, like localhost's ``::1`` without IPv6) is skipped; with port 0, a port the system picked
-    that another address has in use is given up for another pick (up to :data:`PICKS` times).
+    address), with ``SO_REUSEADDR`` and an IPv6 socket IPv6 only, as asyncio's ``create_server`` binds. When
+    ``host`` has several addresses, one this machine cannot take (a family not enabled, like localhost's ``::1``
+    without IPv6) is skipped; with port 0, a port the system picked that another address has in use is given up
+    for another pick (up to :data:`PICKS` times).
 
     Raises:
         ValueError: the port is out of range (:func:`check_port`), in use or needs privileges, or ``host`` is

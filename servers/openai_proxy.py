@@ -64,7 +64,7 @@ import hashlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -280,6 +280,8 @@ RESPONSES = Api("responses", "/responses", "input")
 INPUT_TOKENS = Api("responses input_tokens", "/responses/input_tokens", "input")
 MESSAGES = Api("messages", "/messages", "messages", "anthropic")
 COUNT_TOKENS = Api("messages count_tokens", "/messages/count_tokens", "messages", "anthropic")
+#: Every path the proxy shortlists (``POST /v1`` + the path), one route each.
+SHORTLISTED = (CHAT, RESPONSES, INPUT_TOKENS, MESSAGES, COUNT_TOKENS)
 
 
 #: The request body's top level, each value left as its raw JSON bytes (parsed only where needed: a 370-tool
@@ -381,8 +383,9 @@ class Shortlister:
             self._prepared.move_to_end(key)
             return self._prepared[key]
         parsed = [msgspec.json.decode(item) for item in items]
-        ranked = [i for i, t in enumerate(parsed) if api.ranks(t)]
-        kept = [i for i, t in enumerate(parsed) if not api.ranks(t)]
+        ranks = [api.ranks(t) for t in parsed]
+        ranked = [i for i, r in enumerate(ranks) if r]
+        kept = [i for i, r in enumerate(ranks) if not r]
         search = None
         if ranked:  # a malformed or repeated tool named by its index in the request's list
             search = self.spec.over_parsed(_checked_tools([(i, api.readable(parsed[i])) for i in ranked]))
@@ -477,25 +480,13 @@ class Proxy:
         spec = self.shortlister.spec
         return JSONResponse(health("shortlist serve openai", spec.scorer, spec.policy.method, None))
 
-    async def chat(self, request: Request) -> Response:
-        """``POST /v1/chat/completions``: the shortlist of the request's tools forwarded (module docstring)."""
-        return await self.shortlisted(request, CHAT)
+    def endpoint(self, api: Api) -> Callable[[Request], Awaitable[Response]]:
+        """The route handler of ``api``'s path: :meth:`shortlisted` with ``api``."""
 
-    async def responses(self, request: Request) -> Response:
-        """``POST /v1/responses``: the shortlist of the request's function tools forwarded (module docstring)."""
-        return await self.shortlisted(request, RESPONSES)
+        async def handle(request: Request) -> Response:
+            return await self.shortlisted(request, api)
 
-    async def input_tokens(self, request: Request) -> Response:
-        """``POST /v1/responses/input_tokens``: counted with the shortlist the request would be sent with."""
-        return await self.shortlisted(request, INPUT_TOKENS)
-
-    async def messages(self, request: Request) -> Response:
-        """``POST /v1/messages`` (Anthropic): the shortlist of the request's client tools forwarded."""
-        return await self.shortlisted(request, MESSAGES)
-
-    async def count_tokens(self, request: Request) -> Response:
-        """``POST /v1/messages/count_tokens`` (Anthropic): counted with the shortlist the request would be sent with."""
-        return await self.shortlisted(request, COUNT_TOKENS)
+        return handle
 
     async def shortlisted(self, request: Request, api: Api) -> Response:
         """A request of ``api`` forwarded with the shortlist of its tools (module docstring)."""
@@ -606,11 +597,7 @@ def create_app(searcher: ToolSearch | SearchSpec, config: ProxyConfig) -> Starle
     proxy = Proxy(searcher, config)
     routes = [
         Route(HEALTH_PATH, proxy.health, methods=["GET", "HEAD"]),
-        Route("/v1/chat/completions", proxy.chat, methods=["POST"]),
-        Route("/v1/responses", proxy.responses, methods=["POST"]),
-        Route("/v1/responses/input_tokens", proxy.input_tokens, methods=["POST"]),
-        Route("/v1/messages", proxy.messages, methods=["POST"]),
-        Route("/v1/messages/count_tokens", proxy.count_tokens, methods=["POST"]),
+        *(Route(f"/v1{api.path}", proxy.endpoint(api), methods=["POST"]) for api in SHORTLISTED),
         Route("/v1/{path:path}", proxy.passthrough, methods=METHODS),
     ]
     return Starlette(routes=routes, lifespan=proxy.lifespan)
