@@ -84,7 +84,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client timed out and left (the slow answer's purpose): nothing to print from this thread
 
     def do_POST(self) -> None:  # noqa: N802 (http.server API)
         st = self.state
@@ -143,12 +146,21 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return self._send(200, json.dumps(answer).encode())
 
 
+class _JoiningServer(http.server.ThreadingHTTPServer):
+    """Its ``server_close`` waits for every request's thread: a slow answer still being written after its test ended
+    would run in the next test file of the same pytest worker. (Python 3.11 formats a thread's traceback with
+    ``ast.parse``, whose recursion counter is shared between threads: a test parsing source at that moment failed
+    with "AST constructor recursion depth mismatch", CPython gh-106905.)"""
+
+    daemon_threads = False
+
+
 @pytest.fixture
 def server() -> Iterator[tuple[str, FakeState]]:
     """The fake OpenAI-compatible server: (base URL ending in /v1, its state)."""
     state = FakeState()
     handler = type("H", (_Handler,), {"state": state})
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd = _JoiningServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
