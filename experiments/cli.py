@@ -181,11 +181,13 @@ def _serve_mcp(a: o.ServeMcpArgs) -> int:
 
     from servers.listen import bind
     from servers.mcp_server import SearchSettings, run
+    from servers.upstreams import specs
 
     settings = SearchSettings(pin=a.pin, min_k=a.min_k, max_k=a.bound())
+    upstreams = specs(a.upstream_command, a.upstream_url, a.upstream_config)  # a config file's errors, at once
     # the port is bound before the searcher loads: one in use is an error at once
     with bind(a.host, a.port) if a.transport == "http" else nullcontext() as listener:
-        run(_serving(a, a.tools), settings, upstream_command=a.upstream_command, listener=listener, path=a.path)
+        run(_serving(a, a.tools), settings, upstreams=upstreams, listener=listener, path=a.path)
     return 0
 
 
@@ -400,11 +402,12 @@ SERVE_COMMANDS: tuple[Command, ...] = (
         "mcp",
         (o.ServeMcpArgs,),
         _serve_mcp,
-        "the tool search as an MCP server: a search_tools tool, alone or in front of an upstream MCP server",
+        "the tool search as an MCP server: a search_tools tool, alone or in front of upstream MCP servers",
         "search_tools(query) answers the shortlist of the saved searcher's registry (name, description, input schema "
-        "of each tool). With --upstream-command, the upstream's tools are the registry: tools/list shows search_tools "
-        "and the pinned tools, tools/call is forwarded to the upstream. Over stdio, or streamable HTTP (--transport "
-        "http) on 127.0.0.1 unless --host says otherwise.",
+        "of each tool). With --upstream-command, --upstream-url or --upstream-config (several servers), the "
+        "upstreams' tools are the registry: tools/list shows search_tools and the pinned tools, tools/call is "
+        "forwarded to the tool's upstream. Over stdio, or streamable HTTP (--transport http) on 127.0.0.1 unless "
+        "--host says otherwise.",
         wants_command=False,
     ),
     Command(

@@ -755,17 +755,9 @@ class ToolsearchPaysArgs(FolderArgs):
 def check_base_url(url: str, flag: str) -> None:
     """ValueError unless ``url`` is a base URL as an OpenAI client's ``base_url``: http(s), a host, a valid port,
     no query or fragment."""
-    from urllib.parse import urlsplit
+    from servers import check_url
 
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{flag} must be an http(s) URL with a host, got {url!r}")
-    try:
-        _ = parts.port  # (parsed on reading: out of range or not a number raises)
-    except ValueError as e:
-        raise ValueError(f"{flag} {url!r}: {e}") from e
-    if parts.query or parts.fragment:
-        raise ValueError(f"{flag} is a base URL, as an OpenAI client's base_url: no query or fragment, got {url!r}")
+    check_url(url, flag, base=True)
 
 
 #: The modules of the ``serve`` extra's packages (pyproject.toml), checked before a serve command imports one.
@@ -802,6 +794,13 @@ class ServeMcpArgs(ServeArgs):
         None, "the command that starts an upstream MCP server over stdio (one string, split like a shell): its tools "
         "become the registry, tools/list shows search_tools plus the pinned ones, tools/call is forwarded",
     )  # fmt: skip
+    upstream_url: str | None = opt(
+        None, "instead of --upstream-command: the URL of an upstream MCP server over streamable HTTP",
+    )  # fmt: skip
+    upstream_config: str | None = opt(
+        None, "instead of --upstream-command: an MCP client's config file (its mcpServers: stdio commands, urls, "
+        "${VAR} from the environment): every server's tools are the registry, named SERVER_TOOL when several",
+    )  # fmt: skip
     pin: tuple[str, ...] = opt(
         (), "a tool always shown (with an upstream: listed by tools/list; alone: first in every answer); one a flag: "
         "--pin a --pin b", each=True,
@@ -816,17 +815,25 @@ class ServeMcpArgs(ServeArgs):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.upstream_command is None and bool(self.searcher) == bool(self.tools):
-            raise ValueError("serve mcp searches a registry: give --upstream-command CMD (its tools), --searcher DIR "
-                             "or --tools FILE")  # fmt: skip
-        if self.upstream_command is not None and self.tools:
-            raise ValueError("--tools goes without --upstream-command (the upstream's tools are the registry)")
+        given = [f for f, v in self.upstream_flags().items() if v is not None]
+        if len(given) > 1:
+            raise ValueError(f"give one upstream flag, not {' and '.join(given)} (several servers: --upstream-config)")
+        if not given and bool(self.searcher) == bool(self.tools):
+            raise ValueError("serve mcp searches a registry: give --upstream-command CMD, --upstream-url URL or "
+                             "--upstream-config FILE (their tools), --searcher DIR or --tools FILE")  # fmt: skip
+        if given and self.tools:
+            raise ValueError(f"--tools goes without {given[0]} (the upstream's tools are the registry)")
         if self.transport not in ("stdio", "http"):
             raise ValueError(f"--transport must be stdio or http, got {self.transport!r}")
         if self.upstream_command is not None and not self.upstream_command.strip():
             raise ValueError("--upstream-command is empty")
         if not self.path.startswith("/"):
             raise ValueError(f"--path must start with /, got {self.path!r}")
+
+    def upstream_flags(self) -> dict[str, str | None]:
+        """The three ways to name upstreams (at most one is given), by flag."""
+        return {"--upstream-command": self.upstream_command, "--upstream-url": self.upstream_url,
+                "--upstream-config": self.upstream_config}  # fmt: skip
 
 
 @dataclass(frozen=True)

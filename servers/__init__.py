@@ -3,8 +3,10 @@
 Thin layers over :class:`shortlist_depth.ToolSearch` (a handler parses, calls the library, formats):
 
 - :mod:`servers.mcp_server`: ``shortlist serve mcp``: a ``search_tools(query)`` tool (stdio or streamable HTTP);
-  with an upstream MCP server it fronts it (``tools/list``: ``search_tools`` plus the pinned tools; ``tools/call``
-  forwarded);
+  with upstream MCP servers it fronts them (``tools/list``: ``search_tools`` plus the pinned tools; ``tools/call``
+  forwarded to the tool's server);
+- :mod:`servers.upstreams`: those upstreams (a command over stdio, a streamable-HTTP URL, or the ``mcpServers`` of an
+  MCP client's config file) and one registry over their tools;
 - :mod:`servers.openai_proxy`: ``shortlist serve openai``: Chat Completions, Responses and Anthropic Messages
   requests forwarded to their upstream with only the shortlist of their ``tools``;
 - :mod:`servers.listen`: where the HTTP servers listen (the port bound before anything loads; ``--port 0``; the
@@ -31,3 +33,19 @@ def health(server: str, scorer: str, policy: str, tools: int | None) -> dict[str
     """The JSON a server answers at :data:`HEALTH_PATH`: ``status`` ok, the server, its scorer and policy (the
     method), and the number of tools it searches (None: each request brings its own)."""
     return {"status": "ok", "server": server, "scorer": scorer, "policy": policy, "tools": tools}
+
+
+def check_url(url: str, where: str, base: bool = False) -> None:
+    """ValueError naming ``where`` unless ``url`` is http(s) with a host and a valid port; with ``base`` (a base URL,
+    as an OpenAI client's ``base_url``), also without a query or fragment."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{where} must be an http(s) URL with a host, got {url!r}")
+    try:
+        _ = parts.port  # (parsed on reading: out of range or not a number raises)
+    except ValueError as e:
+        raise ValueError(f"{where} {url!r}: {e}") from e
+    if base and (parts.query or parts.fragment):
+        raise ValueError(f"{where} is a base URL, as an OpenAI client's base_url: no query or fragment, got {url!r}")

@@ -13,7 +13,9 @@
 - :func:`fake_mcp_server`: an MCP server whose tools are the given ones; a call answers
   ``{"tool": name, "arguments": ...}`` as text, an error result when the arguments hold ``"fail": true``, an MCP
   error (invalid params) when they hold ``"mcp_error": true``.
-  ``python -m servers.fakes mcp --tools FILE`` serves it over stdio (the tests' and the bench's upstream).
+  ``python -m servers.fakes mcp --tools FILE`` serves it over stdio (the tests' and the bench's upstream);
+  ``--transport http`` (or ``sse``) ``--port 0`` on 127.0.0.1, announced as below, ``--token-env VAR`` refusing
+  (401) a request without ``Authorization: Bearer $VAR``.
 - :func:`serve_in_thread`: any ASGI app on 127.0.0.1, a free port, in a background thread.
 
 ``python -m servers.fakes openai [--port P]`` serves the fake OpenAI upstream on 127.0.0.1 (port 0 by default: any
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import threading
 import time
 from collections import Counter, deque
@@ -263,11 +266,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--tools", help="mcp: a JSON file, a list of MCP tools (name, description, inputSchema)")
     p.add_argument("--port", type=int, default=0, help="openai: the port (0, the default: any free one, announced)")
     p.add_argument("--no-parse", action="store_true", help="openai: answer without parsing the body")
+    p.add_argument("--transport", choices=["stdio", "http", "sse"], default="stdio",
+                   help="mcp: over stdio (the default), streamable HTTP (/mcp) or SSE (/sse), announced")  # fmt: skip
+    p.add_argument("--token-env", help="mcp over http or sse: answer 401 to a request without the header "
+                   "'Authorization: Bearer <this environment variable's value>'")  # fmt: skip
     a = p.parse_args(argv)
-    if a.kind == "openai":
+    if a.kind == "openai" or a.transport != "stdio":
         import logging
 
         logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s %(message)s")  # the announcement
+    if a.kind == "openai":
         app = fake_openai_app(Received(keep=0), parse=not a.no_parse)
         listener = listen.bind(DEFAULT_HOST, a.port)
         listen.run(app, listener, "/v1", "fake openai upstream", log_level="warning", access_log=False)
@@ -275,7 +283,29 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not a.tools:
         p.error("mcp needs --tools FILE")
     tools = json.loads(Path(a.tools).read_text(encoding="utf-8"))
-    fake_mcp_server(tools["tools"] if isinstance(tools, dict) else tools).run("stdio")
+    fake = fake_mcp_server(tools["tools"] if isinstance(tools, dict) else tools)
+    if a.transport == "stdio":
+        fake.run("stdio")
+        return
+    path = {"http": "/mcp", "sse": "/sse"}[a.transport]
+    app = fake.streamable_http_app() if a.transport == "http" else fake.sse_app()
+    if a.token_env:
+        app = bearer_only(app, os.environ[a.token_env])
+    listener = listen.bind(DEFAULT_HOST, a.port)
+    listen.run(app, listener, path, f"fake mcp upstream ({a.transport})", log_level="warning", access_log=False)
+
+
+def bearer_only(app: Any, token: str) -> Any:
+    """``app`` (ASGI), answering 401 to an HTTP request whose ``Authorization`` is not ``Bearer <token>``."""
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != expected:
+            await JSONResponse({"error": "unauthorized"}, status_code=401)(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return guarded
 
 
 if __name__ == "__main__":

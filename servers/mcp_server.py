@@ -5,14 +5,17 @@ answers the shortlist of the registry for the query: each tool's ``name``, ``des
 policy's ``k`` and ``policy`` (structured content, and the same JSON as text). ``--pin NAME`` tools come first in
 every answer, besides the policy's K.
 
-In front of an upstream (``--upstream-command CMD``: the command that starts the upstream MCP server over stdio,
-run with this process's environment): the upstream's ``tools/list`` is read once (every page) and again after
-the upstream says its list changed; the registry searched is the upstream's tools, with the tool search's scorer
-and policy (:class:`shortlist_depth.SearchSpec`: the library's defaults, ``--policy``, or a saved searcher's).
-K is bounded as the library bounds it (``max_k`` :data:`shortlist_depth.DEFAULT_MAX_K` unless configured).
-``tools/list`` answers ``search_tools`` plus the pinned upstream tools (as the upstream lists them);
-``search_tools`` never returns a pinned tool (the agent has them already); ``tools/call`` of an upstream tool (any
-of them, listed or found by a search) is forwarded as is and its result, or its MCP error, relayed unchanged.
+In front of upstreams (:mod:`servers.upstreams`: ``--upstream-command CMD``, a server over stdio;
+``--upstream-url URL``, one over streamable HTTP; ``--upstream-config FILE``, the several servers of an MCP client's
+``mcpServers`` config): each upstream's ``tools/list`` is read before the first request (every page) and again after
+it says its list changed; the registry searched is every upstream's tools (named ``<server>_<tool>`` when there are
+several), with the tool search's scorer and policy (:class:`shortlist_depth.SearchSpec`: the library's defaults,
+``--policy``, or a saved searcher's). K is bounded as the library bounds it (``max_k``
+:data:`shortlist_depth.DEFAULT_MAX_K` unless configured). ``tools/list`` answers ``search_tools`` plus the pinned
+upstream tools (as their upstream lists them); ``search_tools`` never returns a pinned tool (the agent has them
+already); ``tools/call`` of an upstream tool (any of them, listed or found by a search) is forwarded to its upstream
+under its own name and its result, or its MCP error, relayed unchanged; an upstream whose connection failed answers an
+error result naming it.
 
 A query with no text is an error result (``isError``). When the searcher fails on a query, ``search_tools``
 answers every tool of the registry, says why in ``fallback`` and logs it. Transports: stdio (default) or
@@ -23,19 +26,17 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
-import shlex
 from collections.abc import Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import anyio.to_thread
-from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult, Tool, ToolListChangedNotification
+from mcp_types import CONNECTION_CLOSED, CallToolResult, Tool
 from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -43,6 +44,7 @@ from starlette.responses import JSONResponse, Response
 from benchmarks.tools import ToolSchema
 from servers import HEALTH_PATH, health, listen
 from servers.listen import Listener
+from servers.upstreams import Upstreams, UpstreamSpec, connect
 from shortlist_depth.toolsearch import DEFAULT_MAX_K, SearchSpec, Shortlist, ToolSearch
 
 LOG = logging.getLogger("servers.mcp_server")
@@ -95,46 +97,11 @@ def answer(search: ToolSearch, shortlist: Shortlist) -> SearchAnswer:
     return SearchAnswer(tools=tools, k=shortlist.k, policy=str(shortlist.why.get("method", "")))
 
 
-class Upstream:
-    """An upstream MCP server: a connected SDK client, its tools (read once, again after it says they changed)
-    and the searcher over them."""
-
-    def __init__(self, client: Client, base: ToolSearch | SearchSpec) -> None:
-        self.client = client
-        self.spec = base.spec if isinstance(base, ToolSearch) else base
-        self.tools: dict[str, Tool] = {}
-        self.searcher: ToolSearch | None = None
-        self.stale = True
-
-    async def on_message(self, message: Any) -> None:
-        """The client's message handler: a ``tools/list_changed`` notification marks the list stale."""
-        if isinstance(message, ToolListChangedNotification):
-            self.stale = True
-
-    async def refresh(self) -> None:
-        """Read the upstream's tools (every page) when stale, and prepare the searcher over them."""
-        if not self.stale:
-            return
-        tools: list[Tool] = []
-        cursor: str | None = None
-        while True:
-            page = await self.client.list_tools(cursor=cursor, cache_mode="refresh")
-            tools += page.tools
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-        listed = [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in tools]
-        self.searcher = await anyio.to_thread.run_sync(self.spec.over, listed)
-        self.tools = {t.name: t for t in tools}
-        self.stale = False
-        LOG.info("upstream lists %d tools", len(tools))
-
-
 class ShortlistServer(MCPServer):
     """The MCP server (module docstring): ``search_tools``, and with an upstream, its tools behind it."""
 
     def __init__(
-        self, searcher: ToolSearch | SearchSpec, settings: SearchSettings, upstream: Upstream | None = None
+        self, searcher: ToolSearch | SearchSpec, settings: SearchSettings, upstream: Upstreams | None = None
     ) -> None:
         super().__init__("shortlist", instructions=SEARCH_DESCRIPTION, log_level="WARNING")
         self.searcher = searcher
@@ -196,31 +163,33 @@ class ShortlistServer(MCPServer):
         if name == SEARCH_TOOL or self.upstream is None:
             return await super().call_tool(name, arguments, context)
         await self.upstream.refresh()
-        if name not in self.upstream.tools:
+        if name not in self.upstream.route:
             raise ToolError(f"unknown tool {name!r}: neither {SEARCH_TOOL} nor a tool of the upstream server")
-        result: CallToolResult = await self.upstream.client.call_tool(name, arguments)
+        upstream, tool = self.upstream.route[name]
+        try:
+            result: CallToolResult = await upstream.client.call_tool(tool, arguments)
+        except MCPError as e:
+            if e.error.code != CONNECTION_CLOSED:
+                raise  # the upstream's error, relayed with its code
+            LOG.warning("%s: tools/call %r failed: its connection is closed", upstream.where, tool)
+            raise ToolError(f"the upstream ({upstream.where}) failed on {tool!r}: its connection is closed") from e
+        except Exception as e:  # its connection (the process gone, the server down): an error result naming it
+            LOG.warning("%s: tools/call %r failed: %s: %s", upstream.where, tool, type(e).__name__, e)
+            raise ToolError(f"the upstream ({upstream.where}) failed on {tool!r}: {type(e).__name__}: {e}") from e
         return result
-
-
-def upstream_client(command: str, message_handler: Any) -> Client:
-    """An SDK client that starts ``command`` (split like a shell) as an MCP server over stdio."""
-    argv = shlex.split(command)
-    if not argv:
-        raise ValueError("--upstream-command is empty")
-    params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
-    return Client(params, message_handler=message_handler)
 
 
 async def run_async(
     searcher: ToolSearch | SearchSpec,
     settings: SearchSettings,
-    upstream_command: str | None = None,
+    upstreams: Sequence[UpstreamSpec] = (),
     listener: Listener | None = None,
     path: str = "/mcp",
 ) -> None:
     """Serve until interrupted: over stdio, or, given a ``listener`` (:func:`servers.listen.bind`), streamable HTTP
     on it at ``path`` (announced once it answers: ``shortlist serve mcp listening on http://host:port/mcp``); with
-    an upstream command, connected to it first (its tools read before the first request)."""
+    upstreams (:mod:`servers.upstreams`), connected to each first, in order, and their tools read before the first
+    request."""
 
     async def serve(server: ShortlistServer) -> None:
         gc.freeze()  # what is loaded stays: the collector no longer walks it on every request's garbage
@@ -233,35 +202,26 @@ async def run_async(
             app = server.streamable_http_app(streamable_http_path=path, host=listener.host)
             await listen.serve(app, listener, path, "shortlist serve mcp", log_level=server.settings.log_level.lower())
 
-    if upstream_command is None:
+    if not upstreams:
         await serve(ShortlistServer(searcher, settings))
         return
-    holder: list[Upstream] = []
-
-    async def on_message(message: Any) -> None:
-        if holder:
-            await holder[0].on_message(message)
-
-    async with upstream_client(upstream_command, on_message) as client:
-        upstream = Upstream(client, searcher)
-        holder.append(upstream)
-        try:
-            await upstream.refresh()
-        except MCPError as e:
-            raise ValueError(f"--upstream-command: the upstream's tools/list failed ({e})") from e
-        missing = [n for n in settings.pin if n not in upstream.tools]
+    async with AsyncExitStack() as stack:
+        connected = [await connect(spec, stack) for spec in upstreams]
+        registry = Upstreams(connected, searcher)
+        await registry.refresh(strict=True)
+        missing = [n for n in settings.pin if n not in registry.tools]
         if missing:
-            raise ValueError(f"--pin: tool(s) the upstream does not list: {missing[:5]}")
-        await serve(ShortlistServer(searcher, settings, upstream))
+            raise ValueError(f"--pin: tool(s) no upstream lists: {missing[:5]}")
+        await serve(ShortlistServer(searcher, settings, registry))
 
 
 def run(searcher: ToolSearch | SearchSpec, settings: SearchSettings, **kw: Any) -> None:
     """:func:`run_async` in a fresh event loop.
 
     Raises:
-        ValueError: the server could not start or stopped on an error (an upstream command that is not an MCP
-            server or cannot be started, an upstream whose tool list is invalid, a pin it does not list), in one
-            line.
+        ValueError: the server could not start or stopped on an error (an upstream that is not an MCP server or
+            cannot be started or reached, an upstream whose tool list is invalid, two upstreams' tools of one name, a
+            pin no upstream lists), in one line naming it.
     """
     try:
         anyio.run(lambda: run_async(searcher, settings, **kw))
@@ -274,4 +234,4 @@ def run(searcher: ToolSearch | SearchSpec, settings: SearchSettings, **kw: Any) 
         raise
 
 
-__all__: Sequence[str] = ["SEARCH_TOOL", "SearchAnswer", "SearchSettings", "ShortlistServer", "Upstream", "run"]
+__all__: Sequence[str] = ["SEARCH_TOOL", "SearchAnswer", "SearchSettings", "ShortlistServer", "run"]

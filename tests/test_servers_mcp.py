@@ -28,7 +28,8 @@ from test_toolsearch import mcp_tools
 
 from servers.fakes import fake_mcp_server
 from servers.listen import wait_announced
-from servers.mcp_server import SEARCH_TOOL, SearchSettings, ShortlistServer, Upstream
+from servers.mcp_server import SEARCH_TOOL, SearchSettings, ShortlistServer
+from servers.upstreams import Upstream, Upstreams
 from shortlist_depth.toolsearch import ToolSearch
 
 QUERY = "please book my flight now"
@@ -49,10 +50,10 @@ def names(answer: Any) -> list[str]:
 
 
 @asynccontextmanager
-async def fronting(searcher: ToolSearch, pin: tuple[str, ...] = ()) -> AsyncIterator[tuple[Client, Upstream]]:
+async def fronting(searcher: ToolSearch, pin: tuple[str, ...] = ()) -> AsyncIterator[tuple[Client, Upstreams]]:
     """A client of the server in front of an in-process fake upstream (the generated tools, MCP shape)."""
     async with Client(fake_mcp_server(mcp_tools()["tools"])) as up:
-        upstream = Upstream(up, searcher)
+        upstream = Upstreams([Upstream(up)], searcher)
         async with Client(ShortlistServer(searcher, SearchSettings(pin=pin), upstream)) as client:
             yield client, upstream
 
@@ -60,7 +61,7 @@ async def fronting(searcher: ToolSearch, pin: tuple[str, ...] = ()) -> AsyncIter
 def test_healthz_in_front_of_an_upstream_counts_its_tools(searcher: ToolSearch) -> None:
     async def go() -> httpx.Response:
         async with Client(fake_mcp_server(mcp_tools()["tools"][:7])) as up:
-            upstream = Upstream(up, searcher)
+            upstream = Upstreams([Upstream(up)], searcher)
             await upstream.refresh()
             app = ShortlistServer(searcher, SearchSettings(), upstream).streamable_http_app(host="127.0.0.1")
             async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as c:
@@ -148,7 +149,7 @@ def test_the_upstream_list_is_read_again_after_it_changes(searcher: ToolSearch) 
             first = upstream.searcher
             await c.call_tool(SEARCH_TOOL, {"query": QUERY})
             assert upstream.searcher is first  # cached
-            await upstream.on_message(ToolListChangedNotification())
+            await upstream.upstreams[0].on_message(ToolListChangedNotification())
             assert upstream.stale
             await c.call_tool(SEARCH_TOOL, {"query": QUERY})
             assert not upstream.stale and upstream.searcher is not first
