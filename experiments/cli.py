@@ -181,13 +181,20 @@ def _serve_mcp(a: o.ServeMcpArgs) -> int:
 
     from servers.listen import bind
     from servers.mcp_server import SearchSettings, run
+    from servers.record import Recorder
     from servers.upstreams import specs
 
     settings = SearchSettings(pin=a.pin, min_k=a.min_k, max_k=a.bound())
     upstreams = specs(a.upstream_command, a.upstream_url, a.upstream_config)  # a config file's errors, at once
+    recorder = None if a.record is None else Recorder(a.record)
     # the port is bound before the searcher loads: one in use is an error at once
-    with bind(a.host, a.port) if a.transport == "http" else nullcontext() as listener:
-        run(_serving(a, a.tools), settings, upstreams=upstreams, listener=listener, path=a.path)
+    try:
+        with bind(a.host, a.port) if a.transport == "http" else nullcontext() as listener:
+            run(_serving(a, a.tools), settings, upstreams=upstreams, listener=listener, path=a.path, recorder=recorder)
+    finally:
+        if recorder is not None:
+            recorder.close()
+            print(f"--record {a.record}: {recorder.written} tool calls written to {recorder.log}", file=sys.stderr)
     return 0
 
 

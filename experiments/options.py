@@ -809,6 +809,10 @@ class ServeMcpArgs(ServeArgs):
         None, "without --upstream-command: a tools file to search instead of a saved searcher's registry (an OpenAI "
         "tools list, an MCP tools/list result, JSON lines of {name, description, parameters})",
     )  # fmt: skip
+    record: str | None = opt(
+        None, "with an upstream, over stdio: a folder where each tool call is written with the search it followed "
+        "(log.jsonl, and tools.json: what `shortlist recommend --tools DIR/tools.json --log DIR/log.jsonl` trains on)",
+    )  # fmt: skip
     transport: str = opt("stdio", "how clients connect", choices=("stdio", "http"))
     port: int = opt(8000, "with --transport http: the port (0: any free one; the log line 'listening on URL' names it)")
     path: str = opt("/mcp", "with --transport http: the endpoint's path")
@@ -827,6 +831,12 @@ class ServeMcpArgs(ServeArgs):
             raise ValueError(f"--transport must be stdio or http, got {self.transport!r}")
         if self.upstream_command is not None and not self.upstream_command.strip():
             raise ValueError("--upstream-command is empty")
+        if self.record is not None and not given:
+            raise ValueError("--record needs an upstream (--upstream-command, --upstream-url or --upstream-config): "
+                             "alone, the tools found are called elsewhere")  # fmt: skip
+        if self.record is not None and self.transport != "stdio":
+            raise ValueError("--record goes with --transport stdio (one agent a process): over HTTP, requests carry "
+                             "no session, so a call could not be tied to its agent's search")  # fmt: skip
         if not self.path.startswith("/"):
             raise ValueError(f"--path must start with /, got {self.path!r}")
 

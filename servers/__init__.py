@@ -7,6 +7,8 @@ Thin layers over :class:`shortlist_depth.ToolSearch` (a handler parses, calls th
   forwarded to the tool's server);
 - :mod:`servers.upstreams`: those upstreams (a command over stdio, a streamable-HTTP URL, or the ``mcpServers`` of an
   MCP client's config file) and one registry over their tools;
+- :mod:`servers.record`: ``serve mcp --record DIR``: each tool call written with the search it followed, the log
+  ``shortlist recommend --log`` trains on;
 - :mod:`servers.openai_proxy`: ``shortlist serve openai``: Chat Completions, Responses and Anthropic Messages
   requests forwarded to their upstream with only the shortlist of their ``tools``;
 - :mod:`servers.listen`: where the HTTP servers listen (the port bound before anything loads; ``--port 0``; the

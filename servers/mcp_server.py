@@ -44,6 +44,7 @@ from starlette.responses import JSONResponse, Response
 from benchmarks.tools import ToolSchema
 from servers import HEALTH_PATH, health, listen
 from servers.listen import Listener
+from servers.record import Recorder
 from servers.upstreams import Upstreams, UpstreamSpec, connect
 from shortlist_depth.toolsearch import DEFAULT_MAX_K, SearchSpec, Shortlist, ToolSearch
 
@@ -101,12 +102,19 @@ class ShortlistServer(MCPServer):
     """The MCP server (module docstring): ``search_tools``, and with an upstream, its tools behind it."""
 
     def __init__(
-        self, searcher: ToolSearch | SearchSpec, settings: SearchSettings, upstream: Upstreams | None = None
+        self,
+        searcher: ToolSearch | SearchSpec,
+        settings: SearchSettings,
+        upstream: Upstreams | None = None,
+        recorder: Recorder | None = None,
     ) -> None:
         super().__init__("shortlist", instructions=SEARCH_DESCRIPTION, log_level="WARNING")
         self.searcher = searcher
         self.search_settings = settings
         self.upstream = upstream
+        if recorder is not None and upstream is None:
+            raise ValueError("--record needs an upstream: alone, the tools found are called elsewhere")
+        self.recorder = recorder
         self.limiter = anyio.CapacityLimiter(1)  # one search at a time, off the event loop
         if upstream is None:
             if not isinstance(searcher, ToolSearch):
@@ -146,9 +154,13 @@ class ShortlistServer(MCPServer):
         except Exception as e:  # never drop the request: every tool, and why
             LOG.warning("searcher failed on a query, every tool returned: %s: %s", type(e).__name__, e)
             tools = [found(t) for t in search.tools]
-            return SearchAnswer(tools=tools, k=len(tools), policy=search.policy.method,
-                                fallback=f"searcher error: {type(e).__name__}")  # fmt: skip
-        return answer(search, shortlist)
+            result = SearchAnswer(tools=tools, k=len(tools), policy=search.policy.method,
+                                  fallback=f"searcher error: {type(e).__name__}")  # fmt: skip
+        else:
+            result = answer(search, shortlist)
+        if self.recorder is not None:
+            self.recorder.searched(query, [t.name for t in result.tools], result.k, result.policy)
+        return result
 
     async def list_tools(self) -> list[Tool]:
         """``search_tools``, plus (with an upstream) the pinned upstream tools."""
@@ -166,6 +178,8 @@ class ShortlistServer(MCPServer):
         if name not in self.upstream.route:
             raise ToolError(f"unknown tool {name!r}: neither {SEARCH_TOOL} nor a tool of the upstream server")
         upstream, tool = self.upstream.route[name]
+        if self.recorder is not None and name not in self.search_settings.pin:
+            self.recorder.called(name)  # the agent's choice, whatever its upstream answers
         try:
             result: CallToolResult = await upstream.client.call_tool(tool, arguments)
         except MCPError as e:
@@ -185,11 +199,12 @@ async def run_async(
     upstreams: Sequence[UpstreamSpec] = (),
     listener: Listener | None = None,
     path: str = "/mcp",
+    recorder: Recorder | None = None,
 ) -> None:
     """Serve until interrupted: over stdio, or, given a ``listener`` (:func:`servers.listen.bind`), streamable HTTP
     on it at ``path`` (announced once it answers: ``shortlist serve mcp listening on http://host:port/mcp``); with
     upstreams (:mod:`servers.upstreams`), connected to each first, in order, and their tools read before the first
-    request."""
+    request; with a ``recorder`` (:mod:`servers.record`), each call written with the search it followed."""
 
     async def serve(server: ShortlistServer) -> None:
         gc.freeze()  # what is loaded stays: the collector no longer walks it on every request's garbage
@@ -207,12 +222,12 @@ async def run_async(
         return
     async with AsyncExitStack() as stack:
         connected = [await connect(spec, stack) for spec in upstreams]
-        registry = Upstreams(connected, searcher)
+        registry = Upstreams(connected, searcher, on_change=None if recorder is None else recorder.registry)
         await registry.refresh(strict=True)
         missing = [n for n in settings.pin if n not in registry.tools]
         if missing:
             raise ValueError(f"--pin: tool(s) no upstream lists: {missing[:5]}")
-        await serve(ShortlistServer(searcher, settings, registry))
+        await serve(ShortlistServer(searcher, settings, registry, recorder))
 
 
 def run(searcher: ToolSearch | SearchSpec, settings: SearchSettings, **kw: Any) -> None:

@@ -27,7 +27,7 @@ import logging
 import os
 import re
 import shlex
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -285,10 +285,17 @@ class Upstreams:
     """The tools of one or several upstreams as the agent sees them (``<server>_<tool>`` when several), where each
     call goes, and the searcher over them (the base searcher's scorer and policy)."""
 
-    def __init__(self, upstreams: Sequence[Upstream], base: ToolSearch | SearchSpec) -> None:
+    def __init__(
+        self,
+        upstreams: Sequence[Upstream],
+        base: ToolSearch | SearchSpec,
+        on_change: Callable[[list[dict[str, Any]]], None] | None = None,
+    ) -> None:
+        """``on_change``: called with the tools (MCP dicts, the agent's names) each time the registry is built."""
         if not upstreams:
             raise ValueError("no upstream")
         self.upstreams = list(upstreams)
+        self.on_change = on_change
         self.spec = base.spec if isinstance(base, ToolSearch) else base
         self.tools: dict[str, Tool] = {}
         """Each tool by the name the agent sees, as its upstream lists it (renamed when several)."""
@@ -319,10 +326,10 @@ class Upstreams:
                 route[seen] = (u, name)
         return tools, route
 
-    def _searcher(self, tools: list[Tool]) -> ToolSearch:
+    def _searcher(self, tools: list[dict[str, Any]]) -> ToolSearch:
         """The searcher over ``tools``; ValueError naming the upstream(s) when the searcher refuses them."""
         try:
-            return self.spec.over([t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in tools])
+            return self.spec.over(tools)
         except ValueError as e:
             named = self.upstreams[0].where if len(self.upstreams) == 1 else "the upstreams"
             raise ValueError(f"{named}: the tools listed cannot be searched ({e})") from e
@@ -347,7 +354,8 @@ class Upstreams:
                     LOG.warning("%s: tools/list failed, its last list kept: %s", u.where, _reason(e))
             try:
                 tools, route = self._combined()
-                searcher = await anyio.to_thread.run_sync(self._searcher, list(tools.values()))
+                listed = [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in tools.values()]
+                searcher = await anyio.to_thread.run_sync(self._searcher, listed)
             except ValueError as e:
                 if strict:
                     raise
@@ -355,6 +363,8 @@ class Upstreams:
                 return
             self.searcher = searcher
             self.tools, self.route = tools, route
+            if self.on_change is not None:
+                self.on_change(listed)
 
 
 def _reason(e: BaseException) -> str:

@@ -1,0 +1,143 @@
+"""``shortlist serve mcp --record DIR`` (:mod:`servers.record`): each call of an upstream tool written with the search
+it followed, in the log format ``shortlist recommend --log`` reads, and the registry beside it, so the folder
+retrains a policy as it is. In-process through the SDK's client; then the command over stdio, a real process in
+front of a fake upstream, and ``shortlist train`` on what it wrote."""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from conftest import cli_env
+from mcp import Client, StdioServerParameters
+from test_experiments_toolsearch import run
+from test_toolsearch import mcp_tools
+
+from benchmarks.toollog import read_tool_log
+from benchmarks.tools import read_tools_file
+from servers.fakes import fake_mcp_server
+from servers.mcp_server import SEARCH_TOOL, SearchSettings, ShortlistServer
+from servers.record import Recorder
+from servers.upstreams import Upstream, Upstreams
+from shortlist_depth.toolsearch import ToolSearch
+
+TOOLS = mcp_tools()["tools"]
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_each_call_is_written_with_the_search_it_followed(tmp_path: Path) -> None:
+    searcher = ToolSearch.from_tools(TOOLS)
+    recorder = Recorder(tmp_path / "rec")
+
+    async def go() -> list[list[str]]:
+        async with Client(fake_mcp_server(TOOLS)) as up:
+            registry = Upstreams([Upstream(up)], searcher, on_change=recorder.registry)
+            await registry.refresh(strict=True)
+            server = ShortlistServer(searcher, SearchSettings(pin=("get_weather",)), registry, recorder)
+            async with Client(server) as c:
+                await c.call_tool("book_flight", {})  # before any search: tied to nothing, not written
+                shown = []
+                for query, calls in (("please book my flight now", ["book_flight", "get_weather", "cancel_flight"]),
+                                     ("please list my music now", ["list_music"])):  # fmt: skip
+                    answer = await c.call_tool(SEARCH_TOOL, {"query": query})
+                    shown.append([t["name"] for t in answer.structured_content["tools"]])
+                    for name in calls:  # get_weather is pinned: the agent has it without searching
+                        assert not (await c.call_tool(name, {})).is_error
+                return shown
+
+    shown = anyio.run(go)
+    recorder.close()
+    written = lines(tmp_path / "rec" / "log.jsonl")
+    assert [(w["request"], w["tools"]) for w in written] == [
+        ("please book my flight now", ["book_flight"]),
+        ("please book my flight now", ["cancel_flight"]),
+        ("please list my music now", ["list_music"]),
+    ]
+    assert [w["shortlist"] for w in written] == [shown[0], shown[0], shown[1]]
+    assert {w["policy"] for w in written} == {searcher.policy.method} and all(w["k"] >= 1 for w in written)
+    assert recorder.written == 3
+    assert stat.S_IMODE((tmp_path / "rec" / "log.jsonl").stat().st_mode) == 0o600  # it holds the agents' queries
+    # what `shortlist recommend --tools DIR/tools.json --log DIR/log.jsonl` reads
+    registry = read_tools_file(tmp_path / "rec" / "tools.json")
+    assert [t.name for t in registry] == [t["name"] for t in TOOLS]
+    log = read_tool_log(tmp_path / "rec" / "log.jsonl", [t.name for t in registry])
+    assert [(r.text, r.gold) for r in log.records] == [
+        ("please book my flight now", ("book_flight", "cancel_flight")),
+        ("please list my music now", ("list_music",)),
+    ]
+    assert log.duplicates == 1 and log.skipped == {}
+
+
+def test_a_second_run_appends_and_keeps_the_tools_the_first_logged(tmp_path: Path) -> None:
+    first = Recorder(tmp_path)
+    first.registry(TOOLS[:10])
+    first.searched("q", ["get_weather"], 1, "p")
+    first.called("get_weather")
+    first.close()
+    second = Recorder(tmp_path)
+    second.registry(TOOLS[5:20])  # another registry now: the first's tools stay, their lines still readable
+    second.searched("r", ["list_music"], 1, "p")
+    second.called(TOOLS[19]["name"])
+    second.close()
+    assert [w["request"] for w in lines(tmp_path / "log.jsonl")] == ["q", "r"]
+    assert [t.name for t in read_tools_file(tmp_path / "tools.json")] == [t["name"] for t in TOOLS[:20]]
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_bad_record_folders_are_one_line_errors(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match=r"--record .*file: not a folder"):
+        Recorder(tmp_path / "file")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "tools.json").write_text('{"tools": 3}')
+    with pytest.raises(ValueError, match=r"--record .*tools.json: not a tools file this server wrote"):
+        Recorder(tmp_path / "other")
+
+
+def test_the_cli_records_only_in_front_of_an_upstream_over_stdio() -> None:
+    from experiments import options as o
+    from experiments.cli import build, make_parser
+
+    def args(*argv: str) -> o.ServeMcpArgs:
+        return build(o.ServeMcpArgs, make_parser().parse_args(["serve", "mcp", *argv]))
+
+    assert args("--upstream-command", "python s.py", "--record", "rec").record == "rec"
+    with pytest.raises(ValueError, match="--record needs an upstream"):
+        args("--tools", "t.json", "--record", "rec")
+    with pytest.raises(ValueError, match="--record goes with --transport stdio"):
+        args("--upstream-command", "python s.py", "--record", "rec", "--transport", "http")
+
+
+def test_the_command_records_and_the_folder_trains_a_policy(tmp_path: Path) -> None:
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(mcp_tools()), encoding="utf-8")
+    upstream = f"{sys.executable} -m servers.fakes mcp --tools {tools}"
+    rec = tmp_path / "rec"
+    argv = ["-m", "experiments.cli", "serve", "mcp", "--upstream-command", upstream, "--record", str(rec)]
+    verbs, topics = ["get", "book", "cancel", "list", "search"], sorted({t["name"].split("_", 1)[1] for t in TOOLS})
+    errlog = tmp_path / "serve.log"
+
+    async def go() -> None:
+        from mcp.client.stdio import stdio_client
+
+        with errlog.open("w") as err:
+            params = StdioServerParameters(command=sys.executable, args=argv, env=cli_env())
+            async with Client(stdio_client(params, errlog=err)) as c:
+                for i, topic in enumerate(topics):
+                    verb = verbs[i % 5]
+                    await c.call_tool(SEARCH_TOOL, {"query": f"please {verb} my {topic} now"})
+                    await c.call_tool(f"{verb}_{topic}", {})
+
+    anyio.run(go)
+    assert f"--record {rec}: {len(topics)} tool calls written to {rec / 'log.jsonl'}" in errlog.read_text()
+    assert len(lines(rec / "log.jsonl")) == len(topics)
+    code, _, err = run(["train", "--tools", str(rec / "tools.json"), "--log", str(rec / "log.jsonl"), "--agent", "gap",
+                        "--out", str(tmp_path / "trained")])  # fmt: skip
+    assert code == 0, err
