@@ -13,13 +13,17 @@ import os
 import re
 import shlex
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
-from typing import Any, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, get_args, get_origin, get_type_hints
 
 from benchmarks.corpus import DataError
 from experiments import options as o
+
+if TYPE_CHECKING:
+    from servers.record import Recorder
 
 
 def _declaring(cls: type, name: str) -> type:
@@ -181,20 +185,13 @@ def _serve_mcp(a: o.ServeMcpArgs) -> int:
 
     from servers.listen import bind
     from servers.mcp_server import SearchSettings, run
-    from servers.record import Recorder
     from servers.upstreams import specs
 
     settings = SearchSettings(pin=a.pin, min_k=a.min_k, max_k=a.bound())
     upstreams = specs(a.upstream_command, a.upstream_url, a.upstream_config)  # a config file's errors, at once
-    recorder = None if a.record is None else Recorder(a.record)
     # the port is bound before the searcher loads: one in use is an error at once
-    try:
-        with bind(a.host, a.port) if a.transport == "http" else nullcontext() as listener:
-            run(_serving(a, a.tools), settings, upstreams=upstreams, listener=listener, path=a.path, recorder=recorder)
-    finally:
-        if recorder is not None:
-            recorder.close()
-            print(f"--record {a.record}: {recorder.written} tool calls written to {recorder.log}", file=sys.stderr)
+    with _recording(a.record) as recorder, bind(a.host, a.port) if a.transport == "http" else nullcontext() as listener:
+        run(_serving(a, a.tools), settings, upstreams=upstreams, listener=listener, path=a.path, recorder=recorder)
     return 0
 
 
@@ -203,9 +200,25 @@ def _serve_openai(a: o.ServeOpenaiArgs) -> int:
     from servers.openai_proxy import ProxyConfig, serve
 
     config = ProxyConfig(a.upstream, a.max_body_bytes, a.timeout, a.min_k, a.bound())
-    with bind(a.host, a.port) as listener:  # before the searcher loads: a port in use is an error at once
-        serve(_serving(a), config, listener)
+    with _recording(a.record) as recorder, bind(a.host, a.port) as listener:  # before the searcher loads
+        serve(_serving(a), config, listener, recorder)
     return 0
+
+
+@contextmanager
+def _recording(folder: str | None) -> Iterator[Recorder | None]:
+    """``--record``: the recorder of a serve command (None without it), closed when the server stops (it logs what
+    it wrote; the proxy closes it as it shuts down, before uvicorn ends the process on the signal that stopped it)."""
+    if folder is None:
+        yield None
+        return
+    from servers.record import Recorder
+
+    recorder = Recorder(folder)
+    try:
+        yield recorder
+    finally:
+        recorder.close()
 
 
 def _toolsearch_embeddings(a: o.ToolsearchEmbeddingsArgs) -> int:

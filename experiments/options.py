@@ -772,6 +772,11 @@ class ServeArgs(SearcherArgs):
     HELP_GROUP: ClassVar[str] = "serve"
 
     host: str = opt(DEFAULT_HOST, "address to listen on (another than 127.0.0.1 exposes the server to the network)")
+    record: str | None = opt(
+        None, "a folder where each tool call is written with the request it was for (log.jsonl) and the tools "
+        "searched (tools.json): what `shortlist recommend --tools DIR/tools.json --log DIR/log.jsonl` trains on "
+        "(serve mcp: with an upstream, over stdio)",
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -808,10 +813,6 @@ class ServeMcpArgs(ServeArgs):
     tools: str | None = opt(
         None, "without --upstream-command: a tools file to search instead of a saved searcher's registry (an OpenAI "
         "tools list, an MCP tools/list result, JSON lines of {name, description, parameters})",
-    )  # fmt: skip
-    record: str | None = opt(
-        None, "with an upstream, over stdio: a folder where each tool call is written with the search it followed "
-        "(log.jsonl, and tools.json: what `shortlist recommend --tools DIR/tools.json --log DIR/log.jsonl` trains on)",
     )  # fmt: skip
     transport: str = opt("stdio", "how clients connect", choices=("stdio", "http"))
     port: int = opt(8000, "with --transport http: the port (0: any free one; the log line 'listening on URL' names it)")

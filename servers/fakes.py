@@ -9,7 +9,9 @@
   /v1/messages`` (streamed: message_start, a text block in two deltas, message_delta, message_stop) and ``POST
   /v1/messages/count_tokens`` likewise. A
   request header ``x-fake-status: N`` makes it answer status N, ``x-fake-delay: S`` makes it wait S seconds
-  first, ``x-fake-chunk-gap: S`` S seconds between streamed chunks. ``GET /v1/models`` lists one model.
+  first, ``x-fake-chunk-gap: S`` S seconds between streamed chunks, ``x-fake-call: a,b`` answers with calls of
+  the tools ``a`` and ``b`` instead of text (each API's shape, streamed or not). ``GET /v1/models`` lists one
+  model.
 - :func:`fake_mcp_server`: an MCP server whose tools are the given ones; a call answers
   ``{"tool": name, "arguments": ...}`` as text, an error result when the arguments hold ``"fail": true``, an MCP
   error (invalid params) when they hold ``"mcp_error": true``.
@@ -72,19 +74,33 @@ def _names(body: dict[str, Any]) -> list[str]:
     return [str(n or t.get("type")) for n, t in zip(named, tools, strict=True)]
 
 
-def _completion(body: dict[str, Any]) -> dict[str, Any]:
-    message = {"role": "assistant", "content": "tools: " + ",".join(_names(body))}
+def _completion(body: dict[str, Any], calls: Sequence[str] = ()) -> dict[str, Any]:
+    """A chat completion naming the tools sent, or calling ``calls`` (``tool_calls``, each with ``{}``)."""
+    message: dict[str, Any] = {"role": "assistant", "content": "tools: " + ",".join(_names(body))}
+    if calls:
+        message = {"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": "{}"}}
+            for i, n in enumerate(calls)]}  # fmt: skip
+    choice = {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
     return {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": body.get("model", "fake"),
-            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}  # fmt: skip
+            "choices": [choice]}  # fmt: skip
 
 
-async def _chunks(body: dict[str, Any], gap: float) -> AsyncIterator[bytes]:
+async def _chunks(body: dict[str, Any], gap: float, calls: Sequence[str] = ()) -> AsyncIterator[bytes]:
+    """A streamed chat completion: the text in two deltas, or each call's name in a delta and its arguments in the
+    next, then the finish reason and ``data: [DONE]``."""
     text = _completion(body)["choices"][0]["message"]["content"]
-    for i, piece in enumerate((text[: len(text) // 2], text[len(text) // 2 :], None)):
+    deltas: list[dict[str, Any]] = [{"content": text[: len(text) // 2]}, {"content": text[len(text) // 2 :]}]
+    if calls:
+        deltas = []
+        for i, n in enumerate(calls):
+            head = {"index": i, "id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": ""}}
+            deltas += [{"tool_calls": [head]}, {"tool_calls": [{"index": i, "function": {"arguments": "{}"}}]}]
+    for i, delta in enumerate([*deltas, None]):
         if i and gap:
             await asyncio.sleep(gap)
-        delta = {"content": piece} if piece is not None else {}
-        choice = {"index": 0, "delta": delta, "finish_reason": None if piece is not None else "stop"}
+        finish = None if delta is not None else "tool_calls" if calls else "stop"
+        choice = {"index": 0, "delta": delta or {}, "finish_reason": finish}
         chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": "fake",
                  "choices": [choice]}  # fmt: skip
         yield f"data: {json.dumps(chunk)}\n\n".encode()
@@ -101,49 +117,91 @@ async def _sent(events: list[tuple[str, dict[str, Any]]], gap: float, numbered: 
         yield f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode()
 
 
-def _response(body: dict[str, Any], rid: str = "resp-fake") -> dict[str, Any]:
-    """A Responses API answer (id ``rid``) naming the tools sent."""
+def _function_call(i: int, name: str, done: bool = True) -> dict[str, Any]:
+    """A Responses API ``function_call`` output item."""
+    return {"type": "function_call", "id": f"fc_{i}", "call_id": f"call_{i}", "name": name,
+            "arguments": "{}" if done else "", "status": "completed" if done else "in_progress"}  # fmt: skip
+
+
+def _response(body: dict[str, Any], rid: str = "resp-fake", calls: Sequence[str] = ()) -> dict[str, Any]:
+    """A Responses API answer (id ``rid``) naming the tools sent, or calling ``calls``."""
     text = {"type": "output_text", "text": "tools: " + ",".join(_names(body)), "annotations": []}
     output = [{"type": "message", "id": "msg-fake", "role": "assistant", "status": "completed", "content": [text]}]
+    if calls:
+        output = [_function_call(i, n) for i, n in enumerate(calls)]
     return {"id": rid, "object": "response", "created_at": 0, "status": "completed",
-            "model": body.get("model", "fake"), "output": output}  # fmt: skip
+            "model": body.get("model", "fake"), "output": output, "tools": body.get("tools", [])}  # fmt: skip
 
 
-async def _events(body: dict[str, Any], gap: float, rid: str) -> AsyncIterator[bytes]:
-    """A streamed Responses API answer: created, the text in two deltas, completed (server-sent events)."""
-    done = _response(body, rid)
-    text = done["output"][0]["content"][0]["text"]
-    at = {"item_id": "msg-fake", "output_index": 0, "content_index": 0}
-    events: list[tuple[str, dict[str, Any]]] = [("response.created", {"response": {**done, "status": "in_progress"}})]
-    events += [("response.output_text.delta", {**at, "delta": text[: len(text) // 2]}),
-               ("response.output_text.delta", {**at, "delta": text[len(text) // 2 :]}),
-               ("response.completed", {"response": done})]  # fmt: skip
+async def _events(body: dict[str, Any], gap: float, rid: str, calls: Sequence[str] = ()) -> AsyncIterator[bytes]:
+    """A streamed Responses API answer: created, the text in two deltas (or each call: its item added, its
+    arguments, its item done), completed (server-sent events). Like OpenAI's, the response echoes the tools sent."""
+    done = _response(body, rid, calls)
+    events: list[tuple[str, dict[str, Any]]] = [("response.created", {"response": {**done, "status": "in_progress",
+                                                                                   "output": []}})]  # fmt: skip
+    if calls:
+        for i, n in enumerate(calls):
+            events += [("response.output_item.added", {"output_index": i, "item": _function_call(i, n, done=False)}),
+                       ("response.function_call_arguments.delta", {"item_id": f"fc_{i}", "output_index": i,
+                                                                   "delta": "{}"}),
+                       ("response.output_item.done", {"output_index": i, "item": _function_call(i, n)})]  # fmt: skip
+    else:  # as OpenAI streams a message: its item, its part, the text's deltas, each done
+        message = done["output"][0]
+        text = message["content"][0]["text"]
+        at = {"item_id": "msg-fake", "output_index": 0, "content_index": 0}
+        empty = {**message["content"][0], "text": ""}
+        events += [
+            ("response.output_item.added", {"output_index": 0, "item": {**message, "content": [],
+                                                                        "status": "in_progress"}}),
+            ("response.content_part.added", {**at, "part": empty}),
+            ("response.output_text.delta", {**at, "delta": text[: len(text) // 2]}),
+            ("response.output_text.delta", {**at, "delta": text[len(text) // 2 :]}),
+            ("response.output_text.done", {**at, "text": text}),
+            ("response.content_part.done", {**at, "part": message["content"][0]}),
+            ("response.output_item.done", {"output_index": 0, "item": message}),
+        ]  # fmt: skip
+    events += [("response.completed", {"response": done})]
     async for event in _sent(events, gap, numbered=True):
         yield event
 
 
-def _message(body: dict[str, Any], rid: str) -> dict[str, Any]:
-    """An Anthropic Messages API answer (id ``rid``) naming the tools sent."""
+def _message(body: dict[str, Any], rid: str, calls: Sequence[str] = ()) -> dict[str, Any]:
+    """An Anthropic Messages API answer (id ``rid``) naming the tools sent, or calling ``calls`` (``tool_use``)."""
+    content: list[dict[str, Any]] = [{"type": "text", "text": "tools: " + ",".join(_names(body))}]
+    if calls:
+        content = [{"type": "tool_use", "id": f"toolu_{i}", "name": n, "input": {}} for i, n in enumerate(calls)]
     return {"id": rid, "type": "message", "role": "assistant", "model": body.get("model", "fake"),
-            "content": [{"type": "text", "text": "tools: " + ",".join(_names(body))}], "stop_reason": "end_turn",
+            "content": content, "stop_reason": "tool_use" if calls else "end_turn",
             "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}  # fmt: skip
 
 
-async def _message_events(body: dict[str, Any], gap: float, rid: str) -> AsyncIterator[bytes]:
-    """A streamed Messages API answer (server-sent events): message_start, one text block in two deltas,
-    message_delta, message_stop."""
-    done = _message(body, rid)
-    text = done["content"][0]["text"]
+async def _message_events(
+    body: dict[str, Any], gap: float, rid: str, calls: Sequence[str] = ()
+) -> AsyncIterator[bytes]:
+    """A streamed Messages API answer (server-sent events): message_start, one text block in two deltas (or a
+    ``tool_use`` block a call, its input as one ``input_json_delta``), message_delta, message_stop."""
+    done = _message(body, rid, calls)
     start = {**done, "content": [], "stop_reason": None}
-    events: list[tuple[str, dict[str, Any]]] = [
-        ("message_start", {"message": start}),
-        ("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
-        ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": text[: len(text) // 2]}}),
-        ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": text[len(text) // 2 :]}}),
-        ("content_block_stop", {"index": 0}),
-        ("message_delta", {"delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 1}}),
+    events: list[tuple[str, dict[str, Any]]] = [("message_start", {"message": start})]
+    if calls:
+        for i, block in enumerate(done["content"]):
+            arguments = {"type": "input_json_delta", "partial_json": "{}"}
+            events += [("content_block_start", {"index": i, "content_block": {**block, "input": {}}}),
+                       ("content_block_delta", {"index": i, "delta": arguments}),
+                       ("content_block_stop", {"index": i})]  # fmt: skip
+    else:
+        text = done["content"][0]["text"]
+        events += [
+            ("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+            ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": text[: len(text) // 2]}}),
+            ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": text[len(text) // 2 :]}}),
+            ("content_block_stop", {"index": 0}),
+        ]
+    events += [
+        ("message_delta", {"delta": {"stop_reason": done["stop_reason"], "stop_sequence": None},
+                           "usage": {"output_tokens": 1}}),
         ("message_stop", {}),
-    ]
+    ]  # fmt: skip
     async for event in _sent(events, gap, numbered=False):
         yield event
 
@@ -175,16 +233,18 @@ def fake_openai_app(received: Received | None = None, parse: bool = True) -> Sta
             return JSONResponse({"error": {"message": f"fake upstream error {status}", "type": "fake"}}, status)
         path, rid = request.url.path, f"resp-fake-{seen.count}"
         gap = float(request.headers.get("x-fake-chunk-gap", "0"))
+        calls = [n for n in request.headers.get("x-fake-call", "").split(",") if n]
         stream = body.get("stream") is True
         if path.endswith("/messages"):  # Anthropic's
             mid = f"msg-fake-{seen.count}"
             if stream:
-                return StreamingResponse(_message_events(body, gap, mid), media_type="text/event-stream")
-            return JSONResponse(_message(body, mid))
+                return StreamingResponse(_message_events(body, gap, mid, calls), media_type="text/event-stream")
+            return JSONResponse(_message(body, mid, calls))
         if stream:
-            events = _events(body, gap, rid) if path.endswith("/responses") else _chunks(body, gap)
+            responses = path.endswith("/responses")
+            events = _events(body, gap, rid, calls) if responses else _chunks(body, gap, calls)
             return StreamingResponse(events, media_type="text/event-stream")
-        return JSONResponse(_response(body, rid) if path.endswith("/responses") else _completion(body))
+        return JSONResponse(_response(body, rid, calls) if path.endswith("/responses") else _completion(body, calls))
 
     async def models(request: Request) -> Response:
         seen.add({"method": request.method, "path": request.url.path, "headers": dict(request.headers), "body": None})

@@ -82,6 +82,7 @@ from benchmarks.corpus import DataError
 from benchmarks.tools import ToolSchema, parse_tool
 from servers import HEALTH_PATH, SERVER_TIMING, health, listen
 from servers.listen import Listener
+from servers.record import Recorder
 from shortlist_depth.toolsearch import DEFAULT_MAX_K, SearchSpec, ToolSearch
 
 LOG = logging.getLogger("servers.openai_proxy")
@@ -126,6 +127,14 @@ class Plan:
     headers: dict[str, str] = field(default_factory=dict)
     text: str | None = None
     """The user text the tools were shortlisted on (None: not shortlisted)."""
+    search: ToolSearch | None = None
+    """The searcher of the request's ranked tools (None: not shortlisted)."""
+    shown: tuple[str, ...] = ()
+    """The ranked tools sent, in order (the shortlist, then tools in use it left out)."""
+    pinned: tuple[str, ...] = ()
+    """The tools ``tool_choice`` forced (their calls are not a choice)."""
+    k: int = 0
+    """The policy's K."""
 
 
 def error(status: int, message: str, code: str) -> JSONResponse:
@@ -282,6 +291,8 @@ MESSAGES = Api("messages", "/messages", "messages", "anthropic")
 COUNT_TOKENS = Api("messages count_tokens", "/messages/count_tokens", "messages", "anthropic")
 #: Every path the proxy shortlists (``POST /v1`` + the path), one route each.
 SHORTLISTED = (CHAT, RESPONSES, INPUT_TOKENS, MESSAGES, COUNT_TOKENS)
+#: The paths whose answers call tools: what ``--record`` writes from (not the token counts).
+RECORDED = (CHAT, RESPONSES, MESSAGES)
 
 
 #: The request body's top level, each value left as its raw JSON bytes (parsed only where needed: a 370-tool
@@ -332,34 +343,125 @@ def _top_level(data: bytes) -> dict[str, msgspec.Raw]:
         return {}
 
 
-#: How much of a streamed answer is read for its first event (``response.created``) before giving up.
-FIRST_EVENT_BYTES = 1 << 16
+#: How much of a streamed answer is held for one event before the watchers give up on it.
+EVENT_BYTES = 1 << 20
 
 
-async def _watching(chunks: AsyncIterator[bytes], seen_id: Callable[[str], None]) -> AsyncIterator[bytes]:
-    """``chunks`` relayed unchanged as they come; the response id of the stream's first server-sent event
-    (``response.created``: ``data: {"response": {"id": ...}}``) to ``seen_id``."""
-    head: bytes | None = b""
+def _split_events(buffer: bytes) -> tuple[list[bytes], bytes]:
+    """The complete server-sent events at the start of ``buffer`` (each event's ``data:`` lines joined) and the
+    rest."""
+    events: list[bytes] = []
+    while True:
+        ends = [(i, n) for i, n in ((buffer.find(b"\n\n"), 2), (buffer.find(b"\r\n\r\n"), 4)) if i >= 0]
+        if not ends:
+            return events, buffer
+        end, size = min(ends)
+        events.append(b"".join(line[5:] for line in buffer[:end].splitlines() if line.startswith(b"data:")))
+        buffer = buffer[end + size :]
+
+
+async def _watching(chunks: AsyncIterator[bytes], see: Callable[[bytes], bool]) -> AsyncIterator[bytes]:
+    """``chunks`` relayed unchanged as they come; each server-sent event's data to ``see`` for as long as it
+    answers True (and while no event is over :data:`EVENT_BYTES`)."""
+    held: bytes | None = b""
     async for chunk in chunks:
-        if head is not None:
-            head += chunk
-            end = min((i for i in (head.find(b"\n\n"), head.find(b"\r\n\r\n")) if i >= 0), default=-1)
-            if end >= 0 or len(head) > FIRST_EVENT_BYTES:
-                data = b"".join(line[5:] for line in head[: max(end, 0)].splitlines() if line.startswith(b"data:"))
-                created = _value(_top_level(data).get("response"))
-                if isinstance(created, dict) and isinstance(created.get("id"), str):
-                    seen_id(created["id"])
-                head = None
+        if held is not None:
+            events, held = _split_events(held + chunk)
+            for data in events:
+                if not see(data):
+                    held = None
+                    break
+            if held is not None and len(held) > EVENT_BYTES:
+                held = None
         yield chunk
+
+
+def _first_id(seen_id: Callable[[str], None]) -> Callable[[bytes], bool]:
+    """A watcher of a streamed Responses answer: the id of its first event (``response.created``: ``data:
+    {"response": {"id": ...}}``) to ``seen_id``; nothing more read."""
+
+    def see(data: bytes) -> bool:
+        created = _value(_top_level(data).get("response"))
+        if isinstance(created, dict) and isinstance(created.get("id"), str):
+            seen_id(created["id"])
+        return False
+
+    return see
+
+
+def answer_calls(api: Api, answer: object) -> list[str]:
+    """The tools an answer of ``api`` calls, or one event of its stream: Chat Completions' ``tool_calls`` (of a
+    ``message``, or a chunk's ``delta``: each call's name comes in its first); Responses' ``function_call`` items
+    (of the answer's or a ``response.*`` event's ``output``, or an ``output_item`` event's ``item``); Anthropic's
+    ``tool_use`` blocks (of the answer's ``content``, or a ``content_block_start`` event's ``content_block``). Never
+    the tools a response echoes from its request."""
+    names: list[object] = []
+    if not isinstance(answer, dict):
+        return []
+    if api.family == "anthropic":
+        content = answer.get("content")
+        blocks = content if isinstance(content, list) else [answer.get("content_block")]
+        names += [b.get("name") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
+    elif api.text_key == "input":  # Responses
+        response = answer.get("response") if isinstance(answer.get("response"), dict) else answer
+        output = response.get("output") if isinstance(response, dict) else None
+        items = output if isinstance(output, list) else [answer.get("item")]
+        names += [i.get("name") for i in items if isinstance(i, dict) and i.get("type") == "function_call"]
+    else:
+        choices = answer.get("choices")
+        for choice in choices if isinstance(choices, list) else []:
+            said = (choice.get("message") or choice.get("delta")) if isinstance(choice, dict) else None
+            calls = said.get("tool_calls") if isinstance(said, dict) else None
+            for call in calls if isinstance(calls, list) else []:
+                names.append(_function_name({"type": "function", **call}) if isinstance(call, dict) else None)
+    return [n for n in dict.fromkeys(names) if isinstance(n, str)]
+
+
+class Calls:
+    """The tools the model called in one answer (whole, or event by event), written to the recorder when the
+    answer is over (:mod:`servers.record`): those of the request's ranked tools that ``tool_choice`` did not force."""
+
+    def __init__(self, api: Api, plan: Plan, recorder: Recorder) -> None:
+        self.api, self.plan, self.recorder = api, plan, recorder
+        self.names: list[str] = []
+
+    def see(self, data: bytes) -> bool:
+        """One event's data (or the whole answer): its calls kept; always True (every event is read)."""
+        try:
+            self.names += answer_calls(self.api, msgspec.json.decode(data))
+        except msgspec.DecodeError:  # ([DONE], a comment)
+            pass
+        return True
+
+    def end(self) -> None:
+        plan = self.plan
+        assert plan.search is not None and plan.text is not None
+        called = [n for n in dict.fromkeys(self.names) if n in plan.search.index and n not in plan.pinned]
+        if called:
+            self.recorder.write(plan.text, called, plan.shown, plan.k, plan.search.policy.method, api=self.api.name)
+
+
+async def _then(chunks: AsyncIterator[bytes], end: Callable[[], None]) -> AsyncIterator[bytes]:
+    """``chunks`` relayed; ``end()`` once they are all relayed (not when the client leaves first)."""
+    async for chunk in chunks:
+        yield chunk
+    end()
 
 
 class Shortlister:
     """The tool search's scorer and policy on each request's tools (one prepared searcher per distinct tool list,
     keyed by the sha256 of the list's bytes as sent)."""
 
-    def __init__(self, base: ToolSearch | SearchSpec, config: ProxyConfig) -> None:
+    def __init__(
+        self,
+        base: ToolSearch | SearchSpec,
+        config: ProxyConfig,
+        on_registry: Callable[[list[dict[str, Any]]], None] | None = None,
+    ) -> None:
+        """``on_registry``: called with the ranked tools (MCP dicts) of each tool list prepared."""
         self.spec = base.spec if isinstance(base, ToolSearch) else base
         self.config = config
+        self.on_registry = on_registry
         self._prepared: OrderedDict[str, Prepared] = OrderedDict()
         self._texts: OrderedDict[str, str] = OrderedDict()
 
@@ -389,6 +491,9 @@ class Shortlister:
         search = None
         if ranked:  # a malformed or repeated tool named by its index in the request's list
             search = self.spec.over_parsed(_checked_tools([(i, api.readable(parsed[i])) for i in ranked]))
+            if self.on_registry is not None:
+                self.on_registry([{"name": t.name, "description": t.description, "inputSchema": t.parameters}
+                                  for t in search.tools])  # fmt: skip
         prepared = Prepared(search, ranked, kept)
         self._prepared[key] = prepared
         while len(self._prepared) > self.config.registries_kept:
@@ -434,7 +539,8 @@ class Shortlister:
             **said,
         }
         chosen = b",".join(bytes(items[i]) for i in order)
-        return Plan(ENCODER.encode({**top, "tools": msgspec.Raw(b"[" + chosen + b"]")}), headers, text)
+        body = ENCODER.encode({**top, "tools": msgspec.Raw(b"[" + chosen + b"]")})
+        return Plan(body, headers, text, search, (*shortlist.names, *missing), tuple(pinned), shortlist.k)
 
 
 async def read_body(request: Request, limit: int) -> bytes | None:
@@ -458,9 +564,10 @@ def _forwarded(headers: Mapping[str, str]) -> dict[str, str]:
 class Proxy:
     """The proxy's handlers and its one HTTP client to the upstream."""
 
-    def __init__(self, base: ToolSearch | SearchSpec, config: ProxyConfig) -> None:
+    def __init__(self, base: ToolSearch | SearchSpec, config: ProxyConfig, recorder: Recorder | None = None) -> None:
         self.config = config
-        self.shortlister = Shortlister(base, config)
+        self.recorder = recorder
+        self.shortlister = Shortlister(base, config, None if recorder is None else recorder.registry)
         self.client: httpx.AsyncClient | None = None
 
     @asynccontextmanager
@@ -474,6 +581,8 @@ class Proxy:
             gc.freeze()  # what is loaded stays: the collector no longer walks it on every request's garbage
             yield
         self.client = None
+        if self.recorder is not None:  # (uvicorn re-raises a stopping signal once shut down: the last moment)
+            self.recorder.close()
 
     async def health(self, request: Request) -> Response:
         """``GET /healthz``: 200 once started, and what is served (:func:`servers.health`)."""
@@ -507,7 +616,10 @@ class Proxy:
         seen_id = None
         if api is RESPONSES and plan.text is not None:  # its answer's id keeps the text for a request continuing it
             seen_id = partial(self.shortlister.remember, text=plan.text)
-        return await self.forward(request, api.path, plan.body, plan.headers, stream, t0, seen_id, api)
+        calls = None
+        if self.recorder is not None and plan.search is not None and api in RECORDED:
+            calls = Calls(api, plan, self.recorder)
+        return await self.forward(request, api.path, plan.body, plan.headers, stream, t0, seen_id, api, calls)
 
     async def passthrough(self, request: Request) -> Response:
         """Any other path under ``/v1``: forwarded unchanged."""
@@ -540,12 +652,15 @@ class Proxy:
         since: float | None = None,
         seen_id: Callable[[str], None] | None = None,
         api: Api = CHAT,
+        calls: Calls | None = None,
     ) -> Response:
         """Send ``content`` to the upstream's ``path``; its answer relayed (streamed when ``stream``). With ``since``
         (``time.perf_counter()`` when the proxy's own work on the request began), the answer carries
         ``server-timing: shortlist;dur=<ms>``: the proxy's own time, that work up to the upstream call plus its
         work on the upstream's answer (not the waits for the upstream). With ``seen_id``, the id of a successful
-        Responses API answer (its JSON's ``id``, or the first event's ``response.id`` when streamed) goes to it."""
+        Responses API answer (its JSON's ``id``, or the first event's ``response.id`` when streamed) goes to it.
+        With ``calls``, a successful answer's tool calls are read (every event of a stream) and recorded once it is
+        whole."""
         assert self.client is not None, "the proxy's lifespan has not started"
         sent = self.client.build_request(request.method, path, content=content, headers=_forwarded(request.headers),
                                          params=str(request.query_params))  # fmt: skip
@@ -562,7 +677,9 @@ class Proxy:
             closing = BackgroundTask(resp.aclose)
             chunks = resp.aiter_raw()
             if seen_id is not None and resp.status_code == 200:
-                chunks = _watching(chunks, seen_id)
+                chunks = _watching(chunks, _first_id(seen_id))
+            if calls is not None and resp.status_code == 200:
+                chunks = _then(_watching(chunks, calls.see), calls.end)
             return StreamingResponse(chunks, resp.status_code, headers, background=closing)
         try:
             data = b"".join([chunk async for chunk in resp.aiter_raw()])
@@ -577,6 +694,9 @@ class Proxy:
             response_id = _value(_top_level(data).get("id"))
             if isinstance(response_id, str):
                 seen_id(response_id)
+        if calls is not None and resp.status_code == 200:
+            calls.see(data)
+            calls.end()
         return Response(data, resp.status_code, self._answer_headers(resp, extra, since, before, time.perf_counter()))
 
     @staticmethod
@@ -591,10 +711,11 @@ class Proxy:
         return headers
 
 
-def create_app(searcher: ToolSearch | SearchSpec, config: ProxyConfig) -> Starlette:
+def create_app(searcher: ToolSearch | SearchSpec, config: ProxyConfig, recorder: Recorder | None = None) -> Starlette:
     """The proxy as an ASGI app (run it with uvicorn; :func:`serve`): ``searcher`` gives the scorer and policy (a
-    saved searcher's, or :meth:`shortlist_depth.SearchSpec.create`'s defaults)."""
-    proxy = Proxy(searcher, config)
+    saved searcher's, or :meth:`shortlist_depth.SearchSpec.create`'s defaults); with a ``recorder``, each answer's
+    tool calls are written with the request they answer."""
+    proxy = Proxy(searcher, config, recorder)
     routes = [
         Route(HEALTH_PATH, proxy.health, methods=["GET", "HEAD"]),
         *(Route(f"/v1{api.path}", proxy.endpoint(api), methods=["POST"]) for api in SHORTLISTED),
@@ -603,11 +724,13 @@ def create_app(searcher: ToolSearch | SearchSpec, config: ProxyConfig) -> Starle
     return Starlette(routes=routes, lifespan=proxy.lifespan)
 
 
-def serve(searcher: ToolSearch | SearchSpec, config: ProxyConfig, listener: Listener) -> None:
+def serve(
+    searcher: ToolSearch | SearchSpec, config: ProxyConfig, listener: Listener, recorder: Recorder | None = None
+) -> None:
     """Run the proxy on ``listener`` (:func:`servers.listen.bind`) until interrupted; once it answers, it logs
     ``shortlist serve openai listening on http://host:port/v1``."""
     LOG.info("shortlist proxy: %r in front of %s", searcher, config.upstream)
     # a client's idle connection is kept 75 s (nginx's default), not uvicorn's 5: on a saturated event loop the
     # keep-alive timer can fire in the same turn as the client's next request arrives, closing it unread
-    listen.run(create_app(searcher, config), listener, "/v1", "shortlist serve openai", log_level="info",
+    listen.run(create_app(searcher, config, recorder), listener, "/v1", "shortlist serve openai", log_level="info",
                timeout_keep_alive=75)  # fmt: skip

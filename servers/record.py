@@ -1,28 +1,38 @@
-"""What ``shortlist serve mcp --record DIR`` writes: the log a policy is trained on, from the agent's own traffic.
+"""What ``shortlist serve mcp --record DIR`` and ``shortlist serve openai --record DIR`` write: the log a policy is
+trained on, from the agent's own traffic.
 
-In front of upstreams, the server sees both halves of a tool use: the agent's ``search_tools(query)`` and then its
-``tools/call`` of a tool. Each call of a tool that is not pinned is written as one line of ``DIR/log.jsonl``, in
-the format ``shortlist recommend --log`` reads (:mod:`benchmarks.toollog`), tied to the latest search::
+Each line of ``DIR/log.jsonl`` is one request and the tools called for it, in the format ``shortlist recommend
+--log`` reads (:mod:`benchmarks.toollog`), with what the request was shown::
 
-    {"request": "<the query of the latest search>", "tools": ["<the tool called>"],
-     "shortlist": ["<the tools that search answered>", ...], "k": 3, "policy": "bor-topp", "time": "..."}
+    {"request": "<text>", "tools": ["<called>", ...], "shortlist": ["<sent>", ...], "k": 3, "policy": "bor-topp",
+     "time": "..."}
 
-(``recommend`` reads ``request`` and ``tools``; the same query again is one request, the union of its calls).
-``DIR/tools.json`` holds every tool the server has searched (an MCP ``tools/list`` result, each tool's latest
-schema, written again, whole, whenever an upstream's list changes), so the folder retrains a policy as it is::
+(``recommend`` reads ``request`` and ``tools``; the same request again is one request, the union of its calls).
+
+- ``serve mcp``, in front of upstreams: the server sees both halves of a tool use, the agent's
+  ``search_tools(query)`` and the ``tools/call`` that follows. Each call of a tool that is not pinned is one line,
+  tied to the latest search (its query the request). A call before any search is not written. Over stdio only:
+  one agent per server process, so a call follows its own agent's search (over streamable HTTP, MCP's 2026-07-28
+  requests carry no session, and a call could not be told from another agent's).
+- ``serve openai``: each answer of a shortlisted Chat Completions, Responses or Messages request that calls tools
+  is one line (``api`` says which), its request the user text the tools were shortlisted on: the calls of the
+  request's ranked tools, streamed or not, but those ``tool_choice`` forced. An answer the client left before its
+  end is not written.
+
+``DIR/tools.json`` holds every tool searched (an MCP ``tools/list`` result, each tool's latest schema, replaced
+whole, never half written, when a new list is seen), so the folder retrains a policy as it is::
 
     shortlist recommend --tools DIR/tools.json --log DIR/log.jsonl --out rec
     shortlist serve mcp --searcher rec/searcher --upstream-config mcp.json
 
-Not written: a call before any search, and a call of a pinned tool (the agent has it without searching). Over
-stdio only: one agent per server process, so a call follows its own agent's search (over streamable HTTP, MCP's
-2026-07-28 requests carry no session, and a call could not be told from another agent's). The log holds the
-agents' queries: it is created readable by its owner only (0600), and lines are appended, never rewritten.
+The log holds the agents' requests: it is created readable by its owner only (0600), and lines are appended,
+never rewritten; a line that cannot be written (a full disk) is logged, and its request answered all the same.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 from collections.abc import Sequence
@@ -30,6 +40,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+LOG = logging.getLogger("servers.record")
 LOG_FILE = "log.jsonl"
 TOOLS_FILE = "tools.json"
 
@@ -68,23 +79,37 @@ class Recorder:
             json.dump({"tools": list(self.tools.values())}, f, indent=1)
         os.replace(f.name, self.tools_file)
 
+    def write(
+        self, request: str, tools: Sequence[str], shortlist: Sequence[str], k: int, policy: str, **extra: Any
+    ) -> None:
+        """One line: the request, the tools called for it, and what it was shown (``extra``: more keys). A line that
+        cannot be written (a full disk) is logged and lost; the request it came from is answered all the same."""
+        line = {"request": request, "tools": list(tools), "shortlist": list(shortlist), "k": k, "policy": policy,
+                **extra, "time": datetime.now(UTC).isoformat(timespec="seconds")}  # fmt: skip
+        try:
+            self._out.write(json.dumps(line) + "\n")
+            self._out.flush()
+        except OSError as e:
+            LOG.warning("--record %s: a line could not be written (%s)", self.log, e)
+            return
+        self.written += 1
+
     def searched(self, query: str, shortlist: Sequence[str], k: int, policy: str) -> None:
-        """A search's query and answer: what the next calls are tied to."""
+        """A ``search_tools`` query and its answer: what the next calls are tied to."""
         self.last = {"request": query, "shortlist": list(shortlist), "k": k, "policy": policy}
 
     def called(self, tool: str) -> None:
-        """A call of ``tool`` (not pinned): one line, tied to the latest search (none yet: nothing written)."""
-        if self.last is None:
-            return
-        line = {"request": self.last["request"], "tools": [tool]}
-        line.update((k, v) for k, v in self.last.items() if k != "request")  # what it was shown: shortlist, k, policy
-        line["time"] = datetime.now(UTC).isoformat(timespec="seconds")
-        self._out.write(json.dumps(line) + "\n")
-        self._out.flush()
-        self.written += 1
+        """A ``tools/call`` of ``tool`` (not pinned): one line, tied to the latest search (none yet: nothing
+        written)."""
+        if self.last is not None:
+            self.write(tools=[tool], **self.last)
 
     def close(self) -> None:
+        """Close the log (again: nothing), saying how many lines this run wrote (logger ``servers.record``, INFO)."""
+        if self._out.closed:
+            return
         self._out.close()
+        LOG.info("--record %s: %d tool calls written to %s", self.folder, self.written, self.log)
 
 
 __all__: Sequence[str] = ["LOG_FILE", "TOOLS_FILE", "Recorder"]

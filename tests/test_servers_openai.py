@@ -377,12 +377,18 @@ def test_input_tokens_are_counted_with_the_shortlist(proxy: TestClient, upstream
     assert r.headers["x-shortlist-tools"] == f"{len(sent['body']['tools'])}/100"
 
 
+#: The events of the fake upstream's streamed Responses answer with text, as OpenAI streams one.
+STREAMED_TEXT = ["response.created", "response.output_item.added", "response.content_part.added",
+                 "response.output_text.delta", "response.output_text.delta", "response.output_text.done",
+                 "response.content_part.done", "response.output_item.done", "response.completed"]  # fmt: skip
+
+
 def test_a_streamed_responses_answer_is_relayed(proxy: TestClient, upstream: Any, searcher: Any) -> None:
     r = proxy.post("/v1/responses", json=respond(stream=True))
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
     events = [e for e in r.text.split("\n\n") if e]
     kinds = [e.split("\n")[0] for e in events]
-    assert kinds == ["event: response.created", *["event: response.output_text.delta"] * 2, "event: response.completed"]
+    assert kinds == [f"event: {kind}" for kind in STREAMED_TEXT]
     expected = searcher.with_tools(openai_tools()).search("please book my flight now").names
     assert [t["name"] for t in last(upstream[1])["body"]["tools"]] == list(expected)
     assert r.headers["x-shortlist-k"] == str(len(expected))
@@ -408,8 +414,7 @@ def test_the_official_openai_sdk_gets_the_shortlist_in_both_apis(proxy: TestClie
     with client.responses.stream(model="m", input=messages, tools=tools) as events:
         kinds = [e.type for e in events]
         assert events.get_final_response().output_text == "tools: web_search," + ",".join(expected.names)
-    delta = "response.output_text.delta"
-    assert kinds == ["response.created", delta, delta, "response.completed"]
+    assert kinds == STREAMED_TEXT
 
 
 def anthropic_tools() -> list[dict[str, Any]]:

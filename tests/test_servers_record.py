@@ -7,20 +7,28 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
+import httpx
 import pytest
 from conftest import cli_env
 from mcp import Client, StdioServerParameters
+from starlette.testclient import TestClient
 from test_experiments_toolsearch import run
-from test_toolsearch import mcp_tools
+from test_servers_openai import anthropic_tools, ask, chat, flat_tools, respond
+from test_toolsearch import mcp_tools, openai_tools
 
 from benchmarks.toollog import read_tool_log
 from benchmarks.tools import read_tools_file
-from servers.fakes import fake_mcp_server
+from servers.fakes import fake_mcp_server, fake_openai_app, serve_in_thread
+from servers.listen import wait_announced
 from servers.mcp_server import SEARCH_TOOL, SearchSettings, ShortlistServer
+from servers.openai_proxy import ProxyConfig, create_app
 from servers.record import Recorder
 from servers.upstreams import Upstream, Upstreams
 from shortlist_depth.toolsearch import ToolSearch
@@ -141,3 +149,101 @@ def test_the_command_records_and_the_folder_trains_a_policy(tmp_path: Path) -> N
     code, _, err = run(["train", "--tools", str(rec / "tools.json"), "--log", str(rec / "log.jsonl"), "--agent", "gap",
                         "--out", str(tmp_path / "trained")])  # fmt: skip
     assert code == 0, err
+
+
+# --- shortlist serve openai --record: each answer's calls, with the request they answer ---
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[str]:
+    with serve_in_thread(fake_openai_app()) as url:
+        yield url + "/v1"
+
+
+BODIES = {"chat": ("/v1/chat/completions", chat), "responses": ("/v1/responses", respond),
+          "messages": ("/v1/messages", ask)}  # fmt: skip
+FORCED = {"chat": {"type": "function", "function": {"name": "cancel_flight"}},
+          "responses": {"type": "function", "name": "cancel_flight"},
+          "messages": {"type": "tool", "name": "cancel_flight"}}  # fmt: skip
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("api", list(BODIES))
+def test_the_proxy_records_the_calls_of_each_answer(tmp_path: Path, upstream: str, api: str, stream: bool) -> None:
+    base = ToolSearch.from_tools(openai_tools())
+    expected = base.search("please book my flight now")
+    path, body = BODIES[api]
+    recorder = Recorder(tmp_path / "rec")
+    with TestClient(create_app(base, ProxyConfig(upstream), recorder)) as proxy:
+
+        def post(calls: str, **extra: Any) -> None:
+            r = proxy.post(path, json=body(stream=stream, **extra), headers={"x-fake-call": calls})
+            assert r.status_code == 200, r.text
+
+        post("book_flight,not_a_tool,book_flight")  # a name the request did not send is no label; a repeat once
+        post("")  # a text answer: nothing
+        post("cancel_flight", tool_choice=FORCED[api])  # forced: not the model's choice
+    recorder.close()
+    assert [(w["request"], w["tools"], w["shortlist"], w["k"], w["api"]) for w in lines(recorder.log)] == [
+        ("please book my flight now", ["book_flight"], list(expected.names), expected.k, api)
+    ]
+    assert [t.name for t in read_tools_file(recorder.tools_file)] == [t["function"]["name"] for t in openai_tools()]
+
+
+def test_the_official_clients_read_the_fakes_calls_and_the_proxy_records_them(tmp_path: Path, upstream: str) -> None:
+    """The fake upstream's tool calls are the providers' shapes (the official clients parse them, streamed too),
+    and each is recorded with its request."""
+    from anthropic import Anthropic
+    from openai import OpenAI
+
+    recorder = Recorder(tmp_path / "rec")
+    with TestClient(create_app(ToolSearch.from_tools(openai_tools()), ProxyConfig(upstream), recorder)) as proxy:
+        proxy.headers["x-fake-call"] = "book_flight"
+        oa = OpenAI(base_url="http://testserver/v1", api_key="k", http_client=proxy)
+        chat_tools: Any = openai_tools()
+        messages: Any = [{"role": "user", "content": "please book my flight now"}]
+        with oa.chat.completions.stream(model="m", messages=messages, tools=chat_tools) as s:
+            calls = s.get_final_completion().choices[0].message.tool_calls
+        assert calls is not None and [c.function.name for c in calls] == ["book_flight"]  # type: ignore[union-attr]
+        responses_tools: Any = flat_tools()
+        with oa.responses.stream(model="m", input="please cancel my taxi now", tools=responses_tools) as s:
+            assert [o.name for o in s.get_final_response().output] == ["book_flight"]  # type: ignore[union-attr]
+        an = Anthropic(base_url="http://testserver", api_key="k", http_client=proxy)
+        asked: Any = [{"role": "user", "content": "please get my weather now"}]
+        anthropic: Any = anthropic_tools()
+        with an.messages.stream(model="m", max_tokens=64, messages=asked, tools=anthropic) as s:
+            used = s.get_final_message().content
+        assert [(b.type, b.name) for b in used] == [("tool_use", "book_flight")]  # type: ignore[union-attr]
+    recorder.close()
+    assert [(w["request"], w["api"]) for w in lines(recorder.log)] == [
+        ("please book my flight now", "chat"), ("please cancel my taxi now", "responses"),
+        ("please get my weather now", "messages"),
+    ]  # fmt: skip
+
+
+def test_the_proxy_command_records_and_says_so(tmp_path: Path) -> None:
+    env = cli_env()
+    logs = {name: tmp_path / f"{name}.log" for name in ("upstream", "proxy")}
+    procs: list[subprocess.Popen] = []
+    try:
+        with logs["upstream"].open("w") as out:
+            procs.append(subprocess.Popen([sys.executable, "-m", "servers.fakes", "openai", "--port", "0"],
+                                          stdout=out, stderr=subprocess.STDOUT, env=env))  # fmt: skip
+        url = wait_announced(logs["upstream"], procs[0])
+        cmd = [sys.executable, "-m", "experiments.cli", "serve", "openai", "--upstream", url, "--port", "0",
+               "--record", str(tmp_path / "rec")]  # fmt: skip
+        with logs["proxy"].open("w") as out:
+            procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env))
+        proxy = wait_announced(logs["proxy"], procs[1])
+        for text in ("please book my flight now", "please list my music now"):
+            r = httpx.post(f"{proxy}/chat/completions", json=chat(text), headers={"x-fake-call": "book_flight"},
+                           timeout=30)  # fmt: skip
+            assert r.status_code == 200, r.text
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            p.wait(timeout=30)
+    said = logs["proxy"].read_text()
+    assert f"--record {tmp_path / 'rec'}: 2 tool calls written to {tmp_path / 'rec' / 'log.jsonl'}" in said, said
+    assert [w["request"] for w in lines(tmp_path / "rec" / "log.jsonl")] == ["please book my flight now",
+                                                                            "please list my music now"]  # fmt: skip
