@@ -177,6 +177,7 @@ def _serving(a: o.ServeArgs, tools: str | None = None) -> Any:
     from experiments.toolsearch import resolve_search
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("httpx2").setLevel(logging.WARNING)  # the MCP SDK's client logs each url: a url may hold a key
     return resolve_search(a, tools)
 
 
@@ -191,7 +192,8 @@ def _serve_mcp(a: o.ServeMcpArgs) -> int:
     upstreams = specs(a.upstream_command, a.upstream_url, a.upstream_config)  # a config file's errors, at once
     # the port is bound before the searcher loads: one in use is an error at once
     with _recording(a.record) as recorder, bind(a.host, a.port) if a.transport == "http" else nullcontext() as listener:
-        run(_serving(a, a.tools), settings, upstreams=upstreams, listener=listener, path=a.path, recorder=recorder)
+        run(_serving(a, a.tools), settings, upstreams=upstreams, listener=listener, path=a.path, recorder=recorder,
+            connect_timeout=a.upstream_timeout)  # fmt: skip
     return 0
 
 

@@ -29,7 +29,7 @@ from experiments.plan import (
     Learning,
 )
 from rewards import REWARD_KINDS
-from servers import DEFAULT_HOST
+from servers import CONNECT_TIMEOUT, DEFAULT_HOST
 from shortlist_depth.toolsearch import DEFAULT_MAX_K
 
 BUCKET_SCHEMES = ("default", "narrow")
@@ -814,6 +814,7 @@ class ServeMcpArgs(ServeArgs):
         None, "without --upstream-command: a tools file to search instead of a saved searcher's registry (an OpenAI "
         "tools list, an MCP tools/list result, JSON lines of {name, description, parameters})",
     )  # fmt: skip
+    upstream_timeout: float = opt(CONNECT_TIMEOUT, "seconds each upstream has to connect and to answer a tools/list")
     transport: str = opt("stdio", "how clients connect", choices=("stdio", "http"))
     port: int = opt(8000, "with --transport http: the port (0: any free one; the log line 'listening on URL' names it)")
     path: str = opt("/mcp", "with --transport http: the endpoint's path")
@@ -832,6 +833,8 @@ class ServeMcpArgs(ServeArgs):
             raise ValueError(f"--transport must be stdio or http, got {self.transport!r}")
         if self.upstream_command is not None and not self.upstream_command.strip():
             raise ValueError("--upstream-command is empty")
+        if not (math.isfinite(self.upstream_timeout) and self.upstream_timeout > 0):
+            raise ValueError(f"--upstream-timeout must be > 0 seconds, got {self.upstream_timeout}")
         if self.record is not None and not given:
             raise ValueError("--record needs an upstream (--upstream-command, --upstream-url or --upstream-config): "
                              "alone, the tools found are called elsewhere")  # fmt: skip

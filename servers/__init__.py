@@ -29,6 +29,9 @@ SERVER_TIMING = "shortlist"
 #: Where each HTTP server answers ``GET`` (and ``HEAD``) once it has started: 200 and what it serves, a readiness
 #: check for a load balancer or an orchestrator (never forwarded upstream; the OpenAI proxy forwards only ``/v1``).
 HEALTH_PATH = "/healthz"
+#: Seconds an upstream MCP server has to connect (start and answer ``initialize``) and to answer a ``tools/list``,
+#: by default (``npx -y`` may install a package first): ``shortlist serve mcp --upstream-timeout``.
+CONNECT_TIMEOUT = 120.0
 
 
 def health(server: str, scorer: str, policy: str, tools: int | None) -> dict[str, object]:
@@ -37,17 +40,19 @@ def health(server: str, scorer: str, policy: str, tools: int | None) -> dict[str
     return {"status": "ok", "server": server, "scorer": scorer, "policy": policy, "tools": tools}
 
 
-def check_url(url: str, where: str, base: bool = False) -> None:
+def check_url(url: str, where: str, base: bool = False, shown: str | None = None) -> None:
     """ValueError naming ``where`` unless ``url`` is http(s) with a host and a valid port; with ``base`` (a base URL,
-    as an OpenAI client's ``base_url``), also without a query or fragment."""
+    as an OpenAI client's ``base_url``), also without a query or fragment. The message shows ``shown`` (default: the
+    url), e.g. the url as a config file wrote it, before its ``${VAR}`` were read."""
     from urllib.parse import urlsplit
 
+    said = url if shown is None else shown
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{where} must be an http(s) URL with a host, got {url!r}")
+        raise ValueError(f"{where} must be an http(s) URL with a host, got {said!r}")
     try:
         _ = parts.port  # (parsed on reading: out of range or not a number raises)
     except ValueError as e:
-        raise ValueError(f"{where} {url!r}: {e}") from e
+        raise ValueError(f"{where} {said!r}: {e}") from e
     if base and (parts.query or parts.fragment):
-        raise ValueError(f"{where} is a base URL, as an OpenAI client's base_url: no query or fragment, got {url!r}")
+        raise ValueError(f"{where} is a base URL, as an OpenAI client's base_url: no query or fragment, got {said!r}")

@@ -292,9 +292,10 @@ def serve_in_thread(app: Any, host: str = DEFAULT_HOST, port: int = 0) -> Iterat
             thread.join(timeout=30)
 
 
-def fake_mcp_server(tools: Sequence[dict[str, Any]]) -> Any:
+def fake_mcp_server(tools: Sequence[dict[str, Any]], label: str | None = None) -> Any:
     """An MCP server (the SDK's :class:`~mcp.server.mcpserver.MCPServer`) listing ``tools`` (MCP tool dicts:
-    name, description, inputSchema) and answering each call (module docstring)."""
+    name, description, inputSchema) and answering each call (module docstring); with a ``label``, each answer says
+    ``"server": label`` too (which of several fakes answered)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.shared.exceptions import MCPError
@@ -312,7 +313,8 @@ def fake_mcp_server(tools: Sequence[dict[str, Any]]) -> Any:
                 raise ToolError(f"unknown tool {name!r}")
             if arguments.get("mcp_error"):
                 raise MCPError(code=INVALID_PARAMS, message=f"fake upstream refuses {name}", data={"tool": name})
-            text = json.dumps({"tool": name, "arguments": arguments}, sort_keys=True)
+            said = {"tool": name, "arguments": arguments, **({} if label is None else {"server": label})}
+            text = json.dumps(said, sort_keys=True)
             return CallToolResult(content=[TextContent(type="text", text=text)], is_error=bool(arguments.get("fail")))
 
     return FakeUpstream("fake-upstream", log_level="WARNING")
@@ -328,6 +330,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--no-parse", action="store_true", help="openai: answer without parsing the body")
     p.add_argument("--transport", choices=["stdio", "http", "sse"], default="stdio",
                    help="mcp: over stdio (the default), streamable HTTP (/mcp) or SSE (/sse), announced")  # fmt: skip
+    p.add_argument("--label", help='mcp: each answer says {"server": LABEL} too')
     p.add_argument("--token-env", help="mcp over http or sse: answer 401 to a request without the header "
                    "'Authorization: Bearer <this environment variable's value>'")  # fmt: skip
     a = p.parse_args(argv)
@@ -343,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not a.tools:
         p.error("mcp needs --tools FILE")
     tools = json.loads(Path(a.tools).read_text(encoding="utf-8"))
-    fake = fake_mcp_server(tools["tools"] if isinstance(tools, dict) else tools)
+    fake = fake_mcp_server(tools["tools"] if isinstance(tools, dict) else tools, a.label)
     if a.transport == "stdio":
         fake.run("stdio")
         return

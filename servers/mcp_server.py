@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 from collections.abc import Sequence
-from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,10 +42,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from benchmarks.tools import ToolSchema
-from servers import HEALTH_PATH, health, listen
+from servers import CONNECT_TIMEOUT, HEALTH_PATH, health, listen
 from servers.listen import Listener
 from servers.record import Recorder
-from servers.upstreams import Upstreams, UpstreamSpec, connect
+from servers.upstreams import FRONTED, Upstreams, UpstreamSpec, connect
 from shortlist_depth.toolsearch import DEFAULT_MAX_K, SearchSpec, Shortlist, ToolSearch
 
 LOG = logging.getLogger("servers.mcp_server")
@@ -181,7 +181,7 @@ class ShortlistServer(MCPServer):
         if self.recorder is not None and name not in self.search_settings.pin:
             self.recorder.called(name)  # the agent's choice, whatever its upstream answers
         try:
-            result: CallToolResult = await upstream.client.call_tool(tool, arguments)
+            result: CallToolResult = await upstream.call(tool, arguments)
         except MCPError as e:
             if e.error.code != CONNECTION_CLOSED:
                 raise  # the upstream's error, relayed with its code
@@ -200,11 +200,13 @@ async def run_async(
     listener: Listener | None = None,
     path: str = "/mcp",
     recorder: Recorder | None = None,
+    connect_timeout: float = CONNECT_TIMEOUT,
 ) -> None:
     """Serve until interrupted: over stdio, or, given a ``listener`` (:func:`servers.listen.bind`), streamable HTTP
     on it at ``path`` (announced once it answers: ``shortlist serve mcp listening on http://host:port/mcp``); with
     upstreams (:mod:`servers.upstreams`), connected to each first, in order, and their tools read before the first
-    request; with a ``recorder`` (:mod:`servers.record`), each call written with the search it followed."""
+    request (``connect_timeout`` seconds for each to connect, and for their first lists); with a ``recorder``
+    (:mod:`servers.record`), each call written with the search it followed."""
 
     async def serve(server: ShortlistServer) -> None:
         gc.freeze()  # what is loaded stays: the collector no longer walks it on every request's garbage
@@ -220,14 +222,19 @@ async def run_async(
     if not upstreams:
         await serve(ShortlistServer(searcher, settings))
         return
-    async with AsyncExitStack() as stack:
-        connected = [await connect(spec, stack) for spec in upstreams]
-        registry = Upstreams(connected, searcher, on_change=None if recorder is None else recorder.registry)
-        await registry.refresh(strict=True)
+    if os.environ.get(FRONTED):
+        raise ValueError("this shortlist serve mcp was started as an upstream by another one: an entry of the "
+                         "config runs it (remove that entry), or it fronts itself")  # fmt: skip
+    async with anyio.create_task_group() as tasks:  # each upstream's connection in a task of its own
+        connected = [await connect(spec, tasks, connect_timeout) for spec in upstreams]
+        on_change = None if recorder is None else recorder.registry
+        registry = Upstreams(connected, searcher, on_change, reserved=[SEARCH_TOOL])
+        await registry.refresh(strict=True, timeout=connect_timeout)
         missing = [n for n in settings.pin if n not in registry.tools]
         if missing:
             raise ValueError(f"--pin: tool(s) no upstream lists: {missing[:5]}")
         await serve(ShortlistServer(searcher, settings, registry, recorder))
+        tasks.cancel_scope.cancel()  # served: the connections close
 
 
 def run(searcher: ToolSearch | SearchSpec, settings: SearchSettings, **kw: Any) -> None:

@@ -6,13 +6,15 @@ Where (:class:`UpstreamSpec`, read by :func:`specs`):
   process's environment);
 - ``--upstream-url URL``: a streamable-HTTP MCP server;
 - ``--upstream-config FILE``: several, in the ``mcpServers`` JSON an MCP client is configured with (Claude Desktop's
-  ``claude_desktop_config.json``, Claude Code's and Cursor's ``.mcp.json``; VS Code's ``servers`` key too). Each
-  entry is a stdio server (``command``, ``args``, ``env`` added to this process's environment, ``cwd``) or an HTTP
-  one (``url``, ``headers``; ``type`` ``http`` / ``streamable-http``, or ``sse`` for the older SSE transport).
-  ``${VAR}`` and ``${VAR:-default}`` in ``command``, ``args``, ``env``, ``cwd``, ``url`` and ``headers`` are read
-  from the environment, as Claude Code reads them, so a key stays in the environment, not in the file; no value of
-  ``env`` or ``headers`` is logged or shown. An entry with ``"disabled": true`` is skipped, and so is one that runs
-  ``shortlist serve mcp`` itself (it would start itself again); each skip is logged.
+  ``claude_desktop_config.json``, Claude Code's ``.mcp.json``, Cursor's ``.cursor/mcp.json``; VS Code's ``servers``
+  key too). Each
+  entry is a stdio server (``command``, ``args``, ``cwd``, ``env``: its environment is the MCP SDK's safe default,
+  ``PATH``, ``HOME``, ..., and ``env``, as the MCP clients start it) or an HTTP one (``url``, ``headers``; ``type``
+  ``http`` / ``streamable-http``, or ``sse`` for the older SSE transport). ``${VAR}`` and ``${VAR:-default}`` (VS
+  Code's ``${env:VAR}`` too) in ``command``, ``args``, ``env``, ``cwd``, ``url`` and ``headers`` are read from the
+  environment (:func:`expand`), so a key stays in the environment, not in the file; no value of ``env`` or
+  ``headers``, and no expanded url, is logged or shown. An entry with ``"disabled": true`` is skipped, and so is
+  one that runs ``shortlist serve mcp`` itself (it would start itself again); each skip is logged.
 
 One registry (:class:`Upstreams`): every upstream's tools, read (every page) before the first request and again
 after that upstream says its list changed. With one upstream the tools keep their names; with several, each is
@@ -28,7 +30,7 @@ import os
 import re
 import shlex
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -36,17 +38,24 @@ from typing import Any, cast
 import anyio
 import anyio.to_thread
 import httpx2
+from anyio.abc import TaskGroup, TaskStatus
 from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
+from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Tool, ToolListChangedNotification
 
-from servers import check_url
+from servers import CONNECT_TIMEOUT, check_url
 from shortlist_depth.toolsearch import SearchSpec, ToolSearch
 
 LOG = logging.getLogger("servers.upstreams")
-#: ``${VAR}`` or ``${VAR:-default}`` in a config value.
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+#: ``${...}`` in a config value, and what it may hold: ``VAR`` or ``VAR:-default`` (``env:VAR``, VS Code's spelling).
+_VAR = re.compile(r"\$\{([^}]*)\}")
+#: VS Code's and Cursor's predefined variables (a config may hold them; this process has no workspace to read).
+EDITOR_VARIABLES = frozenset({"workspaceFolder", "workspaceFolderBasename", "workspaceRoot", "userHome", "file",
+                              "fileDirname", "fileBasename", "relativeFile", "cwd", "pathSeparator", "execPath",
+                              "defaultBuildTask", "lineNumber", "selectedText"})  # fmt: skip
+_NAMED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?", re.S)
 #: What a server's name may hold when it prefixes its tools' names (MCP's tool-name characters).
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 #: A config entry's ``type`` (or ``transport``) and the transport it means.
@@ -55,6 +64,10 @@ TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http", "stre
 #: The MCP SDK's HTTP timeouts (its ``create_mcp_http_client``): 30 s to connect, write and wait for a connection,
 #: 300 s to read (a server may hold a stream open).
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+#: Set in the environment of every stdio upstream started: ``shortlist serve mcp`` with upstreams refuses to start
+#: under it, so a config entry that runs this server itself (by any launcher) stops at once instead of starting
+#: copies of itself without end.
+FRONTED = "SHORTLIST_FRONTED"
 
 
 @dataclass(frozen=True)
@@ -91,15 +104,25 @@ def from_url(url: str) -> UpstreamSpec:
 
 
 def expand(value: str, where: str, environ: Mapping[str, str]) -> str:
-    """``value`` with each ``${VAR}`` (``${VAR:-default}``) replaced by the environment's value (the default when the
-    variable is unset or empty). ValueError naming ``where`` and the variable when it is unset with no default."""
+    """``value`` with each ``${VAR}`` replaced by the environment's value (set: even empty), ``${VAR:-default}`` by the
+    value or, when it is unset or empty, the default (as a shell reads them, and Claude Code's configs), and VS Code's
+    ``${env:VAR}`` as ``${VAR}``. ValueError naming ``where`` and the variable when it is unset with no default, or
+    for another editor's variable (``${input:...}``, ``${workspaceFolder}``): this process has no editor to ask."""
 
     def one(m: re.Match[str]) -> str:
-        var, default = m.group(1), m.group(2)
-        if environ.get(var):
+        inside = m.group(1)
+        named = _NAMED.fullmatch(inside.removeprefix("env:"))
+        if named is None or (inside.startswith("env:") and named.group(2) is not None):
+            raise ValueError(f"{where}: ${{{inside}}} is an editor's variable, not read here: give the value "
+                             "through an environment variable, ${NAME}")  # fmt: skip
+        var, default = named.group(1), named.group(2)
+        if var in EDITOR_VARIABLES and var not in environ:
+            raise ValueError(f"{where}: ${{{var}}} is an editor's variable, not read here: give the value through an "
+                             "environment variable, ${NAME}")  # fmt: skip
+        if default is None and var in environ:
             return environ[var]
         if default is not None:
-            return default
+            return environ.get(var) or default
         raise ValueError(f"{where}: ${{{var}}} is not set in the environment (or write ${{{var}:-default}})")
 
     return _VAR.sub(one, value)
@@ -118,10 +141,13 @@ def read_config(path: str | Path, environ: Mapping[str, str] | None = None) -> l
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise ValueError(f"--upstream-config {path}: {e.strerror or e}") from e
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason}); save it as UTF-8") from e
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: line {e.lineno} column {e.colno}: not JSON ({e.msg})") from e
+        hint = " (comments, as VS Code allows in mcp.json, are not JSON: remove them)" if "//" in text else ""
+        raise ValueError(f"{path}: line {e.lineno} column {e.colno}: not JSON ({e.msg}){hint}") from e
     servers = data.get("mcpServers", data.get("servers")) if isinstance(data, dict) else None
     if not isinstance(servers, dict):
         raise ValueError(f'{path}: an MCP client config is an object with "mcpServers" (or "servers"): '
@@ -174,7 +200,7 @@ def _entry(name: str, entry: dict[str, Any], where: str, env: Mapping[str, str])
     command, url = text("command"), text("url")
     if kind is None:
         kind = "stdio" if command is not None else "http"
-    if kind not in TRANSPORTS:
+    if not isinstance(kind, str) or kind not in TRANSPORTS:
         raise ValueError(f"{where}: type {kind!r} is not one of {', '.join(TRANSPORTS)}")
     transport = TRANSPORTS[kind]
     if transport == "stdio":
@@ -184,16 +210,23 @@ def _entry(name: str, entry: dict[str, Any], where: str, env: Mapping[str, str])
         return UpstreamSpec(name, where, "stdio", command=argv, env=strings("env", dict), cwd=text("cwd"))
     if not url or command is not None:
         raise ValueError(f"{where}: an {kind} server has a url (and headers), not a command")
-    check_url(url, f"{where}: url")
+    check_url(url, f"{where}: url", shown=entry["url"])  # (as written: the expanded one may hold a key)
     return UpstreamSpec(name, where, transport, url=url, headers=strings("headers", dict))
 
 
 def _is_shortlist_mcp(argv: Sequence[str]) -> bool:
-    """Whether ``argv`` runs ``shortlist serve mcp`` (the command, or ``python -m experiments.cli``)."""
-    if not argv:
-        return False
-    ours = Path(argv[0]).name.startswith("shortlist") or "experiments.cli" in argv
-    return ours and any(argv[i : i + 2] == ("serve", "mcp") for i in range(len(argv)))
+    """Whether ``argv`` runs ``shortlist serve mcp``: a word ``shortlist`` (a path to it, or ``experiments.cli``)
+    followed, later, by ``serve mcp``, in the arguments or in a shell command among them (``uv run shortlist serve
+    mcp``, ``uvx --from shortlist-depth shortlist serve mcp``, ``bash -c "shortlist serve mcp ..."``). Any other
+    launcher still stops at once: the server it starts finds :data:`FRONTED` in its environment."""
+    words: list[str] = []
+    for arg in argv:
+        try:
+            words += shlex.split(arg) if " " in arg else [arg]
+        except ValueError:
+            words.append(arg)
+    ours = [i for i, w in enumerate(words) if Path(w).stem == "shortlist" or w == "experiments.cli"]
+    return any(words[j : j + 2] == ["serve", "mcp"] for i in ours[:1] for j in range(i + 1, len(words)))
 
 
 def specs(command: str | None = None, url: str | None = None, config: str | None = None) -> list[UpstreamSpec]:
@@ -222,9 +255,11 @@ async def _http(spec: UpstreamSpec, refused: list[int]) -> AsyncIterator[Any]:
 
 def client(spec: UpstreamSpec, message_handler: Any, refused: list[int] | None = None) -> Client:
     """An SDK client of the upstream (not yet connected); over streamable HTTP, the status of each refused request
-    goes to ``refused``."""
+    goes to ``refused``. A stdio server of ``--upstream-command`` runs with this process's environment; one of a
+    config, as the MCP clients run it: the SDK's safe default (``PATH``, ``HOME``, ...) and its ``env``."""
     if spec.transport == "stdio":
-        env = {**os.environ, **spec.env}
+        base = os.environ if spec.where == "--upstream-command" else get_default_environment()
+        env = {**base, **spec.env, FRONTED: "1"}
         params = StdioServerParameters(command=spec.command[0], args=list(spec.command[1:]), env=env, cwd=spec.cwd)
         return Client(params, message_handler=message_handler)
     if spec.transport == "sse":
@@ -232,52 +267,105 @@ def client(spec: UpstreamSpec, message_handler: Any, refused: list[int] | None =
     return Client(_http(spec, [] if refused is None else refused), message_handler=message_handler)
 
 
-async def connect(spec: UpstreamSpec, stack: AsyncExitStack) -> Upstream:
-    """The upstream ``spec`` names, connected for as long as ``stack`` stays open. ValueError naming it when it
-    cannot be started or reached, or does not answer as an MCP server."""
-    holder: list[Upstream] = []
+async def connect(spec: UpstreamSpec, tasks: TaskGroup, timeout: float = CONNECT_TIMEOUT) -> Upstream:
+    """The upstream ``spec`` names, connected in a task of ``tasks`` of its own, for as long as that task group
+    runs: its connection failing later (a process gone, a server down) ends that task only, and the upstream is
+    marked gone (:meth:`Upstream.lose`) instead of taking the server down with it.
 
-    async def on_message(message: Any) -> None:
-        if holder:
-            await holder[0].on_message(message)
-
+    Raises:
+        ValueError: naming it, when it cannot be started or reached, does not answer as an MCP server, or does not
+            answer within ``timeout`` seconds.
+    """
+    upstream = Upstream(None, spec.name, spec.where)
     refused: list[int] = []
+
+    async def hold(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        connected = False
+        try:
+            async with client(spec, upstream.on_message, refused) as c:
+                upstream.client, connected = c, True
+                task_status.started()
+                await anyio.sleep_forever()
+        except Exception as e:
+            if not connected:
+                raise
+            upstream.lose(e)
+
     try:
-        connected = await stack.enter_async_context(client(spec, on_message, refused))
+        with anyio.fail_after(timeout):
+            await tasks.start(hold)
+    except TimeoutError as e:
+        raise ValueError(f"{spec.where}: the upstream did not answer within {timeout:g} s") from e
     except Exception as e:
         status = f"HTTP {refused[-1]}; " if refused else ""
         raise ValueError(f"{spec.where}: could not connect to the upstream ({status}{_reason(e)})") from e
-    holder.append(Upstream(connected, spec.name, spec.where))
-    return holder[0]
+    return upstream
 
 
 class Upstream:
-    """One connected upstream: its SDK client, its tools as it lists them (read again after it says they changed)."""
+    """One connected upstream: its SDK client, its tools as it lists them (read again after it says they changed),
+    and why it is gone when its connection failed."""
 
-    def __init__(self, client: Client, name: str = "upstream", where: str = "--upstream-command") -> None:
-        self.client = client
+    def __init__(self, client: Client | None, name: str = "upstream", where: str = "--upstream-command") -> None:
+        self.client: Any = client
         self.name = name
         self.where = where
         self.tools: dict[str, Tool] = {}
         self.stale = True
+        self.gone: str | None = None
+        """Why its connection failed (None: it has not)."""
+        self._calls: set[anyio.CancelScope] = set()
 
     async def on_message(self, message: Any) -> None:
         """The client's message handler: a ``tools/list_changed`` notification marks the list stale."""
         if isinstance(message, ToolListChangedNotification):
             self.stale = True
 
-    async def read(self) -> None:
-        """Read the tools, every page."""
+    def lose(self, error: BaseException) -> None:
+        """Its connection failed: its tools are no longer offered (at the next refresh), its calls, those waiting
+        too, end as :class:`ConnectionError`."""
+        self.gone = _reason(error)
+        self.stale = True
+        LOG.warning("%s: the connection to the upstream failed (%s): its tools are dropped", self.where, self.gone)
+        for scope in self._calls:
+            scope.cancel()
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> Any:
+        """``tools/call`` of its ``tool``: the upstream's result (its MCP error raised as is). ConnectionError when
+        its connection is gone, or goes while the call waits."""
+        if self.gone is None:
+            with anyio.CancelScope() as scope:
+                self._calls.add(scope)
+                try:
+                    return await self.client.call_tool(tool, arguments)
+                finally:
+                    self._calls.discard(scope)
+        raise ConnectionError(f"its connection failed ({self.gone})")
+
+    async def read(self, timeout: float = CONNECT_TIMEOUT) -> None:
+        """Read the tools, every page (none when it is gone). A change said while it reads is not lost: the list is
+        marked fresh before it is asked for."""
+        self.stale = False
+        if self.gone is not None:
+            self.tools = {}
+            return
         tools: list[Tool] = []
         cursor: str | None = None
-        while True:
-            page = await self.client.list_tools(cursor=cursor, cache_mode="refresh")
-            tools += page.tools
-            cursor = page.next_cursor
-            if cursor is None:
-                break
+        try:
+            with anyio.fail_after(timeout):
+                while True:
+                    page = await self.client.list_tools(cursor=cursor, cache_mode="refresh")
+                    tools += page.tools
+                    cursor = page.next_cursor
+                    if cursor is None:
+                        break
+        except TimeoutError as e:
+            self.stale = True
+            raise TimeoutError(f"no answer within {timeout:g} s") from e
+        except BaseException:
+            self.stale = True
+            raise
         self.tools = {t.name: t for t in tools}
-        self.stale = False
         LOG.info("upstream %r lists %d tools", self.name, len(tools))
 
 
@@ -290,12 +378,16 @@ class Upstreams:
         upstreams: Sequence[Upstream],
         base: ToolSearch | SearchSpec,
         on_change: Callable[[list[dict[str, Any]]], None] | None = None,
+        reserved: Sequence[str] = (),
     ) -> None:
-        """``on_change``: called with the tools (MCP dicts, the agent's names) each time the registry is built."""
+        """``on_change``: called with the tools (MCP dicts, the agent's names) each time the registry is built;
+        ``reserved``: names the server answers itself (its ``search_tools``): an upstream tool of that name is left
+        out, and logged."""
         if not upstreams:
             raise ValueError("no upstream")
         self.upstreams = list(upstreams)
         self.on_change = on_change
+        self.reserved = frozenset(reserved)
         self.spec = base.spec if isinstance(base, ToolSearch) else base
         self.tools: dict[str, Tool] = {}
         """Each tool by the name the agent sees, as its upstream lists it (renamed when several)."""
@@ -313,12 +405,16 @@ class Upstreams:
         return tool if len(self.upstreams) == 1 else f"{upstream.name}_{tool}"
 
     def _combined(self) -> tuple[dict[str, Tool], dict[str, tuple[Upstream, str]]]:
-        """Every upstream's tools by the name the agent sees, and the route of each. ValueError when two share one."""
+        """Every upstream's tools by the name the agent sees, and the route of each. ValueError when two share one;
+        a reserved name left out (logged)."""
         tools: dict[str, Tool] = {}
         route: dict[str, tuple[Upstream, str]] = {}
         for u in self.upstreams:
             for name, tool in u.tools.items():
                 seen = self.exposed(u, name)
+                if seen in self.reserved:
+                    LOG.warning("%s: its tool %r is named %r, as this server's own tool: left out", u.where, name, seen)
+                    continue
                 if seen in route:
                     other = route[seen][0].where
                     raise ValueError(f"{u.where}: its tool {name!r} is named {seen!r}, as a tool of {other} is")
@@ -334,20 +430,24 @@ class Upstreams:
             named = self.upstreams[0].where if len(self.upstreams) == 1 else "the upstreams"
             raise ValueError(f"{named}: the tools listed cannot be searched ({e})") from e
 
-    async def refresh(self, strict: bool = False) -> None:
-        """Read again the tools of each upstream whose list changed (all of them at first), and prepare the
-        searcher over every upstream's tools.
+    async def refresh(self, strict: bool = False, timeout: float = CONNECT_TIMEOUT) -> None:
+        """Read again the tools of each upstream whose list changed (all of them at first; a gone one's: none), and
+        prepare the searcher over every upstream's tools.
 
         An upstream that fails to list is logged and keeps its last list (it is asked again on the next request),
-        and a list whose names two servers share is logged and not used, so every request is still answered.
-        With ``strict`` (at start), either is a ValueError naming the upstream.
+        and a list whose names two servers share is logged and not used, so every request is still answered; while
+        one request reads the lists, the others are answered from the registry as it was, not held behind a slow
+        upstream; a list not read within ``timeout`` seconds has failed. With ``strict`` (at start), a failure is a
+        ValueError naming the upstream.
         """
+        if not strict and self._lock.locked() and self.searcher is not None:
+            return
         async with self._lock:
             if not self.stale and self.searcher is not None:
                 return
             for u in [u for u in self.upstreams if u.stale]:
                 try:
-                    await u.read()
+                    await u.read(timeout)
                 except Exception as e:
                     if strict:
                         raise ValueError(f"{u.where}: the upstream's tools/list failed ({_reason(e)})") from e
@@ -368,10 +468,13 @@ class Upstreams:
 
 
 def _reason(e: BaseException) -> str:
-    """The innermost error of ``e`` (the first of an exception group), as ``Type: message``."""
+    """The innermost error of ``e`` (the first of an exception group), as ``Type: message``; an HTTP status error
+    as its status only (its message holds the url, and a url may hold a key)."""
     while isinstance(e, BaseExceptionGroup):
         e = e.exceptions[0]
-    return f"{type(e).__name__}: {e}"
+    if isinstance(e, httpx2.HTTPStatusError):
+        return f"HTTP {e.response.status_code}"
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
 
 
 __all__: Sequence[str] = ["Upstream", "UpstreamSpec", "Upstreams", "client", "connect", "expand", "read_config",

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
-import shlex
 import socket
 import subprocess
 import sys
@@ -23,13 +23,13 @@ import pytest
 from conftest import cli_env
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED
+from mcp_types import CONNECTION_CLOSED, ListToolsResult, Tool, ToolListChangedNotification
 from test_toolsearch import mcp_tools
 
 from servers.fakes import fake_mcp_server
 from servers.listen import wait_announced
-from servers.mcp_server import SEARCH_TOOL, SearchSettings, ShortlistServer
-from servers.upstreams import Upstream, Upstreams, read_config, specs
+from servers.mcp_server import SEARCH_TOOL, SearchSettings, ShortlistServer, run
+from servers.upstreams import FRONTED, Upstream, Upstreams, client, connect, expand, read_config, specs
 from shortlist_depth.toolsearch import ToolSearch
 
 TOOLS = mcp_tools()["tools"]
@@ -145,9 +145,9 @@ def test_the_cli_takes_one_upstream_flag() -> None:
 @asynccontextmanager
 async def two_servers(searcher: ToolSearch, pin: tuple[str, ...] = ()) -> AsyncIterator[tuple[Client, Upstreams]]:
     """A client of the server in front of two in-process fake upstreams, ``one`` and ``two``."""
-    async with Client(fake_mcp_server(ONE)) as a, Client(fake_mcp_server(TWO)) as b:
+    async with Client(fake_mcp_server(ONE, "one")) as a, Client(fake_mcp_server(TWO, "two")) as b:
         registry = Upstreams([Upstream(a, "one", "c.json: server 'one'"), Upstream(b, "two", "c.json: server 'two'")],
-                             searcher)  # fmt: skip
+                             searcher, reserved=[SEARCH_TOOL])  # fmt: skip
         await registry.refresh(strict=True)
         async with Client(ShortlistServer(searcher, SearchSettings(pin=pin), registry)) as client:
             yield client, registry
@@ -168,10 +168,10 @@ def test_several_servers_are_one_registry_each_call_sent_to_its_server(searcher:
             found = names(answer)
             expected = registry.searcher.search("please book my music now", exclude=["two_get_map"])
             assert found == list(expected.names) and {"one_book_music", "two_book_music"} & set(found)
-            for server, tools in (("one", ONE), ("two", TWO)):
-                tool = tools[-1]["name"]
-                called = await c.call_tool(f"{server}_{tool}", {"x": 1})  # its own name, at its own server
-                assert json.loads(called.content[0].text) == {"tool": tool, "arguments": {"x": 1}}
+            for server in ("one", "two"):  # a name both servers have: each call at its own server, its own name
+                called = await c.call_tool(f"{server}_book_music", {"x": 1})
+                said = {"tool": "book_music", "arguments": {"x": 1}, "server": server}
+                assert json.loads(called.content[0].text) == said
             unknown = await c.call_tool("book_flight", {})  # a name only an upstream knows
             assert unknown.is_error and "unknown tool 'book_flight'" in unknown.content[0].text
 
@@ -237,20 +237,29 @@ def test_an_upstream_gone_keeps_its_list_and_its_calls_are_error_results(
 
 
 @contextmanager
-def fake_upstream(
+def fake_process(
     tools: list[dict[str, Any]], transport: str, log: Path, env: dict[str, str], *extra: str
-) -> Iterator[str]:
-    """A fake MCP upstream process over ``transport`` (http or sse) on 127.0.0.1; its announced URL."""
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """A fake MCP upstream process over ``transport`` (http or sse) on 127.0.0.1: its announced URL, the process."""
     file = write(log.with_suffix(".tools.json"), tools)
     cmd = [sys.executable, "-m", "servers.fakes", "mcp", "--tools", str(file), "--transport", transport, "--port", "0",
            *extra]  # fmt: skip
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
-        yield wait_announced(log, proc)
+        yield wait_announced(log, proc), proc
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@contextmanager
+def fake_upstream(
+    tools: list[dict[str, Any]], transport: str, log: Path, env: dict[str, str], *extra: str
+) -> Iterator[str]:
+    """:func:`fake_process`'s URL."""
+    with fake_process(tools, transport, log, env, *extra) as (url, _):
+        yield url
 
 
 def test_the_command_fronts_a_stdio_an_http_and_an_sse_server_from_one_config(tmp_path: Path) -> None:
@@ -258,9 +267,10 @@ def test_the_command_fronts_a_stdio_an_http_and_an_sse_server_from_one_config(tm
     third = TOOLS[80:]
     with ExitStack() as stack:
         guarded = ("--token-env", "FAKE_MCP_TOKEN")
-        web = stack.enter_context(fake_upstream(TWO, "http", tmp_path / "web.log", env, *guarded))
-        old = stack.enter_context(fake_upstream(third, "sse", tmp_path / "old.log", env))
-        stdio = [sys.executable, "-m", "servers.fakes", "mcp", "--tools", str(write(tmp_path / "one.json", ONE))]
+        web = stack.enter_context(fake_upstream(TWO, "http", tmp_path / "web.log", env, *guarded, "--label", "web"))
+        old = stack.enter_context(fake_upstream(third, "sse", tmp_path / "old.log", env, "--label", "old"))
+        stdio = [sys.executable, "-m", "servers.fakes", "mcp", "--tools", str(write(tmp_path / "one.json", ONE)),
+                 "--label", "one"]  # fmt: skip
         cfg = write(tmp_path / "mcp.json", {"mcpServers": {
             "one": {"command": stdio[0], "args": stdio[1:]},
             "web": {"type": "http", "url": web, "headers": {"Authorization": "Bearer ${FAKE_MCP_TOKEN}"}},
@@ -277,9 +287,12 @@ def test_the_command_fronts_a_stdio_an_http_and_an_sse_server_from_one_config(tm
                     assert [t.name for t in listed.tools] == [SEARCH_TOOL, "web_get_map"]
                     answer = await c.call_tool(SEARCH_TOOL, {"query": "please book my music now"})
                     assert {"one_book_music", "web_book_music"} & set(names(answer)), names(answer)
-                    for name in ("one_book_flight", "web_book_music", f"old_{third[0]['name']}"):
+                    # names two servers share, each call at its own server under its own name
+                    for name in ("one_book_music", "web_book_music", "web_get_sports", "old_get_sports"):
                         called = await c.call_tool(name, {"n": 2})
-                        assert json.loads(called.content[0].text)["tool"] == name.split("_", 1)[1], name
+                        server, tool = name.split("_", 1)
+                        assert json.loads(called.content[0].text) == {"tool": tool, "arguments": {"n": 2},
+                                                                      "server": server}, name  # fmt: skip
 
         anyio.run(go)
     said = log.read_text(encoding="utf-8")
@@ -310,27 +323,29 @@ def test_the_command_fronts_one_http_server_by_its_url(tmp_path: Path) -> None:
         anyio.run(go)
 
 
-@pytest.mark.parametrize("case", ["wrong token", "nothing listening"])
+@pytest.mark.parametrize("case", ["wrong token", "wrong token over sse", "nothing listening"])
 def test_an_upstream_that_refuses_is_a_one_line_error_naming_it(tmp_path: Path, case: str) -> None:
     env = {**cli_env(), "FAKE_MCP_TOKEN": SECRET, "WRONG": "not-the-token"}
+    transport = "sse" if "sse" in case else "http"
     with (
-        fake_upstream(ONE, "http", tmp_path / "web.log", env, "--token-env", "FAKE_MCP_TOKEN") as url,
+        fake_upstream(ONE, transport, tmp_path / "web.log", env, "--token-env", "FAKE_MCP_TOKEN") as url,
         socket.socket() as unheard,
     ):
         unheard.bind(("127.0.0.1", 0))  # bound, never listened on: a connection to it is refused
         if case == "nothing listening":
             url = f"http://127.0.0.1:{unheard.getsockname()[1]}/mcp"
         cfg = write(tmp_path / "mcp.json", {"mcpServers": {
-            "web": {"url": url, "headers": {"Authorization": "Bearer ${WRONG}"}},
+            "web": {"type": transport, "url": url + "?key=${WRONG}", "headers": {"Authorization": "Bearer ${WRONG}"}},
         }})  # fmt: skip
         cmd = [sys.executable, "-m", "experiments.cli", "serve", "mcp", "--upstream-config", str(cfg)]
         done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 2, done.stderr
-    last = done.stderr.strip().splitlines()[-1]
-    because = {"wrong token": "(HTTP 401; MCPError: ", "nothing listening": "(ConnectError: "}[case]
-    assert last.startswith(f"shortlist: error: {cfg}: server 'web': could not connect to the upstream {because}"), last
-    assert "not-the-token" not in done.stderr and SECRET not in done.stderr
-    assert shlex.split(last)  # one line
+    because = {"wrong token": "(HTTP 401; MCPError: ", "wrong token over sse": "(HTTP 401)",
+               "nothing listening": "(ConnectError: "}[case]  # fmt: skip
+    error = f"shortlist: error: {cfg}: server 'web': could not connect to the upstream {because}"
+    assert done.stderr.strip().splitlines()[-1].startswith(error), done.stderr
+    assert "Traceback" not in done.stderr and "http" not in done.stderr.split("shortlist: error: ")[-1]
+    assert "not-the-token" not in done.stderr and SECRET not in done.stderr  # (the key was in the url, too)
 
 
 def test_the_docs_config_example_is_read(tmp_path: Path) -> None:
@@ -343,3 +358,202 @@ def test_the_docs_config_example_is_read(tmp_path: Path) -> None:
     read = read_config(cfg, {"GITHUB_TOKEN": SECRET})
     assert [(s.name, s.transport) for s in read] == [("files", "stdio"), ("github", "http"), ("legacy", "sse")]
     assert read[1].headers == {"Authorization": f"Bearer {SECRET}"}
+
+
+# --- what the review of the first version found ---
+
+
+@pytest.mark.parametrize(
+    ("value", "environ", "expanded"),
+    [
+        ("${V}", {"V": ""}, ""),  # set, even empty: its value
+        ("${V:-d}", {"V": ""}, "d"),  # unset or empty: the default, as a shell reads it
+        ("${V:-d}", {"V": "x"}, "x"),
+        ("${V:-}", {}, ""),
+        ("a ${env:V} b", {"V": "x"}, "a x b"),  # VS Code's spelling
+        ("${V:-a:b}", {}, "a:b"),
+    ],
+)
+def test_variables_are_read_as_a_shell_reads_them(value: str, environ: dict[str, str], expanded: str) -> None:
+    assert expand(value, "w", environ) == expanded
+
+
+@pytest.mark.parametrize("value", ["${input:api-key}", "${workspaceFolder}/x", "${userHome}", "${env:V:-d}"])
+def test_an_editors_variables_are_refused_by_name(value: str) -> None:
+    inside = value[2 : value.index("}")]
+    with pytest.raises(ValueError, match=re.escape(f"w: ${{{inside}}} is an editor's variable, not read here")):
+        expand(value, "w", {"V": "x"})
+
+
+def test_a_file_that_is_not_utf8_or_holds_comments_is_said_so(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.json"
+    cfg.write_text('{"mcpServers": {"a": {"command": "x"}}}', encoding="utf-16")
+    with pytest.raises(ValueError, match=r"c\.json: not UTF-8 text \(byte 0: .*\); save it as UTF-8"):
+        read_config(cfg, {})
+    cfg.write_text('{\n  // VS Code allows this\n  "servers": {"a": {"command": "x"}}\n}', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 2 column 3: not JSON .*\(comments, as VS Code allows in mcp\.json"):
+        read_config(cfg, {})
+
+
+@pytest.mark.parametrize("kind", [["stdio"], {}, 3])
+def test_a_type_that_is_not_a_string_is_a_one_line_error(tmp_path: Path, kind: object) -> None:
+    cfg = write(tmp_path / "c.json", {"mcpServers": {"a": {"command": "x", "type": kind}}})
+    with pytest.raises(ValueError, match=re.escape(f"server 'a': type {kind!r} is not one of")):
+        read_config(cfg, {})
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"command": "uv", "args": ["run", "shortlist", "serve", "mcp"]},
+        {"command": "uvx", "args": ["--from", "shortlist-depth", "shortlist", "serve", "mcp"]},
+        {"command": "bash", "args": ["-c", "shortlist serve mcp --upstream-config c.json"]},
+        {"command": "/opt/venv/bin/shortlist", "args": ["serve", "mcp", "--searcher", "s"]},
+        {"command": "python", "args": ["-m", "experiments.cli", "serve", "mcp"]},
+    ],
+)
+def test_this_server_is_skipped_whatever_launches_it(tmp_path: Path, entry: dict[str, Any]) -> None:
+    cfg = write(tmp_path / "c.json", {"mcpServers": {"me": entry, "kept": {"command": "python", "args": ["s.py"]}}})
+    assert [s.name for s in read_config(cfg, {})] == ["kept"]
+    other = {"command": "python", "args": ["-m", "shortlist_tools", "serve", "mcp"]}  # another program: kept
+    assert [s.name for s in read_config(write(tmp_path / "d.json", {"mcpServers": {"x": other}}), {})] == ["x"]
+
+
+def test_a_config_server_gets_the_sdks_safe_environment_and_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the MCP clients start it: not this process's whole environment (a key meant for another server's header
+    stays out); ``--upstream-command`` runs with this process's environment, as documented."""
+    monkeypatch.setenv("GITHUB_TOKEN", SECRET)
+    cfg = write(tmp_path / "c.json", {"mcpServers": {"a": {"command": "python", "env": {"OWN": "1"}}}})
+    env = client(read_config(cfg)[0], None).server.env
+    assert env["OWN"] == "1" and env["PATH"] == os.environ["PATH"] and env[FRONTED] == "1"
+    assert "GITHUB_TOKEN" not in env
+    assert client(specs(command="python s.py")[0], None).server.env["GITHUB_TOKEN"] == SECRET
+
+
+def test_an_upstream_that_never_answers_is_an_error_after_the_timeout() -> None:
+    async def go() -> None:
+        async with anyio.create_task_group() as tasks:
+            with pytest.raises(ValueError, match=r"--upstream-command: the upstream did not answer within 1 s"):
+                await connect(specs(command="sleep 1000")[0], tasks, timeout=1)
+
+    anyio.run(go)
+
+
+def test_a_server_started_by_another_as_its_upstream_refuses_to_front(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(FRONTED, "1")
+    with pytest.raises(ValueError, match="this shortlist serve mcp was started as an upstream by another one"):
+        run(ToolSearch.from_tools(TOOLS[:5]), SearchSettings(), upstreams=specs(command="python s.py"))
+
+
+class Listing:
+    """A client whose ``tools/list`` takes ``seconds`` and, while it waits, hears the list changed (``changes``)."""
+
+    def __init__(self, upstream: Upstream, seconds: float = 0.0, changes: bool = False) -> None:
+        self.upstream, self.seconds, self.changes, self.asked = upstream, seconds, changes, 0
+
+    async def list_tools(self, **kw: Any) -> Any:
+        self.asked += 1
+        if self.changes:
+            await self.upstream.on_message(ToolListChangedNotification())
+        await anyio.sleep(self.seconds)
+        return ListToolsResult(tools=[Tool.model_validate(t) for t in TOOLS[:3]])
+
+
+def test_a_change_said_while_the_list_is_read_is_kept(searcher: ToolSearch) -> None:
+    async def go() -> None:
+        upstream = Upstream(None)
+        upstream.client = Listing(upstream, changes=True)
+        await upstream.read()
+        assert upstream.stale  # read again on the next request
+
+    anyio.run(go)
+
+
+def test_one_slow_upstream_holds_no_other_request(searcher: ToolSearch) -> None:
+    async def go() -> None:
+        upstream = Upstream(None)
+        upstream.client = Listing(upstream)
+        registry = Upstreams([upstream], searcher)
+        await registry.refresh(strict=True)
+        upstream.client.seconds, upstream.stale = 5.0, True  # it said its list changed, and is slow to list it
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(registry.refresh)
+            await anyio.sleep(0.05)
+            with anyio.fail_after(1):  # a second request: answered from the registry as it was
+                await registry.refresh()
+            tasks.cancel_scope.cancel()
+
+    anyio.run(go)
+
+
+def test_an_upstream_tool_named_search_tools_is_left_out(
+    searcher: ToolSearch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def go() -> None:
+        own = {"name": SEARCH_TOOL, "description": "the upstream's own search", "inputSchema": {"type": "object"}}
+        async with Client(fake_mcp_server([own, *TOOLS[:5]])) as up:
+            registry = Upstreams([Upstream(up)], searcher, reserved=[SEARCH_TOOL])
+            with caplog.at_level(logging.WARNING):
+                await registry.refresh(strict=True)
+            assert SEARCH_TOOL not in registry.tools and len(registry.tools) == 5
+            assert f"its tool {SEARCH_TOOL!r} is named {SEARCH_TOOL!r}, as this server's own tool: left out" in (
+                caplog.text
+            )
+
+    anyio.run(go)
+
+
+def test_a_clash_after_a_good_list_keeps_the_good_list(searcher: ToolSearch, caplog: pytest.LogCaptureFixture) -> None:
+    async def go() -> None:
+        first = [{"name": "book_flight", "description": "x", "inputSchema": {"type": "object"}}]
+        clash = [{"name": "flight", "description": "y", "inputSchema": {"type": "object"}}]
+        a, b = Upstream(None, "one", "one"), Upstream(None, "one_book", "one_book")
+        for upstream, tools in ((a, first), (b, first)):
+            upstream.client = Client(fake_mcp_server(tools))
+        async with a.client, b.client:
+            registry = Upstreams([a, b], searcher)
+            await registry.refresh(strict=True)
+            good = dict(registry.tools)
+            assert list(good) == ["one_book_flight", "one_book_book_flight"]
+            b.tools, b.stale = {}, True
+            b.client = Client(fake_mcp_server(clash))  # its list changes to a name the other's tool has
+            async with b.client:
+                with caplog.at_level(logging.WARNING):
+                    await registry.refresh()
+            assert registry.tools == good
+            assert "one_book: its tool 'flight' is named 'one_book_flight', as a tool of one is" in caplog.text
+
+    anyio.run(go)
+
+
+def test_an_http_upstream_gone_is_an_error_result_and_the_others_still_answer(tmp_path: Path) -> None:
+    """A real streamable-HTTP upstream process killed while the server runs: its calls are error results at once,
+    its tools leave the search, and the stdio server's tools are still searched and called."""
+    env = cli_env()
+    log = tmp_path / "shortlist.log"
+    with fake_process(TWO, "http", tmp_path / "web.log", env, "--label", "web") as (url, web):
+        stdio = [sys.executable, "-m", "servers.fakes", "mcp", "--tools", str(write(tmp_path / "one.json", ONE))]
+        cfg = write(tmp_path / "mcp.json", {"mcpServers": {"one": {"command": stdio[0], "args": stdio[1:]},
+                                                            "web": {"url": url}}})  # fmt: skip
+        argv = ["-m", "experiments.cli", "serve", "mcp", "--upstream-config", str(cfg)]
+
+        async def go() -> None:
+            with log.open("w") as err:
+                params = StdioServerParameters(command=sys.executable, args=argv, env=env)
+                async with Client(stdio_params(params, err)) as c:
+                    assert not (await c.call_tool("web_book_music", {})).is_error
+                    web.kill()
+                    web.wait(timeout=30)
+                    with anyio.fail_after(30):
+                        gone = await c.call_tool("web_book_music", {})
+                    assert gone.is_error and f"the upstream ({cfg}: server 'web') failed on 'book_music'" in (
+                        gone.content[0].text
+                    )
+                    found = names(await c.call_tool(SEARCH_TOOL, {"query": "please book my music now"}))
+                    assert found and not [n for n in found if n.startswith("web_")], found
+                    assert not (await c.call_tool("one_book_music", {})).is_error
+
+        anyio.run(go)
+    assert f"{cfg}: server 'web': the connection to the upstream failed" in log.read_text(encoding="utf-8")
