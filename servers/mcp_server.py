@@ -36,7 +36,7 @@ import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, CallToolResult, Tool
+from mcp_types import CallToolResult, Tool
 from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -182,12 +182,11 @@ class ShortlistServer(MCPServer):
             self.recorder.called(name)  # the agent's choice, whatever its upstream answers
         try:
             result: CallToolResult = await upstream.call(tool, arguments)
-        except MCPError as e:
-            if e.error.code != CONNECTION_CLOSED:
-                raise  # the upstream's error, relayed with its code
-            LOG.warning("%s: tools/call %r failed: its connection is closed", upstream.where, tool)
-            raise ToolError(f"the upstream ({upstream.where}) failed on {tool!r}: its connection is closed") from e
-        except Exception as e:  # its connection (the process gone, the server down): an error result naming it
+        except MCPError:
+            raise  # the upstream's error, relayed with its code
+        except ConnectionError as e:  # its connection is gone (the process exited, the server is down)
+            raise ToolError(f"the upstream ({upstream.where}) failed on {tool!r}: {e}") from e
+        except Exception as e:  # anything else of the client's: an error result naming it, never a crash
             LOG.warning("%s: tools/call %r failed: %s: %s", upstream.where, tool, type(e).__name__, e)
             raise ToolError(f"the upstream ({upstream.where}) failed on {tool!r}: {type(e).__name__}: {e}") from e
         return result

@@ -43,7 +43,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import Tool, ToolListChangedNotification
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED, Tool, ToolListChangedNotification
 
 from servers import CONNECT_TIMEOUT, check_url
 from shortlist_depth.toolsearch import SearchSpec, ToolSearch
@@ -332,12 +333,16 @@ class Upstream:
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> Any:
         """``tools/call`` of its ``tool``: the upstream's result (its MCP error raised as is). ConnectionError when
-        its connection is gone, or goes while the call waits."""
+        its connection is gone, or goes while the call waits (it is then lost: :meth:`lose`)."""
         if self.gone is None:
             with anyio.CancelScope() as scope:
                 self._calls.add(scope)
                 try:
                     return await self.client.call_tool(tool, arguments)
+                except Exception as e:
+                    if not _closed(e):
+                        raise
+                    self.lose(e)
                 finally:
                     self._calls.discard(scope)
         raise ConnectionError(f"its connection failed ({self.gone})")
@@ -362,9 +367,13 @@ class Upstream:
         except TimeoutError as e:
             self.stale = True
             raise TimeoutError(f"no answer within {timeout:g} s") from e
-        except BaseException:
-            self.stale = True
-            raise
+        except Exception as e:
+            if not _closed(e):
+                self.stale = True
+                raise
+            self.lose(e)  # (a stdio server's exit is seen here, or by a call: its transport does not end)
+            self.stale, self.tools = False, {}
+            return
         self.tools = {t.name: t for t in tools}
         LOG.info("upstream %r lists %d tools", self.name, len(tools))
 
@@ -465,6 +474,13 @@ class Upstreams:
             self.tools, self.route = tools, route
             if self.on_change is not None:
                 self.on_change(listed)
+
+
+def _closed(e: BaseException) -> bool:
+    """Whether ``e`` says the connection is gone (the SDK's ``CONNECTION_CLOSED``, a closed or broken stream)."""
+    if isinstance(e, MCPError):
+        return e.error.code == CONNECTION_CLOSED
+    return isinstance(e, anyio.ClosedResourceError | anyio.BrokenResourceError | anyio.EndOfStream)
 
 
 def _reason(e: BaseException) -> str:

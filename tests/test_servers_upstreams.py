@@ -23,7 +23,7 @@ import pytest
 from conftest import cli_env
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, ListToolsResult, Tool, ToolListChangedNotification
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, ListToolsResult, Tool, ToolListChangedNotification
 from test_toolsearch import mcp_tools
 
 from servers.fakes import fake_mcp_server
@@ -210,25 +210,49 @@ class Broken:
 @pytest.mark.parametrize(
     "error", [MCPError(CONNECTION_CLOSED, "Connection closed"), anyio.ClosedResourceError()], ids=["process", "stream"]
 )
-def test_an_upstream_gone_keeps_its_list_and_its_calls_are_error_results(
-    searcher: ToolSearch, caplog: pytest.LogCaptureFixture, error: BaseException
+@pytest.mark.parametrize("seen_by", ["call", "list"])
+def test_an_upstream_gone_is_dropped_and_its_calls_are_error_results(
+    searcher: ToolSearch, caplog: pytest.LogCaptureFixture, error: BaseException, seen_by: str
 ) -> None:
+    """A stdio server's exit is seen by the next call or list (its transport does not end): its tools leave the
+    search, its calls are error results naming it, the other server's still answer."""
+
     async def go() -> None:
         async with two_servers(searcher) as (c, registry):
             gone = registry.upstreams[1]
             gone.client = Broken(error)  # type: ignore[assignment]
-            before = dict(registry.tools)
-            gone.stale = True  # it said its list changed, then went
             with caplog.at_level(logging.WARNING):
-                answer = await c.call_tool(SEARCH_TOOL, {"query": "please book my flight now"})
-            assert not answer.is_error and registry.tools == before  # searched on its last list
-            assert f"c.json: server 'two': tools/list failed, its last list kept: {type(error).__name__}" in caplog.text
-            called = await c.call_tool("two_book_music", {})
-            assert called.is_error and "the upstream (c.json: server 'two') failed on 'book_music'" in (
-                called.content[0].text
-            )
-            fine = await c.call_tool("one_book_music", {})
-            assert not fine.is_error
+                if seen_by == "call":
+                    called = await c.call_tool("two_book_music", {})
+                    assert called.is_error and (
+                        "the upstream (c.json: server 'two') failed on 'book_music': its connection failed ("
+                        in called.content[0].text
+                    )
+                else:
+                    gone.stale = True  # it said its list changed, then went
+                answer = await c.call_tool(SEARCH_TOOL, {"query": "please book my music now"})
+            assert not answer.is_error and names(answer) and not [n for n in names(answer) if n.startswith("two_")]
+            assert list(registry.tools) == [f"one_{t['name']}" for t in ONE]
+            assert "c.json: server 'two': the connection to the upstream failed" in caplog.text
+            again = await c.call_tool("two_book_music", {})
+            assert again.is_error and "unknown tool 'two_book_music'" in again.content[0].text
+            assert not (await c.call_tool("one_book_music", {})).is_error
+
+    anyio.run(go)
+
+
+def test_an_upstream_whose_list_fails_keeps_its_last_list(
+    searcher: ToolSearch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def go() -> None:
+        async with two_servers(searcher) as (c, registry):
+            before = dict(registry.tools)
+            registry.upstreams[1].client = Broken(MCPError(INTERNAL_ERROR, "boom"))  # type: ignore[assignment]
+            registry.upstreams[1].stale = True
+            with caplog.at_level(logging.WARNING):
+                answer = await c.call_tool(SEARCH_TOOL, {"query": "please book my music now"})
+            assert not answer.is_error and registry.tools == before and registry.upstreams[1].stale  # asked again
+            assert "c.json: server 'two': tools/list failed, its last list kept: MCPError: boom" in caplog.text
 
     anyio.run(go)
 
