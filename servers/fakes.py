@@ -40,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -206,10 +208,11 @@ async def _message_events(
         yield event
 
 
-def fake_openai_app(received: Received | None = None, parse: bool = True) -> Starlette:
+def fake_openai_app(received: Received | None = None, parse: bool = True, gzip: bool = False) -> Starlette:
     """The fake OpenAI-compatible upstream (module docstring); ``received`` records what it got. With ``parse``
     False the body is read but not parsed (the answer names no tool): the same cost for any body, as a load
-    benchmark's baseline needs. ``GET /fake/received`` answers the count and the ``x-request-id`` counts."""
+    benchmark's baseline needs. With ``gzip``, its answers are compressed for a client that accepts it, as
+    api.openai.com's are. ``GET /fake/received`` answers the count and the ``x-request-id`` counts."""
     seen = received if received is not None else Received()
 
     async def record(request: Request) -> dict[str, Any]:
@@ -267,7 +270,7 @@ def fake_openai_app(received: Received | None = None, parse: bool = True) -> Sta
     routes = [Route(p, chat, methods=["POST"]) for p in answered]
     routes += [Route(p, tokens, methods=["POST"]) for p in counted]
     routes += [Route("/v1/models", models), Route("/fake/received", stats)]
-    app = Starlette(routes=routes)
+    app = Starlette(routes=routes, middleware=[Middleware(GZipMiddleware, minimum_size=0)] if gzip else None)
     app.state.received = seen
     return app
 

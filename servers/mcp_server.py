@@ -27,6 +27,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,11 +46,13 @@ from benchmarks.tools import ToolSchema
 from servers import CONNECT_TIMEOUT, HEALTH_PATH, health, listen
 from servers.listen import Listener
 from servers.record import Recorder
-from servers.upstreams import FRONTED, Upstreams, UpstreamSpec, connect
+from servers.upstreams import FRONTED, Upstream, Upstreams, UpstreamSpec, connect
 from shortlist_depth.toolsearch import DEFAULT_MAX_K, SearchSpec, Shortlist, ToolSearch
 
 LOG = logging.getLogger("servers.mcp_server")
 SEARCH_TOOL = "search_tools"
+#: Seconds the upstreams' connections have to close when the server stops (then they are cut).
+CLOSE_SECONDS = 10.0
 SEARCH_DESCRIPTION = (
     "Find the tools for a task. Give the user's request (or the step at hand) as the query; the answer lists "
     "the tools worth considering for it, best first, each with its name, description and input schema. How many "
@@ -207,11 +210,14 @@ async def run_async(
     request (``connect_timeout`` seconds for each to connect, and for their first lists); with a ``recorder``
     (:mod:`servers.record`), each call written with the search it followed."""
 
-    async def serve(server: ShortlistServer) -> None:
+    async def serve(server: ShortlistServer, upstreams: Sequence[Upstream] = ()) -> None:
         gc.freeze()  # what is loaded stays: the collector no longer walks it on every request's garbage
         if listener is None:
             LOG.info("serving %r over stdio", searcher)
-            await server.run_stdio_async()
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(_stop_on_sigterm, upstreams, recorder)
+                await server.run_stdio_async()
+                tasks.cancel_scope.cancel()
         else:
             LOG.info("serving %r over streamable HTTP", searcher)
             # the SDK's own run_streamable_http_async, on sockets bound before anything loaded
@@ -232,8 +238,29 @@ async def run_async(
         missing = [n for n in settings.pin if n not in registry.tools]
         if missing:
             raise ValueError(f"--pin: tool(s) no upstream lists: {missing[:5]}")
-        await serve(ShortlistServer(searcher, settings, registry, recorder))
-        tasks.cancel_scope.cancel()  # served: the connections close
+        await serve(ShortlistServer(searcher, settings, registry, recorder), connected)
+        for upstream in connected:  # served: each connection closes as its SDK closes it, for at most CLOSE_SECONDS
+            upstream.closing.set()
+        tasks.cancel_scope.deadline = anyio.current_time() + CLOSE_SECONDS
+
+
+async def _stop_on_sigterm(upstreams: Sequence[Upstream], recorder: Recorder | None) -> None:
+    """On SIGTERM (over stdio): close the upstreams' connections as their SDK closes them (a stdio server's stdin
+    ended, then it is stopped; an HTTP session ended), for at most :data:`CLOSE_SECONDS`, close the recorder (it
+    says what it wrote), and end the process with SIGTERM's status. Ending it is what stops the server: the SDK's
+    stdio transport reads stdin in a thread that no cancellation reaches."""
+    with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+        async for _ in signals:
+            LOG.info("SIGTERM: closing the upstreams' connections, then stopping")
+            for upstream in upstreams:
+                upstream.closing.set()
+            with anyio.move_on_after(CLOSE_SECONDS):
+                while not all(u.closed.is_set() for u in upstreams):
+                    await anyio.sleep(0.05)
+            if recorder is not None:
+                recorder.close()
+            logging.shutdown()
+            os._exit(128 + signal.SIGTERM)
 
 
 def run(searcher: ToolSearch | SearchSpec, settings: SearchSettings, **kw: Any) -> None:

@@ -348,16 +348,17 @@ EVENT_BYTES = 1 << 20
 
 
 def _split_events(buffer: bytes) -> tuple[list[bytes], bytes]:
-    """The complete server-sent events at the start of ``buffer`` (each event's ``data:`` lines joined) and the
-    rest."""
-    events: list[bytes] = []
-    while True:
-        ends = [(i, n) for i, n in ((buffer.find(b"\n\n"), 2), (buffer.find(b"\r\n\r\n"), 4)) if i >= 0]
-        if not ends:
-            return events, buffer
-        end, size = min(ends)
-        events.append(b"".join(line[5:] for line in buffer[:end].splitlines() if line.startswith(b"data:")))
-        buffer = buffer[end + size :]
+    """The complete server-sent events at the start of ``buffer`` (each one's data: its ``data:`` lines, joined by
+    newlines) and the rest, in one pass over it. Lines may end in LF, CRLF or CR; a CR at the very end waits for the
+    next chunk (it may be half of a CRLF)."""
+    cut = len(buffer) - 1 if buffer.endswith(b"\r") else len(buffer)
+    text = buffer[:cut].replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    *complete, rest = text.split(b"\n\n")
+    events = []
+    for event in complete:
+        lines = [line[5:] for line in event.split(b"\n") if line.startswith(b"data:")]
+        events.append(b"\n".join(line[1:] if line.startswith(b" ") else line for line in lines))
+    return events, rest + buffer[cut:]
 
 
 async def _watching(chunks: AsyncIterator[bytes], see: Callable[[bytes], bool]) -> AsyncIterator[bytes]:
@@ -660,9 +661,15 @@ class Proxy:
         work on the upstream's answer (not the waits for the upstream). With ``seen_id``, the id of a successful
         Responses API answer (its JSON's ``id``, or the first event's ``response.id`` when streamed) goes to it.
         With ``calls``, a successful answer's tool calls are read (every event of a stream) and recorded once it is
-        whole."""
+        whole. An answer read here is asked for uncompressed (``accept-encoding: identity``): the client's
+        ``accept-encoding`` would let the upstream send gzip, which the proxy relays as it comes."""
         assert self.client is not None, "the proxy's lifespan has not started"
-        sent = self.client.build_request(request.method, path, content=content, headers=_forwarded(request.headers),
+        headers = _forwarded(request.headers)
+        if seen_id is not None or calls is not None:  # the answer is read here too: not compressed
+            headers = {k: v for k, v in headers.items() if k.lower() != "accept-encoding"} | {
+                "accept-encoding": "identity"
+            }
+        sent = self.client.build_request(request.method, path, content=content, headers=headers,
                                          params=str(request.query_params))  # fmt: skip
         before = 0.0 if since is None else time.perf_counter() - since
         try:

@@ -11,7 +11,8 @@ Each line of ``DIR/log.jsonl`` is one request and the tools called for it, in th
 
 - ``serve mcp``, in front of upstreams: the server sees both halves of a tool use, the agent's
   ``search_tools(query)`` and the ``tools/call`` that follows. Each call of a tool that is not pinned is one line,
-  tied to the latest search (its query the request). A call before any search is not written. Over stdio only:
+  tied to the latest search whose answer holds the tool, else to the latest search (its query the request): an
+  agent may search twice, then call from both answers. A call before any search is not written. Over stdio only:
   one agent per server process, so a call follows its own agent's search (over streamable HTTP, MCP's 2026-07-28
   requests carry no session, and a call could not be told from another agent's).
 - ``serve openai``: each answer of a shortlisted Chat Completions, Responses or Messages request that calls tools
@@ -26,7 +27,11 @@ whole, never half written, when a new list is seen), so the folder retrains a po
     shortlist serve mcp --searcher rec/searcher --upstream-config mcp.json
 
 The log holds the agents' requests: it is created readable by its owner only (0600), and lines are appended,
-never rewritten; a line that cannot be written (a full disk) is logged, and its request answered all the same.
+each in one write, never rewritten; a line that cannot be written whole (a full disk) is taken back and logged,
+a part of a line left by a run that was killed is cut off when the next run opens the log, and the request is
+answered all the same. Several processes may record into one folder: ``tools.json`` is merged under a lock file.
+``recommend`` ranks every logged request over every tool of ``tools.json``: behind the proxy, or with a folder
+shared by agents with different tools, that is more tools than a request was sent.
 """
 
 from __future__ import annotations
@@ -35,18 +40,27 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 LOG = logging.getLogger("servers.record")
 LOG_FILE = "log.jsonl"
+#: The latest ``search_tools`` answers a ``serve mcp`` call may be tied to.
+SEARCHES_KEPT = 16
 TOOLS_FILE = "tools.json"
 
 
 class Recorder:
-    """Appends each tool call, with the search it followed, to ``DIR/log.jsonl``; keeps ``DIR/tools.json``."""
+    """Appends each tool call, with the request it was for, to ``DIR/log.jsonl``; keeps ``DIR/tools.json``.
+
+    Several processes may record into one folder (each stdio agent session runs its own server): a line is one
+    append of its own, and ``tools.json`` is read, merged and replaced under a lock file (``DIR/.lock``), so no
+    process drops the tools another added.
+    """
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(folder)
@@ -55,14 +69,47 @@ class Recorder:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.log = self.folder / LOG_FILE
         self.tools_file = self.folder / TOOLS_FILE
-        self.tools = self._read_tools()
-        fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        self._out = os.fdopen(fd, "a", encoding="utf-8")
-        self.last: dict[str, Any] | None = None
+        self._lock_file = self.folder / ".lock"
+        with self._locked():
+            self._read_tools()  # (refused at once when it is not one this server wrote)
+        self._fd: int | None = os.open(self.log, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        self._end_last_line()
+        self.searches: deque[dict[str, Any]] = deque(maxlen=SEARCHES_KEPT)
         self.written = 0
 
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """This folder's lock, held across processes (``fcntl.flock``; where there is none, nothing is held)."""
+        try:
+            import fcntl
+        except ImportError:  # (Windows)
+            yield
+            return
+        with open(self._lock_file, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _end_last_line(self) -> None:
+        """A run that stopped in the middle of a line (a full disk, a kill) left a part of one: it is cut off, so
+        the next line starts on its own and the log stays readable."""
+        assert self._fd is not None
+        size = os.fstat(self._fd).st_size
+        if size == 0:
+            return
+        with open(self.log, "rb") as f:
+            f.seek(max(0, size - (1 << 20)))
+            tail = f.read()
+        if tail.endswith(b"\n"):
+            return
+        cut = size - len(tail) + tail.rfind(b"\n") + 1 if b"\n" in tail else size - len(tail)
+        os.ftruncate(self._fd, cut)
+        LOG.warning("--record %s: a part of a line, left by a run that stopped writing it, cut off", self.log)
+
     def _read_tools(self) -> dict[str, dict[str, Any]]:
-        """The tools an earlier run wrote (kept: its log's lines name them), by name."""
+        """The tools ``tools.json`` holds (other runs' too: their log lines name them), by name."""
         if not self.tools_file.exists():
             return {}
         try:
@@ -73,42 +120,70 @@ class Recorder:
 
     def registry(self, tools: Sequence[dict[str, Any]]) -> None:
         """The tools searched now (MCP shape), added to ``tools.json`` (a tool seen before: its latest schema). The
-        file is replaced whole, never left half written."""
-        self.tools.update({t["name"]: t for t in tools})
-        with tempfile.NamedTemporaryFile("w", dir=self.folder, suffix=".tmp", delete=False, encoding="utf-8") as f:
-            json.dump({"tools": list(self.tools.values())}, f, indent=1)
-        os.replace(f.name, self.tools_file)
+        file is read again, merged and replaced whole under the folder's lock, never left half written. A file that
+        cannot be written is logged, and serving goes on."""
+        tmp = None
+        try:
+            with self._locked():
+                merged = {**self._read_tools(), **{t["name"]: t for t in tools}}
+                with tempfile.NamedTemporaryFile("w", dir=self.folder, suffix=".tmp", delete=False,
+                                                 encoding="utf-8") as f:  # fmt: skip
+                    tmp = f.name
+                    json.dump({"tools": list(merged.values())}, f, indent=1)
+                os.replace(tmp, self.tools_file)
+        except (OSError, ValueError) as e:
+            LOG.warning("--record %s: the tools could not be written (%s)", self.tools_file, e)
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)
 
     def write(
         self, request: str, tools: Sequence[str], shortlist: Sequence[str], k: int, policy: str, **extra: Any
     ) -> None:
-        """One line: the request, the tools called for it, and what it was shown (``extra``: more keys). A line that
-        cannot be written (a full disk) is logged and lost; the request it came from is answered all the same."""
+        """One line: the request, the tools called for it, and what it was shown (``extra``: more keys), in one
+        append. A line that cannot be written whole (a full disk) is taken back, logged and lost; the request it came
+        from is answered all the same."""
+        if self._fd is None:
+            return
         line = {"request": request, "tools": list(tools), "shortlist": list(shortlist), "k": k, "policy": policy,
                 **extra, "time": datetime.now(UTC).isoformat(timespec="seconds")}  # fmt: skip
+        data = (json.dumps(line) + "\n").encode()
+        before = os.fstat(self._fd).st_size
         try:
-            self._out.write(json.dumps(line) + "\n")
-            self._out.flush()
+            if os.write(self._fd, data) != len(data):
+                raise OSError("only part of the line was written (disk full?)")
         except OSError as e:
+            try:
+                if os.fstat(self._fd).st_size > before:  # (a part of it went in: taken back)
+                    os.ftruncate(self._fd, before)
+            except OSError:
+                pass
             LOG.warning("--record %s: a line could not be written (%s)", self.log, e)
             return
         self.written += 1
 
     def searched(self, query: str, shortlist: Sequence[str], k: int, policy: str) -> None:
         """A ``search_tools`` query and its answer: what the next calls are tied to."""
-        self.last = {"request": query, "shortlist": list(shortlist), "k": k, "policy": policy}
+        self.searches.append({"request": query, "shortlist": list(shortlist), "k": k, "policy": policy})
 
     def called(self, tool: str) -> None:
-        """A ``tools/call`` of ``tool`` (not pinned): one line, tied to the latest search (none yet: nothing
+        """A ``tools/call`` of ``tool`` (not pinned): one line, tied to the latest search whose shortlist holds it
+        (an agent may search twice, then call from both answers), else to the latest search (none yet: nothing
         written)."""
-        if self.last is not None:
-            self.write(tools=[tool], **self.last)
+        for search in reversed(self.searches):
+            if tool in search["shortlist"]:
+                break
+        else:
+            if not self.searches:
+                return
+            search = self.searches[-1]
+        self.write(tools=[tool], **search)
 
     def close(self) -> None:
         """Close the log (again: nothing), saying how many lines this run wrote (logger ``servers.record``, INFO)."""
-        if self._out.closed:
+        if self._fd is None:
             return
-        self._out.close()
+        os.close(self._fd)
+        self._fd = None
         LOG.info("--record %s: %d tool calls written to %s", self.folder, self.written, self.log)
 
 

@@ -56,7 +56,7 @@ _VAR = re.compile(r"\$\{([^}]*)\}")
 EDITOR_VARIABLES = frozenset({"workspaceFolder", "workspaceFolderBasename", "workspaceRoot", "userHome", "file",
                               "fileDirname", "fileBasename", "relativeFile", "cwd", "pathSeparator", "execPath",
                               "defaultBuildTask", "lineNumber", "selectedText"})  # fmt: skip
-_NAMED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?", re.S)
+_NAMED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)(.*))?", re.S)
 #: What a server's name may hold when it prefixes its tools' names (MCP's tool-name characters).
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 #: A config entry's ``type`` (or ``transport``) and the transport it means.
@@ -65,6 +65,8 @@ TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http", "stre
 #: The MCP SDK's HTTP timeouts (its ``create_mcp_http_client``): 30 s to connect, write and wait for a connection,
 #: 300 s to read (a server may hold a stream open).
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+#: Seconds before an upstream whose ``tools/list`` failed is asked again (each request would ask otherwise).
+RETRY_SECONDS = 10.0
 #: Set in the environment of every stdio upstream started: ``shortlist serve mcp`` with upstreams refuses to start
 #: under it, so a config entry that runs this server itself (by any launcher) stops at once instead of starting
 #: copies of itself without end.
@@ -106,7 +108,8 @@ def from_url(url: str) -> UpstreamSpec:
 
 def expand(value: str, where: str, environ: Mapping[str, str]) -> str:
     """``value`` with each ``${VAR}`` replaced by the environment's value (set: even empty), ``${VAR:-default}`` by the
-    value or, when it is unset or empty, the default (as a shell reads them, and Claude Code's configs), and VS Code's
+    value or, when it is unset or empty, the default, ``${VAR-default}`` when it is unset (as a shell reads them, and
+    Claude Code's configs), and VS Code's
     ``${env:VAR}`` as ``${VAR}``. ValueError naming ``where`` and the variable when it is unset with no default, or
     for another editor's variable (``${input:...}``, ``${workspaceFolder}``): this process has no editor to ask."""
 
@@ -116,14 +119,17 @@ def expand(value: str, where: str, environ: Mapping[str, str]) -> str:
         if named is None or (inside.startswith("env:") and named.group(2) is not None):
             raise ValueError(f"{where}: ${{{inside}}} is an editor's variable, not read here: give the value "
                              "through an environment variable, ${NAME}")  # fmt: skip
-        var, default = named.group(1), named.group(2)
+        var, dash, default = named.groups()
         if var in EDITOR_VARIABLES and var not in environ:
             raise ValueError(f"{where}: ${{{var}}} is an editor's variable, not read here: give the value through an "
                              "environment variable, ${NAME}")  # fmt: skip
-        if default is None and var in environ:
-            return environ[var]
-        if default is not None:
-            return environ.get(var) or default
+        value = environ.get(var)
+        if dash == ":-":  # unset or empty: the default
+            return value or default
+        if value is not None:
+            return value
+        if dash == "-":  # unset: the default
+            return default
         raise ValueError(f"{where}: ${{{var}}} is not set in the environment (or write ${{{var}:-default}})")
 
     return _VAR.sub(one, value)
@@ -286,11 +292,13 @@ async def connect(spec: UpstreamSpec, tasks: TaskGroup, timeout: float = CONNECT
             async with client(spec, upstream.on_message, refused) as c:
                 upstream.client, connected = c, True
                 task_status.started()
-                await anyio.sleep_forever()
+                await upstream.closing.wait()  # (then the client closes as its SDK closes it: an HTTP session ended)
         except Exception as e:
             if not connected:
                 raise
             upstream.lose(e)
+        finally:
+            upstream.closed.set()
 
     try:
         with anyio.fail_after(timeout):
@@ -315,7 +323,13 @@ class Upstream:
         self.stale = True
         self.gone: str | None = None
         """Why its connection failed (None: it has not)."""
+        self.failed_at: float | None = None
+        """When its last ``tools/list`` failed (None: it did not); it is asked again :data:`RETRY_SECONDS` later."""
         self._calls: set[anyio.CancelScope] = set()
+        self.closing = anyio.Event()
+        """Set when the server stops: its connection closes (:func:`connect`)."""
+        self.closed = anyio.Event()
+        """Set once its connection has closed."""
 
     async def on_message(self, message: Any) -> None:
         """The client's message handler: a ``tools/list_changed`` notification marks the list stale."""
@@ -443,7 +457,8 @@ class Upstreams:
         """Read again the tools of each upstream whose list changed (all of them at first; a gone one's: none), and
         prepare the searcher over every upstream's tools.
 
-        An upstream that fails to list is logged and keeps its last list (it is asked again on the next request),
+        An upstream that fails to list is logged and keeps its last list (asked again by a request
+        :data:`RETRY_SECONDS` later; nothing is rebuilt meanwhile),
         and a list whose names two servers share is logged and not used, so every request is still answered; while
         one request reads the lists, the others are answered from the registry as it was, not held behind a slow
         upstream; a list not read within ``timeout`` seconds has failed. With ``strict`` (at start), a failure is a
@@ -452,15 +467,23 @@ class Upstreams:
         if not strict and self._lock.locked() and self.searcher is not None:
             return
         async with self._lock:
-            if not self.stale and self.searcher is not None:
+            now = anyio.current_time()
+            due = [u for u in self.upstreams if u.stale and (u.failed_at is None or now - u.failed_at >= RETRY_SECONDS)]
+            if not due and self.searcher is not None:
                 return
-            for u in [u for u in self.upstreams if u.stale]:
+            read = False
+            for u in due:
                 try:
                     await u.read(timeout)
+                    read, u.failed_at = True, None
                 except Exception as e:
                     if strict:
                         raise ValueError(f"{u.where}: the upstream's tools/list failed ({_reason(e)})") from e
-                    LOG.warning("%s: tools/list failed, its last list kept: %s", u.where, _reason(e))
+                    u.failed_at = anyio.current_time()
+                    LOG.warning("%s: tools/list failed, its last list kept (asked again in %g s or more): %s",
+                                u.where, RETRY_SECONDS, _reason(e))  # fmt: skip
+            if not read and self.searcher is not None:  # nothing new to build from
+                return
             try:
                 tools, route = self._combined()
                 listed = [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in tools.values()]

@@ -6,9 +6,13 @@ front of a fake upstream, and ``shortlist train`` on what it wrote."""
 from __future__ import annotations
 
 import json
+import logging
+import os
+import shutil
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +32,7 @@ from benchmarks.tools import read_tools_file
 from servers.fakes import fake_mcp_server, fake_openai_app, serve_in_thread
 from servers.listen import wait_announced
 from servers.mcp_server import SEARCH_TOOL, SearchSettings, ShortlistServer
-from servers.openai_proxy import ProxyConfig, create_app
+from servers.openai_proxy import CHAT, MESSAGES, RESPONSES, ProxyConfig, _split_events, answer_calls, create_app
 from servers.record import Recorder
 from servers.upstreams import Upstream, Upstreams
 from shortlist_depth.toolsearch import ToolSearch
@@ -247,3 +251,133 @@ def test_the_proxy_command_records_and_says_so(tmp_path: Path) -> None:
     assert f"--record {tmp_path / 'rec'}: 2 tool calls written to {tmp_path / 'rec' / 'log.jsonl'}" in said, said
     assert [w["request"] for w in lines(tmp_path / "rec" / "log.jsonl")] == ["please book my flight now",
                                                                             "please list my music now"]  # fmt: skip
+
+
+# --- what the review of the first version found ---
+
+
+def test_an_upstream_that_compresses_its_answers_is_recorded_all_the_same(tmp_path: Path) -> None:
+    """api.openai.com gzips its answers for a client that accepts it (the official clients do): the proxy asks for
+    an uncompressed answer when it reads one, and the client still gets it whole."""
+    recorder = Recorder(tmp_path / "rec")
+    with serve_in_thread(fake_openai_app(gzip=True)) as url:
+        app = create_app(ToolSearch.from_tools(openai_tools()), ProxyConfig(url + "/v1"), recorder)
+        with TestClient(app) as proxy:
+            for stream in (False, True):
+                r = proxy.post("/v1/chat/completions", json=chat(stream=stream),
+                               headers={"x-fake-call": "book_flight", "accept-encoding": "gzip"})  # fmt: skip
+                assert r.status_code == 200 and "book_flight" in r.text
+        with TestClient(create_app(ToolSearch.from_tools(openai_tools()), ProxyConfig(url + "/v1"))) as unrecorded:
+            plain = unrecorded.post("/v1/chat/completions", json=chat(), headers={"accept-encoding": "gzip"})
+            assert plain.headers.get("content-encoding") == "gzip"  # (not read: relayed as it came)
+            assert plain.json()["choices"][0]["message"]["content"].startswith("tools: ")
+    recorder.close()
+    assert [w["tools"] for w in lines(recorder.log)] == [["book_flight"], ["book_flight"]]
+
+
+def test_a_tools_file_that_cannot_be_written_leaves_shortlisting_on(tmp_path: Path) -> None:
+    recorder = Recorder(tmp_path / "rec")
+    shutil.rmtree(tmp_path / "rec")  # (as root too: a folder gone, its files cannot be written)
+    (tmp_path / "rec").mkdir()
+    (tmp_path / "rec" / "tools.json").mkdir()  # the file cannot be replaced
+    with serve_in_thread(fake_openai_app()) as url:
+        with TestClient(create_app(ToolSearch.from_tools(openai_tools()), ProxyConfig(url + "/v1"), recorder)) as p:
+            r = p.post("/v1/chat/completions", json=chat())
+    recorder.close()
+    assert r.status_code == 200 and "x-shortlist-fallback" not in r.headers and "x-shortlist-k" in r.headers
+    assert not list((tmp_path / "rec").glob("*.tmp"))
+
+
+def test_a_part_of_a_line_is_cut_off_and_a_line_not_written_whole_is_taken_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_text('{"request": "a", "tools": ["get_weather"]}\n{"request": "b", "to', encoding="utf-8")  # killed
+    with caplog.at_level(logging.WARNING):
+        recorder = Recorder(tmp_path)
+    assert "a part of a line, left by a run that stopped writing it, cut off" in caplog.text
+    recorder.write("c", ["list_music"], ["list_music"], 1, "p")
+    real_write = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real_write(fd, data[:7]))  # a full disk
+    recorder.write("d", ["get_map"], ["get_map"], 1, "p")
+    monkeypatch.undo()
+    recorder.write("e", ["get_map"], ["get_map"], 1, "p")
+    recorder.close()
+    assert [w["request"] for w in lines(log)] == ["a", "c", "e"] and recorder.written == 2
+    read = read_tool_log(log, ["get_weather", "list_music", "get_map"])
+    assert [r.text for r in read.records] == ["a", "c", "e"]
+
+
+def test_two_processes_recording_into_one_folder_keep_each_others_tools(tmp_path: Path) -> None:
+    first, second = Recorder(tmp_path), Recorder(tmp_path)  # (two agent sessions)
+    first.registry(TOOLS[:10])
+    second.registry(TOOLS[50:60])
+    first.registry(TOOLS[:11])
+    first.close()
+    second.close()
+    kept = {t.name for t in read_tools_file(tmp_path / "tools.json")}
+    assert kept == {t["name"] for t in TOOLS[:11] + TOOLS[50:60]}
+
+
+def test_a_call_is_tied_to_the_latest_search_that_answered_its_tool(tmp_path: Path) -> None:
+    recorder = Recorder(tmp_path)
+    recorder.searched("please book my flight now", ["book_flight", "cancel_flight"], 2, "p")
+    recorder.searched("please list my music now", ["list_music"], 1, "p")  # two searches, then two calls
+    recorder.called("book_flight")
+    recorder.called("list_music")
+    recorder.called("get_map")  # in no answer: the latest search
+    recorder.close()
+    assert [(w["request"], w["tools"]) for w in lines(recorder.log)] == [
+        ("please book my flight now", ["book_flight"]),
+        ("please list my music now", ["list_music"]),
+        ("please list my music now", ["get_map"]),
+    ]
+
+
+def test_a_streamed_answer_the_client_left_is_not_recorded(tmp_path: Path) -> None:
+    recorder = Recorder(tmp_path / "rec")
+    with serve_in_thread(fake_openai_app()) as url:
+        app = create_app(ToolSearch.from_tools(openai_tools()), ProxyConfig(url + "/v1"), recorder)
+        with serve_in_thread(app) as proxy:
+            headers = {"x-fake-call": "book_flight", "x-fake-chunk-gap": "0.3"}
+            with httpx.stream("POST", f"{proxy}/v1/chat/completions", json=chat(stream=True), headers=headers,
+                              timeout=30) as r:  # fmt: skip
+                next(r.iter_raw())  # the first chunk, then gone
+            time.sleep(1.5)  # (the whole answer would have come by now)
+            with httpx.stream("POST", f"{proxy}/v1/chat/completions", json=chat("please list my music now",
+                              stream=True), headers=headers, timeout=30) as r:  # fmt: skip
+                r.read()  # read to its end: recorded
+    recorder.close()
+    assert [w["request"] for w in lines(recorder.log)] == ["please list my music now"]
+
+
+@pytest.mark.parametrize(
+    ("chunks", "events"),
+    [
+        ([b'data: {"a": 1}\n\ndata: {"b": 2}\n\n'], [b'{"a": 1}', b'{"b": 2}']),
+        ([b'event: x\r\ndata: {"a": 1}\r\n\r\n'], [b'{"a": 1}']),  # CRLF
+        ([b"data: 1\r", b"\n\r\ndata: 2\r\r", b"data: 3\n\n"], [b"1", b"2", b"3"]),  # CRLF split; CR alone
+        ([b'data: {"a":\ndata: 1}\n', b"\n"], [b'{"a":\n1}']),  # a multi-line data field
+        ([b"da", b'ta:{"a": 1}', b"\n", b"\n: comment\n\n"], [b'{"a": 1}', b""]),
+    ],
+)
+def test_server_sent_events_are_split_as_the_spec_says(chunks: list[bytes], events: list[bytes]) -> None:
+    got: list[bytes] = []
+    held = b""
+    for chunk in chunks:
+        complete, held = _split_events(held + chunk)
+        got += complete
+    assert got == events and held == b""
+
+
+def test_each_event_kind_that_carries_a_call_is_read() -> None:
+    item = {"type": "response.output_item.added", "item": {"type": "function_call", "name": "book_flight"}}
+    assert answer_calls(RESPONSES, item) == ["book_flight"]
+    echoed = {"type": "response.created", "response": {"output": [], "tools": [{"type": "function", "name": "x"}]}}
+    assert answer_calls(RESPONSES, echoed) == []  # the request's tools, echoed: not calls
+    delta = {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"name": "a"}},
+                                                   {"index": 1, "function": {"name": "b"}}]}}]}  # fmt: skip
+    assert answer_calls(CHAT, delta) == ["a", "b"]  # parallel calls
+    block = {"type": "content_block_start", "content_block": {"type": "tool_use", "name": "get_map", "input": {}}}
+    assert answer_calls(MESSAGES, block) == ["get_map"]
+    assert answer_calls(MESSAGES, {"type": "message_start", "message": {"content": []}}) == []

@@ -10,9 +10,11 @@ import json
 import logging
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
@@ -199,8 +201,10 @@ class Broken:
 
     def __init__(self, error: BaseException) -> None:
         self.error = error
+        self.listed = 0
 
     async def list_tools(self, **kw: Any) -> Any:
+        self.listed += 1
         raise self.error
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
@@ -246,13 +250,17 @@ def test_an_upstream_whose_list_fails_keeps_its_last_list(
 ) -> None:
     async def go() -> None:
         async with two_servers(searcher) as (c, registry):
-            before = dict(registry.tools)
-            registry.upstreams[1].client = Broken(MCPError(INTERNAL_ERROR, "boom"))  # type: ignore[assignment]
-            registry.upstreams[1].stale = True
+            before, searcher_before = dict(registry.tools), registry.searcher
+            failing = Broken(MCPError(INTERNAL_ERROR, "boom"))
+            registry.upstreams[1].client, registry.upstreams[1].stale = failing, True
             with caplog.at_level(logging.WARNING):
-                answer = await c.call_tool(SEARCH_TOOL, {"query": "please book my music now"})
-            assert not answer.is_error and registry.tools == before and registry.upstreams[1].stale  # asked again
-            assert "c.json: server 'two': tools/list failed, its last list kept: MCPError: boom" in caplog.text
+                for _ in range(3):
+                    answer = await c.call_tool(SEARCH_TOOL, {"query": "please book my music now"})
+                    assert not answer.is_error
+            assert registry.tools == before and registry.searcher is searcher_before  # nothing rebuilt
+            assert registry.upstreams[1].stale and failing.listed == 1  # asked again only after RETRY_SECONDS
+            assert "c.json: server 'two': tools/list failed, its last list kept (asked again in 10 s or more): " \
+                   "MCPError: boom" in caplog.text  # fmt: skip
 
     anyio.run(go)
 
@@ -396,6 +404,8 @@ def test_the_docs_config_example_is_read(tmp_path: Path) -> None:
         ("${V:-}", {}, ""),
         ("a ${env:V} b", {"V": "x"}, "a x b"),  # VS Code's spelling
         ("${V:-a:b}", {}, "a:b"),
+        ("${V-d}", {"V": ""}, ""),  # unset only: the default
+        ("${V-d}", {}, "d"),
     ],
 )
 def test_variables_are_read_as_a_shell_reads_them(value: str, environ: dict[str, str], expanded: str) -> None:
@@ -581,3 +591,63 @@ def test_an_http_upstream_gone_is_an_error_result_and_the_others_still_answer(tm
 
         anyio.run(go)
     assert f"{cfg}: server 'web': the connection to the upstream failed" in log.read_text(encoding="utf-8")
+
+
+def test_a_call_waiting_on_an_upstream_that_is_lost_ends_at_once() -> None:
+    """A transport that never fails its waiting requests: losing the upstream ends them, as errors."""
+
+    class Hanging:
+        async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+            await anyio.sleep_forever()
+
+    async def go() -> None:
+        upstream = Upstream(None, "web", "c.json: server 'web'")
+        upstream.client = Hanging()
+        failed: list[BaseException] = []
+
+        async def call() -> None:
+            try:
+                await upstream.call("book_flight", {})
+            except ConnectionError as e:
+                failed.append(e)
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(call)
+                await anyio.sleep(0.05)
+                upstream.lose(RuntimeError("the server went"))
+        assert [str(e) for e in failed] == ["its connection failed (RuntimeError: the server went)"]
+
+    anyio.run(go)
+
+
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started (Linux's /proc)."""
+    found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [int(c) for c in found]
+
+
+def test_sigterm_closes_the_upstreams_and_says_what_was_recorded(tmp_path: Path) -> None:
+    tools = write(tmp_path / "tools.json", TOOLS)
+    upstream = f"{sys.executable} -m servers.fakes mcp --tools {tools}"
+    cmd = [sys.executable, "-m", "experiments.cli", "serve", "mcp", "--upstream-command", upstream,
+           "--record", str(tmp_path / "rec")]  # fmt: skip
+    err = tmp_path / "serve.log"
+    with err.open("w") as out:
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=out, env=cli_env())
+    try:
+        deadline = time.monotonic() + 60
+        while "over stdio" not in err.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        started = children(proc.pid)
+        assert started, err.read_text()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    finally:
+        proc.kill()
+        proc.wait()
+    said = err.read_text()
+    assert "SIGTERM: closing the upstreams' connections, then stopping" in said
+    assert f"--record {tmp_path / 'rec'}: 0 tool calls written" in said
+    time.sleep(0.5)
+    assert not [c for c in started if Path(f"/proc/{c}").exists()]  # the upstream stopped with it
