@@ -30,6 +30,7 @@ last, peak and the slope over the run: flat memory means a slope near 0; sampled
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -294,9 +295,12 @@ def openai_bodies(tools: list[dict[str, Any]], queries: list[str]) -> list[bytes
             + tools_json + b"}" for q in queries]  # fmt: skip
 
 
-async def openai_load(url: str, bodies: list[bytes], clients: int, seconds: float, tag: str) -> list[tuple]:
+async def openai_load(
+    url: str, bodies: list[bytes], clients: int, seconds: float, tag: str, call: str | None = None
+) -> list[tuple]:
     """``clients`` concurrent senders for ``seconds``: one row per request (id, status, latency s, x-shortlist-k,
-    the proxy's own ms from its ``server-timing`` header or None)."""
+    the proxy's own ms from its ``server-timing`` header or None). With ``call``, the fake upstream answers each
+    with a call of that tool (``x-fake-call``)."""
     import anyio
     import httpx
 
@@ -309,7 +313,8 @@ async def openai_load(url: str, bodies: list[bytes], clients: int, seconds: floa
         while time.monotonic() < deadline:
             rid = f"{tag}-{w}-{i}"
             body = bodies[(w * 7919 + i) % len(bodies)]
-            headers = {"content-type": "application/json", "x-request-id": rid, "authorization": "Bearer sk-bench"}
+            headers = {"content-type": "application/json", "x-request-id": rid, "authorization": "Bearer sk-bench",
+                       **({"x-fake-call": call} if call else {})}  # fmt: skip
             t0 = time.perf_counter()
             try:
                 r = await client.post(url, content=body, headers=headers)
@@ -392,7 +397,36 @@ def bench_load_openai(ba: Any, tools: list[dict[str, Any]], queries: list[str], 
                 cpu = f"{1e3 * mem.cpu / max(len(rows), 1):.1f}"
                 out.append((f"{clients} client(s): through `serve openai` (bm25)", rows, seconds,
                             check_once(rows, ids, True), mem.summary(), cpu))  # fmt: skip
+        out.append(bench_recording(ba, bodies, proxy, upstream, tools[0]["function"]["name"], tmp))
     return out
+
+
+def bench_recording(ba: Any, bodies: list[bytes], proxy: list[str], upstream: str, tool: str, tmp: Path) -> tuple:
+    """The row of ``serve openai --record`` at ``ba.clients`` clients, each answer calling ``tool``: every answer's
+    call read (every request's answer is) and written, one line each, checked against the log once the proxy has
+    stopped."""
+    import anyio
+
+    from servers.listen import wait_announced
+
+    folder = tmp / "recorded"
+    with running([*proxy, "--record", str(folder)], tmp / "proxy-rec.log") as px:
+        chat = f"{wait_announced(tmp / 'proxy-rec.log', px)}/chat/completions"
+        anyio.run(openai_load, chat, bodies, 1, 1.0, "warm-rec")  # (no call: nothing written)
+        tag = f"r{ba.clients}"
+        with Memory(px.pid, min(1.0, ba.duration / 20)) as mem:
+            rows = anyio.run(openai_load, chat, bodies, ba.clients, ba.duration, tag, tool)
+    ids = {k: v for k, v in received_ids(upstream).items() if k.startswith(f"{tag}-")}
+    check = check_once(rows, ids, True)
+    written = len((folder / "log.jsonl").read_text(encoding="utf-8").splitlines())
+    answered = sum(1 for r in rows if r[1] == 200)
+    if written != answered:
+        check = f"NOT: {written:,} lines recorded for {answered:,} answers, each calling a tool ({check})"
+    else:
+        check += f"; each answer's call recorded once ({written:,} lines)"
+    cpu = f"{1e3 * mem.cpu / max(len(rows), 1):.1f}"
+    return (f"{ba.clients} client(s): through `serve openai --record` (bm25)", rows, ba.duration, check,
+            mem.summary(), cpu)  # fmt: skip
 
 
 async def mcp_load(url: str, queries: list[str], tool: str, clients: int, seconds: float) -> dict[str, list]:
@@ -422,9 +456,15 @@ async def mcp_load(url: str, queries: list[str], tool: str, clients: int, second
                 out[kind if ok else "failed"].append(time.perf_counter() - t0)
                 i += 1
 
-    async with anyio.create_task_group() as tg:
-        for w in range(clients):
-            tg.start_soon(client_loop, w)
+    sdk = logging.getLogger("client")  # the SDK client warns on each call of a tool tools/list did not show
+    level = sdk.level
+    sdk.setLevel(logging.ERROR)
+    try:
+        async with anyio.create_task_group() as tg:
+            for w in range(clients):
+                tg.start_soon(client_loop, w)
+    finally:
+        sdk.setLevel(level)
     return out
 
 
@@ -496,7 +536,9 @@ def bench_load(ba: Any) -> tuple[list[list[str]], Section]:
                       f"own time per request (its `server-timing` header: from the whole body in hand to the "
                       f"upstream call, plus its work on the answer): {ba.clients} clients p50 **{mine[0][0]:.2f} "
                       f"ms**, p99 **{mine[0][1]:.2f} ms**; one client p50 **{mine[1][0]:.2f} ms**, p99 "
-                      f"**{mine[1][1]:.2f} ms**."),
+                      f"**{mine[1][1]:.2f} ms**. The `--record` row is the proxy recording each answer's tool call "
+                      f"(every answer calls one), at {ba.clients} clients: its cost is the difference with the "
+                      f"row above it without `--record`."),
         ])  # fmt: skip
     answered = bool(rows) and not any(r[6].startswith("NOT") for r in rows)
     checks: list[tuple[str, str, bool | None]] = [

@@ -64,14 +64,19 @@ def test_a_tiny_load_run_answers_every_request_once(tmp_path: Path) -> None:
     searcher = ToolSearch.from_tools(tools, policy=_fitted()).save(tmp_path / "searcher")
     ba = types.SimpleNamespace(clients=2, duration=1.0)
     runs = bench_load_openai(ba, tools, ["book a flight", "get the weather"], searcher, tmp_path)
-    assert [r[0].split(":")[0] for r in runs] == ["2 client(s)", "2 client(s)", "1 client(s)", "1 client(s)"]
+    assert [r[0].split(":")[0] for r in runs] == ["2 client(s)", "2 client(s)", "1 client(s)", "1 client(s)",
+                                                  "2 client(s)"]  # fmt: skip
     for what, rows, _, check, _, _ in runs:
         assert rows and check.startswith(f"all {len(rows):,} answered"), (what, check)
+    recorded = runs[4]
+    assert "--record" in recorded[0] and recorded[3].endswith(
+        f"each answer's call recorded once ({len(recorded[1]):,} lines)"
+    )
     proxied = runs[1]
     assert all(int(r[3]) >= 1 for r in proxied[1]) and "MiB" in proxied[4] and float(proxied[5]) > 0
     # the proxy's own time, read from its server-timing header: on every proxied request, within its latency
     assert all(0 < r[4] < 1e3 * r[2] for _, rows, *_ in runs[1::2] for r in rows)
-    assert all(r[4] is None for _, rows, *_ in runs[0::2] for r in rows)  # straight to the upstream: no header
+    assert all(r[4] is None for _, rows, *_ in runs[0:4:2] for r in rows)  # straight to the upstream: no header
     p50, p99 = own_times(proxied[1]) or (0.0, 0.0)
     assert 0 < p50 <= p99 and own_times(runs[0][1]) is None
 
