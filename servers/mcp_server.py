@@ -28,7 +28,8 @@ import gc
 import logging
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +47,7 @@ from benchmarks.tools import ToolSchema
 from servers import CONNECT_TIMEOUT, HEALTH_PATH, health, listen
 from servers.listen import Listener
 from servers.record import Recorder
-from servers.upstreams import FRONTED, Upstream, Upstreams, UpstreamSpec, connect
+from servers.upstreams import FRONTED, Upstream, Upstreams, UpstreamSpec, close_all, connect
 from shortlist_depth.toolsearch import DEFAULT_MAX_K, SearchSpec, Shortlist, ToolSearch
 
 LOG = logging.getLogger("servers.mcp_server")
@@ -146,6 +147,8 @@ class ShortlistServer(MCPServer):
         if self.upstream is not None:
             await self.upstream.refresh()
             assert self.upstream.searcher is not None
+            if not self.upstream.tools:
+                raise ToolError("no upstream lists a tool now (their connections failed: see the server's log)")
             search, kw = self.upstream.searcher, {"exclude": [p for p in s.pin if p in self.upstream.tools]}
         else:
             assert isinstance(self.searcher, ToolSearch)
@@ -210,18 +213,27 @@ async def run_async(
     request (``connect_timeout`` seconds for each to connect, and for their first lists); with a ``recorder``
     (:mod:`servers.record`), each call written with the search it followed."""
 
-    async def serve(server: ShortlistServer, upstreams: Sequence[Upstream] = ()) -> None:
+    async def serve(server: ShortlistServer, connected: Sequence[Upstream] = ()) -> None:
         gc.freeze()  # what is loaded stays: the collector no longer walks it on every request's garbage
         if listener is None:
             LOG.info("serving %r over stdio", searcher)
             async with anyio.create_task_group() as tasks:
-                tasks.start_soon(_stop_on_sigterm, upstreams, recorder)
+                tasks.start_soon(_stop_on_sigterm, connected, recorder)
                 await server.run_stdio_async()
                 tasks.cancel_scope.cancel()
         else:
             LOG.info("serving %r over streamable HTTP", searcher)
             # the SDK's own run_streamable_http_async, on sockets bound before anything loaded
             app = server.streamable_http_app(streamable_http_path=path, host=listener.host)
+            served = app.router.lifespan_context
+
+            @asynccontextmanager
+            async def lifespan(app: Any) -> AsyncIterator[Any]:
+                async with served(app) as state:
+                    yield state
+                await close_all(connected, CLOSE_SECONDS)  # (uvicorn re-raises a stopping signal after: now or never)
+
+            app.router.lifespan_context = lifespan
             await listen.serve(app, listener, path, "shortlist serve mcp", log_level=server.settings.log_level.lower())
 
     if not upstreams:
@@ -239,9 +251,8 @@ async def run_async(
         if missing:
             raise ValueError(f"--pin: tool(s) no upstream lists: {missing[:5]}")
         await serve(ShortlistServer(searcher, settings, registry, recorder), connected)
-        for upstream in connected:  # served: each connection closes as its SDK closes it, for at most CLOSE_SECONDS
-            upstream.closing.set()
-        tasks.cancel_scope.deadline = anyio.current_time() + CLOSE_SECONDS
+        await close_all(connected, CLOSE_SECONDS)  # served (stdin's end): each connection closed as its SDK closes it
+        tasks.cancel_scope.cancel()
 
 
 async def _stop_on_sigterm(upstreams: Sequence[Upstream], recorder: Recorder | None) -> None:
@@ -252,11 +263,7 @@ async def _stop_on_sigterm(upstreams: Sequence[Upstream], recorder: Recorder | N
     with anyio.open_signal_receiver(signal.SIGTERM) as signals:
         async for _ in signals:
             LOG.info("SIGTERM: closing the upstreams' connections, then stopping")
-            for upstream in upstreams:
-                upstream.closing.set()
-            with anyio.move_on_after(CLOSE_SECONDS):
-                while not all(u.closed.is_set() for u in upstreams):
-                    await anyio.sleep(0.05)
+            await close_all(upstreams, CLOSE_SECONDS)
             if recorder is not None:
                 recorder.close()
             logging.shutdown()

@@ -356,7 +356,7 @@ def _split_events(buffer: bytes) -> tuple[list[bytes], bytes]:
     *complete, rest = text.split(b"\n\n")
     events = []
     for event in complete:
-        lines = [line[5:] for line in event.split(b"\n") if line.startswith(b"data:")]
+        lines = [line[5:] for line in event.split(b"\n") if line.startswith(b"data:") or line == b"data"]
         events.append(b"\n".join(line[1:] if line.startswith(b" ") else line for line in lines))
     return events, rest + buffer[cut:]
 
@@ -382,6 +382,8 @@ def _first_id(seen_id: Callable[[str], None]) -> Callable[[bytes], bool]:
     {"response": {"id": ...}}``) to ``seen_id``; nothing more read."""
 
     def see(data: bytes) -> bool:
+        if not data.strip():  # (a comment, a keep-alive: the first event is still to come)
+            return True
         created = _value(_top_level(data).get("response"))
         if isinstance(created, dict) and isinstance(created.get("id"), str):
             seen_id(created["id"])
@@ -415,7 +417,7 @@ def answer_calls(api: Api, answer: object) -> list[str]:
             calls = said.get("tool_calls") if isinstance(said, dict) else None
             for call in calls if isinstance(calls, list) else []:
                 names.append(_function_name({"type": "function", **call}) if isinstance(call, dict) else None)
-    return [n for n in dict.fromkeys(names) if isinstance(n, str)]
+    return list(dict.fromkeys(n for n in names if isinstance(n, str)))
 
 
 class Calls:

@@ -27,9 +27,11 @@ whole, never half written, when a new list is seen), so the folder retrains a po
     shortlist serve mcp --searcher rec/searcher --upstream-config mcp.json
 
 The log holds the agents' requests: it is created readable by its owner only (0600), and lines are appended,
-each in one write, never rewritten; a line that cannot be written whole (a full disk) is taken back and logged,
-a part of a line left by a run that was killed is cut off when the next run opens the log, and the request is
-answered all the same. Several processes may record into one folder: ``tools.json`` is merged under a lock file.
+each in one write under the folder's lock file (``DIR/.lock``), never rewritten; a line that cannot be written
+whole (a full disk) is taken back and logged, a part of a line a stopped writer left is cut off before the next
+line is written, and the request is answered all the same. Several processes may record into one folder (their
+lines never mix; ``tools.json`` is merged under the same lock). On a file system without locks (Windows), record
+into a folder from one process only.
 ``recommend`` ranks every logged request over every tool of ``tools.json``: behind the proxy, or with a folder
 shared by agents with different tools, that is more tools than a request was sent.
 """
@@ -58,8 +60,9 @@ class Recorder:
     """Appends each tool call, with the request it was for, to ``DIR/log.jsonl``; keeps ``DIR/tools.json``.
 
     Several processes may record into one folder (each stdio agent session runs its own server): a line is one
-    append of its own, and ``tools.json`` is read, merged and replaced under a lock file (``DIR/.lock``), so no
-    process drops the tools another added.
+    append, and ``tools.json`` is read, merged and replaced, each under a lock file (``DIR/.lock``), so no process
+    drops the tools another added, and a part of a line a stopped writer left (cut off before the next line) is
+    never another's line in progress.
     """
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
@@ -70,43 +73,61 @@ class Recorder:
         self.log = self.folder / LOG_FILE
         self.tools_file = self.folder / TOOLS_FILE
         self._lock_file = self.folder / ".lock"
+        self._can_lock = True
         with self._locked():
             self._read_tools()  # (refused at once when it is not one this server wrote)
         self._fd: int | None = os.open(self.log, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
-        self._end_last_line()
         self.searches: deque[dict[str, Any]] = deque(maxlen=SEARCHES_KEPT)
         self.written = 0
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        """This folder's lock, held across processes (``fcntl.flock``; where there is none, nothing is held)."""
+        """This folder's lock, held across processes (``fcntl.flock``) for a line's write or a merge of
+        ``tools.json``. Where there is no lock (Windows, a file system without ``flock``), nothing is held: one
+        process a folder there (said once)."""
         try:
             import fcntl
         except ImportError:  # (Windows)
+            self._can_lock = False
+        if not self._can_lock:
             yield
             return
         with open(self._lock_file, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            except OSError as e:  # (ENOLCK: no locks on this file system)
+                LOG.warning("--record %s: no file lock here (%s): record into this folder from one process only",
+                            self.folder, e)  # fmt: skip
+                self._can_lock = False
+                yield
+                return
             try:
                 yield
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def _end_last_line(self) -> None:
-        """A run that stopped in the middle of a line (a full disk, a kill) left a part of one: it is cut off, so
-        the next line starts on its own and the log stays readable."""
+    def _line_start(self) -> int:
+        """Where the next line goes: the log's end, after cutting off a part of a line a writer left when it stopped
+        in the middle of one (a kill, a full disk). Called with the folder's lock held, so no other recorder is
+        writing: the part is nobody's line in progress."""
         assert self._fd is not None
         size = os.fstat(self._fd).st_size
-        if size == 0:
-            return
-        with open(self.log, "rb") as f:
-            f.seek(max(0, size - (1 << 20)))
-            tail = f.read()
-        if tail.endswith(b"\n"):
-            return
-        cut = size - len(tail) + tail.rfind(b"\n") + 1 if b"\n" in tail else size - len(tail)
-        os.ftruncate(self._fd, cut)
-        LOG.warning("--record %s: a part of a line, left by a run that stopped writing it, cut off", self.log)
+        end = size
+        while end > 0:  # back to the last newline, a block at a time (a part of a line may be long)
+            start = max(0, end - (1 << 16))
+            block = os.pread(self._fd, end - start, start)
+            if end == size and block.endswith(b"\n"):
+                return size
+            newline = block.rfind(b"\n")
+            if newline >= 0:
+                end = start + newline + 1
+                break
+            end = start
+        if end < size:
+            os.ftruncate(self._fd, end)
+            LOG.warning("--record %s: a part of a line (%d bytes), left by a writer that stopped in it, cut off",
+                        self.log, size - end)  # fmt: skip
+        return end
 
     def _read_tools(self) -> dict[str, dict[str, Any]]:
         """The tools ``tools.json`` holds (other runs' too: their log lines name them), by name."""
@@ -140,23 +161,24 @@ class Recorder:
         self, request: str, tools: Sequence[str], shortlist: Sequence[str], k: int, policy: str, **extra: Any
     ) -> None:
         """One line: the request, the tools called for it, and what it was shown (``extra``: more keys), in one
-        append. A line that cannot be written whole (a full disk) is taken back, logged and lost; the request it came
-        from is answered all the same."""
+        append under the folder's lock. A line that cannot be written whole (a full disk) is taken back, logged and
+        lost; the request it came from is answered all the same."""
         if self._fd is None:
             return
         line = {"request": request, "tools": list(tools), "shortlist": list(shortlist), "k": k, "policy": policy,
                 **extra, "time": datetime.now(UTC).isoformat(timespec="seconds")}  # fmt: skip
         data = (json.dumps(line) + "\n").encode()
-        before = os.fstat(self._fd).st_size
         try:
-            if os.write(self._fd, data) != len(data):
-                raise OSError("only part of the line was written (disk full?)")
+            with self._locked():  # (no other recorder writes meanwhile: a part left behind is nobody's line)
+                before = self._line_start()
+                try:
+                    if os.write(self._fd, data) != len(data):
+                        raise OSError("only part of the line was written (disk full?)")
+                except OSError:
+                    if os.fstat(self._fd).st_size > before:  # a part of it went in: taken back
+                        os.ftruncate(self._fd, before)
+                    raise
         except OSError as e:
-            try:
-                if os.fstat(self._fd).st_size > before:  # (a part of it went in: taken back)
-                    os.ftruncate(self._fd, before)
-            except OSError:
-                pass
             LOG.warning("--record %s: a line could not be written (%s)", self.log, e)
             return
         self.written += 1

@@ -340,7 +340,7 @@ class Upstream:
         """Its connection failed: its tools are no longer offered (at the next refresh), its calls, those waiting
         too, end as :class:`ConnectionError`."""
         self.gone = _reason(error)
-        self.stale = True
+        self.stale, self.failed_at = True, None  # (its tools leave at the next refresh, not after a retry's wait)
         LOG.warning("%s: the connection to the upstream failed (%s): its tools are dropped", self.where, self.gone)
         for scope in self._calls:
             scope.cancel()
@@ -486,6 +486,10 @@ class Upstreams:
                 return
             try:
                 tools, route = self._combined()
+                if not tools and not strict:  # every upstream gone (or listing none): nothing to search
+                    LOG.warning("no upstream lists a tool now: search_tools answers an error until one does")
+                    self.tools, self.route = {}, {}
+                    return
                 listed = [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in tools.values()]
                 searcher = await anyio.to_thread.run_sync(self._searcher, listed)
             except ValueError as e:
@@ -497,6 +501,18 @@ class Upstreams:
             self.tools, self.route = tools, route
             if self.on_change is not None:
                 self.on_change(listed)
+
+
+async def close_all(upstreams: Sequence[Upstream], seconds: float) -> None:
+    """Close each upstream's connection as its SDK closes it (a stdio server's stdin ended, then it is stopped; an
+    HTTP session ended), waiting at most ``seconds`` for all of them."""
+    if upstreams:
+        LOG.info("closing the connections to %d upstream(s)", len(upstreams))
+    for upstream in upstreams:
+        upstream.closing.set()
+    with anyio.move_on_after(seconds):
+        for upstream in upstreams:
+            await upstream.closed.wait()
 
 
 def _closed(e: BaseException) -> bool:
@@ -516,5 +532,5 @@ def _reason(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
 
 
-__all__: Sequence[str] = ["Upstream", "UpstreamSpec", "Upstreams", "client", "connect", "expand", "read_config",
-                          "specs"]  # fmt: skip
+__all__: Sequence[str] = ["Upstream", "UpstreamSpec", "Upstreams", "client", "close_all", "connect", "expand",
+                          "read_config", "specs"]  # fmt: skip

@@ -12,10 +12,12 @@ import shutil
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import anyio
 import httpx
@@ -292,11 +294,12 @@ def test_a_part_of_a_line_is_cut_off_and_a_line_not_written_whole_is_taken_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     log = tmp_path / "log.jsonl"
-    log.write_text('{"request": "a", "tools": ["get_weather"]}\n{"request": "b", "to', encoding="utf-8")  # killed
+    part = '{"request": "b", "to' + "o" * 200_000  # a writer killed in a long line (over a read block)
+    log.write_text('{"request": "a", "tools": ["get_weather"]}\n' + part, encoding="utf-8")
+    recorder = Recorder(tmp_path)
     with caplog.at_level(logging.WARNING):
-        recorder = Recorder(tmp_path)
-    assert "a part of a line, left by a run that stopped writing it, cut off" in caplog.text
-    recorder.write("c", ["list_music"], ["list_music"], 1, "p")
+        recorder.write("c", ["list_music"], ["list_music"], 1, "p")
+    assert f"a part of a line ({len(part)} bytes), left by a writer that stopped in it, cut off" in caplog.text
     real_write = os.write
     monkeypatch.setattr(os, "write", lambda fd, data: real_write(fd, data[:7]))  # a full disk
     recorder.write("d", ["get_map"], ["get_map"], 1, "p")
@@ -308,29 +311,51 @@ def test_a_part_of_a_line_is_cut_off_and_a_line_not_written_whole_is_taken_back(
     assert [r.text for r in read.records] == ["a", "c", "e"]
 
 
-def test_two_processes_recording_into_one_folder_keep_each_others_tools(tmp_path: Path) -> None:
-    first, second = Recorder(tmp_path), Recorder(tmp_path)  # (two agent sessions)
-    first.registry(TOOLS[:10])
-    second.registry(TOOLS[50:60])
-    first.registry(TOOLS[:11])
-    first.close()
-    second.close()
+def test_recorders_writing_at_once_never_mix_or_cut_lines(tmp_path: Path) -> None:
+    """Threads stand in for processes (a flock is per open file: two recorders in one process exclude each other as
+    two processes would); one writer is cut short mid-line now and then (a full disk, a kill), and the others go on:
+    every whole line is kept, each part of a line is cut off, the tools of every writer kept."""
+    recorders = [Recorder(tmp_path) for _ in range(4)]
+    real_write = os.write
+    short = threading.local()
+
+    def flaky(fd: int, data: bytes) -> int:
+        return real_write(fd, data[: len(data) // 2] if getattr(short, "now", False) else data)
+
+    def work(i: int) -> None:
+        for n in range(150):
+            recorders[i].registry(TOOLS[i * 20 : i * 20 + 1 + n % 20])
+            short.now = i == 3 and n % 10 == 0
+            recorders[i].write(f"r{i}-{n}" + "x" * (3000 if n % 2 else 10), ["get_map"], ["get_map"], 1, "p")
+
+    with mock.patch.object(os, "write", flaky):
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    for r in recorders:
+        r.close()
+    written = [w["request"].rstrip("x") for w in lines(tmp_path / "log.jsonl")]  # (every line parses)
+    assert sorted(written) == sorted(f"r{i}-{n}" for i in range(4) for n in range(150) if not (i == 3 and n % 10 == 0))
+    assert sum(r.written for r in recorders) == len(written)
     kept = {t.name for t in read_tools_file(tmp_path / "tools.json")}
-    assert kept == {t["name"] for t in TOOLS[:11] + TOOLS[50:60]}
+    assert kept == {t["name"] for i in range(4) for t in TOOLS[i * 20 : i * 20 + 20]}
 
 
 def test_a_call_is_tied_to_the_latest_search_that_answered_its_tool(tmp_path: Path) -> None:
     recorder = Recorder(tmp_path)
     recorder.searched("please book my flight now", ["book_flight", "cancel_flight"], 2, "p")
-    recorder.searched("please list my music now", ["list_music"], 1, "p")  # two searches, then two calls
-    recorder.called("book_flight")
-    recorder.called("list_music")
+    recorder.searched("please list my music now", ["list_music", "book_flight"], 2, "p")
+    recorder.searched("please get my weather now", ["get_weather"], 1, "p")  # three searches, then the calls
+    recorder.called("cancel_flight")
+    recorder.called("book_flight")  # in two answers: the latest of them
     recorder.called("get_map")  # in no answer: the latest search
     recorder.close()
     assert [(w["request"], w["tools"]) for w in lines(recorder.log)] == [
-        ("please book my flight now", ["book_flight"]),
-        ("please list my music now", ["list_music"]),
-        ("please list my music now", ["get_map"]),
+        ("please book my flight now", ["cancel_flight"]),
+        ("please list my music now", ["book_flight"]),
+        ("please get my weather now", ["get_map"]),
     ]
 
 
@@ -357,6 +382,8 @@ def test_a_streamed_answer_the_client_left_is_not_recorded(tmp_path: Path) -> No
         ([b'data: {"a": 1}\n\ndata: {"b": 2}\n\n'], [b'{"a": 1}', b'{"b": 2}']),
         ([b'event: x\r\ndata: {"a": 1}\r\n\r\n'], [b'{"a": 1}']),  # CRLF
         ([b"data: 1\r", b"\n\r\ndata: 2\r\r", b"data: 3\n\n"], [b"1", b"2", b"3"]),  # CRLF split; CR alone
+        ([b"data: 1\r", b"\ndata: 2\n\n"], [b"1\n2"]),  # a CR held: half of a CRLF, not a line of its own
+        ([b"data\ndata: x\n\n"], [b"\nx"]),  # "data" alone: an empty data line
         ([b'data: {"a":\ndata: 1}\n', b"\n"], [b'{"a":\n1}']),  # a multi-line data field
         ([b"da", b'ta:{"a": 1}', b"\n", b"\n: comment\n\n"], [b'{"a": 1}', b""]),
     ],
@@ -381,3 +408,24 @@ def test_each_event_kind_that_carries_a_call_is_read() -> None:
     block = {"type": "content_block_start", "content_block": {"type": "tool_use", "name": "get_map", "input": {}}}
     assert answer_calls(MESSAGES, block) == ["get_map"]
     assert answer_calls(MESSAGES, {"type": "message_start", "message": {"content": []}}) == []
+
+
+def test_a_compressing_upstreams_responses_id_is_read_without_recording(tmp_path: Path) -> None:
+    """The proxy reads a Responses answer's id (a continuation is shortlisted on its request's text): it asks for
+    the answer uncompressed, recording or not."""
+    with serve_in_thread(fake_openai_app(gzip=True)) as url:
+        with TestClient(create_app(ToolSearch.from_tools(openai_tools()), ProxyConfig(url + "/v1"))) as proxy:
+            first = proxy.post("/v1/responses", json=respond(), headers={"accept-encoding": "gzip"})
+            then = proxy.post("/v1/responses", json=respond([{"type": "function_call_output", "call_id": "c",
+                              "output": "ok"}], previous_response_id=first.json()["id"]))  # fmt: skip
+    assert then.headers.get("x-shortlist-text") == "previous response", then.headers
+
+
+def test_the_first_event_watched_may_follow_a_keep_alive() -> None:
+    from servers.openai_proxy import _first_id
+
+    seen: list[str] = []
+    see = _first_id(seen.append)
+    assert see(b"") is True  # a comment: still waiting
+    assert see(b'{"type": "response.created", "response": {"id": "resp-1"}}') is False
+    assert seen == ["resp-1"]

@@ -651,3 +651,65 @@ def test_sigterm_closes_the_upstreams_and_says_what_was_recorded(tmp_path: Path)
     assert f"--record {tmp_path / 'rec'}: 0 tool calls written" in said
     time.sleep(0.5)
     assert not [c for c in started if Path(f"/proc/{c}").exists()]  # the upstream stopped with it
+
+
+def test_a_failed_list_is_asked_again_after_the_wait_and_then_forgotten(
+    searcher: ToolSearch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from servers import upstreams as module
+
+    async def go() -> None:
+        upstream = Upstream(None)
+        upstream.client = Broken(MCPError(INTERNAL_ERROR, "boom"))
+        registry = Upstreams([upstream], searcher)
+        upstream.tools = {t["name"]: Tool.model_validate(t) for t in TOOLS[:3]}
+        await registry.refresh()  # (first: builds from its last list)
+        assert upstream.failed_at is not None and upstream.stale
+        monkeypatch.setattr(module, "RETRY_SECONDS", 0.0)
+        upstream.client = Listing(upstream)  # it answers again
+        await registry.refresh()
+        assert upstream.failed_at is None and not upstream.stale and len(registry.tools) == 3
+        upstream.failed_at = anyio.current_time()  # a failure just now, then the connection is lost:
+        monkeypatch.setattr(module, "RETRY_SECONDS", 60.0)
+        upstream.lose(RuntimeError("gone"))
+        await registry.refresh()  # its tools leave now, not after the retry's wait
+        assert registry.tools == {}
+
+    anyio.run(go)
+
+
+def test_sigterm_over_http_closes_the_upstreams_too(tmp_path: Path) -> None:
+    """uvicorn owns the signals over HTTP and ends the process with the signal once shut down: the connections are
+    closed in the app's shutdown, before that."""
+    tools = write(tmp_path / "tools.json", TOOLS)
+    upstream = f"{sys.executable} -m servers.fakes mcp --tools {tools}"
+    cmd = [sys.executable, "-m", "experiments.cli", "serve", "mcp", "--upstream-command", upstream,
+           "--transport", "http", "--port", "0"]  # fmt: skip
+    err = tmp_path / "serve.log"
+    with err.open("w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=cli_env())
+    try:
+        wait_announced(err, proc)
+        started = children(proc.pid)
+        assert started, err.read_text()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "closing the connections to 1 upstream(s)" in err.read_text()
+    time.sleep(0.5)
+    assert not [c for c in started if Path(f"/proc/{c}").exists()]
+
+
+def test_with_every_upstream_gone_search_tools_says_so(searcher: ToolSearch) -> None:
+    async def go() -> None:
+        async with Client(fake_mcp_server(TOOLS[:5])) as up:
+            registry = Upstreams([Upstream(up)], searcher, reserved=[SEARCH_TOOL])
+            await registry.refresh(strict=True)
+            async with Client(ShortlistServer(searcher, SearchSettings(), registry)) as c:
+                registry.upstreams[0].lose(RuntimeError("gone"))
+                answer = await c.call_tool(SEARCH_TOOL, {"query": "please book my flight now"})
+                assert answer.is_error and "no upstream lists a tool now" in answer.content[0].text
+
+    anyio.run(go)
