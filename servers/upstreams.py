@@ -65,6 +65,9 @@ TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http", "stre
 #: The MCP SDK's HTTP timeouts (its ``create_mcp_http_client``): 30 s to connect, write and wait for a connection,
 #: 300 s to read (a server may hold a stream open).
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+#: Seconds before a lost upstream is connected again; twice as long after each failed try, up to the maximum.
+RECONNECT_SECONDS = 1.0
+RECONNECT_MAX_SECONDS = 60.0
 #: Seconds before an upstream whose ``tools/list`` failed is asked again (each request would ask otherwise).
 RETRY_SECONDS = 10.0
 #: Set in the environment of every stdio upstream started: ``shortlist serve mcp`` with upstreams refuses to start
@@ -276,27 +279,44 @@ def client(spec: UpstreamSpec, message_handler: Any, refused: list[int] | None =
 
 async def connect(spec: UpstreamSpec, tasks: TaskGroup, timeout: float = CONNECT_TIMEOUT) -> Upstream:
     """The upstream ``spec`` names, connected in a task of ``tasks`` of its own, for as long as that task group
-    runs: its connection failing later (a process gone, a server down) ends that task only, and the upstream is
-    marked gone (:meth:`Upstream.lose`) instead of taking the server down with it.
+    runs: its connection failing later (a process gone, a server down) ends that connection only. The upstream is
+    then marked gone (:meth:`Upstream.lose`: its tools leave the search, its calls are errors) and connected
+    again, :data:`RECONNECT_SECONDS` later, then twice as long each time it fails again (at most
+    :data:`RECONNECT_MAX_SECONDS`); once connected again, its tools are read again and come back.
 
     Raises:
-        ValueError: naming it, when it cannot be started or reached, does not answer as an MCP server, or does not
-            answer within ``timeout`` seconds.
+        ValueError: naming it, when it cannot be started or reached at first, does not answer as an MCP server, or
+            does not answer within ``timeout`` seconds.
     """
     upstream = Upstream(None, spec.name, spec.where)
     refused: list[int] = []
 
     async def hold(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        connected = False
+        started, delay = False, RECONNECT_SECONDS
         try:
-            async with client(spec, upstream.on_message, refused) as c:
-                upstream.client, connected = c, True
-                task_status.started()
-                await upstream.closing.wait()  # (then the client closes as its SDK closes it: an HTTP session ended)
-        except Exception as e:
-            if not connected:
-                raise
-            upstream.lose(e)
+            while True:
+                try:
+                    async with client(spec, upstream.on_message, refused) as c:
+                        upstream.attach(c, again=started)
+                        if not started:
+                            started = True
+                            task_status.started()
+                        delay = RECONNECT_SECONDS
+                        await upstream.wake.wait()  # closing (then the client closes as its SDK closes it), or lost
+                except Exception as e:
+                    if not started:
+                        raise
+                    if upstream.gone is None:
+                        upstream.lose(e)
+                    else:
+                        LOG.info("%s: not connected again (%s)", spec.where, _reason(e))
+                if upstream.closing.is_set():
+                    return
+                with anyio.move_on_after(delay):  # then connect again, unless the server stops meanwhile
+                    await upstream.closing.wait()
+                if upstream.closing.is_set():
+                    return
+                delay = min(2 * delay, RECONNECT_MAX_SECONDS)
         finally:
             upstream.closed.set()
 
@@ -327,9 +347,23 @@ class Upstream:
         """When its last ``tools/list`` failed (None: it did not); it is asked again :data:`RETRY_SECONDS` later."""
         self._calls: set[anyio.CancelScope] = set()
         self.closing = anyio.Event()
-        """Set when the server stops: its connection closes (:func:`connect`)."""
+        """Set when the server stops (:meth:`close`): its connection closes (:func:`connect`)."""
         self.closed = anyio.Event()
-        """Set once its connection has closed."""
+        """Set once its connection has closed for good."""
+        self.wake = anyio.Event()
+        """Set when its connection is to end: the server stops, or the connection was lost (then made again)."""
+
+    def attach(self, client: Any, again: bool = False) -> None:
+        """Its connection is made (``again``: after it was lost): its tools are to be read (again)."""
+        self.client, self.wake = client, anyio.Event()
+        if again:
+            LOG.info("%s: connected again (it had failed: %s); its tools are read again", self.where, self.gone)
+        self.gone, self.stale, self.failed_at = None, True, None
+
+    def close(self) -> None:
+        """The server stops: its connection closes, and is not made again."""
+        self.closing.set()
+        self.wake.set()
 
     async def on_message(self, message: Any) -> None:
         """The client's message handler: a ``tools/list_changed`` notification marks the list stale."""
@@ -341,9 +375,11 @@ class Upstream:
         too, end as :class:`ConnectionError`."""
         self.gone = _reason(error)
         self.stale, self.failed_at = True, None  # (its tools leave at the next refresh, not after a retry's wait)
-        LOG.warning("%s: the connection to the upstream failed (%s): its tools are dropped", self.where, self.gone)
+        LOG.warning("%s: the connection to the upstream failed (%s): its tools are dropped until it is connected "
+                    "again", self.where, self.gone)  # fmt: skip
         for scope in self._calls:
             scope.cancel()
+        self.wake.set()  # (:func:`connect` ends the connection, and makes it again)
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> Any:
         """``tools/call`` of its ``tool``: the upstream's result (its MCP error raised as is). ConnectionError when
@@ -509,7 +545,7 @@ async def close_all(upstreams: Sequence[Upstream], seconds: float) -> None:
     if upstreams:
         LOG.info("closing the connections to %d upstream(s)", len(upstreams))
     for upstream in upstreams:
-        upstream.closing.set()
+        upstream.close()
     with anyio.move_on_after(seconds):
         for upstream in upstreams:
             await upstream.closed.wait()

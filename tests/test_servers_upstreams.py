@@ -31,7 +31,17 @@ from test_toolsearch import mcp_tools
 from servers.fakes import fake_mcp_server
 from servers.listen import wait_announced
 from servers.mcp_server import SEARCH_TOOL, SearchSettings, ShortlistServer, run
-from servers.upstreams import FRONTED, Upstream, Upstreams, client, connect, expand, read_config, specs
+from servers.upstreams import (
+    FRONTED,
+    Upstream,
+    Upstreams,
+    client,
+    close_all,
+    connect,
+    expand,
+    read_config,
+    specs,
+)
 from shortlist_depth.toolsearch import ToolSearch
 
 TOOLS = mcp_tools()["tools"]
@@ -713,3 +723,75 @@ def test_with_every_upstream_gone_search_tools_says_so(searcher: ToolSearch) -> 
                 assert answer.is_error and "no upstream lists a tool now" in answer.content[0].text
 
     anyio.run(go)
+
+
+async def _back(registry: Upstreams, name: str, seconds: float = 30.0) -> None:
+    """Wait until ``name`` is among the registry's tools again (refreshing it as requests would)."""
+    with anyio.fail_after(seconds):
+        while name not in registry.tools:
+            await anyio.sleep(0.1)
+            await registry.refresh()
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_a_lost_upstream_is_connected_again_and_its_tools_come_back(
+    tmp_path: Path, searcher: ToolSearch, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    transport: str,
+) -> None:  # fmt: skip
+    """A stdio server killed (started again by connecting again), an HTTP server killed and then started again on
+    its port: its calls fail while it is gone, then it is connected again, its tools read again and called."""
+    from servers import upstreams as module
+
+    monkeypatch.setattr(module, "RECONNECT_SECONDS", 0.2)
+    env = cli_env()
+    web: list[subprocess.Popen] = []
+
+    async def go(spec: Any, kill: Any, start: Any) -> None:
+        async with anyio.create_task_group() as tasks:
+            before = set(children(os.getpid()))
+            upstream = await connect(spec, tasks, timeout=60)
+            registry = Upstreams([upstream], searcher)
+            await registry.refresh(strict=True)
+            assert not (await upstream.call("book_weather", {})).is_error
+            kill(set(children(os.getpid())) - before)
+            with pytest.raises(ConnectionError):
+                await upstream.call("book_weather", {})
+            await registry.refresh()
+            assert registry.tools == {}  # gone: its tools left the search
+            start()
+            await _back(registry, "book_weather")
+            called = await upstream.call("book_weather", {"n": 1})
+            assert json.loads(called.content[0].text) == {"tool": "book_weather", "arguments": {"n": 1}}
+            await close_all([upstream], 10)
+            tasks.cancel_scope.cancel()
+
+    def serve_web(port: str) -> str:
+        cmd = [sys.executable, "-m", "servers.fakes", "mcp", "--tools", str(write(tmp_path / "web.json", TOOLS[:10])),
+               "--transport", "http", "--port", port]  # fmt: skip
+        log = tmp_path / f"web{len(web)}.log"
+        with log.open("w") as out:
+            web.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env))
+        return wait_announced(log, web[-1])
+
+    def kill_web(_: set[int]) -> None:
+        web[-1].kill()
+        web[-1].wait(timeout=30)
+
+    def kill_child(started: set[int]) -> None:
+        (pid,) = started
+        os.kill(pid, signal.SIGKILL)
+
+    try:
+        with caplog.at_level(logging.INFO, logger="servers.upstreams"):
+            if transport == "stdio":
+                stdio = f"{sys.executable} -m servers.fakes mcp --tools {write(tmp_path / 'one.json', TOOLS[:10])}"
+                anyio.run(go, specs(command=stdio)[0], kill_child, lambda: None)  # (connecting again starts it)
+            else:
+                url = serve_web("0")
+                port = url.rsplit(":", 1)[1].split("/")[0]
+                anyio.run(go, specs(url=url)[0], kill_web, lambda: serve_web(port))
+    finally:
+        for p in web:
+            p.kill()
+            p.wait(timeout=30)
+    assert "connected again (it had failed: " in caplog.text
