@@ -7,19 +7,22 @@ Where (:class:`UpstreamSpec`, read by :func:`specs`):
 - ``--upstream-url URL``: a streamable-HTTP MCP server;
 - ``--upstream-config FILE``: several, in the ``mcpServers`` JSON an MCP client is configured with (Claude Desktop's
   ``claude_desktop_config.json``, Claude Code's ``.mcp.json``, Cursor's ``.cursor/mcp.json``; VS Code's ``servers``
-  key too). Each
-  entry is a stdio server (``command``, ``args``, ``cwd``, ``env``: its environment is the MCP SDK's safe default,
-  ``PATH``, ``HOME``, ..., and ``env``, as the MCP clients start it) or an HTTP one (``url``, ``headers``; ``type``
-  ``http`` / ``streamable-http``, or ``sse`` for the older SSE transport). ``${VAR}`` and ``${VAR:-default}`` (VS
-  Code's ``${env:VAR}`` too) in ``command``, ``args``, ``env``, ``cwd``, ``url`` and ``headers`` are read from the
-  environment (:func:`expand`), so a key stays in the environment, not in the file; no value of ``env`` or
-  ``headers``, and no expanded url, is logged or shown. An entry with ``"disabled": true`` is skipped, and so is
-  one that runs ``shortlist serve mcp`` itself (it would start itself again); each skip is logged.
+  key too). Each entry is a stdio server (``command``, ``args``, ``cwd``, ``env``: its environment is the MCP SDK's
+  safe default, ``PATH``, ``HOME``, ..., and ``env``, as the MCP clients start it) or an HTTP one (``url``,
+  ``headers``; ``type`` ``http`` / ``streamable-http``, or ``sse`` for the older SSE transport). ``${VAR}`` and
+  ``${VAR:-default}`` (VS Code's ``${env:VAR}`` too) in ``command``, ``args``, ``env``, ``cwd``, ``url`` and
+  ``headers`` are read from the environment (:func:`expand`), so a key stays in the environment, not in the file; no
+  value of ``env`` or ``headers``, and no expanded url, is logged or shown. An entry with ``"disabled": true`` is
+  skipped, and so is one that runs ``shortlist serve mcp`` itself (it would start itself again); each skip is
+  logged.
 
 One registry (:class:`Upstreams`): every upstream's tools, read (every page) before the first request and again
 after that upstream says its list changed. With one upstream the tools keep their names; with several, each is
 named ``<server>_<tool>`` (as FastMCP names the tools of a multi-server config), so two servers' ``search`` are
 told apart, and a call is sent to its server under the tool's own name.
+
+Each connection (:func:`connect`) runs in a task of its own: one that fails is lost (its tools leave the search,
+its calls are errors) and made again with a growing wait, its tools then read again.
 """
 
 from __future__ import annotations
