@@ -11,6 +11,7 @@ as one line and exits with status 2.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -199,7 +200,8 @@ class SourceArgs:
     log: str | None = opt(
         None,
         'a log of your agent\'s requests (with --tools): JSON lines {"request": "...", "tools": ["name", ...]} '
-        '(the tools it called; a single "tool" accepted)',
+        '(the tools it called; a single "tool" accepted); or a folder `shortlist serve --record` wrote (its '
+        "log.jsonl, and its tools.json unless --tools is given)",
     )
     train_frac: float = opt(
         DEFAULT_TRAIN_FRAC,
@@ -209,6 +211,8 @@ class SourceArgs:
 
     def __post_init__(self) -> None:
         _check_train_frac(self.train_frac)
+        if self.log and os.path.isdir(self.log):  # a folder --record wrote: its log and, unless given, its tools
+            self._recorded(self.log)
         if self.train_frac != DEFAULT_TRAIN_FRAC and self.source not in ("run", "log"):
             raise ValueError("--train-frac goes with --run or --log (the benchmarks' splits are fixed)")
         if bool(self.tools) != bool(self.log):
@@ -229,6 +233,21 @@ class SourceArgs:
             raise ValueError(f"--n-candidates must lie in [1, 2**53], got {self.n_candidates}")
         if bool(self.run) != bool(self.qrels):
             raise ValueError("--run and --qrels go together")
+
+    def _recorded(self, folder: str) -> None:
+        """``--log FOLDER``: the ``log.jsonl`` of a folder ``shortlist serve --record`` wrote, and its
+        ``tools.json`` unless ``--tools`` is given (the file names of :mod:`servers.record`)."""
+        from servers import RECORD_LOG, RECORD_TOOLS
+
+        log, tools = os.path.join(folder, RECORD_LOG), os.path.join(folder, RECORD_TOOLS)
+        wanted = [log] + ([] if self.tools else [tools])
+        missing = [p for p in wanted if not os.path.isfile(p)]
+        if missing:
+            raise ValueError(f"--log {folder}: a folder is one `shortlist serve --record` wrote, with {RECORD_LOG} and "
+                             f"{RECORD_TOOLS}; missing: {', '.join(missing)}")  # fmt: skip
+        object.__setattr__(self, "log", log)
+        if not self.tools:
+            object.__setattr__(self, "tools", tools)
 
     @property
     def source(self) -> str:
@@ -774,7 +793,7 @@ class ServeArgs(SearcherArgs):
     host: str = opt(DEFAULT_HOST, "address to listen on (another than 127.0.0.1 exposes the server to the network)")
     record: str | None = opt(
         None, "a folder where each tool call is written with the request it was for (log.jsonl) and the tools "
-        "searched (tools.json): what `shortlist recommend --tools DIR/tools.json --log DIR/log.jsonl` trains on "
+        "searched (tools.json): what `shortlist recommend --log DIR` trains on "
         "(serve mcp: with an upstream, over stdio)",
     )  # fmt: skip
 

@@ -29,6 +29,10 @@ SERVER_TIMING = "shortlist"
 #: Where each HTTP server answers ``GET`` (and ``HEAD``) once it has started: 200 and what it serves, a readiness
 #: check for a load balancer or an orchestrator (never forwarded upstream; the OpenAI proxy forwards only ``/v1``).
 HEALTH_PATH = "/healthz"
+#: The files ``--record DIR`` writes (:mod:`servers.record`): the log ``shortlist recommend --log`` reads, and the
+#: tools searched (``recommend --log DIR`` reads both).
+RECORD_LOG = "log.jsonl"
+RECORD_TOOLS = "tools.json"
 #: Seconds an upstream MCP server has to connect (start and answer ``initialize``) and to answer a ``tools/list``,
 #: by default (``npx -y`` may install a package first): ``shortlist serve mcp --upstream-timeout``.
 CONNECT_TIMEOUT = 120.0

@@ -23,7 +23,7 @@ Each line of ``DIR/log.jsonl`` is one request and the tools called for it, in th
 ``DIR/tools.json`` holds every tool searched (an MCP ``tools/list`` result, each tool's latest schema, replaced
 whole, never half written, when a new list is seen), so the folder retrains a policy as it is::
 
-    shortlist recommend --tools DIR/tools.json --log DIR/log.jsonl --out rec
+    shortlist recommend --log DIR --out rec    # (= --tools DIR/tools.json --log DIR/log.jsonl)
     shortlist serve mcp --searcher rec/searcher --upstream-config mcp.json
 
 The log holds the agents' requests: it is created readable by its owner only (0600), and lines are appended,
@@ -49,11 +49,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from servers import RECORD_LOG, RECORD_TOOLS
+
 LOG = logging.getLogger("servers.record")
-LOG_FILE = "log.jsonl"
+LOG_FILE = RECORD_LOG
 #: The latest ``search_tools`` answers a ``serve mcp`` call may be tied to.
 SEARCHES_KEPT = 16
-TOOLS_FILE = "tools.json"
+TOOLS_FILE = RECORD_TOOLS
 
 
 class Recorder:

@@ -152,9 +152,22 @@ def test_the_command_records_and_the_folder_trains_a_policy(tmp_path: Path) -> N
     anyio.run(go)
     assert f"--record {rec}: {len(topics)} tool calls written to {rec / 'log.jsonl'}" in errlog.read_text()
     assert len(lines(rec / "log.jsonl")) == len(topics)
-    code, _, err = run(["train", "--tools", str(rec / "tools.json"), "--log", str(rec / "log.jsonl"), "--agent", "gap",
-                        "--out", str(tmp_path / "trained")])  # fmt: skip
-    assert code == 0, err
+    code, _, err = run(["train", "--log", str(rec), "--agent", "gap", "--out", str(tmp_path / "trained")])
+    assert code == 0, err  # (--log DIR: the folder as --record wrote it, its tools.json the registry)
+    explicit = ["train", "--tools", str(rec / "tools.json"), "--log", str(rec / "log.jsonl"), "--agent", "gap",
+                "--out", str(tmp_path / "explicit")]  # fmt: skip
+    assert run(explicit)[0] == 0
+    same = [sorted(os.listdir(tmp_path / out / "runs")) for out in ("trained", "explicit")]  # one run id: one config
+    assert same[0] == same[1] and len(same[0]) == 1
+    assert (tmp_path / "trained" / "summary.csv").read_text() == (tmp_path / "explicit" / "summary.csv").read_text()
+
+
+def test_a_log_folder_is_one_record_wrote(tmp_path: Path) -> None:
+    (tmp_path / "rec").mkdir()
+    (tmp_path / "rec" / "log.jsonl").write_text("")
+    code, _, err = run(["train", "--log", str(tmp_path / "rec"), "--agent", "gap", "--out", str(tmp_path / "o")])
+    assert code == 2 and f"--log {tmp_path / 'rec'}: a folder is one `shortlist serve --record` wrote" in err
+    assert f"missing: {tmp_path / 'rec' / 'tools.json'}" in err and not (tmp_path / "o").exists()
 
 
 # --- shortlist serve openai --record: each answer's calls, with the request they answer ---
