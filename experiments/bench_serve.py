@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from experiments.report.page import Paragraph, Section, Table
-from servers import SERVER_TIMING
+from servers import RECORD_LOG, SERVER_TIMING
 
 SCORERS = ("bm25", "minilm")
 GENERATED_TOOLS = 10_000
@@ -390,15 +390,26 @@ def bench_load_openai(ba: Any, tools: list[dict[str, Any]], queries: list[str], 
                 ids = {k: v for k, v in received_ids(upstream).items() if k.startswith(f"{tag}-")}
                 out.append((f"{clients} client(s): straight to the fake upstream", direct, seconds,
                             check_once(direct, ids, False), "-", "-"))  # fmt: skip
-                tag = f"p{clients}"
-                with Memory(px.pid, min(1.0, seconds / 20)) as mem:
-                    rows = anyio.run(openai_load, chat, bodies, clients, seconds, tag)
-                ids = {k: v for k, v in received_ids(upstream).items() if k.startswith(f"{tag}-")}
-                cpu = f"{1e3 * mem.cpu / max(len(rows), 1):.1f}"
-                out.append((f"{clients} client(s): through `serve openai` (bm25)", rows, seconds,
-                            check_once(rows, ids, True), mem.summary(), cpu))  # fmt: skip
+                out.append(proxied(px, chat, bodies, clients, seconds, upstream, "`serve openai`"))
         out.append(bench_recording(ba, bodies, proxy, upstream, tools[0]["function"]["name"], tmp))
     return out
+
+
+def proxied(
+    px: subprocess.Popen, chat: str, bodies: list[bytes], clients: int, seconds: float, upstream: str, what: str,
+    call: str | None = None,
+) -> tuple:  # fmt: skip
+    """A row through the proxy process ``px`` (``what``, the proxy as the row names it): ``clients`` clients for
+    ``seconds`` (the fake answering each with a call of ``call``, if given), every request checked answered once,
+    the proxy's memory and CPU seconds per request measured."""
+    import anyio
+
+    tag = f"{'r' if call else 'p'}{clients}"
+    with Memory(px.pid, min(1.0, seconds / 20)) as mem:
+        rows = anyio.run(openai_load, chat, bodies, clients, seconds, tag, call)
+    ids = {k: v for k, v in received_ids(upstream).items() if k.startswith(f"{tag}-")}
+    cpu = f"{1e3 * mem.cpu / max(len(rows), 1):.1f}"
+    return f"{clients} client(s): through {what} (bm25)", rows, seconds, check_once(rows, ids, True), mem.summary(), cpu
 
 
 def bench_recording(ba: Any, bodies: list[bytes], proxy: list[str], upstream: str, tool: str, tmp: Path) -> tuple:
@@ -413,20 +424,15 @@ def bench_recording(ba: Any, bodies: list[bytes], proxy: list[str], upstream: st
     with running([*proxy, "--record", str(folder)], tmp / "proxy-rec.log") as px:
         chat = f"{wait_announced(tmp / 'proxy-rec.log', px)}/chat/completions"
         anyio.run(openai_load, chat, bodies, 1, 1.0, "warm-rec")  # (no call: nothing written)
-        tag = f"r{ba.clients}"
-        with Memory(px.pid, min(1.0, ba.duration / 20)) as mem:
-            rows = anyio.run(openai_load, chat, bodies, ba.clients, ba.duration, tag, tool)
-    ids = {k: v for k, v in received_ids(upstream).items() if k.startswith(f"{tag}-")}
-    check = check_once(rows, ids, True)
-    written = len((folder / "log.jsonl").read_text(encoding="utf-8").splitlines())
+        what, rows, seconds, check, memory, cpu = proxied(px, chat, bodies, ba.clients, ba.duration, upstream,
+                                                          "`serve openai --record`", tool)  # fmt: skip
+    written = len((folder / RECORD_LOG).read_text(encoding="utf-8").splitlines())
     answered = sum(1 for r in rows if r[1] == 200)
     if written != answered:
         check = f"NOT: {written:,} lines recorded for {answered:,} answers, each calling a tool ({check})"
     else:
         check += f"; each answer's call recorded once ({written:,} lines)"
-    cpu = f"{1e3 * mem.cpu / max(len(rows), 1):.1f}"
-    return (f"{ba.clients} client(s): through `serve openai --record` (bm25)", rows, ba.duration, check,
-            mem.summary(), cpu)  # fmt: skip
+    return what, rows, seconds, check, memory, cpu
 
 
 async def mcp_load(url: str, queries: list[str], tool: str, clients: int, seconds: float) -> dict[str, list]:
@@ -538,7 +544,7 @@ def bench_load(ba: Any) -> tuple[list[list[str]], Section]:
                       f"ms**, p99 **{mine[0][1]:.2f} ms**; one client p50 **{mine[1][0]:.2f} ms**, p99 "
                       f"**{mine[1][1]:.2f} ms**. The `--record` row is the proxy recording each answer's tool call "
                       f"(every answer calls one), at {ba.clients} clients: its cost is the difference with the "
-                      f"row above it without `--record`."),
+                      f"`serve openai` row at {ba.clients} clients, without `--record`."),
         ])  # fmt: skip
     answered = bool(rows) and not any(r[6].startswith("NOT") for r in rows)
     checks: list[tuple[str, str, bool | None]] = [

@@ -30,7 +30,7 @@ from experiments.plan import (
     Learning,
 )
 from rewards import REWARD_KINDS
-from servers import CONNECT_TIMEOUT, DEFAULT_HOST
+from servers import CONNECT_TIMEOUT, DEFAULT_HOST, RECORD_LOG, RECORD_TOOLS, check_url
 from shortlist_depth.toolsearch import DEFAULT_MAX_K
 
 BUCKET_SCHEMES = ("default", "narrow")
@@ -237,8 +237,6 @@ class SourceArgs:
     def _recorded(self, folder: str) -> None:
         """``--log FOLDER``: the ``log.jsonl`` of a folder ``shortlist serve --record`` wrote, and its
         ``tools.json`` unless ``--tools`` is given (the file names of :mod:`servers.record`)."""
-        from servers import RECORD_LOG, RECORD_TOOLS
-
         log, tools = os.path.join(folder, RECORD_LOG), os.path.join(folder, RECORD_TOOLS)
         wanted = [log] + ([] if self.tools else [tools])
         missing = [p for p in wanted if not os.path.isfile(p)]
@@ -574,7 +572,7 @@ class DownstreamArgs:
         if any(not math.isfinite(s) or s < 0 for s in self.strengths):
             raise ValueError(f"--strengths must be finite and >= 0, got {list(self.strengths)}")
         if self.chooser == "openai" and self.base_url:  # (none: "needs --base-url", when it runs)
-            check_base_url(self.base_url, "--base-url")
+            check_url(self.base_url, "--base-url", base=True)
         _check_folder("--out", self.out)
 
 
@@ -771,14 +769,6 @@ class ToolsearchPaysArgs(FolderArgs):
             raise ValueError(f"--set: {e}") from e
 
 
-def check_base_url(url: str, flag: str) -> None:
-    """ValueError unless ``url`` is a base URL as an OpenAI client's ``base_url``: http(s), a host, a valid port,
-    no query or fragment."""
-    from servers import check_url
-
-    check_url(url, flag, base=True)
-
-
 #: The modules of the ``serve`` extra's packages (pyproject.toml), checked before a serve command imports one.
 SERVE_MODULES = ("mcp", "starlette", "uvicorn", "httpx", "sniffio", "msgspec")
 
@@ -884,7 +874,7 @@ class ServeOpenaiArgs(ServeArgs):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_base_url(self.upstream, "--upstream")
+        check_url(self.upstream, "--upstream", base=True)
         if self.max_body_bytes < 1:
             raise ValueError(f"--max-body-bytes must be >= 1, got {self.max_body_bytes}")
         if not (math.isfinite(self.timeout) and self.timeout > 0):

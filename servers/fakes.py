@@ -3,8 +3,9 @@
 - :func:`fake_openai_app`: an OpenAI-compatible chat-completions endpoint (ASGI) that records what it received
   (:class:`Received`) and answers at once, streamed (``stream: true``: three ``chat.completion.chunk`` events
   and ``data: [DONE]``) or not; its answer names the tools it was sent. ``POST /v1/responses`` likewise, in the
-  Responses API's shape, its id ``resp-fake-<n>`` (n: the requests received so far; streamed:
-  ``response.created``, two ``response.output_text.delta``, ``response.completed``);
+  Responses API's shape, its id ``resp-fake-<n>`` (n: the requests received so far; streamed as OpenAI streams:
+  ``response.created``, the message's item and part added, two ``response.output_text.delta``, each done,
+  ``response.completed``);
   ``POST /v1/responses/input_tokens`` answers a count that grows with the body. Anthropic's ``POST
   /v1/messages`` (streamed: message_start, a text block in two deltas, message_delta, message_stop) and ``POST
   /v1/messages/count_tokens`` likewise. A
@@ -324,12 +325,18 @@ def fake_mcp_server(tools: Sequence[dict[str, Any]], label: str | None = None) -
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m servers.fakes mcp --tools FILE``: the fake MCP upstream over stdio; ``python -m servers.fakes
-    openai [--port P] [--no-parse]``: the fake OpenAI upstream on 127.0.0.1 (keeping no request bodies)."""
+    """``python -m servers.fakes mcp --tools FILE [--transport stdio|http|sse] [--port P] [--label L] [--token-env
+    VAR]``: the fake MCP upstream (module docstring); ``python -m servers.fakes openai [--port P] [--no-parse]``:
+    the fake OpenAI upstream on 127.0.0.1 (keeping no request bodies)."""
     p = argparse.ArgumentParser(prog="python -m servers.fakes")
     p.add_argument("kind", choices=["mcp", "openai"])
     p.add_argument("--tools", help="mcp: a JSON file, a list of MCP tools (name, description, inputSchema)")
-    p.add_argument("--port", type=int, default=0, help="openai: the port (0, the default: any free one, announced)")
+    p.add_argument(
+        "--port",
+        type=int,
+        default=0,
+        help="openai, mcp over http or sse: the port (0, the default: any free one, announced)",
+    )
     p.add_argument("--no-parse", action="store_true", help="openai: answer without parsing the body")
     p.add_argument("--transport", choices=["stdio", "http", "sse"], default="stdio",
                    help="mcp: over stdio (the default), streamable HTTP (/mcp) or SSE (/sse), announced")  # fmt: skip

@@ -47,7 +47,7 @@ from benchmarks.tools import ToolSchema
 from servers import CONNECT_TIMEOUT, HEALTH_PATH, health, listen
 from servers.listen import Listener
 from servers.record import Recorder
-from servers.upstreams import FRONTED, Upstream, Upstreams, UpstreamSpec, close_all, connect
+from servers.upstreams import FRONTED, Upstream, Upstreams, UpstreamSpec, close_all, connect, innermost
 from shortlist_depth.toolsearch import DEFAULT_MAX_K, SearchSpec, Shortlist, ToolSearch
 
 LOG = logging.getLogger("servers.mcp_server")
@@ -221,6 +221,7 @@ async def run_async(
                 tasks.start_soon(_stop_on_sigterm, connected, recorder)
                 await server.run_stdio_async()
                 tasks.cancel_scope.cancel()
+            await close_all(connected, CLOSE_SECONDS)  # stdin's end: each connection closed as its SDK closes it
         else:
             LOG.info("serving %r over streamable HTTP", searcher)
             # the SDK's own run_streamable_http_async, on sockets bound before anything loaded
@@ -250,8 +251,7 @@ async def run_async(
         missing = [n for n in settings.pin if n not in registry.tools]
         if missing:
             raise ValueError(f"--pin: tool(s) no upstream lists: {missing[:5]}")
-        await serve(ShortlistServer(searcher, settings, registry, recorder), connected)
-        await close_all(connected, CLOSE_SECONDS)  # served (stdin's end): each connection closed as its SDK closes it
+        await serve(ShortlistServer(searcher, settings, registry, recorder), connected)  # (which closes them)
         tasks.cancel_scope.cancel()
 
 
@@ -281,9 +281,7 @@ def run(searcher: ToolSearch | SearchSpec, settings: SearchSettings, **kw: Any) 
     try:
         anyio.run(lambda: run_async(searcher, settings, **kw))
     except BaseExceptionGroup as group:
-        leaf: BaseException = group
-        while isinstance(leaf, BaseExceptionGroup):
-            leaf = leaf.exceptions[0]
+        leaf = innermost(group)
         if isinstance(leaf, ValueError | OSError | MCPError):
             raise ValueError(str(leaf) if isinstance(leaf, ValueError) else f"{type(leaf).__name__}: {leaf}") from group
         raise

@@ -219,7 +219,7 @@ def called_tools(conversation: object) -> list[str]:
                 names.append(block.get("name"))
             elif block.get("type") in ("tool_addition", "tool_removal") and isinstance(block.get("tool"), dict):
                 names.append(block["tool"].get("name"))
-    return [n for n in dict.fromkeys(names) if isinstance(n, str)]
+    return list(dict.fromkeys(n for n in names if isinstance(n, str)))  # (a name that is not a string: not hashed)
 
 
 @dataclass(frozen=True)
@@ -361,19 +361,17 @@ def _split_events(buffer: bytes) -> tuple[list[bytes], bytes]:
     return events, rest + buffer[cut:]
 
 
-async def _watching(chunks: AsyncIterator[bytes], see: Callable[[bytes], bool]) -> AsyncIterator[bytes]:
-    """``chunks`` relayed unchanged as they come; each server-sent event's data to ``see`` for as long as it
-    answers True (and while no event is over :data:`EVENT_BYTES`)."""
-    held: bytes | None = b""
+async def _watching(chunks: AsyncIterator[bytes], sees: list[Callable[[bytes], bool]]) -> AsyncIterator[bytes]:
+    """``chunks`` relayed unchanged as they come; each server-sent event's data, split once, to each of ``sees`` for
+    as long as it answers True (and while no event is over :data:`EVENT_BYTES`)."""
+    held, wanting = b"", list(sees)
     async for chunk in chunks:
-        if held is not None:
+        if wanting:
             events, held = _split_events(held + chunk)
             for data in events:
-                if not see(data):
-                    held = None
-                    break
-            if held is not None and len(held) > EVENT_BYTES:
-                held = None
+                wanting = [see for see in wanting if see(data)]
+            if len(held) > EVENT_BYTES:
+                wanting = []
         yield chunk
 
 
@@ -393,31 +391,25 @@ def _first_id(seen_id: Callable[[str], None]) -> Callable[[bytes], bool]:
 
 
 def answer_calls(api: Api, answer: object) -> list[str]:
-    """The tools an answer of ``api`` calls, or one event of its stream: Chat Completions' ``tool_calls`` (of a
-    ``message``, or a chunk's ``delta``: each call's name comes in its first); Responses' ``function_call`` items
-    (of the answer's or a ``response.*`` event's ``output``, or an ``output_item`` event's ``item``); Anthropic's
-    ``tool_use`` blocks (of the answer's ``content``, or a ``content_block_start`` event's ``content_block``). Never
-    the tools a response echoes from its request."""
-    names: list[object] = []
+    """The tools an answer of ``api`` calls, or one event of its stream, read by :func:`called_tools` from the items
+    that hold its calls: Chat Completions' ``message`` (a chunk's ``delta``: each call's name comes in its first);
+    Responses' ``output`` (of the answer or a ``response.*`` event; an ``output_item`` event's ``item``); Anthropic's
+    answer itself (its ``content``; a ``content_block_start`` event's ``content_block``). Never the tools a response
+    echoes from its request."""
     if not isinstance(answer, dict):
         return []
+    items: list[object]
     if api.family == "anthropic":
-        content = answer.get("content")
-        blocks = content if isinstance(content, list) else [answer.get("content_block")]
-        names += [b.get("name") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
+        items = [answer if isinstance(answer.get("content"), list) else {"content": [answer.get("content_block")]}]
     elif api.text_key == "input":  # Responses
         response = answer.get("response") if isinstance(answer.get("response"), dict) else answer
         output = response.get("output") if isinstance(response, dict) else None
         items = output if isinstance(output, list) else [answer.get("item")]
-        names += [i.get("name") for i in items if isinstance(i, dict) and i.get("type") == "function_call"]
     else:
         choices = answer.get("choices")
-        for choice in choices if isinstance(choices, list) else []:
-            said = (choice.get("message") or choice.get("delta")) if isinstance(choice, dict) else None
-            calls = said.get("tool_calls") if isinstance(said, dict) else None
-            for call in calls if isinstance(calls, list) else []:
-                names.append(_function_name({"type": "function", **call}) if isinstance(call, dict) else None)
-    return list(dict.fromkeys(n for n in names if isinstance(n, str)))
+        items = [c.get("message") or c.get("delta") for c in choices if isinstance(c, dict)] if isinstance(
+            choices, list) else []  # fmt: skip
+    return called_tools(items)
 
 
 class Calls:
@@ -685,10 +677,11 @@ class Proxy:
             headers = self._answer_headers(resp, extra, since, before, t1)
             closing = BackgroundTask(resp.aclose)
             chunks = resp.aiter_raw()
-            if seen_id is not None and resp.status_code == 200:
-                chunks = _watching(chunks, _first_id(seen_id))
-            if calls is not None and resp.status_code == 200:
-                chunks = _then(_watching(chunks, calls.see), calls.end)
+            if resp.status_code == 200 and (seen_id is not None or calls is not None):
+                sees = [_first_id(seen_id)] if seen_id is not None else []
+                chunks = _watching(chunks, sees + ([calls.see] if calls is not None else []))
+                if calls is not None:
+                    chunks = _then(chunks, calls.end)
             return StreamingResponse(chunks, resp.status_code, headers, background=closing)
         try:
             data = b"".join([chunk async for chunk in resp.aiter_raw()])

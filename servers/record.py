@@ -51,11 +51,14 @@ from typing import Any
 
 from servers import RECORD_LOG, RECORD_TOOLS
 
+try:
+    import fcntl
+except ImportError:  # (Windows: no file locks)
+    fcntl = None  # type: ignore[assignment]
+
 LOG = logging.getLogger("servers.record")
-LOG_FILE = RECORD_LOG
 #: The latest ``search_tools`` answers a ``serve mcp`` call may be tied to.
 SEARCHES_KEPT = 16
-TOOLS_FILE = RECORD_TOOLS
 
 
 class Recorder:
@@ -72,10 +75,10 @@ class Recorder:
         if self.folder.exists() and not self.folder.is_dir():
             raise ValueError(f"--record {self.folder}: not a folder")
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.log = self.folder / LOG_FILE
-        self.tools_file = self.folder / TOOLS_FILE
+        self.log = self.folder / RECORD_LOG
+        self.tools_file = self.folder / RECORD_TOOLS
         self._lock_file = self.folder / ".lock"
-        self._can_lock = True
+        self._can_lock = fcntl is not None
         with self._locked():
             self._read_tools()  # (refused at once when it is not one this server wrote)
         self._fd: int | None = os.open(self.log, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
@@ -87,11 +90,7 @@ class Recorder:
         """This folder's lock, held across processes (``fcntl.flock``) for a line's write or a merge of
         ``tools.json``. Where there is no lock (Windows, a file system without ``flock``), nothing is held: one
         process a folder there (said once)."""
-        try:
-            import fcntl
-        except ImportError:  # (Windows)
-            self._can_lock = False
-        if not self._can_lock:
+        if fcntl is None or not self._can_lock:
             yield
             return
         with open(self._lock_file, "a") as lock:
@@ -114,21 +113,20 @@ class Recorder:
         writing: the part is nobody's line in progress."""
         assert self._fd is not None
         size = os.fstat(self._fd).st_size
+        if size == 0 or os.pread(self._fd, 1, size - 1) == b"\n":  # (every line but after a stopped writer)
+            return size
         end = size
         while end > 0:  # back to the last newline, a block at a time (a part of a line may be long)
             start = max(0, end - (1 << 16))
             block = os.pread(self._fd, end - start, start)
-            if end == size and block.endswith(b"\n"):
-                return size
             newline = block.rfind(b"\n")
             if newline >= 0:
                 end = start + newline + 1
                 break
             end = start
-        if end < size:
-            os.ftruncate(self._fd, end)
-            LOG.warning("--record %s: a part of a line (%d bytes), left by a writer that stopped in it, cut off",
-                        self.log, size - end)  # fmt: skip
+        os.ftruncate(self._fd, end)
+        LOG.warning("--record %s: a part of a line (%d bytes), left by a writer that stopped in it, cut off",
+                    self.log, size - end)  # fmt: skip
         return end
 
     def _read_tools(self) -> dict[str, dict[str, Any]]:
@@ -211,4 +209,4 @@ class Recorder:
         LOG.info("--record %s: %d tool calls written to %s", self.folder, self.written, self.log)
 
 
-__all__: Sequence[str] = ["LOG_FILE", "TOOLS_FILE", "Recorder"]
+__all__: Sequence[str] = ["Recorder"]

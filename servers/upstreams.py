@@ -92,7 +92,10 @@ class UpstreamSpec:
     """``stdio``, ``http`` (streamable HTTP) or ``sse``."""
     command: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
-    """Added to this process's environment for a stdio server."""
+    """A stdio server's own variables, added to the environment it inherits (:attr:`inherits`)."""
+    inherits: bool = False
+    """A stdio server's inherited environment: this process's (``--upstream-command``), or the MCP SDK's safe default
+    (``PATH``, ``HOME``, ...: a config's server, as the MCP clients start it)."""
     cwd: str | None = None
     url: str = ""
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -103,7 +106,7 @@ def from_command(command: str) -> UpstreamSpec:
     argv = tuple(shlex.split(command))
     if not argv:
         raise ValueError("--upstream-command is empty")
-    return UpstreamSpec("upstream", "--upstream-command", "stdio", command=argv)
+    return UpstreamSpec("upstream", "--upstream-command", "stdio", command=argv, inherits=True)
 
 
 def from_url(url: str) -> UpstreamSpec:
@@ -114,21 +117,22 @@ def from_url(url: str) -> UpstreamSpec:
 
 def expand(value: str, where: str, environ: Mapping[str, str]) -> str:
     """``value`` with each ``${VAR}`` replaced by the environment's value (set: even empty), ``${VAR:-default}`` by the
-    value or, when it is unset or empty, the default, ``${VAR-default}`` when it is unset (as a shell reads them, and
-    Claude Code's configs), and VS Code's
-    ``${env:VAR}`` as ``${VAR}``. ValueError naming ``where`` and the variable when it is unset with no default, or
-    for another editor's variable (``${input:...}``, ``${workspaceFolder}``): this process has no editor to ask."""
+    value or, when it is unset or empty, the default, ``${VAR-default}`` when it is unset (as a shell reads them,
+    and Claude Code's configs), and VS Code's ``${env:VAR}`` as ``${VAR}``. ValueError naming ``where`` and the
+    variable when it is unset with no default, or for another editor's variable (``${input:...}``,
+    ``${workspaceFolder}``): this process has no editor to ask."""
 
     def one(m: re.Match[str]) -> str:
         inside = m.group(1)
         named = _NAMED.fullmatch(inside.removeprefix("env:"))
-        if named is None or (inside.startswith("env:") and named.group(2) is not None):
+        if (
+            named is None
+            or (inside.startswith("env:") and named.group(2) is not None)
+            or (named.group(1) in EDITOR_VARIABLES and named.group(1) not in environ)
+        ):
             raise ValueError(f"{where}: ${{{inside}}} is an editor's variable, not read here: give the value "
                              "through an environment variable, ${NAME}")  # fmt: skip
         var, dash, default = named.groups()
-        if var in EDITOR_VARIABLES and var not in environ:
-            raise ValueError(f"{where}: ${{{var}}} is an editor's variable, not read here: give the value through an "
-                             "environment variable, ${NAME}")  # fmt: skip
         value = environ.get(var)
         if dash == ":-":  # unset or empty: the default
             return value or default
@@ -268,10 +272,10 @@ async def _http(spec: UpstreamSpec, refused: list[int]) -> AsyncIterator[Any]:
 
 def client(spec: UpstreamSpec, message_handler: Any, refused: list[int] | None = None) -> Client:
     """An SDK client of the upstream (not yet connected); over streamable HTTP, the status of each refused request
-    goes to ``refused``. A stdio server of ``--upstream-command`` runs with this process's environment; one of a
-    config, as the MCP clients run it: the SDK's safe default (``PATH``, ``HOME``, ...) and its ``env``."""
+    goes to ``refused``. A stdio server's environment: :attr:`UpstreamSpec.inherits`, its ``env`` and
+    :data:`FRONTED`."""
     if spec.transport == "stdio":
-        base = os.environ if spec.where == "--upstream-command" else get_default_environment()
+        base = os.environ if spec.inherits else get_default_environment()
         env = {**base, **spec.env, FRONTED: "1"}
         params = StdioServerParameters(command=spec.command[0], args=list(spec.command[1:]), env=env, cwd=spec.cwd)
         return Client(params, message_handler=message_handler)
@@ -458,10 +462,6 @@ class Upstreams:
         self.searcher: ToolSearch | None = None
         self._lock = anyio.Lock()
 
-    @property
-    def stale(self) -> bool:
-        return any(u.stale for u in self.upstreams)
-
     def exposed(self, upstream: Upstream, tool: str) -> str:
         """The name the agent sees for ``upstream``'s ``tool``."""
         return tool if len(self.upstreams) == 1 else f"{upstream.name}_{tool}"
@@ -497,11 +497,10 @@ class Upstreams:
         prepare the searcher over every upstream's tools.
 
         An upstream that fails to list is logged and keeps its last list (asked again by a request
-        :data:`RETRY_SECONDS` later; nothing is rebuilt meanwhile),
-        and a list whose names two servers share is logged and not used, so every request is still answered; while
-        one request reads the lists, the others are answered from the registry as it was, not held behind a slow
-        upstream; a list not read within ``timeout`` seconds has failed. With ``strict`` (at start), a failure is a
-        ValueError naming the upstream.
+        :data:`RETRY_SECONDS` later; nothing is rebuilt meanwhile), and a list whose names two servers share is
+        logged and not used, so every request is still answered; while one request reads the lists, the others are
+        answered from the registry as it was, not held behind a slow upstream; a list not read within ``timeout``
+        seconds has failed. With ``strict`` (at start), a failure is a ValueError naming the upstream.
         """
         if not strict and self._lock.locked() and self.searcher is not None:
             return
@@ -561,15 +560,22 @@ def _closed(e: BaseException) -> bool:
     return isinstance(e, anyio.ClosedResourceError | anyio.BrokenResourceError | anyio.EndOfStream)
 
 
-def _reason(e: BaseException) -> str:
-    """The innermost error of ``e`` (the first of an exception group), as ``Type: message``; an HTTP status error
-    as its status only (its message holds the url, and a url may hold a key)."""
+def innermost(e: BaseException) -> BaseException:
+    """``e``, or the first error of an exception group, as deep as groups go (an SDK client's task group wraps the
+    error that ended it)."""
     while isinstance(e, BaseExceptionGroup):
         e = e.exceptions[0]
+    return e
+
+
+def _reason(e: BaseException) -> str:
+    """:func:`innermost` error of ``e``, as ``Type: message``; an HTTP status error as its status only (its message
+    holds the url, and a url may hold a key)."""
+    e = innermost(e)
     if isinstance(e, httpx2.HTTPStatusError):
         return f"HTTP {e.response.status_code}"
     return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
 
 
 __all__: Sequence[str] = ["Upstream", "UpstreamSpec", "Upstreams", "client", "close_all", "connect", "expand",
-                          "read_config", "specs"]  # fmt: skip
+                          "innermost", "read_config", "specs"]  # fmt: skip

@@ -150,9 +150,9 @@ def test_the_upstream_list_is_read_again_after_it_changes(searcher: ToolSearch) 
             await c.call_tool(SEARCH_TOOL, {"query": QUERY})
             assert upstream.searcher is first  # cached
             await upstream.upstreams[0].on_message(ToolListChangedNotification())
-            assert upstream.stale
+            assert upstream.upstreams[0].stale
             await c.call_tool(SEARCH_TOOL, {"query": QUERY})
-            assert not upstream.stale and upstream.searcher is not first
+            assert not upstream.upstreams[0].stale and upstream.searcher is not first
 
     anyio.run(go)
 
