@@ -11,7 +11,8 @@
   /v1/messages/count_tokens`` likewise. A
   request header ``x-fake-status: N`` makes it answer status N, ``x-fake-delay: S`` makes it wait S seconds
   first, ``x-fake-chunk-gap: S`` S seconds between streamed chunks, ``x-fake-call: a,b`` answers with calls of
-  the tools ``a`` and ``b`` instead of text (each API's shape, streamed or not). ``GET /v1/models`` lists one
+  the tools ``a`` and ``b`` instead of text (each API's shape, streamed or not; in the Responses API ``ns.f`` is
+  ``f`` of namespace ``ns``). ``GET /v1/models`` lists one
   model.
 - :func:`fake_mcp_server`: an MCP server whose tools are the given ones; a call answers
   ``{"tool": name, "arguments": ...}`` as text, an error result when the arguments hold ``"fail": true``, an MCP
@@ -71,10 +72,18 @@ class Received:
 
 
 def _names(body: dict[str, Any]) -> list[str]:
-    """The names of the tools a request sent (either API's shape; a built-in tool by its type)."""
-    tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
-    named = [t.get("function", {}).get("name") or t.get("custom", {}).get("name") or t.get("name") for t in tools]
-    return [str(n or t.get("type")) for n, t in zip(named, tools, strict=True)]
+    """The names of the tools a request sent (either API's shape; a built-in tool by its type; a Responses
+    namespace's tools as ``namespace.name``)."""
+    names = []
+    for t in body.get("tools") or []:
+        if not isinstance(t, dict):
+            continue
+        if t.get("type") == "namespace" and isinstance(t.get("tools"), list):
+            names += [f"{t.get('name')}.{n}" for n in _names({"tools": t["tools"]})]
+            continue
+        named = t.get("function", {}).get("name") or t.get("custom", {}).get("name") or t.get("name")
+        names.append(str(named or t.get("type")))
+    return names
 
 
 def _completion(body: dict[str, Any], calls: Sequence[str] = ()) -> dict[str, Any]:
@@ -121,9 +130,11 @@ async def _sent(events: list[tuple[str, dict[str, Any]]], gap: float, numbered: 
 
 
 def _function_call(i: int, name: str, done: bool = True) -> dict[str, Any]:
-    """A Responses API ``function_call`` output item."""
-    return {"type": "function_call", "id": f"fc_{i}", "call_id": f"call_{i}", "name": name,
-            "arguments": "{}" if done else "", "status": "completed" if done else "in_progress"}  # fmt: skip
+    """A Responses API ``function_call`` output item (``crm.list_orders``: ``list_orders`` of namespace ``crm``)."""
+    namespace, dot, own = name.rpartition(".")
+    return {"type": "function_call", "id": f"fc_{i}", "call_id": f"call_{i}", "name": own,
+            **({"namespace": namespace} if dot else {}), "arguments": "{}" if done else "",
+            "status": "completed" if done else "in_progress"}  # fmt: skip
 
 
 def _response(body: dict[str, Any], rid: str = "resp-fake", calls: Sequence[str] = ()) -> dict[str, Any]:

@@ -19,8 +19,12 @@ every request to the upstream (``--upstream``, the base URL an OpenAI client wou
   answered is shortlisted on the text that response's request was (kept by response id, the last
   ``responses_kept``; ``x-shortlist-text: previous response``); continuing another, it goes with every tool.
   Functions the hosted ``tool_search`` loads on demand (``defer_loading: true``) are kept too: they are its
-  pool. A ``namespace`` tool is kept whole (its functions are not ranked). ``POST /v1/responses/input_tokens``
-  is counted with the shortlist its request would be sent with.
+  pool. The functions of a ``namespace`` tool are ranked with the others, each by its qualified name
+  (``crm.list_open_orders``, :func:`qualified`; a ``function_call`` item names its ``namespace``); the namespace is
+  sent with its own keys, the tools it keeps (deferred, custom) and its chosen functions: first with the kept tools
+  when it keeps one, else where its best-ranked function is, or not at all when it then holds none. A
+  ``tool_choice`` names a function by its own name: a namespace's function of that name is pinned when no top-level
+  one has it. ``POST /v1/responses/input_tokens`` is counted with the shortlist its request would be sent with.
 - Anthropic's ``POST /v1/messages`` likewise (an Anthropic client's ``base_url`` is the proxy's root, without
   ``/v1``), on the text of the latest user message that is not a tool loop's turn (one beginning with
   ``tool_result`` blocks; the request is the message before): its client tools (no ``type``, a null one, or
@@ -37,9 +41,10 @@ every request to the upstream (``--upstream``, the base URL an OpenAI client wou
   method.
 
 Response headers: ``x-shortlist-k`` (the policy's K for the request), ``x-shortlist-tools`` (``shown/sent``,
-pinned tools included), ``x-shortlist-policy`` (the policy's method), ``server-timing: shortlist;dur=<ms>`` (the
-proxy's own time on the request: from the whole body in hand to the upstream call, parsing, searching and
-serialising included, plus its work on the upstream's answer; not the waits for the client or the upstream); when
+pinned tools included, a namespace's tools counted one by one), ``x-shortlist-policy`` (the policy's method),
+``server-timing: shortlist;dur=<ms>`` (the proxy's own time on the request: from the whole body in hand to the
+upstream call, parsing, searching and serialising included, plus its work on the upstream's answer; not the waits
+for the client or the upstream); when
 the request went with all its tools or unchanged, ``x-shortlist-fallback`` says why: ``no tools``, ``no
 function tools`` (Anthropic: ``no client tools``), ``no user text`` (the latest user message has no text; a
 Responses continuation the proxy does not know), ``searcher error: <exception type>``
@@ -197,17 +202,31 @@ def chosen_tools(tool_choice: object) -> list[str]:
     return [] if name is None else [name]
 
 
+#: Between a namespace's name and its function's in the name a namespaced function is ranked, logged and recorded
+#: by (``crm.list_open_orders``): an OpenAI function name holds no dot, so it never meets a top-level function's.
+NAMESPACE_DOT = "."
+
+
+def qualified(name: object, namespace: object) -> object:
+    """A Responses function's name in the proxy's registry: ``namespace.name`` for a function of a ``namespace``
+    tool (a ``function_call`` item says its ``namespace``), ``name`` itself otherwise."""
+    if isinstance(name, str) and isinstance(namespace, str):
+        return f"{namespace}{NAMESPACE_DOT}{name}"
+    return name
+
+
 def called_tools(conversation: object) -> list[str]:
     """The tools a conversation has called or made available so far, in order, in any family's shape: Chat
-    Completions' assistant ``tool_calls``, Responses' ``function_call`` items, Anthropic's ``tool_use`` blocks and
+    Completions' assistant ``tool_calls``, Responses' ``function_call`` items (a function of a namespace by its
+    :func:`qualified` name), Anthropic's ``tool_use`` blocks and
     the ``tool_reference`` of its ``tool_addition`` / ``tool_removal`` blocks (a reference to a tool missing from
     ``tools`` is refused upstream). A tool in use stays in the list sent."""
     names: list[object] = []
     for item in conversation if isinstance(conversation, list) else []:
         if not isinstance(item, dict):
             continue
-        if item.get("type") == "function_call":  # Responses
-            names.append(item.get("name"))
+        if item.get("type") == "function_call":  # Responses (a namespace's function by its qualified name)
+            names.append(qualified(item.get("name"), item.get("namespace")))
         calls = item.get("tool_calls")  # chat
         for call in calls if isinstance(calls, list) else []:
             names.append(_function_name({"type": "function", **call}) if isinstance(call, dict) else None)
@@ -308,31 +327,72 @@ def _value(raw: msgspec.Raw | None) -> Any:
     return None if raw is None else msgspec.json.decode(raw)
 
 
-def _checked_tools(items: list[tuple[int, object]]) -> tuple[ToolSchema, ...]:
-    """The function tools parsed, each malformed or repeated one named by its index ``tools[i]`` in the request's
-    list (:func:`benchmarks.tools.parse_tools` would number them among the function tools only)."""
+def _checked_tools(items: list[tuple[str, object]]) -> tuple[ToolSchema, ...]:
+    """The ranked tools parsed, each malformed or repeated one named by where it is in the request (``tools[i]``,
+    or ``tools[i].tools[j]`` in a namespace; :func:`benchmarks.tools.parse_tools` would number them among the ranked
+    tools only)."""
     tools: list[ToolSchema] = []
-    first: dict[str, int] = {}
-    for i, item in items:
-        tool = parse_tool(item, f"tools[{i}]")
+    first: dict[str, str] = {}
+    for where, item in items:
+        tool = parse_tool(item, where)
         if tool.name in first:
-            raise DataError(f"tools[{i}] ({tool.name!r}): duplicate tool name (first at tools[{first[tool.name]}])")
-        first[tool.name] = i
+            raise DataError(f"{where} ({tool.name!r}): duplicate tool name (first at {first[tool.name]})")
+        first[tool.name] = where
         tools.append(tool)
     return tuple(tools)
 
 
 @dataclass(frozen=True)
+class Namespace:
+    """A Responses ``namespace`` tool that holds ranked functions: sent with its own keys as they were and, in its
+    ``tools``, the functions it keeps (not ranked: deferred, custom) and those chosen, or left out when it then
+    holds none."""
+
+    top: dict[str, msgspec.Raw]
+    """Its keys, each value raw."""
+    items: list[msgspec.Raw]
+    """Its ``tools``, each one's raw bytes."""
+    kept: list[int]
+    """The indices in ``items`` of the tools it keeps whatever the shortlist, in order."""
+
+    def encoded(self, chosen: list[int]) -> bytes:
+        """The namespace with its kept tools, then ``chosen`` (indices in ``items``, in rank order)."""
+        inner = b",".join(bytes(self.items[j]) for j in [*self.kept, *chosen])
+        return ENCODER.encode({**self.top, "tools": msgspec.Raw(b"[" + inner + b"]")})
+
+
+@dataclass(frozen=True)
 class Prepared:
-    """A tool list made ready once: the searcher over its function tools and where each item is in the list."""
+    """A tool list made ready once: the searcher over its ranked tools and where each item is in the list."""
 
     search: ToolSearch | None
     """None: the list has no tool to rank."""
-    ranked: list[int]
-    """The list index of each tool the searcher ranks (:meth:`Api.ranks`), in the searcher's order."""
+    ranked: list[tuple[int, int | None]]
+    """Where each tool the searcher ranks (:meth:`Api.ranks`) is, in the searcher's order: its list index, and its
+    index in its namespace's ``tools`` (None: not in a namespace)."""
     kept: list[int]
-    """The list indices of the other tools (built-in, server, namespace ones, and those the hosted tool search
-    loads on demand): always sent, first, as they were."""
+    """The list indices of the other tools (built-in, server, custom ones, those the hosted tool search loads on
+    demand, a namespace without a ranked function): always sent, first, as they were."""
+    namespaces: dict[int, Namespace] = field(default_factory=dict)
+    """The namespaces that hold ranked functions, by list index: sent first too when they keep a tool, else where
+    their best-ranked chosen function is."""
+    bare: dict[str, list[str]] = field(default_factory=dict)
+    """The qualified names of the namespaced functions, by their own name (what a ``tool_choice`` names)."""
+    sizes: list[int] = field(default_factory=list)
+    """How many tools each list item is (a namespace: its tools; any other item: 1)."""
+
+
+def _namespaced(raw: msgspec.Raw, tool: object, api: Api) -> tuple[str, Namespace, list[Any]] | None:
+    """A Responses ``namespace`` tool (``{"type": "namespace", "name", "tools": [...]}``) that holds a function the
+    proxy ranks: its name, its :class:`Namespace` (no tool kept yet) and its tools parsed; None for any other tool
+    (a namespace without a string name, a list of tools or a ranked function is sent as it is)."""
+    if api.family != "openai" or not isinstance(tool, dict) or tool.get("type") != "namespace":
+        return None
+    name, tools = tool.get("name"), tool.get("tools")
+    if not isinstance(name, str) or not isinstance(tools, list) or not any(api.ranks(t) for t in tools):
+        return None
+    top = TOP_LEVEL.decode(raw)
+    return name, Namespace(top, ITEMS.decode(top["tools"]), []), tools
 
 
 def _top_level(data: bytes) -> dict[str, msgspec.Raw]:
@@ -443,6 +503,33 @@ async def _then(chunks: AsyncIterator[bytes], end: Callable[[], None]) -> AsyncI
     end()
 
 
+def _shortlisted(top: dict[str, msgspec.Raw], items: list[msgspec.Raw], ready: Prepared, chosen: list[int]) -> tuple[
+        bytes, int]:  # fmt: skip
+    """The body to send, the request's own bytes but for ``tools``, and how many tools it holds: the kept tools (and
+    the namespaces that keep one) first, in the list's order, then the ``chosen`` ranked tools (the searcher's
+    indices) in rank order, each namespace's at the place of its first and inside it."""
+    inside: dict[int, list[int]] = {}  # the chosen functions of each namespace, in rank order
+    order = sorted([*ready.kept, *(i for i, ns in ready.namespaces.items() if ns.kept)])
+    placed = set(order)
+    for r in chosen:
+        i, j = ready.ranked[r]
+        if j is not None:
+            inside.setdefault(i, []).append(j)
+        if i not in placed:
+            order.append(i)
+            placed.add(i)
+    parts, sent = [], 0
+    for i in order:
+        namespace = ready.namespaces.get(i)
+        if namespace is None:
+            parts.append(bytes(items[i]))
+            sent += ready.sizes[i]
+        else:
+            parts.append(namespace.encoded(inside.get(i, [])))
+            sent += len(namespace.kept) + len(inside.get(i, []))
+    return ENCODER.encode({**top, "tools": msgspec.Raw(b"[" + b",".join(parts) + b"]")}), sent
+
+
 class Shortlister:
     """The tool search's scorer and policy on each request's tools (one prepared searcher per distinct tool list,
     keyed by the sha256 of the list's bytes as sent)."""
@@ -480,16 +567,41 @@ class Shortlister:
             self._prepared.move_to_end(key)
             return self._prepared[key]
         parsed = [msgspec.json.decode(item) for item in items]
-        ranks = [api.ranks(t) for t in parsed]
-        ranked = [i for i, r in enumerate(ranks) if r]
-        kept = [i for i, r in enumerate(ranks) if not r]
+        ranked: list[tuple[int, int | None]] = []
+        readable: list[tuple[str, object]] = []  # (where, the tool as parse_tool reads it), in ranked's order
+        kept: list[int] = []
+        namespaces: dict[int, Namespace] = {}
+        bare: dict[str, list[str]] = {}
+        sizes: list[int] = []
+        for i, tool in enumerate(parsed):
+            inner = _namespaced(items[i], tool, api)
+            if inner is not None:  # its functions ranked among the others, each by its qualified name
+                name, namespace, fns = inner
+                for j, fn in enumerate(fns):
+                    if not api.ranks(fn):
+                        namespace.kept.append(j)
+                        continue
+                    assert isinstance(fn, dict)
+                    own = fn.get("name")
+                    ranked.append((i, j))
+                    readable.append((f"tools[{i}].tools[{j}]", {**fn, "name": qualified(own, name)}))
+                    if isinstance(own, str):
+                        bare.setdefault(own, []).append(str(qualified(own, name)))
+                namespaces[i] = namespace
+            elif api.ranks(tool):
+                ranked.append((i, None))
+                readable.append((f"tools[{i}]", api.readable(tool)))
+            else:
+                kept.append(i)
+            inside = tool.get("tools") if isinstance(tool, dict) and tool.get("type") == "namespace" else None
+            sizes.append(len(inside) if isinstance(inside, list) else 1)  # (a namespace counts its tools)
         search = None
-        if ranked:  # a malformed or repeated tool named by its index in the request's list
-            search = self.spec.over_parsed(_checked_tools([(i, api.readable(parsed[i])) for i in ranked]))
+        if ranked:  # a malformed or repeated tool named by where it is in the request
+            search = self.spec.over_parsed(_checked_tools(readable))
             if self.on_registry is not None:
                 self.on_registry([{"name": t.name, "description": t.description, "inputSchema": t.parameters}
                                   for t in search.tools])  # fmt: skip
-        prepared = Prepared(search, ranked, kept)
+        prepared = Prepared(search, ranked, kept, namespaces, bare, sizes)
         self._prepared[key] = prepared
         while len(self._prepared) > self.config.registries_kept:
             self._prepared.popitem(last=False)
@@ -517,7 +629,10 @@ class Shortlister:
             if ready.search is None:
                 return Plan(raw, {"x-shortlist-fallback": api.no_tools})
             search = ready.search
-            pinned = [n for n in api.pins(_value(top.get("tool_choice"))) if n in search.index]
+            # a tool_choice names a function by its own name: a namespace's function with that name when no
+            # top-level one has it (pinning more than it meant never sends less than the model may be forced to call)
+            named = api.pins(_value(top.get("tool_choice")))
+            pinned = [q for n in named for q in ([n] if n in search.index else ready.bare.get(n, []))]
             shortlist = search.search(text, min_k=self.config.min_k, max_k=self.config.max_k, pinned=pinned)
             # a tool in use that the shortlist left out goes at its end: the list's order, and so a provider's
             # prompt cache, stays as it was when the shortlist holds it already (the usual case in a tool loop)
@@ -526,15 +641,13 @@ class Shortlister:
             LOG.warning("searcher failed on a %s request with %d tools, all forwarded: %s: %s", api.name, len(items),
                         type(e).__name__, e)  # fmt: skip
             return Plan(raw, {"x-shortlist-fallback": f"searcher error: {type(e).__name__}"})
-        order = ready.kept + [ready.ranked[search.index[name]] for name in [*shortlist.names, *missing]]
+        body, sent = _shortlisted(top, items, ready, [search.index[n] for n in [*shortlist.names, *missing]])
         headers = {
             "x-shortlist-k": str(shortlist.k),
-            "x-shortlist-tools": f"{len(order)}/{len(items)}",
+            "x-shortlist-tools": f"{sent}/{sum(ready.sizes)}",
             "x-shortlist-policy": search.policy.method,
             **said,
         }
-        chosen = b",".join(bytes(items[i]) for i in order)
-        body = ENCODER.encode({**top, "tools": msgspec.Raw(b"[" + chosen + b"]")})
         return Plan(body, headers, text, search, (*shortlist.names, *missing), tuple(pinned), shortlist.k)
 
 

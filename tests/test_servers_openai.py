@@ -316,6 +316,101 @@ def test_custom_tools_and_the_tool_searchs_pool_are_kept_in_either_api(
     assert r.headers["x-shortlist-tools"] == f"{len(kept) + len(shown)}/{len(tools)}"
 
 
+def namespace(name: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"type": "namespace", "name": name, "description": f"The {name} tools.", "tools": tools}
+
+
+def namespaced_request() -> tuple[list[dict[str, Any]], list[str]]:
+    """A Responses tool list with namespaces (OpenAI's recommended shape): ``other`` (functions 60-99), a built-in
+    tool, functions 14-59 at the top level, ``air`` (10, 11), ``trip`` (12, and 13 deferred), ``later`` (0-9, all
+    deferred); and the names of its ranked functions in list order, qualified (``air.get_flight``)."""
+    flat = flat_tools()
+    deferred = [{**t, "defer_loading": True} for t in flat]
+    tools = [namespace("other", flat[60:]), {"type": "web_search"}, *flat[14:60], namespace("air", flat[10:12]),
+             namespace("trip", [flat[12], deferred[13]]), namespace("later", deferred[:10])]  # fmt: skip
+    ranked = [*(f"other.{t['name']}" for t in flat[60:]), *(t["name"] for t in flat[14:60]),
+              "air.get_flight", "air.search_flight", "trip.book_flight"]  # fmt: skip
+    return tools, ranked
+
+
+def leaves(tools: list[dict[str, Any]]) -> list[str]:
+    """The names of the tools sent, a namespace's as ``namespace.name``, a built-in tool by its type."""
+    out = []
+    for t in tools:
+        inner = [f"{t['name']}.{f['name']}" for f in t["tools"]] if t.get("type") == "namespace" else None
+        out += inner if inner is not None else [t.get("name") or t["type"]]
+    return out
+
+
+def qualified_registry(searcher: ToolSearch, ranked: list[str]) -> ToolSearch:
+    """The searcher over the generated tools named as the proxy ranks a namespaced request's functions."""
+    by_name = {t["function"]["name"]: t["function"] for t in openai_tools()}
+    return searcher.with_tools([{"type": "function", "function": {**by_name[n.rpartition(".")[2]], "name": n}}
+                                for n in ranked])  # fmt: skip
+
+
+def test_a_namespaces_functions_are_ranked_with_the_others_and_it_is_sent_with_those_chosen(
+    make_proxy: Callable[..., TestClient], upstream: Any, searcher: Any
+) -> None:
+    """Each function of a ``namespace`` is ranked among the top-level ones, by its qualified name; the namespace
+    goes with its own keys and, inside, the functions it keeps (deferred) and those chosen, in rank order: first
+    with the kept tools when it keeps one, else at the place of its best-ranked function; without any, it is left
+    out. A namespace of deferred functions only is kept whole."""
+    tools, ranked = namespaced_request()
+    expected = qualified_registry(searcher, ranked).search("please book my flight now", min_k=4)
+    names = list(expected.names)
+    assert any(n.startswith("air.") for n in names) and any(n.startswith("trip.") for n in names)
+    assert not any(n.startswith("other.") for n in names)  # (so: left out)
+    r = make_proxy(min_k=4).post("/v1/responses", json=respond(tools=tools))
+    assert r.status_code == 200 and "x-shortlist-fallback" not in r.headers, r.headers
+    sent = last(upstream[1])["body"]["tools"]
+    later = [f"later.{t['name']}" for t in flat_tools()[:10]]
+    trip = ["trip.cancel_flight", *(n for n in names if n.startswith("trip."))]  # its deferred function first
+    rest: list[str] = []  # a namespace's chosen functions together, where its first one ranks
+    for n in names:
+        space = n.rpartition(".")[0]
+        if not space:
+            rest.append(n)
+        elif space != "trip" and not any(m.startswith(f"{space}.") for m in rest):
+            rest += [m for m in names if m.startswith(f"{space}.")]
+    assert leaves(sent) == ["web_search", *trip, *later, *rest]
+    assert rest != [n for n in names if not n.startswith("trip.")]  # (the grouping is what this test checks)
+    spaces = [t["name"] for t in sent if t.get("type") == "namespace"]
+    assert spaces == ["trip", "later", "air"]  # each once; air where its first function ranks
+    own = [{k: v for k, v in t.items() if k != "tools"} for t in sent if t.get("type") == "namespace"]
+    assert own == [{k: v for k, v in namespace(n, []).items() if k != "tools"} for n in spaces]  # its keys as sent
+    assert sent[2] == tools[-1]  # later: kept whole, as sent
+    assert r.headers["x-shortlist-k"] == str(expected.k)
+    assert r.headers["x-shortlist-tools"] == f"{len(leaves(sent))}/{len(leaves(tools))}"
+    assert r.json()["output"][0]["content"][0]["text"] == "tools: " + ",".join(leaves(sent))
+
+
+def test_a_namespaced_function_in_use_or_forced_is_sent_in_its_namespace(proxy: TestClient, upstream: Any) -> None:
+    """A ``function_call`` item names a namespace's function by ``name`` and ``namespace``: it stays in the list. A
+    ``tool_choice`` names a function by its own name only: a namespace's function of that name is pinned."""
+    tools, _ = namespaced_request()
+    podcast = flat_tools()[99]["name"]  # in namespace other
+    called = {"type": "function_call", "call_id": "c1", "name": podcast, "namespace": "other", "arguments": "{}"}
+    items = [{"role": "user", "content": "please book my flight now"}, called, TOOL_OUTPUT[0]]
+    proxy.post("/v1/responses", json=respond(items, tools=tools))
+    assert leaves(last(upstream[1])["body"]["tools"])[-1] == f"other.{podcast}"
+    proxy.post("/v1/responses", json=respond(tools=tools, tool_choice={"type": "function", "name": podcast}))
+    sent = leaves(last(upstream[1])["body"]["tools"])
+    after_kept = 1 + max(i for i, n in enumerate(sent) if n.startswith("later."))
+    assert sent[after_kept] == f"other.{podcast}"  # pinned: first of the ranked tools
+
+
+def test_a_malformed_function_in_a_namespace_is_named_where_it_is(
+    proxy: TestClient, upstream: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    tools = [*flat_tools()[:3], namespace("crm", [flat_tools()[3], {"type": "function", "description": "no name"}])]
+    with caplog.at_level(logging.WARNING, logger="servers.openai_proxy"):
+        r = proxy.post("/v1/responses", json=respond(tools=tools))
+    assert r.headers["x-shortlist-fallback"] == "searcher error: DataError"
+    assert last(upstream[1])["body"]["tools"] == tools
+    assert any("tools[3].tools[1]: no tool name" in m for m in caplog.messages), caplog.messages
+
+
 def test_an_untyped_tool_choice_still_pins_its_function(proxy: TestClient, upstream: Any) -> None:
     """vLLM and servers like it default a tool_choice's missing ``type`` to ``function``."""
     proxy.post("/v1/chat/completions", json=chat(tool_choice={"function": {"name": "list_podcast"}}))

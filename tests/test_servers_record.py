@@ -26,7 +26,7 @@ from conftest import cli_env
 from mcp import Client, StdioServerParameters
 from starlette.testclient import TestClient
 from test_experiments_toolsearch import run
-from test_servers_openai import anthropic_tools, ask, chat, flat_tools, respond
+from test_servers_openai import anthropic_tools, ask, chat, flat_tools, namespaced_request, respond
 from test_toolsearch import mcp_tools, openai_tools
 
 from benchmarks.toollog import read_tool_log
@@ -207,6 +207,24 @@ def test_the_proxy_records_the_calls_of_each_answer(tmp_path: Path, upstream: st
         ("please book my flight now", ["book_flight"], list(expected.names), expected.k, api)
     ]
     assert [t.name for t in read_tools_file(recorder.tools_file)] == [t["function"]["name"] for t in openai_tools()]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_call_of_a_namespaces_function_is_recorded_by_its_qualified_name(
+    tmp_path: Path, upstream: str, stream: bool
+) -> None:
+    """A Responses ``function_call`` names its namespace apart (``"namespace": "trip"``): the log and ``tools.json``
+    hold ``trip.book_flight``, the name it was ranked by, so the folder trains on it as it is."""
+    tools, ranked = namespaced_request()
+    recorder = Recorder(tmp_path / "rec")
+    with TestClient(create_app(ToolSearch.from_tools(openai_tools()), ProxyConfig(upstream), recorder)) as proxy:
+        r = proxy.post("/v1/responses", json=respond(tools=tools, stream=stream),
+                       headers={"x-fake-call": "trip.book_flight,book_flight"})  # fmt: skip
+        assert r.status_code == 200, r.text
+    recorder.close()
+    (line,) = lines(recorder.log)
+    assert line["tools"] == ["trip.book_flight"] and "trip.book_flight" in line["shortlist"]  # (no top-level one)
+    assert [t.name for t in read_tools_file(recorder.tools_file)] == ranked
 
 
 def test_the_official_clients_read_the_fakes_calls_and_the_proxy_records_them(tmp_path: Path, upstream: str) -> None:
