@@ -22,7 +22,8 @@ every request to the upstream (``--upstream``, the base URL an OpenAI client wou
   pool. The functions of a ``namespace`` tool are ranked with the others, each by its qualified name
   (``crm.list_open_orders``, :func:`qualified`; a ``function_call`` item names its ``namespace``); the namespace is
   sent with its own keys, the tools it keeps (deferred, custom) and its chosen functions: first with the kept tools
-  when it keeps one, else where its best-ranked function is, or not at all when it then holds none. A
+  when it keeps one, else where its best-ranked function is, or not at all when it then holds none (a namespace
+  deferred itself is kept whole). A
   ``tool_choice`` names a function by its own name: a namespace's function of that name is pinned when no top-level
   one has it. ``POST /v1/responses/input_tokens`` is counted with the shortlist its request would be sent with.
 - Anthropic's ``POST /v1/messages`` likewise (an Anthropic client's ``base_url`` is the proxy's root, without
@@ -385,8 +386,11 @@ class Prepared:
 def _namespaced(raw: msgspec.Raw, tool: object, api: Api) -> tuple[str, Namespace, list[Any]] | None:
     """A Responses ``namespace`` tool (``{"type": "namespace", "name", "tools": [...]}``) that holds a function the
     proxy ranks: its name, its :class:`Namespace` (no tool kept yet) and its tools parsed; None for any other tool
-    (a namespace without a string name, a list of tools or a ranked function is sent as it is)."""
+    (a namespace that is deferred itself, or without a string name, a list of tools or a ranked function, is sent
+    as it is)."""
     if api.family != "openai" or not isinstance(tool, dict) or tool.get("type") != "namespace":
+        return None
+    if tool.get("defer_loading") is True:  # the hosted tool search's pool, whole
         return None
     name, tools = tool.get("name"), tool.get("tools")
     if not isinstance(name, str) or not isinstance(tools, list) or not any(api.ranks(t) for t in tools):

@@ -323,11 +323,13 @@ def namespace(name: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
 def namespaced_request() -> tuple[list[dict[str, Any]], list[str]]:
     """A Responses tool list with namespaces (OpenAI's recommended shape): ``other`` (functions 60-99), a built-in
     tool, functions 14-59 at the top level, ``air`` (10, 11), ``trip`` (12, and 13 deferred), ``later`` (0-9, all
-    deferred); and the names of its ranked functions in list order, qualified (``air.get_flight``)."""
+    deferred), ``then`` (0-9, the namespace deferred); and the names of its ranked functions in list order,
+    qualified (``air.get_flight``)."""
     flat = flat_tools()
     deferred = [{**t, "defer_loading": True} for t in flat]
     tools = [namespace("other", flat[60:]), {"type": "web_search"}, *flat[14:60], namespace("air", flat[10:12]),
-             namespace("trip", [flat[12], deferred[13]]), namespace("later", deferred[:10])]  # fmt: skip
+             namespace("trip", [flat[12], deferred[13]]), namespace("later", deferred[:10]),
+             {**namespace("then", flat[:10]), "defer_loading": True}]  # fmt: skip
     ranked = [*(f"other.{t['name']}" for t in flat[60:]), *(t["name"] for t in flat[14:60]),
               "air.get_flight", "air.search_flight", "trip.book_flight"]  # fmt: skip
     return tools, ranked
@@ -364,7 +366,7 @@ def test_a_namespaces_functions_are_ranked_with_the_others_and_it_is_sent_with_t
     r = make_proxy(min_k=4).post("/v1/responses", json=respond(tools=tools))
     assert r.status_code == 200 and "x-shortlist-fallback" not in r.headers, r.headers
     sent = last(upstream[1])["body"]["tools"]
-    later = [f"later.{t['name']}" for t in flat_tools()[:10]]
+    later = [f"{space}.{t['name']}" for space in ("later", "then") for t in flat_tools()[:10]]
     trip = ["trip.cancel_flight", *(n for n in names if n.startswith("trip."))]  # its deferred function first
     rest: list[str] = []  # a namespace's chosen functions together, where its first one ranks
     for n in names:
@@ -376,10 +378,11 @@ def test_a_namespaces_functions_are_ranked_with_the_others_and_it_is_sent_with_t
     assert leaves(sent) == ["web_search", *trip, *later, *rest]
     assert rest != [n for n in names if not n.startswith("trip.")]  # (the grouping is what this test checks)
     spaces = [t["name"] for t in sent if t.get("type") == "namespace"]
-    assert spaces == ["trip", "later", "air"]  # each once; air where its first function ranks
-    own = [{k: v for k, v in t.items() if k != "tools"} for t in sent if t.get("type") == "namespace"]
-    assert own == [{k: v for k, v in namespace(n, []).items() if k != "tools"} for n in spaces]  # its keys as sent
-    assert sent[2] == tools[-1]  # later: kept whole, as sent
+    assert spaces == ["trip", "later", "then", "air"]  # each once; air where its first function ranks
+    own = {t["name"]: {k: v for k, v in t.items() if k != "tools"} for t in sent if t.get("type") == "namespace"}
+    given = {t["name"]: {k: v for k, v in t.items() if k != "tools"} for t in tools if t.get("type") == "namespace"}
+    assert own == {n: given[n] for n in spaces}  # its keys as sent
+    assert sent[2:4] == tools[-2:]  # later and then: kept whole, as sent
     assert r.headers["x-shortlist-k"] == str(expected.k)
     assert r.headers["x-shortlist-tools"] == f"{len(leaves(sent))}/{len(leaves(tools))}"
     assert r.json()["output"][0]["content"][0]["text"] == "tools: " + ",".join(leaves(sent))
@@ -396,7 +399,7 @@ def test_a_namespaced_function_in_use_or_forced_is_sent_in_its_namespace(proxy: 
     assert leaves(last(upstream[1])["body"]["tools"])[-1] == f"other.{podcast}"
     proxy.post("/v1/responses", json=respond(tools=tools, tool_choice={"type": "function", "name": podcast}))
     sent = leaves(last(upstream[1])["body"]["tools"])
-    after_kept = 1 + max(i for i, n in enumerate(sent) if n.startswith("later."))
+    after_kept = 1 + max(i for i, n in enumerate(sent) if n.startswith("then."))
     assert sent[after_kept] == f"other.{podcast}"  # pinned: first of the ranked tools
 
 
