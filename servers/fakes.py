@@ -12,7 +12,8 @@
   request header ``x-fake-status: N`` makes it answer status N, ``x-fake-delay: S`` makes it wait S seconds
   first, ``x-fake-chunk-gap: S`` S seconds between streamed chunks, ``x-fake-call: a,b`` answers with calls of
   the tools ``a`` and ``b`` instead of text (each API's shape, streamed or not; in the Responses API ``ns.f`` is
-  ``f`` of namespace ``ns``). ``GET /v1/models`` lists one
+  ``f`` of namespace ``ns``), ``x-fake-tool-search: Q`` a Responses answer (not streamed) with a client-executed
+  ``tool_search_call`` for the query ``Q``. ``GET /v1/models`` lists one
   model.
 - :func:`fake_mcp_server`: an MCP server whose tools are the given ones; a call answers
   ``{"tool": name, "arguments": ...}`` as text, an error result when the arguments hold ``"fail": true``, an MCP
@@ -137,12 +138,19 @@ def _function_call(i: int, name: str, done: bool = True) -> dict[str, Any]:
             "status": "completed" if done else "in_progress"}  # fmt: skip
 
 
-def _response(body: dict[str, Any], rid: str = "resp-fake", calls: Sequence[str] = ()) -> dict[str, Any]:
-    """A Responses API answer (id ``rid``) naming the tools sent, or calling ``calls``."""
+def _response(
+    body: dict[str, Any], rid: str = "resp-fake", calls: Sequence[str] = (), searched: str | None = None
+) -> dict[str, Any]:
+    """A Responses API answer (id ``rid``) naming the tools sent, or calling ``calls``, or a client-executed tool
+    search for ``searched`` (a ``tool_search_call`` with the ``query``)."""
     text = {"type": "output_text", "text": "tools: " + ",".join(_names(body)), "annotations": []}
-    output = [{"type": "message", "id": "msg-fake", "role": "assistant", "status": "completed", "content": [text]}]
+    message = {"type": "message", "id": "msg-fake", "role": "assistant", "status": "completed", "content": [text]}
+    output: list[dict[str, Any]] = [message]
     if calls:
         output = [_function_call(i, n) for i, n in enumerate(calls)]
+    if searched is not None:
+        output = [{"type": "tool_search_call", "id": "ts_0", "call_id": "call_ts_0", "execution": "client",
+                   "status": "completed", "arguments": {"query": searched}}]  # fmt: skip
     return {"id": rid, "object": "response", "created_at": 0, "status": "completed",
             "model": body.get("model", "fake"), "output": output, "tools": body.get("tools", [])}  # fmt: skip
 
@@ -259,7 +267,9 @@ def fake_openai_app(received: Received | None = None, parse: bool = True, gzip: 
             responses = path.endswith("/responses")
             events = _events(body, gap, rid, calls) if responses else _chunks(body, gap, calls)
             return StreamingResponse(events, media_type="text/event-stream")
-        return JSONResponse(_response(body, rid, calls) if path.endswith("/responses") else _completion(body, calls))
+        if path.endswith("/responses"):
+            return JSONResponse(_response(body, rid, calls, request.headers.get("x-fake-tool-search")))
+        return JSONResponse(_completion(body, calls))
 
     async def models(request: Request) -> Response:
         seen.add({"method": request.method, "path": request.url.path, "headers": dict(request.headers), "body": None})

@@ -48,17 +48,12 @@ from servers import CONNECT_TIMEOUT, HEALTH_PATH, health, listen
 from servers.listen import Listener
 from servers.record import Recorder
 from servers.upstreams import FRONTED, Upstream, Upstreams, UpstreamSpec, close_all, connect, innermost
-from shortlist_depth.toolsearch import DEFAULT_MAX_K, SearchSpec, Shortlist, ToolSearch
+from shortlist_depth.toolsearch import DEFAULT_MAX_K, SEARCH_DESCRIPTION, SearchSpec, Shortlist, ToolSearch
 
 LOG = logging.getLogger("servers.mcp_server")
 SEARCH_TOOL = "search_tools"
 #: Seconds the upstreams' connections have to close when the server stops (then they are cut).
 CLOSE_SECONDS = 10.0
-SEARCH_DESCRIPTION = (
-    "Find the tools for a task. Give the user's request (or the step at hand) as the query; the answer lists "
-    "the tools worth considering for it, best first, each with its name, description and input schema. How many "
-    "it lists depends on the request. Call one of them by its name."
-)
 
 
 class FoundTool(BaseModel):

@@ -37,6 +37,7 @@ per request (the OpenAI proxy, the MCP proxy) holds one.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -70,11 +71,14 @@ __all__ = [
     "DEFAULT_MAX_K",
     "DEFAULT_POLICY_DIR",
     "FORMAT",
+    "SEARCH_DESCRIPTION",
+    "TOOL_SEARCH_PARAMETERS",
     "SearchSpec",
     "Shortlist",
     "ToolSearch",
     "default_policy_path",
     "policy_scorer",
+    "responses_function",
 ]
 
 #: The most ranked tools a shortlist shows unless the caller says otherwise (``max_k=None``: no bound). Every tool
@@ -86,6 +90,20 @@ DEFAULT_POLICY_DIR = Path(__file__).resolve().parent / "default_policy"
 FORMAT = "shortlist-depth toolsearch 1"
 #: The files of a saved searcher, besides ``searcher.json`` (which records their sha256).
 SAVED_FILES = ("tools.json", "policy/config.json")
+#: What a search tool tells the model: the MCP server's ``search_tools``, and the client-executed ``tool_search`` of
+#: OpenAI's Responses API (:meth:`ToolSearch.openai_tool_search_tool`).
+SEARCH_DESCRIPTION = (
+    "Find the tools for a task. Give the user's request (or the step at hand) as the query; the answer lists "
+    "the tools worth considering for it, best first, each with its name, description and input schema. How many "
+    "it lists depends on the request. Call one of them by its name."
+)
+#: The arguments a client-executed ``tool_search`` asks the model for: the request, in its words.
+TOOL_SEARCH_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"query": {"type": "string", "description": "The user's request, or the step at hand."}},
+    "required": ["query"],
+    "additionalProperties": False,
+}
 _RANKERS: OrderedDict[tuple[str, str, str], RegistryRanker] = OrderedDict()
 _RANKERS_KEPT = 16
 
@@ -121,6 +139,13 @@ class Shortlist:
         """The ``tool_reference`` blocks a client-side Anthropic tool search returns, one per tool in order."""
         return [{"type": "tool_reference", "tool_name": name} for name in self.names]
 
+    def as_tool_search_output(self, call_id: str | None) -> dict[str, Any]:
+        """The ``tool_search_output`` item that answers an OpenAI Responses API client-executed ``tool_search_call``
+        (its ``call_id``): the tools in the Responses API's function shape (:func:`responses_function`), in order.
+        :meth:`ToolSearch.answer_tool_search_call` reads the call and searches."""
+        return {"type": "tool_search_output", "call_id": call_id, "execution": "client", "status": "completed",
+                "tools": [responses_function(t) for t in self.tools]}  # fmt: skip
+
     def to_json(self) -> dict[str, Any]:
         """A plain dict (JSON-serialisable)."""
         return {
@@ -132,6 +157,28 @@ class Shortlist:
             "why": self.why,
             "tools": list(self.tools),
         }
+
+
+def responses_function(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool's schema (any shape :func:`benchmarks.tools.parse_tool` reads) in the Responses API's function shape,
+    ``{"type": "function", "name", "description", "parameters", ...}``: Chat Completions' ``function`` lifted, an MCP
+    tool's ``inputSchema`` as its ``parameters`` (its other MCP keys left out), a flat one as it is; without
+    ``defer_loading`` (a tool search's answer loads it)."""
+    if schema.get("type") == "function" and isinstance(schema.get("function"), Mapping):
+        flat = {"type": "function", **schema["function"]}
+    elif "inputSchema" in schema:
+        flat = {"type": "function", "name": schema.get("name"), "parameters": schema["inputSchema"]}
+        if schema.get("description") is not None:
+            flat["description"] = schema["description"]
+    else:
+        flat = {"type": "function", **schema}
+    flat.pop("defer_loading", None)
+    return flat
+
+
+def _call_field(call: object, key: str) -> Any:
+    """A field of a ``tool_search_call`` given as a dict or as the OpenAI SDK's object."""
+    return call.get(key) if isinstance(call, Mapping) else getattr(call, key, None)
 
 
 def default_policy_path(scorer: str) -> Path:
@@ -400,6 +447,47 @@ class ToolSearch:
     ) -> Shortlist:
         """The shortlist for one request (see :meth:`search_many`)."""
         return self.search_many([request], min_k=min_k, max_k=max_k, pinned=pinned, exclude=exclude)[0]
+
+    @staticmethod
+    def openai_tool_search_tool(description: str = SEARCH_DESCRIPTION) -> dict[str, Any]:
+        """The client-executed ``tool_search`` tool of OpenAI's Responses API (``{"type": "tool_search",
+        "execution": "client", ...}``) whose calls :meth:`answer_tool_search_call` answers: put it in the request's
+        ``tools``; the model calls it with a ``query`` (:data:`TOOL_SEARCH_PARAMETERS`)."""
+        return {"type": "tool_search", "execution": "client", "description": description,
+                "parameters": copy.deepcopy(TOOL_SEARCH_PARAMETERS)}  # fmt: skip
+
+    def answer_tool_search_call(
+        self,
+        call: object,
+        *,
+        min_k: int | None = None,
+        max_k: int | None = DEFAULT_MAX_K,
+        pinned: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+    ) -> dict[str, Any]:
+        """The ``tool_search_output`` item that answers a Responses API ``tool_search_call`` of the tool
+        :meth:`openai_tool_search_tool` defines (the item as a dict, or the OpenAI SDK's object): the shortlist of
+        its ``query`` (:meth:`search`, the same bounds), :meth:`Shortlist.as_tool_search_output`. Append the call
+        and the answer to the next request's ``input``.
+
+        Raises:
+            ValueError: the call is no ``tool_search_call`` or its arguments hold no ``query`` string (naming its
+                ``call_id``).
+        """
+        call_id = _call_field(call, "call_id")
+        if _call_field(call, "type") != "tool_search_call":
+            raise ValueError(f"call {call_id!r}: not a tool_search_call (type {_call_field(call, 'type')!r})")
+        arguments = _call_field(call, "arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"tool_search_call {call_id!r}: its arguments are not JSON ({e})") from e
+        query = arguments.get("query") if isinstance(arguments, Mapping) else None
+        if not isinstance(query, str):
+            raise ValueError(f"tool_search_call {call_id!r}: its arguments hold no 'query' string ({arguments!r:.200})")
+        shortlist = self.search(query, min_k=min_k, max_k=max_k, pinned=pinned, exclude=exclude)
+        return shortlist.as_tool_search_output(call_id)
 
     def search_many(
         self,
