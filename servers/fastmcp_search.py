@@ -1,0 +1,134 @@
+"""The tool search as a FastMCP search transform: a per-request depth where FastMCP's search returns a fixed top 5.
+
+FastMCP (4.x) replaces a server's tool listing with a ``search_tools`` tool and a ``call_tool`` proxy when a search
+transform is added; its own, ``BM25SearchTransform`` and ``RegexSearchTransform``, return ``max_results`` tools (5)
+for every query. :class:`ShortlistSearchTransform` is the same interface with this package's scorer and depth policy
+(:class:`shortlist_depth.SearchSpec`: the library's defaults, or a saved searcher's, e.g. the one ``shortlist
+recommend --log`` trains on the agent's own calls), so the swap is one line::
+
+    from fastmcp import FastMCP
+    from servers.fastmcp_search import ShortlistSearchTransform
+
+    mcp = FastMCP("Server")
+    ...  # its tools
+    mcp.add_transform(ShortlistSearchTransform())  # was: BM25SearchTransform(max_results=5)
+
+The searcher over the server's tools is prepared once per catalog (its tools' names, descriptions and parameter
+schemas hashed; FastMCP's visibility and auth rules apply, as for its own transforms) and each search runs off the
+event loop, one at a time. Results are FastMCP's (the same serializer, the tools in rank order); the policy's K is
+bounded by ``min_k`` / ``max_k`` (:data:`shortlist_depth.DEFAULT_MAX_K`, 20, unless given). A catalog the searcher
+cannot read (a tool FastMCP serves but the searcher refuses) is logged, and that search returns every tool: the
+request is never dropped. Needs the ``fastmcp`` extra (``pip install shortlist-depth[fastmcp]``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+import anyio
+from fastmcp.server.context import Context
+from fastmcp.server.transforms.search.base import BaseSearchTransform, SearchResultSerializer
+from fastmcp.tools.base import Tool
+
+from shortlist_depth.toolsearch import DEFAULT_MAX_K, SEARCH_DESCRIPTION, SearchSpec, ToolSearch
+
+LOG = logging.getLogger("servers.fastmcp_search")
+
+
+def _mcp_tool(tool: Tool) -> dict[str, Any]:
+    """A FastMCP tool as the searcher reads it (an MCP ``tools/list`` entry: name, description, input schema)."""
+    return {"name": tool.name, "description": tool.description or "", "inputSchema": tool.parameters}
+
+
+def _catalog_key(tools: Sequence[Tool]) -> str:
+    """sha256 of the tools as the searcher reads them, in order (a changed catalog is prepared again)."""
+    return hashlib.sha256(json.dumps([_mcp_tool(t) for t in tools], sort_keys=True, default=str).encode()).hexdigest()
+
+
+class ShortlistSearchTransform(BaseSearchTransform):
+    """FastMCP's search transform with a per-request depth (module docstring).
+
+    Args:
+        searcher: the scorer and policy: None for the library's defaults (BM25 and the policy shipped for it), a
+            :class:`~shortlist_depth.SearchSpec` or :class:`~shortlist_depth.ToolSearch` (its scorer and policy,
+            not its tools), or a saved searcher's folder.
+        min_k: show at least this many tools (None: 1, the library's).
+        max_k: show at most this many (the library's default bound; None: no bound).
+        always_visible, search_tool_name, call_tool_name, search_result_serializer: FastMCP's, as for its own
+            search transforms.
+    """
+
+    def __init__(
+        self,
+        searcher: SearchSpec | ToolSearch | str | os.PathLike[str] | None = None,
+        *,
+        min_k: int | None = None,
+        max_k: int | None = DEFAULT_MAX_K,
+        always_visible: list[str] | None = None,
+        search_tool_name: str = "search_tools",
+        call_tool_name: str = "call_tool",
+        search_result_serializer: SearchResultSerializer | None = None,
+    ) -> None:
+        super().__init__(
+            max_results=max_k or 0,  # (FastMCP's bound, unused here: the policy's K is bounded by min_k / max_k)
+            always_visible=always_visible,
+            search_tool_name=search_tool_name,
+            call_tool_name=call_tool_name,
+            search_result_serializer=search_result_serializer,
+        )
+        if searcher is None:
+            self.spec = SearchSpec.create()
+        elif isinstance(searcher, SearchSpec):
+            self.spec = searcher
+        elif isinstance(searcher, ToolSearch):
+            self.spec = searcher.spec
+        else:
+            self.spec = ToolSearch.load(searcher).spec
+        self.min_k, self.max_k = min_k, max_k
+        self._prepared: tuple[str, ToolSearch] | None = None
+        self._limiter = anyio.CapacityLimiter(1)  # one search at a time, off the event loop
+
+    def _make_search_tool(self) -> Tool:
+        transform = self
+
+        async def search_tools(
+            query: Annotated[str, "The user's request, or the step at hand"],
+            ctx: Context = None,  # type: ignore[assignment]  # (FastMCP fills it in)
+        ) -> str | list[dict[str, Any]]:
+            hidden = await transform._get_visible_tools(ctx)
+            return await transform._render_results(await transform._search(hidden, query))
+
+        return Tool.from_function(fn=search_tools, name=self._search_tool_name, description=SEARCH_DESCRIPTION)
+
+    def _searcher(self, tools: Sequence[Tool]) -> ToolSearch:
+        """The searcher over ``tools``, prepared again only when the catalog changed."""
+        key = _catalog_key(tools)
+        if self._prepared is None or self._prepared[0] != key:
+            self._prepared = (key, self.spec.over([_mcp_tool(t) for t in tools]))
+        return self._prepared[1]
+
+    def _shortlist(self, tools: Sequence[Tool], query: str) -> list[str]:
+        return list(self._searcher(tools).search(query, min_k=self.min_k, max_k=self.max_k).names)
+
+    async def _search(self, tools: Sequence[Tool], query: str) -> Sequence[Tool]:
+        """The shortlist of ``query`` among ``tools``, in rank order (every tool when the searcher fails)."""
+        if not tools:
+            return []
+        try:
+            names = await anyio.to_thread.run_sync(self._shortlist, tools, query, limiter=self._limiter)
+        except Exception as e:  # never drop the request: every tool, and why
+            LOG.warning("searcher failed on a query, every tool returned: %s: %s", type(e).__name__, e)
+            return list(tools)
+        by_name = {t.name: t for t in tools}
+        return [by_name[n] for n in names]
+
+    def __repr__(self) -> str:
+        return f"ShortlistSearchTransform({self.spec!r}, min_k={self.min_k}, max_k={self.max_k})"
+
+
+__all__: Sequence[str] = ["ShortlistSearchTransform"]

@@ -1,0 +1,100 @@
+"""The tool search as a FastMCP search transform (:mod:`servers.fastmcp_search`): a FastMCP server with the
+generated 100 tools, its listing replaced by ``search_tools`` and ``call_tool``, driven with FastMCP's own client in
+memory. Its answer is the library's shortlist for the same tools (the same names, in rank order; the entry points
+agree), where FastMCP's ``BM25SearchTransform`` answers its fixed 5; a saved searcher's policy is used; a tool found
+is called through ``call_tool``; a catalog the searcher refuses returns every tool, logged."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from fastmcp import Client, FastMCP
+from fastmcp.server.transforms.search import BM25SearchTransform
+from fastmcp.tools.base import Tool, ToolResult
+from test_toolsearch import labelled_lists, mcp_tools, openai_tools, requests
+
+import shortlist_depth as sd
+from servers.fastmcp_search import ShortlistSearchTransform
+from shortlist_depth.toolsearch import SEARCH_DESCRIPTION, ToolSearch
+
+
+class SchemaTool(Tool):
+    """A FastMCP tool from a schema: it answers with its own name."""
+
+    async def run(self, arguments: dict[str, Any]) -> ToolResult:
+        return ToolResult(content=f"{self.name} ran with {json.dumps(arguments, sort_keys=True)}")
+
+
+def server(transform: Any, tools: list[dict[str, Any]] | None = None) -> FastMCP:
+    mcp = FastMCP("tools")
+    for t in mcp_tools()["tools"] if tools is None else tools:
+        mcp.add_tool(SchemaTool(name=t["name"], description=t["description"], parameters=t["inputSchema"]))
+    mcp.add_transform(transform)
+    return mcp
+
+
+def found(mcp: FastMCP, query: str) -> list[str]:
+    async def ask() -> list[str]:
+        async with Client(mcp) as client:
+            result = await client.call_tool("search_tools", {"query": query})
+        return [t["name"] for t in result.structured_content["result"]]
+
+    return anyio.run(ask)
+
+
+def test_search_tools_answers_the_librarys_shortlist_where_bm25_answers_5() -> None:
+    mcp = server(ShortlistSearchTransform())
+    library = ToolSearch.from_tools(mcp_tools())
+    depths = set()
+    queries = [*requests(8), "cancel my hotel booking and my flight", "list podcast news weather"]
+    for query in queries:
+        names = found(mcp, query)
+        assert names == list(library.search(query).names), query
+        depths.add(len(names))
+    fixed = server(BM25SearchTransform(max_results=5))
+    assert {len(found(fixed, q)) for q in queries} == {5}
+    assert len(depths) > 1, depths  # (a per-request depth: not FastMCP's fixed five)
+
+
+def test_the_listing_is_the_search_and_a_tool_found_is_called_through_call_tool() -> None:
+    mcp = server(ShortlistSearchTransform(always_visible=["get_weather"]))
+
+    async def run() -> tuple[list[str], str, str]:
+        async with Client(mcp) as client:
+            listed = await client.list_tools()
+            search = next(t for t in listed if t.name == "search_tools")
+            called = await client.call_tool("call_tool", {"name": "book_flight", "arguments": {"flight_id": "F1"}})
+        return [t.name for t in listed], search.description or "", called.content[0].text  # type: ignore[union-attr]
+
+    names, description, text = anyio.run(run)
+    assert names == ["get_weather", "search_tools", "call_tool"] and description == SEARCH_DESCRIPTION
+    assert text == 'book_flight ran with {"flight_id": "F1"}'
+    assert "get_weather" not in found(mcp, "please get my weather now")  # (pinned: listed, never searched)
+
+
+def test_a_saved_searchers_policy_and_the_bounds_are_used(tmp_path: Path) -> None:
+    policy = sd.fit("posterior", labelled_lists(openai_tools()), seed=0)
+    saved = ToolSearch.from_tools(openai_tools(), policy=policy).save(tmp_path / "searcher")
+    library = ToolSearch.load(saved).with_tools(mcp_tools())
+    query = "please book my flight now"
+    assert found(server(ShortlistSearchTransform(saved)), query) == list(library.search(query).names)
+    assert found(server(ShortlistSearchTransform(saved, min_k=4)), query) == list(
+        library.search(query, min_k=4).names)  # fmt: skip
+    assert len(found(server(ShortlistSearchTransform(max_k=2)), query)) <= 2
+    assert "bor-posterior" in repr(ShortlistSearchTransform(saved))
+
+
+def test_a_catalog_the_searcher_refuses_returns_every_tool_and_says_why(caplog: pytest.LogCaptureFixture) -> None:
+    """A tool FastMCP serves whose schema the searcher refuses (``properties`` not an object): the search cannot
+    improve on the catalog, so it answers all of it."""
+    tools = [*mcp_tools()["tools"][:5], {"name": "odd", "description": "Odd.", "inputSchema": {
+        "type": "object", "properties": []}}]  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="servers.fastmcp_search"):
+        names = found(server(ShortlistSearchTransform(), tools), "please get my weather now")
+    assert names == [t["name"] for t in tools]
+    assert any("searcher failed" in m and "properties" in m for m in caplog.messages), caplog.messages
