@@ -19,6 +19,13 @@ event loop, one at a time. Results are FastMCP's (the same serializer, the tools
 bounded by ``min_k`` / ``max_k`` (:data:`shortlist_depth.DEFAULT_MAX_K`, 20, unless given). A catalog the searcher
 cannot read (a tool FastMCP serves but the searcher refuses) is logged, and that search returns every tool: the
 request is never dropped. Needs the ``fastmcp`` extra (``pip install shortlist-depth[fastmcp]``).
+
+With ``record=DIR`` (or a :class:`servers.record.Recorder`), each ``call_tool`` of a tool of the catalog is written
+with the search it followed, as ``shortlist serve mcp --record`` writes it (:mod:`servers.record`): the latest
+search whose answer holds the tool; the catalog goes to ``DIR/tools.json``. The folder trains a policy as it is
+(``shortlist recommend --log DIR``), which the transform then takes (``ShortlistSearchTransform("rec/searcher")``).
+Calls are tied to searches in the order they come, so record one agent per server process (stdio): over HTTP,
+agents searching at once would have their calls tied to one another's searches.
 """
 
 from __future__ import annotations
@@ -31,10 +38,13 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 import anyio
+from fastmcp.exceptions import NotFoundError
 from fastmcp.server.context import Context
 from fastmcp.server.transforms.search.base import BaseSearchTransform, SearchResultSerializer
-from fastmcp.tools.base import Tool
+from fastmcp.tools.base import Tool, ToolResult
+from fastmcp.tools.function_tool import FunctionTool
 
+from servers.record import Recorder
 from shortlist_depth.toolsearch import DEFAULT_MAX_K, SEARCH_DESCRIPTION, SearchSpec, ToolSearch
 
 LOG = logging.getLogger("servers.fastmcp_search")
@@ -59,6 +69,8 @@ class ShortlistSearchTransform(BaseSearchTransform):
             not its tools), or a saved searcher's folder.
         min_k: show at least this many tools (None: 1, the library's).
         max_k: show at most this many (the library's default bound; None: no bound).
+        record: a folder (or a :class:`~servers.record.Recorder`) to write each ``call_tool`` with the search it
+            followed (module docstring); None: nothing written.
         always_visible, search_tool_name, call_tool_name, search_result_serializer: FastMCP's, as for its own
             search transforms.
     """
@@ -69,6 +81,7 @@ class ShortlistSearchTransform(BaseSearchTransform):
         *,
         min_k: int | None = None,
         max_k: int | None = DEFAULT_MAX_K,
+        record: str | os.PathLike[str] | Recorder | None = None,
         always_visible: list[str] | None = None,
         search_tool_name: str = "search_tools",
         call_tool_name: str = "call_tool",
@@ -90,6 +103,7 @@ class ShortlistSearchTransform(BaseSearchTransform):
         else:
             self.spec = ToolSearch.load(searcher).spec
         self.min_k, self.max_k = min_k, max_k
+        self.recorder = record if isinstance(record, Recorder) or record is None else Recorder(record)
         self._prepared: tuple[str, ToolSearch] | None = None
         self._limiter = anyio.CapacityLimiter(1)  # one search at a time, off the event loop
 
@@ -105,15 +119,51 @@ class ShortlistSearchTransform(BaseSearchTransform):
 
         return Tool.from_function(fn=search_tools, name=self._search_tool_name, description=SEARCH_DESCRIPTION)
 
+    def _make_call_tool(self) -> Tool:
+        """FastMCP's ``call_tool`` proxy; recording, each call of a tool of the catalog is written (the agent's
+        choice, whether the tool then succeeds or fails; a name FastMCP refuses is not written)."""
+        proxy = super()._make_call_tool()
+        if self.recorder is None:
+            return proxy
+        assert isinstance(proxy, FunctionTool)
+        inner, recorder = proxy.fn, self.recorder
+
+        async def call_tool(
+            name: Annotated[str, "The name of the tool to call"],
+            arguments: Annotated[dict[str, Any] | None, "Arguments to pass to the tool"] = None,
+            ctx: Context = None,  # type: ignore[assignment]  # (FastMCP fills it in)
+        ) -> ToolResult:
+            """Call a tool by name with the given arguments.
+
+            Use this to execute tools discovered via search_tools.
+            """
+            try:
+                result: ToolResult = await inner(name, arguments, ctx)
+            except (NotFoundError, ValueError):  # (no tool of the catalog: not a choice to learn from)
+                raise
+            except Exception:
+                recorder.called(name)
+                raise
+            recorder.called(name)
+            return result
+
+        return Tool.from_function(fn=call_tool, name=self._call_tool_name)
+
     def _searcher(self, tools: Sequence[Tool]) -> ToolSearch:
         """The searcher over ``tools``, prepared again only when the catalog changed."""
         key = _catalog_key(tools)
         if self._prepared is None or self._prepared[0] != key:
-            self._prepared = (key, self.spec.over([_mcp_tool(t) for t in tools]))
+            registry = [_mcp_tool(t) for t in tools]
+            self._prepared = (key, self.spec.over(registry))
+            if self.recorder is not None:
+                self.recorder.registry(registry)
         return self._prepared[1]
 
     def _shortlist(self, tools: Sequence[Tool], query: str) -> list[str]:
-        return list(self._searcher(tools).search(query, min_k=self.min_k, max_k=self.max_k).names)
+        shortlist = self._searcher(tools).search(query, min_k=self.min_k, max_k=self.max_k)
+        if self.recorder is not None:
+            self.recorder.searched(query, shortlist.names, shortlist.k, str(shortlist.why.get("method", "")))
+        return list(shortlist.names)
 
     async def _search(self, tools: Sequence[Tool], query: str) -> Sequence[Tool]:
         """The shortlist of ``query`` among ``tools``, in rank order (every tool when the searcher fails)."""

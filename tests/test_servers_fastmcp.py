@@ -19,14 +19,18 @@ from fastmcp.tools.base import Tool, ToolResult
 from test_toolsearch import labelled_lists, mcp_tools, openai_tools, requests
 
 import shortlist_depth as sd
+from benchmarks.toollog import read_tool_log
+from benchmarks.tools import read_tools_file
 from servers.fastmcp_search import ShortlistSearchTransform
 from shortlist_depth.toolsearch import SEARCH_DESCRIPTION, ToolSearch
 
 
 class SchemaTool(Tool):
-    """A FastMCP tool from a schema: it answers with its own name."""
+    """A FastMCP tool from a schema: it answers with its own name (``cancel_*`` tools fail)."""
 
     async def run(self, arguments: dict[str, Any]) -> ToolResult:
+        if self.name.startswith("cancel_"):
+            raise ValueError(f"{self.name} failed")
         return ToolResult(content=f"{self.name} ran with {json.dumps(arguments, sort_keys=True)}")
 
 
@@ -98,3 +102,33 @@ def test_a_catalog_the_searcher_refuses_returns_every_tool_and_says_why(caplog: 
         names = found(server(ShortlistSearchTransform(), tools), "please get my weather now")
     assert names == [t["name"] for t in tools]
     assert any("searcher failed" in m and "properties" in m for m in caplog.messages), caplog.messages
+
+
+def test_recording_writes_each_call_with_the_search_it_followed_and_the_catalog(tmp_path: Path) -> None:
+    """As ``serve mcp --record``: a call through ``call_tool`` is tied to the latest search whose answer holds it;
+    a tool that fails was still the agent's choice; a name FastMCP refuses is no label. The folder reads as
+    ``shortlist recommend --log`` reads it."""
+    folder = tmp_path / "rec"
+    mcp = server(ShortlistSearchTransform(record=folder))
+    flights, weather = "please book my flight now", "please get my weather now"
+
+    async def session() -> list[bool]:
+        failed = []
+        async with Client(mcp) as client:
+            await client.call_tool("search_tools", {"query": flights})
+            await client.call_tool("search_tools", {"query": weather})
+            for name in ("book_flight", "get_weather", "cancel_flight", "no_such_tool", "search_tools"):
+                result = await client.call_tool("call_tool", {"name": name, "arguments": {}}, raise_on_error=False)
+                failed.append(result.is_error)
+        return failed
+
+    assert anyio.run(session) == [False, False, True, True, True]
+    lines = [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()]
+    assert [(w["request"], w["tools"]) for w in lines] == [
+        (flights, ["book_flight"]), (weather, ["get_weather"]), (flights, ["cancel_flight"])]  # fmt: skip
+    library = ToolSearch.from_tools(mcp_tools())
+    assert lines[0]["shortlist"] == list(library.search(flights).names) and lines[0]["policy"] == "bor-topp"
+    registry = read_tools_file(folder / "tools.json")
+    assert [t.name for t in registry] == [t["name"] for t in mcp_tools()["tools"]]
+    log = read_tool_log(folder / "log.jsonl", [t.name for t in registry])
+    assert len(log.records) == 2 and log.duplicates == 1 and not log.skipped  # (flights twice: one request)
