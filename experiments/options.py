@@ -233,6 +233,25 @@ class SourceArgs:
             raise ValueError(f"--n-candidates must lie in [1, 2**53], got {self.n_candidates}")
         if bool(self.run) != bool(self.qrels):
             raise ValueError("--run and --qrels go together")
+        self._check_sources()
+
+    def _check_sources(self) -> None:
+        """Options of one data source given with another are refused, not ignored (a default value cannot be told
+        from one given, so only a value other than the default is checked)."""
+        source = self.source
+        if self.benchmark == "run" and not (self.run and self.qrels):
+            raise ValueError("--benchmark run needs --run RUN --qrels QRELS (your ranked lists and their judgments)")
+        if source in ("run", "log") and self.benchmark not in ("bfcl", "run"):
+            given = "--run/--qrels" if source == "run" else "--tools/--log"
+            raise ValueError(f"{given} replace --benchmark: drop --benchmark {self.benchmark}")
+        if source == "run" and (self.scorer != "bm25" or self.variant):
+            raise ValueError("--run/--qrels bring their own scores: --scorer and --variant do not apply to them")
+        if self.beir_dir and source != "beir":
+            raise ValueError(f"--beir-dir goes with --benchmark beir (the data here: {source})")
+        if self.beir_split != "test" and source != "beir":
+            raise ValueError(f"--beir-split goes with --benchmark beir (the data here: {source})")
+        if self.n_candidates is not None and source != "run":
+            raise ValueError(f"--n-candidates goes with --run (the data here: {source})")
 
     def _recorded(self, folder: str) -> None:
         """``--log FOLDER``: the ``log.jsonl`` of a folder ``shortlist serve --record`` wrote, and its

@@ -122,6 +122,33 @@ def test_byo_errors(tmp_path: Path, cache_dir: str, capsys: pytest.CaptureFixtur
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--benchmark", "run"], "--benchmark run needs --run RUN --qrels QRELS"),
+        (["--benchmark", "beir", "--beir-dir", "X", "RUN"], "--run/--qrels replace --benchmark: drop --benchmark beir"),
+        (["--scorer", "minilm", "RUN"], "--run/--qrels bring their own scores"),
+        (["--variant", "hybrid", "RUN"], "--run/--qrels bring their own scores"),
+        (["--beir-dir", "X"], "--beir-dir goes with --benchmark beir (the data here: bfcl)"),
+        (["--beir-split", "dev", "RUN"], "--beir-split goes with --benchmark beir (the data here: run)"),
+        (["--benchmark", "beir", "--beir-dir", "X", "--n-candidates", "5000"], "--n-candidates goes with --run"),
+        (["--benchmark", "metatool", "--tools", "T", "--log", "L"], "--tools/--log replace --benchmark"),
+    ],
+)
+@pytest.mark.parametrize("command", ["train", "recommend"])
+def test_options_of_another_data_source_are_refused_not_ignored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, extra: list[str], said: str
+) -> None:
+    """One line, status 2, nothing written (``--benchmark run`` without a run was an AssertionError's traceback)."""
+    run, qrels = write_run(tmp_path)
+    args = [a for e in extra for a in (["--run", str(run), "--qrels", str(qrels)] if e == "RUN" else [e])]
+    out = tmp_path / "o"
+    assert main([command, *args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
+
+
 def test_byo_beir_folder(tmp_path: Path, cache_dir: str) -> None:
     folder = tmp_path / "tiny"
     (folder / "qrels").mkdir(parents=True)
