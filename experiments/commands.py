@@ -26,10 +26,13 @@ from experiments.options import (
     ReproduceArgs,
     SourceArgs,
     TrainArgs,
-    source_options,  # noqa: F401 (the helper of train and evaluate)
+    source_options,
 )
 
 if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
     from benchmarks.conditions import Condition
 
 
@@ -144,41 +147,98 @@ def _leakage(split: str, n_train: int, n_all: int) -> list[str]:
     ]
 
 
-def _own_run_condition(ea: EvaluateArgs, cfg: dict, ca: FolderArgs) -> tuple[Condition, str, list[str]]:
+def _recorded_condition(run: Path) -> dict:
+    """The condition a run's manifest recorded (empty when there is none to read)."""
+    try:
+        recorded = json.loads((run / "manifest.json").read_text(encoding="utf-8")).get("condition")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return recorded if isinstance(recorded, dict) else {}
+
+
+def _own_run_condition(ea: EvaluateArgs, cfg: dict, ca: FolderArgs, run: Path) -> tuple[Condition, str, list[str]]:
     """The condition of ``--run/--qrels``, which of its queries to evaluate, and the console lines saying why.
 
-    On the data the policy was trained on (the same run and qrels contents, by sha256), the run's own
-    split (its train fraction and split seed) and by default its test queries; training queries only
-    with ``--split train|all``, and then with a warning. On other data, every query by default.
+    On the data the policy was trained on, the run's own split (its train fraction and split seed) and by default
+    its test queries; training queries only with ``--split train|all``, and then with a warning. The data are the
+    trained ones when the run and qrels contents are (by sha256), or when, split as the policy's data were, they
+    give the same queries (by the recorded digest of the test split's query ids, and the same number of training
+    queries: the same run gzipped, reordered or with other line ends, or another retriever's run of the same
+    queries). On other data, every query by default. ``--n-candidates`` unset: the N the policy was trained with
+    on its own data (said), each query's run length on other data.
     """
     from benchmarks.trec import same_inputs
     from experiments.runner import get_condition
 
-    sa = SourceArgs(run=ea.run, qrels=ea.qrels, n_candidates=ea.n_candidates)
-    options = source_options(sa)
     trained = (cfg.get("options") or {}) if cfg["benchmark"] == "run" else {}
-    same = same_inputs(trained, dict(options))
-    frac = float(trained.get("train_frac") or DEFAULT_TRAIN_FRAC) if same else (ea.train_frac or DEFAULT_TRAIN_FRAC)
+    trained_n = trained.get("n_candidates")
+    n_notes: list[str] = []
+
+    def condition(frac: float, n: int | None) -> Condition:
+        sa = SourceArgs(run=ea.run, qrels=ea.qrels, n_candidates=n)
+        options = tuple((k, str(frac) if k == "train_frac" else v) for k, v in source_options(sa))
+        return get_condition("run", "run", "", cfg.get("split_seed", 0), ca.data_dir, ca.cache_dir, options)
+
+    def own_n() -> int | None:
+        if ea.n_candidates is None and trained_n:
+            n_notes.append(f"shortlist: note: N = {trained_n} candidates per query, as the policy was trained "
+                           "(its --n-candidates); give --n-candidates to change it")  # fmt: skip
+            return int(trained_n)
+        return ea.n_candidates
+
+    same = same_inputs(trained, dict(source_options(SourceArgs(run=ea.run, qrels=ea.qrels))))
+    frac = float(trained.get("train_frac") or DEFAULT_TRAIN_FRAC) if trained else DEFAULT_TRAIN_FRAC
+    cond, how = None, "are the data this policy was trained on"
+    if not same and trained:  # the same queries in another file? split them as the policy's were
+        recorded = _recorded_condition(run)
+        candidate = condition(frac, own_n())
+        meta = candidate.meta
+        if recorded.get("test_qids_sha256") and (meta.get("test_qids_sha256"), meta.get("n_train")) == (
+            recorded["test_qids_sha256"], recorded.get("n_train")):  # fmt: skip
+            same, cond = True, candidate
+            how = ("hold the queries this policy was trained on (the same query ids, split as they were; the files "
+                   "differ by sha256)")  # fmt: skip
+        else:
+            n_notes.clear()
     if same and ea.train_frac is not None and ea.train_frac != frac:
         raise ValueError(
             f"--train-frac {ea.train_frac}: the policy was trained on this run with train fraction {frac}; another "
             "split would put its training queries among the test queries (every query: --split all)"
         )
-    options = tuple((k, str(frac) if k == "train_frac" else v) for k, v in options)
-    cond = get_condition("run", "run", "", cfg.get("split_seed", 0), ca.data_dir, ca.cache_dir, options)
     if same:
+        cond = cond or condition(frac, own_n())
         split = ea.split or "test"
-        notes = [
-            f"shortlist: note: {ea.run} and {ea.qrels} are the data this policy was trained on: its split "
-            f"(train fraction {frac:g}), {split} queries"
-        ]
-        return cond, split, notes + _leakage(split, len(cond.train), len(cond.queries))
+        notes = [f"shortlist: note: {ea.run} and {ea.qrels} {how}: its split (train fraction {frac:g}), {split} "
+                 "queries"]  # fmt: skip
+        return cond, split, notes + n_notes + _leakage(split, len(cond.train), len(cond.queries))
+    cond = condition(ea.train_frac or DEFAULT_TRAIN_FRAC, ea.n_candidates)
     split = ea.split or "all"
     notes = [
         f"shortlist: note: {ea.run} and {ea.qrels} are not the data this policy was trained on (sha256 differ): "
         f"no training query among them, {'every query' if split == 'all' else f'the {split} split'} is evaluated"
     ]
+    if trained_n and ea.n_candidates is None:
+        notes.append(f"shortlist: note: the policy was trained with N = {trained_n} candidates per query; here N is "
+                     f"each query's run length (give --n-candidates {trained_n} to keep it)")  # fmt: skip
     return cond, split, notes
+
+
+def _check_own_out(out: Path, run: Path, condition: dict, split: str) -> None:
+    """Never replace an evaluation made from other inputs: ``--out`` may hold this one only (the same run, the same
+    data, by the condition its manifest recorded, and the same split), rewritten."""
+    try:
+        there = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError) as e:
+        raise ValueError(f"--out {out}: holds a manifest.json that cannot be read ({e}); give another --out") from e
+    if (there.get("run_dir"), there.get("condition"), there.get("split")) != (str(run.resolve()), condition, split):
+        recorded = there.get("condition") or {}
+        data = ", ".join(sorted(recorded.get("inputs_sha256") or {})) or recorded.get("benchmark")
+        raise ValueError(
+            f"--out {out}: holds another evaluation (run {there.get('run_dir')}, data {data}, split "
+            f"{there.get('split')}); give another --out (this one is left as it is)"
+        )
 
 
 def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
@@ -198,7 +258,7 @@ def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
     policy = load_run_policy(run, cfg)
     episode = EpisodeConfig(**cfg["episode"])
     if ea.run:
-        cond, split, notes = _own_run_condition(ea, cfg, ca)
+        cond, split, notes = _own_run_condition(ea, cfg, ca, run)
         changes: list[str] = []
     else:
         benchmark = ea.benchmark or cfg["benchmark"]
@@ -220,6 +280,8 @@ def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
         _print_data_notes(cond.meta, len(queries), split)
     out = Path(ea.out) if ea.out else Path("evaluations") / run.name / f"{cond.name}-{split}"
     _check_out(out, run)
+    condition = {k: v for k, v in cond.meta.items() if not k.startswith("seconds") and k != "score_cache_hit"}
+    _check_own_out(out, run, json.loads(json.dumps(condition, default=str)), split)
     labels = {"condition": cond.name, "method": cfg["method"], "seed": cfg["seed"]}
     rows = labelled_rows(policy, queries, episode, cond.buckets, **labels)
     summary = summarise(rows)
@@ -230,7 +292,7 @@ def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
         run_dir=str(run.resolve()),
         method=cfg["method"],
         split=split,
-        condition={k: v for k, v in cond.meta.items() if not k.startswith("seconds") and k != "score_cache_hit"},
+        condition=condition,
         input_changes=changes,
     )
     print(summary.to_string(index=False, float_format=lambda x: f"{x:.2f}", na_rep="n/a"))
@@ -252,8 +314,24 @@ def cmd_predict(pa: PredictArgs, command: str) -> int:
     if not stdin and not Path(pa.run).is_file():
         raise FileNotFoundError(f"--run {pa.run}: no such file (give - to read the run from the standard input)")
     tag = pa.tag or f"shortlist-{policy.method}"
+    n = pa.n_candidates
+    trained_n = (policy.config.get("options") or {}).get("n_candidates")
+    if n is None and trained_n:  # the N the policy was trained with: its depths are for lists of that pool
+        n = int(trained_n)
+        print(f"shortlist: note: N = {n} candidates per query, as the policy was trained (its --n-candidates); "
+              "give --n-candidates to change it", file=sys.stderr)  # fmt: skip
+    where = "stdin" if stdin else pa.run
+
+    def depth(qid: str, scores: NDArray[np.float64]) -> int:
+        try:
+            return policy.depth(scores, n)
+        except ValueError as e:  # (the policy's message names a list of its own: name the query and the file)
+            said = str(e).split(": ", 1)[1] if str(e).startswith("query ") else str(e)
+            flag = " (--n-candidates)" if n is not None and "n_candidates" in said else ""
+            raise DataError(f"{where}: query {qid!r}: {said}{flag}") from e
+
     try:
-        written = truncate_run(pa.run, out, lambda qid, scores: policy.depth(scores, pa.n_candidates), tag)  # noqa: ARG005
+        written = truncate_run(pa.run, out, depth, tag)
     except DataError as e:  # name the standard input as such, not as a file called "-"
         raise DataError(f"stdin{str(e)[1:]}" if stdin and str(e).startswith(f"{STDIN}:") else str(e)) from e
     print(f"wrote {out}: {written.n_queries} queries, {written.n_docs} shortlisted documents (tag {tag})")

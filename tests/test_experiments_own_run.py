@@ -245,6 +245,88 @@ def test_evaluate_on_other_data_takes_every_query_and_says_so(tmp_path: Path, ca
     assert len(pd.read_csv(tmp_path / "e" / "per_query.csv")) == 35
 
 
+def test_the_same_queries_in_another_file_are_the_training_data(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The trained run gzipped with its lines reordered (another sha256, the same queries): its split and test
+    queries, the numbers train wrote, and the --train-frac guard; not every query, 28 of them trained on."""
+    import gzip
+
+    run, qrels = write_run(tmp_path / "data", seed=0)
+    assert train(run, qrels, tmp_path / "o") == 0
+    (run_dir,) = run_dirs(tmp_path / "o")
+    trained = pd.read_csv(run_dir / "per_query.csv", dtype={"qid": str})
+    lines = run.read_text().splitlines()
+    by_query = [lines[i : i + 20] for i in range(0, len(lines), 20)][::-1]  # (grouped by query, in another order)
+    moved = tmp_path / "moved.run.gz"
+    moved.write_bytes(gzip.compress(("\n".join(x for q in by_query for x in q) + "\n").encode()))
+    reordered = tmp_path / "moved.qrels"
+    reordered.write_text("\r\n".join(qrels.read_text().splitlines()[::-1]) + "\r\n")
+    capsys.readouterr()
+    assert evaluate(run_dir, tmp_path / "e", "--run", str(moved), "--qrels", str(reordered)) == 0
+    err = capsys.readouterr().err
+    assert "hold the queries this policy was trained on" in err and "every query" not in err, err
+    rows = pd.read_csv(tmp_path / "e" / "per_query.csv", dtype={"qid": str})
+    same = [c for c in trained.columns if c != "condition"]  # (the condition is named after the file given)
+    pd.testing.assert_frame_equal(rows[same], trained[same])
+    frac = ["--run", str(moved), "--qrels", str(reordered), "--train-frac", "0.5"]
+    assert evaluate(run_dir, tmp_path / "x", *frac) == 2
+    assert "would put its training queries among the test queries" in capsys.readouterr().err
+
+
+def test_the_n_a_policy_was_trained_with_is_kept_by_evaluate_and_predict(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    run, qrels = write_run(tmp_path / "data", seed=0)
+    assert train(run, qrels, tmp_path / "o", "--n-candidates", "1000") == 0
+    (run_dir,) = run_dirs(tmp_path / "o")
+    trained = pd.read_csv(run_dir / "per_query.csv", dtype={"qid": str})
+    capsys.readouterr()
+    assert evaluate(run_dir, tmp_path / "e", "--run", str(run), "--qrels", str(qrels)) == 0
+    assert "N = 1000 candidates per query, as the policy was trained" in capsys.readouterr().err
+    rows = pd.read_csv(tmp_path / "e" / "per_query.csv", dtype={"qid": str})
+    pd.testing.assert_frame_equal(rows[trained.columns], trained)
+    kept, given = tmp_path / "kept.run", tmp_path / "given.run"
+    assert main(["predict", "--run-dir", str(run_dir), "--run", str(run), "--out", str(kept)]) == 0
+    assert "N = 1000 candidates per query" in capsys.readouterr().err
+    assert main(["predict", "--run-dir", str(run_dir), "--run", str(run), "--out", str(given),
+                 "--n-candidates", "1000"]) == 0  # fmt: skip
+    assert kept.read_text() == given.read_text()
+    other, other_qrels = write_run(tmp_path / "other", seed=1, n_queries=35)
+    capsys.readouterr()
+    assert evaluate(run_dir, tmp_path / "o2", "--run", str(other), "--qrels", str(other_qrels)) == 0
+    assert "trained with N = 1000 candidates per query; here N is each query's run length" in capsys.readouterr().err
+
+
+def test_an_evaluation_of_other_inputs_is_never_replaced(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    run, qrels = write_run(tmp_path / "data", seed=0)
+    assert train(run, qrels, tmp_path / "o") == 0
+    (run_dir,) = run_dirs(tmp_path / "o")
+    out = tmp_path / "e"
+    assert evaluate(run_dir, out, "--run", str(run), "--qrels", str(qrels)) == 0
+    assert evaluate(run_dir, out, "--run", str(run), "--qrels", str(qrels)) == 0  # the same one: rewritten
+    made = {f.name: f.read_bytes() for f in out.iterdir()}
+    other, other_qrels = write_run(tmp_path / "other", seed=1, n_queries=35)
+    capsys.readouterr()
+    assert evaluate(run_dir, out, "--run", str(other), "--qrels", str(other_qrels)) == 2
+    err = capsys.readouterr().err
+    (said,) = [line for line in err.splitlines() if line.startswith("shortlist: error:")]
+    assert f"--out {out}: holds another evaluation" in said and str(run) in said and str(qrels) in said
+    assert evaluate(run_dir, out, "--run", str(run), "--qrels", str(qrels), "--split", "all") == 2
+    assert {f.name: f.read_bytes() for f in out.iterdir()} == made
+
+
+def test_predict_names_the_query_and_the_file_it_cannot_cut(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    run, qrels = write_run(tmp_path / "data", seed=0)
+    assert train(run, qrels, tmp_path / "o") == 0
+    (run_dir,) = run_dirs(tmp_path / "o")
+    capsys.readouterr()
+    out = tmp_path / "short.run"
+    assert main(["predict", "--run-dir", str(run_dir), "--run", str(run), "--n-candidates", "5", "--out",
+                 str(out)]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert f"{run}: query 'q0':" in err and "(--n-candidates)" in err and "list-0" not in err, err
+    assert not out.exists()
+
+
 # ---------------------------------------------------------------- 4. small and partly skipped data, on the console
 
 
