@@ -111,17 +111,51 @@ def verdict(t: pd.DataFrame, auto_run: Path) -> tuple[str, str]:
     return chosen, " ".join(lines)
 
 
-def check_out_is_ours(out: Path, condition: str) -> None:
-    """ValueError when ``out`` holds a recommendation made from other inputs (another condition: for an own run
-    its name carries the hash of the run and qrels), so a rerun never replaces it."""
+def _digests(options: dict) -> dict:
+    """The inputs' sha256 among a cell's source options (a run's and its qrels', a BEIR folder's files', a log's
+    and its registry's), wherever the files are."""
+    return {k: v for k, v in options.items() if k.endswith("_sha256") or k.startswith("sha256:")}
+
+
+def check_out_is_ours(out: Path, condition: str, options: dict | None = None) -> None:
+    """ValueError when ``out`` holds a recommendation made from other inputs: another condition (for an own run
+    its name carries the hash of the run and qrels), or other input contents under the same name (a BEIR folder's
+    condition is named after the scorer alone), so a rerun never replaces it."""
     config = out / "recommended" / "config.json"
     if config.is_file():
-        made_for = json.loads(config.read_text(encoding="utf-8")).get("condition")
+        made = json.loads(config.read_text(encoding="utf-8"))
+        made_for = made.get("condition")
         if made_for != condition:
             raise ValueError(
                 f"{out} holds the recommendation for {made_for}, made from other inputs than {condition}: "
                 "choose another --out (nothing was overwritten)"
             )
+        if options is not None and _digests(made.get("options") or {}) != _digests(options):
+            where = (made.get("options") or {}).get("beir_dir") or made_for
+            raise ValueError(
+                f"{out} holds the recommendation for {made_for} made from other input files ({where}, by their "
+                "sha256): choose another --out (nothing was overwritten)"
+            )
+
+
+#: The fewest judged test queries a ranking can be made on (paired intervals need two), and training queries the
+#: kinds that fit on an inner split of them need.
+MIN_TEST, MIN_TRAIN = 2, 2
+
+
+def check_sizes(cells: list, ca: CommonArgs, inputs: str) -> None:
+    """ValueError before anything is run when the split is too small to rank on (:data:`MIN_TEST`,
+    :data:`MIN_TRAIN`), naming the inputs and the counts."""
+    from experiments.runner import get_condition
+
+    c = cells[0]
+    cond = get_condition(c.benchmark, c.scorer, c.variant, c.split_seed, ca.data_dir, ca.cache_dir, c.options)
+    n_train, n_test = len(cond.train), len(cond.test)
+    if n_test < MIN_TEST or n_train < MIN_TRAIN:
+        raise ValueError(
+            f"{inputs}: {len(cond.queries)} judged queries give {n_train} training and {n_test} test queries; "
+            f"recommend needs at least {MIN_TRAIN} and {MIN_TEST} (more judged queries, or another --train-frac)"
+        )
 
 
 def interval_width(t: pd.DataFrame) -> float:
@@ -169,7 +203,9 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     methods = {plan.name: recommend_methods(cid.benchmark)}
     cells = cells_for([plan], seed, methods, learning=la.learning(), options=options)
     out = Path(ra.out)
-    check_out_is_ours(out, cells[0].condition)  # the name of these inputs (a run's or a log's carries their hash)
+    check_out_is_ours(out, cells[0].condition, dict(options))  # these inputs' name and contents
+    inputs = " and ".join(p for p in (ra.run, ra.qrels, ra.beir_dir, ra.log) if p) or cid.name
+    check_sizes(cells, ca, inputs)
     runs = run_with(cells, out, ca, command)
     per_query, summary, _ = collect_runs(runs)
     t = recommend_table(per_query, aggregate_with_groups(summary, per_query))

@@ -137,3 +137,28 @@ def test_recommend_on_a_beir_folder(tmp_path: Path, capsys: pytest.CaptureFixtur
     t = pd.read_csv(out / "recommend.csv")
     assert {"bor-auto", "fixed-1", "gap"} <= set(t["method"]) and t["mean_reward_net"].notna().all()
     assert "Recommended:" in capsys.readouterr().out and (out / "recommended" / "agent.json").is_file()
+    # another BEIR folder's recommendation (the same condition name, beir-bm25) never replaces this one
+    before = {f.relative_to(out): f.read_bytes() for f in out.rglob("*") if f.is_file()}
+    other = write_beir_folder(tmp_path / "other", n_queries=30)
+    assert main([*args[:4], str(other), *args[5:], "--cache-dir", str(tmp_path / "cache"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "made from other input files" in err and str(folder) in err, err
+    assert {f.relative_to(out): f.read_bytes() for f in out.rglob("*") if f.is_file()} == before
+    moved = tmp_path / "moved" / "mini-beir"  # the same files elsewhere: the same inputs, rerun in place
+    moved.parent.mkdir()
+    folder.rename(moved)
+    assert main([*args[:4], str(moved), *args[5:], "--cache-dir", str(tmp_path / "cache"), "--out", str(out)]) == 0
+
+
+def test_too_few_judged_queries_to_rank_on_is_one_line_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """4 judged queries split into 3 and 1: one test query gives no interval (it was a KeyError's traceback after
+    30 runs had been trained; 2 queries, a fitted-Q error naming no input)."""
+    out = tmp_path / "out"
+    for n in (2, 4):
+        run, qrels = write_run(tmp_path / f"d{n}", seed=1, n_queries=n)
+        assert main(["recommend", "--run", str(run), "--qrels", str(qrels), *TINY, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"{run} and {qrels}: {n} judged queries give" in err and "at least 2 and 2" in err, err
+        assert "Traceback" not in err and not out.exists()
