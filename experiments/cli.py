@@ -271,8 +271,8 @@ COMMANDS: tuple[Command, ...] = (
         _lazy("cmd_train"),
         "train depth policies on one condition, one run per seed, and evaluate them",
         "Train on the train split, evaluate on the test split. Writes OUT/runs/<run_id>/ per seed (a finished "
-        "run with the same config is reused) and OUT/{per_query,summary,buckets}.csv holding this command's runs "
-        "only (rewritten on every call).",
+        "run with the same config is reused; one made with other settings is replaced, said with what changed) "
+        "and OUT/{per_query,summary,buckets}.csv holding this command's runs only (rewritten on every call).",
     ),
     Command(
         "recommend",

@@ -197,12 +197,65 @@ def cells_producer(
     return produce
 
 
+#: The replaced runs named one by one on the console; the rest are counted.
+REPLACED_NAMED = 10
+
+
+def _differences(made: dict, wanted: dict, prefix: str = "") -> list[str]:
+    """The settings two resolved configs differ in, as ``key: old -> new`` (nested keys dotted)."""
+    out = []
+    for key in sorted(set(made) | set(wanted)):
+        a, b = made.get(key), wanted.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append(f"{prefix}{key}: {a} -> {b}")
+    return out
+
+
+def replaced_runs(cells: Sequence[Cell], folder: Path) -> list[str]:
+    """The console lines naming each finished run the cells will replace (the same run id, made with other
+    settings or inputs: what changed), and counting those made by other code only."""
+    import json
+
+    from experiments.runner import RUN_FILES, pending
+
+    named, by_code = [], 0
+    for cell in pending(cells, folder):
+        run = folder / cell.run_id
+        if not all((run / f).is_file() for f in RUN_FILES):
+            continue
+        try:
+            made = json.loads((run / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        made.pop("config_hash", None)
+        changed = _differences(made, json.loads(json.dumps(cell.resolved(), default=str)))
+        if not changed:
+            by_code += 1
+            continue
+        named.append(f"shortlist: note: replacing {run}, made with other settings or inputs: " + "; ".join(changed[:4])
+                     + (f"; and {len(changed) - 4} more" if len(changed) > 4 else ""))  # fmt: skip
+    lines = named[:REPLACED_NAMED]
+    if len(named) > REPLACED_NAMED:
+        lines.append(f"shortlist: note: and {len(named) - REPLACED_NAMED} more runs made with other settings or "
+                     "inputs are replaced")  # fmt: skip
+    if by_code:
+        lines.append(f"shortlist: note: {by_code} run(s) under {folder} made by other code are run again")
+    return lines
+
+
 def run_with(
     cells: Sequence[Cell], out: Path, ca: CommonArgs, command: str, runs_dir: Path | None = None
 ) -> list[Path]:
-    """Run cells with the common options (workers, backend, caches, progress) of any command."""
-    from experiments.runner import run_cells
+    """Run cells with the common options (workers, backend, caches, progress) of any command; a finished run the
+    cells replace (the same run id, another config) is said on the console first (:func:`replaced_runs`)."""
+    import sys
 
+    from experiments.runner import run_cells, runs_folder
+
+    for line in replaced_runs(cells, runs_folder(out, runs_dir)):
+        print(line, file=sys.stderr)
     return run_cells(
         cells,
         out,

@@ -70,6 +70,25 @@ def test_a_run_of_other_data_never_overwrites_an_earlier_one(tmp_path: Path, cap
     assert before.name.split("__")[0] in capsys.readouterr().out
 
 
+def test_a_run_replaced_by_other_settings_is_said_with_what_changed(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The run id names the data, the method and the seed, not every setting: a run made with another step cost
+    (or --set) is replaced, and the console says which and what changed; the same settings reuse it silently."""
+    run, qrels = write_run(tmp_path / "data", seed=0)
+    out = tmp_path / "o"
+    assert train(run, qrels, out) == 0
+    (made,) = run_dirs(out)
+    capsys.readouterr()
+    assert train(run, qrels, out) == 0
+    assert "replacing" not in capsys.readouterr().err
+    assert train(run, qrels, out, "--step-cost", "0.05") == 0
+    err = capsys.readouterr().err
+    assert f"shortlist: note: replacing {made}, made with other settings or inputs: " in err, err
+    assert "episode.step_cost: 0.01 -> 0.05" in err and "objective.step_cost: 0.01 -> 0.05" in err
+    assert run_dirs(out) == [made]
+
+
 def test_hashed_run_dirs_work_with_evaluate_load_policy_and_predict(tmp_path: Path) -> None:
     run, qrels = write_run(tmp_path / "data", seed=0)
     assert train(run, qrels, tmp_path / "o") == 0
