@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -167,13 +168,60 @@ def interval_width(t: pd.DataFrame) -> float:
 
 def print_data_notes(cond_meta: dict, n_test: int, width: float) -> None:
     """The notes on the user's own data (:func:`benchmarks.conditions.data_notes`) on stderr, after the table."""
-    import sys
-
     from benchmarks.conditions import data_notes
 
     sys.stdout.flush()
     for line in data_notes(cond_meta, n_test, "test", width):
         print(f"shortlist: {line}", file=sys.stderr)
+
+
+def deployable(runs: list[Path], t: pd.DataFrame, cells: list, ca: CommonArgs) -> list[str]:
+    """Where a policy's test depths need what ``shortlist predict`` does not have: lines saying, for each policy of
+    the table whose depths on the test queries differ when chosen from the scores alone (as ``predict`` and
+    ``load_policy(...).depth`` choose them: the number of relevant items R unknown, taken as 1), on how many
+    queries, and its net reward at those depths beside the table's. Empty when every test query has one relevant
+    item (then nothing can differ), or when the lists carry a second scorer's scores (``predict`` reads one)."""
+    import numpy as np
+
+    from agents.trained import load_policy
+    from experiments.runner import get_condition
+    from rewards import terminal_reward
+
+    c = cells[0]
+    test = get_condition(c.benchmark, c.scorer, c.variant, c.split_seed, ca.data_dir, ca.cache_dir, c.options).test
+    several = sum(q.n_relevant > 1 for q in test)
+    if not several or any(q.aux_scores is not None for q in test):
+        return []
+    table = t.set_index("method")
+    gold = np.array([q.gold_rank for q in test])
+    n = np.array([q.n_candidates for q in test])
+    r = np.array([max(q.n_relevant, 1) for q in test])
+
+    def judged(k: np.ndarray) -> np.ndarray:  # the BoR reward every method is judged on, at depths k
+        return np.asarray(terminal_reward("bor", (gold > 0) & (k >= gold), k, n, r), dtype=np.float64)
+
+    lines = []
+    for run in runs:
+        cfg = json.loads((run / "config.json").read_text(encoding="utf-8"))
+        method = cfg["method"]
+        if method not in table.index or table.loc[method, "group"] == "limit":
+            continue
+        rows = pd.read_csv(run / "per_query.csv", dtype={"qid": str}).set_index("qid")
+        policy = load_policy(run)
+        k = policy.depths([q.scores for q in test], [q.n_candidates for q in test])
+        evaluated = rows.loc[[q.qid for q in test], "k"].to_numpy()
+        differ = int((k != evaluated).sum())
+        if not differ:
+            continue
+        net = float(np.mean(judged(k) - policy.episode.step_cost * (k - 1)))
+        lines.append(f"{method}: depths differ on {differ} of {len(test)} test queries; net reward at predict's "
+                     f"depths {net:.3f} (table: {table.loc[method, 'mean_reward_net']:.3f})")  # fmt: skip
+    if not lines:
+        return []
+    head = (f"{several} of the {len(test)} test queries have more than one relevant item. These policies chose "
+            "their test depths knowing each query's number of relevant items R, which `shortlist predict` (scores "
+            "alone) does not have: it takes R = 1. As predict would cut the test queries:")  # fmt: skip
+    return [head, *lines]
 
 
 def save_searcher(ra: RecommendArgs, recommended: Path, out: Path, ca: CommonArgs) -> Path:
@@ -212,6 +260,7 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     auto_run = next(r for r in runs if json.loads((r / "config.json").read_text())["agent"] == "auto")
     condition = json.loads((auto_run / "config.json").read_text())["condition"]  # a run's name carries its hash
     chosen, why = verdict(t, auto_run)
+    caveat = deployable(runs, t, cells, ca)
     atomic_write_csv(t, out / "recommend.csv")
     recommended = out / "recommended"
     with staged_folder(recommended) as tmp:  # complete before the earlier recommendation of these inputs goes
@@ -224,7 +273,8 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
         group="comparison",
         lede="Which depth rule to use on this data: every kind that applies, trained on the training split and "
         "ranked on the test split.",
-        answer=Section("", [Paragraph(why), table_lines(t)]),
+        answer=Section("", [Paragraph(why), table_lines(t),
+                            *([Paragraph(caveat[0] + " " + "; ".join(caveat[1:]) + ".")] if caveat else [])]),
         sections=(
             Section("", [
                 Paragraph(f"The recommended policy's run directory: `{recommended}` (`shortlist predict --run-dir "
@@ -237,6 +287,8 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     write_page(out, page)
     print("\n".join(block_lines(table_lines(t))))
     print(why.replace("**", ""))
+    for line in caveat:
+        print(f"shortlist: note: {line}", file=sys.stderr)
     print(f"wrote {out}/README.md, recommend.csv and the recommended run directory {recommended}")
     if searcher is not None:
         print(f'wrote the searcher {searcher}: shortlist search --searcher {searcher} "your request"')
