@@ -30,9 +30,12 @@ def fit(
 
     The same steps as one cell of ``shortlist train``: seed Python, numpy's global RNG and torch
     with ``seed``, build the kind with ``settings``, fit it on ``queries`` in the method's episode
-    (:meth:`agents.method.MethodSpec.episode` of ``episode``). With the same queries, seed, settings and
-    episode settings (``shortlist train``'s are the condition's: on your own run, ``EpisodeConfig()``'s
-    defaults, step cost 0.01 and gamma 1) it gives the same policy (a test trains one cell both ways).
+    (:meth:`agents.method.MethodSpec.episode` of ``episode``). With the same queries in the same order, seed,
+    settings and episode settings (``shortlist train``'s are the condition's: on your own run, ``EpisodeConfig()``'s
+    defaults, step cost 0.01 and gamma 1) it gives the same policy (a test trains one cell both ways). The order
+    counts: a learner that samples queries (tabular Q, DQN) draws them by position, so the same queries in another
+    order can give another policy; on your own run ``shortlist train`` passes them sorted by query id, which
+    ``sorted(queries, key=lambda q: q.qid)`` reproduces.
 
     Args:
         kind: a registered kind (:func:`shortlist_depth.kinds`): ``tabular``, ``dqn``, ``cutoff``,
