@@ -170,7 +170,7 @@ def _own_run_condition(ea: EvaluateArgs, cfg: dict, ca: FolderArgs, run: Path) -
     from benchmarks.trec import same_inputs
     from experiments.runner import get_condition
 
-    trained = (cfg.get("options") or {}) if cfg["benchmark"] == "run" else {}
+    trained = (cfg.get("options") or {}) if cfg.get("benchmark") == "run" else {}
     trained_n = trained.get("n_candidates")
     n_notes: list[str] = []
 
@@ -248,13 +248,22 @@ def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
     manifest.json to ``--out`` (default ``evaluations/<run_id>/<condition>-<split>``).
     """
     from agents import bucket_table, summarise
-    from agents.trained import load_run_policy
+    from agents.trained import load_run_policy, read_run_config
     from envs import EpisodeConfig
     from experiments.config import read_cell_config
     from experiments.runner import get_condition, labelled_rows
 
     run = Path(ea.run_dir)
-    cfg = read_cell_config(run)
+    if ea.run:  # your own data: the policy alone is needed (one saved from Python names no condition)
+        cfg = read_run_config(run)
+    else:
+        try:
+            cfg = read_cell_config(run)
+        except ValueError as e:
+            if "missing" not in str(e):
+                raise
+            raise ValueError(f"{e}; a policy saved from Python names no data of its own: evaluate it on yours with "
+                             "--run RUN --qrels QRELS") from e  # fmt: skip
     policy = load_run_policy(run, cfg)
     episode = EpisodeConfig(**cfg["episode"])
     if ea.run:
@@ -282,7 +291,7 @@ def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
     _check_out(out, run)
     condition = {k: v for k, v in cond.meta.items() if not k.startswith("seconds") and k != "score_cache_hit"}
     _check_own_out(out, run, json.loads(json.dumps(condition, default=str)), split)
-    labels = {"condition": cond.name, "method": cfg["method"], "seed": cfg["seed"]}
+    labels = {"condition": cond.name, "method": cfg["method"], "seed": cfg.get("seed", 0)}
     rows = labelled_rows(policy, queries, episode, cond.buckets, **labels)
     summary = summarise(rows)
     write_tables(out, {"per_query.csv": rows, "summary.csv": summary, "buckets.csv": bucket_table(rows)})
@@ -311,6 +320,8 @@ def cmd_predict(pa: PredictArgs, command: str) -> int:
     out = Path(pa.out) if pa.out else Path(f"{'stdin' if stdin else Path(pa.run).stem}.{policy.method}.trec")
     if not stdin and out.resolve() == Path(pa.run).resolve():
         raise ValueError(f"--out {out}: would overwrite the input run")
+    if not stdin and Path(pa.run).is_dir():
+        raise ValueError(f"--run {pa.run}: is a folder; give the run file (or - to read it from the standard input)")
     if not stdin and not Path(pa.run).is_file():
         raise FileNotFoundError(f"--run {pa.run}: no such file (give - to read the run from the standard input)")
     tag = pa.tag or f"shortlist-{policy.method}"

@@ -982,6 +982,8 @@ def source_options(sa: SourceArgs) -> tuple[tuple[str, str], ...]:
     from benchmarks.corpus import sha256_file
 
     def checked(path: str, flag: str) -> str:
+        if Path(path).is_dir():
+            raise ValueError(f"{flag} {path}: is a folder; give the file")
         if not Path(path).is_file():
             raise FileNotFoundError(f"{flag} {path}: no such file")
         return sha256_file(path)

@@ -333,6 +333,24 @@ def test_an_evaluation_of_other_inputs_is_never_replaced(tmp_path: Path, capsys:
     assert {f.name: f.read_bytes() for f in out.iterdir()} == made
 
 
+def test_a_policy_saved_from_python_is_evaluated_on_your_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``sd.fit(...).save(DIR)`` names no data of its own: ``evaluate --run --qrels`` evaluates it (every query: not
+    its training data as far as the CLI can know); without ``--run`` the error says to give one."""
+    import shortlist_depth as sd
+
+    run, qrels = write_run(tmp_path / "data", seed=0)
+    queries = [sd.RankedQuery(np.sort(np.random.default_rng(i).normal(size=20))[::-1], np.array([1 + i % 3]), f"t{i}")
+               for i in range(30)]  # fmt: skip
+    saved = sd.fit("threshold", queries, seed=0).save(tmp_path / "py-policy")
+    capsys.readouterr()
+    assert evaluate(saved, tmp_path / "e", "--run", str(run), "--qrels", str(qrels)) == 0
+    assert "not the data this policy was trained on" in capsys.readouterr().err
+    assert len(pd.read_csv(tmp_path / "e" / "per_query.csv")) == 40
+    assert evaluate(saved, tmp_path / "e2") == 2
+    err = capsys.readouterr().err
+    assert "names no data of its own: evaluate it on yours with --run RUN --qrels QRELS" in err, err
+
+
 def test_predict_names_the_query_and_the_file_it_cannot_cut(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     run, qrels = write_run(tmp_path / "data", seed=0)
     assert train(run, qrels, tmp_path / "o") == 0
@@ -344,6 +362,10 @@ def test_predict_names_the_query_and_the_file_it_cannot_cut(tmp_path: Path, caps
     err = capsys.readouterr().err
     assert f"{run}: query 'q0':" in err and "(--n-candidates)" in err and "list-0" not in err, err
     assert not out.exists()
+    assert main(["predict", "--run-dir", str(run_dir), "--run", str(tmp_path), "--out", str(out)]) == 2
+    assert f"--run {tmp_path}: is a folder; give the run file" in capsys.readouterr().err
+    assert train(tmp_path / "data", qrels, tmp_path / "o2") == 2
+    assert f"--run {tmp_path / 'data'}: is a folder; give the file" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- 4. small and partly skipped data, on the console
