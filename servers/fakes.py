@@ -12,9 +12,9 @@
   request header ``x-fake-status: N`` makes it answer status N, ``x-fake-delay: S`` makes it wait S seconds
   first, ``x-fake-chunk-gap: S`` S seconds between streamed chunks, ``x-fake-call: a,b`` answers with calls of
   the tools ``a`` and ``b`` instead of text (each API's shape, streamed or not; in the Responses API ``ns.f`` is
-  ``f`` of namespace ``ns``), ``x-fake-tool-search: Q`` a Responses answer (not streamed) with a client-executed
-  ``tool_search_call`` for the query ``Q``. ``GET /v1/models`` lists one
-  model.
+  ``f`` of namespace ``ns``), ``x-fake-tool-search: Q`` an answer (not streamed) that searches the tools for the
+  query ``Q``: a client-executed ``tool_search_call`` (Responses), a ``tool_use`` of ``search_tools`` (Messages).
+  ``GET /v1/models`` lists one model.
 - :func:`fake_mcp_server`: an MCP server whose tools are the given ones; a call answers
   ``{"tool": name, "arguments": ...}`` as text, an error result when the arguments hold ``"fail": true``, an MCP
   error (invalid params) when they hold ``"mcp_error": true``.
@@ -187,13 +187,16 @@ async def _events(body: dict[str, Any], gap: float, rid: str, calls: Sequence[st
         yield event
 
 
-def _message(body: dict[str, Any], rid: str, calls: Sequence[str] = ()) -> dict[str, Any]:
-    """An Anthropic Messages API answer (id ``rid``) naming the tools sent, or calling ``calls`` (``tool_use``)."""
+def _message(body: dict[str, Any], rid: str, calls: Sequence[str] = (), searched: str | None = None) -> dict[str, Any]:
+    """An Anthropic Messages API answer (id ``rid``) naming the tools sent, or calling ``calls`` (``tool_use``), or
+    calling ``search_tools`` with the query ``searched``."""
     content: list[dict[str, Any]] = [{"type": "text", "text": "tools: " + ",".join(_names(body))}]
     if calls:
         content = [{"type": "tool_use", "id": f"toolu_{i}", "name": n, "input": {}} for i, n in enumerate(calls)]
+    if searched is not None:
+        content = [{"type": "tool_use", "id": "toolu_ts", "name": "search_tools", "input": {"query": searched}}]
     return {"id": rid, "type": "message", "role": "assistant", "model": body.get("model", "fake"),
-            "content": content, "stop_reason": "tool_use" if calls else "end_turn",
+            "content": content, "stop_reason": "tool_use" if calls or searched is not None else "end_turn",
             "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}  # fmt: skip
 
 
@@ -262,7 +265,7 @@ def fake_openai_app(received: Received | None = None, parse: bool = True, gzip: 
             mid = f"msg-fake-{seen.count}"
             if stream:
                 return StreamingResponse(_message_events(body, gap, mid, calls), media_type="text/event-stream")
-            return JSONResponse(_message(body, mid, calls))
+            return JSONResponse(_message(body, mid, calls, request.headers.get("x-fake-tool-search")))
         if stream:
             responses = path.endswith("/responses")
             events = _events(body, gap, rid, calls) if responses else _chunks(body, gap, calls)

@@ -177,8 +177,22 @@ def responses_function(schema: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _call_field(call: object, key: str) -> Any:
-    """A field of a ``tool_search_call`` given as a dict or as the OpenAI SDK's object."""
+    """A field of a provider's call (a ``tool_search_call``, a ``tool_use`` block) given as a dict or as the SDK's
+    object."""
     return call.get(key) if isinstance(call, Mapping) else getattr(call, key, None)
+
+
+def _query(arguments: object, what: str) -> str:
+    """The ``query`` of a tool search call's arguments (an object, or its JSON); ValueError naming ``what``."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{what}: its arguments are not JSON ({e})") from e
+    query = arguments.get("query") if isinstance(arguments, Mapping) else None
+    if not isinstance(query, str):
+        raise ValueError(f"{what}: its arguments hold no 'query' string ({arguments!r:.200})")
+    return query
 
 
 def default_policy_path(scorer: str) -> Path:
@@ -477,17 +491,40 @@ class ToolSearch:
         call_id = _call_field(call, "call_id")
         if _call_field(call, "type") != "tool_search_call":
             raise ValueError(f"call {call_id!r}: not a tool_search_call (type {_call_field(call, 'type')!r})")
-        arguments = _call_field(call, "arguments")
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"tool_search_call {call_id!r}: its arguments are not JSON ({e})") from e
-        query = arguments.get("query") if isinstance(arguments, Mapping) else None
-        if not isinstance(query, str):
-            raise ValueError(f"tool_search_call {call_id!r}: its arguments hold no 'query' string ({arguments!r:.200})")
+        query = _query(_call_field(call, "arguments"), f"tool_search_call {call_id!r}")
         shortlist = self.search(query, min_k=min_k, max_k=max_k, pinned=pinned, exclude=exclude)
         return shortlist.as_tool_search_output(call_id)
+
+    @staticmethod
+    def anthropic_tool_search_tool(name: str = "search_tools", description: str = SEARCH_DESCRIPTION) -> dict[str, Any]:
+        """A client tool of Anthropic's Messages API (``{"name", "description", "input_schema"}``) that searches the
+        tools: put it in ``tools`` beside the tools marked ``defer_loading``; the model calls it with a ``query``
+        (:data:`TOOL_SEARCH_PARAMETERS`) and :meth:`answer_tool_use` answers, with ``tool_reference`` blocks."""
+        return {"name": name, "description": description, "input_schema": copy.deepcopy(TOOL_SEARCH_PARAMETERS)}
+
+    def answer_tool_use(
+        self,
+        block: object,
+        *,
+        min_k: int | None = None,
+        max_k: int | None = DEFAULT_MAX_K,
+        pinned: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+    ) -> dict[str, Any]:
+        """The ``tool_result`` block that answers a Messages API ``tool_use`` of the tool
+        :meth:`anthropic_tool_search_tool` defines (the block as a dict, or the Anthropic SDK's object): the
+        shortlist of its ``query`` (:meth:`search`, the same bounds) as ``tool_reference`` blocks
+        (:meth:`Shortlist.as_tool_references`), which load those tools. Send it in the next user message.
+
+        Raises:
+            ValueError: the block is no ``tool_use`` or its input holds no ``query`` string (naming its ``id``).
+        """
+        block_id = _call_field(block, "id")
+        if _call_field(block, "type") != "tool_use":
+            raise ValueError(f"block {block_id!r}: not a tool_use (type {_call_field(block, 'type')!r})")
+        query = _query(_call_field(block, "input"), f"tool_use {block_id!r}")
+        shortlist = self.search(query, min_k=min_k, max_k=max_k, pinned=pinned, exclude=exclude)
+        return {"type": "tool_result", "tool_use_id": block_id, "content": shortlist.as_tool_references()}
 
     def search_many(
         self,

@@ -1,13 +1,16 @@
 """The tool search as a provider's client-executed tool search (:mod:`shortlist_depth.toolsearch`): OpenAI's
 Responses API ``tool_search`` with ``"execution": "client"`` answered by ``ToolSearch.answer_tool_search_call``,
 checked against the official ``openai`` SDK's own types and driven with its client through a fake upstream on
-127.0.0.1; the tools given back in the Responses function shape whatever shape they came in."""
+127.0.0.1; the tools given back in the Responses function shape whatever shape they came in. Anthropic's: a
+client tool answered by ``ToolSearch.answer_tool_use`` with ``tool_reference`` blocks, driven with the official
+``anthropic`` client likewise."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import anthropic
 import openai
 import pytest
 from openai.types.responses import ResponseToolSearchOutputItemParam, ToolSearchTool
@@ -86,3 +89,46 @@ def test_the_official_client_runs_the_loop_with_the_searcher_as_its_tool_search(
     assert sent[1]["type"] == "tool_search_call" and sent[1]["arguments"] == {"query": "book a flight"}
     assert sent[2] == answer and answer["call_id"] == call.call_id == "call_ts_0"
     assert [t["name"] for t in answer["tools"]] == list(search.search("book a flight").names)
+
+
+def test_the_official_anthropic_client_runs_the_loop_with_the_searcher_as_its_tool_search(search: ToolSearch) -> None:
+    """The model (a fake upstream) calls the search tool; the SDK's own ``tool_use`` block is answered with a
+    ``tool_result`` of ``tool_reference`` blocks, sent back in the next user message as the SDK sends it."""
+    from anthropic.types import ToolUseBlock
+
+    received = Received()
+    deferred = [{"name": f["name"], "description": f["description"], "input_schema": f["parameters"],
+                 "defer_loading": True} for f in (t["function"] for t in openai_tools())]  # fmt: skip
+    tool = search.anthropic_tool_search_tool()
+    assert tool["name"] == "search_tools" and tool["input_schema"] == TOOL_SEARCH_PARAMETERS
+    with serve_in_thread(fake_openai_app(received)) as url:
+        client = anthropic.Anthropic(base_url=url, api_key="sk-ant-test")
+        asked = [{"role": "user", "content": REQUEST}]
+        first = client.messages.create(model="m", max_tokens=64, messages=asked, tools=[tool, *deferred],
+                                       extra_headers={"x-fake-tool-search": "book a flight"})  # fmt: skip
+        (block,) = [b for b in first.content if isinstance(b, ToolUseBlock)]
+        answer = search.answer_tool_use(block, max_k=3)
+        client.messages.create(model="m", max_tokens=64, tools=[tool, *deferred], messages=[
+            {"role": "user", "content": REQUEST}, {"role": "assistant", "content": first.content},
+            {"role": "user", "content": [answer]}])  # fmt: skip
+    sent = received.requests[-1]["body"]["messages"]
+    assert sent[1]["content"][0] == {"type": "tool_use", "id": "toolu_ts", "name": "search_tools",
+                                     "input": {"query": "book a flight"}}  # fmt: skip
+    names = list(search.search("book a flight", max_k=3).names)
+    assert sent[2]["content"] == [answer] and answer == {
+        "type": "tool_result", "tool_use_id": "toolu_ts",
+        "content": [{"type": "tool_reference", "tool_name": n} for n in names]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("block", "said"),
+    [
+        ({"type": "text", "id": "b1", "text": "hi"}, "block 'b1': not a tool_use"),
+        ({"type": "tool_use", "id": "b2", "name": "search_tools", "input": {}}, "tool_use 'b2': its arguments hold no"),
+    ],
+)
+def test_a_tool_use_it_cannot_answer_is_one_line_naming_it(
+    search: ToolSearch, block: dict[str, Any], said: str
+) -> None:
+    with pytest.raises(ValueError, match=said):
+        search.answer_tool_use(block)
