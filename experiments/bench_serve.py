@@ -155,6 +155,59 @@ def bm25_libraries(tools: list[dict[str, Any]], texts: list[str], requests: int)
     return rows
 
 
+def fastmcp_rows(tools: list[dict[str, Any]], texts: list[str], requests: int) -> list[list[str]] | None:
+    """``search_tools`` inside a FastMCP server of ``tools`` (OpenAI-shaped), through FastMCP's in-memory client, one
+    request at a time after 20 warm-up ones: FastMCP's own ``BM25SearchTransform(max_results=5)`` against
+    :class:`servers.fastmcp_search.ShortlistSearchTransform` (the library's defaults); None, said, without the
+    ``fastmcp`` extra."""
+    try:
+        import anyio
+        from fastmcp import Client
+        from fastmcp.server.transforms.search import BM25SearchTransform
+
+        from servers.fakes import fake_fastmcp_server
+        from servers.fastmcp_search import ShortlistSearchTransform
+    except ImportError as e:
+        print(f"toolsearch: FastMCP rows skipped: {e} (the fastmcp extra)", flush=True)
+        return None
+    catalog = [{"name": f["name"], "description": f["description"], "inputSchema": f["parameters"]}
+               for f in (t["function"] for t in tools)]  # fmt: skip
+    asked = (texts * (1 + (requests + 20) // len(texts)))[: requests + 20]
+
+    async def measure(transform: Any) -> tuple[list[float], list[int]]:
+        times, shown = [], []
+        async with Client(fake_fastmcp_server(catalog, transform)) as client:
+            for i, text in enumerate(asked):
+                t0 = time.perf_counter()
+                result = await client.call_tool("search_tools", {"query": text})
+                if i >= 20:
+                    times.append(time.perf_counter() - t0)
+                    shown.append(len((result.structured_content or {}).get("result") or []))
+        return times, shown
+
+    rows = []
+    transforms = {"BM25SearchTransform(max_results=5) (FastMCP's)": BM25SearchTransform(max_results=5),
+                  "ShortlistSearchTransform() (bm25, the shipped policy)": ShortlistSearchTransform()}  # fmt: skip
+    for label, transform in transforms.items():
+        times, shown = anyio.run(measure, transform)
+        p50, p99 = percentiles(times)
+        k = np.array(shown)
+        rows.append([label, str(len(catalog)), str(len(times)), f"{p50:.2f}", f"{p99:.2f}", f"{k.mean():.2f}",
+                     f"{np.median(k):.0f} / {np.percentile(k, 90):.0f}"])  # fmt: skip
+        print(f"toolsearch FastMCP {label}: p50 {p50:.2f} ms, p99 {p99:.2f} ms, mean tools {k.mean():.2f}", flush=True)
+    return rows
+
+
+def fastmcp_section(rows: list[list[str]] | None) -> list[Paragraph | Table]:
+    """The FastMCP table of the toolsearch section (:func:`fastmcp_rows`), none without the extra."""
+    if rows is None:
+        return []
+    head = ["search transform", "tools", "requests", "p50 ms", "p99 ms", "mean tools", "median / p90 tools"]
+    return [Paragraph("Inside a FastMCP server of BFCL's tools (`servers.fastmcp_search`): a `search_tools` call "
+                      "through FastMCP's in-memory client, end to end, after 20 warm-up calls, and the tools it "
+                      "returns (speed and depth only: no quality is judged here):"), Table(head, rows)]  # fmt: skip
+
+
 def startup(searcher_dir: Path, query: str, repeats: int) -> float:
     """Wall seconds of a fresh process that loads a saved searcher and answers one request (best of repeats)."""
     code = f"from shortlist_depth import ToolSearch\nToolSearch.load({str(searcher_dir)!r}).search({query!r})"
@@ -178,6 +231,7 @@ def bench_toolsearch(ba: Any) -> tuple[list[list[str]], Section]:
     registries = {"BFCL": (bfcl, bfcl_q), "ToolBench (full)": (tb, tb_q), "generated": (gen, tb_q)}
     rows = bench_registries(ba, registries)
     libs = bm25_libraries(gen, tb_q, min(ba.toolsearch_requests, 100))
+    inside = fastmcp_rows(bfcl, bfcl_q, ba.toolsearch_requests)
     starts = []
     with tempfile.TemporaryDirectory() as tmp:
         for scorer in SCORERS:
@@ -195,6 +249,7 @@ def bench_toolsearch(ba: Any) -> tuple[list[list[str]], Section]:
         Paragraph("BM25 on the generated registry: the package's inverted index against rank-bm25 (bit-identical "
                   "scores):"),
         Table(["implementation", "tools", "requests", "p50 ms", "p99 ms"], libs),
+        *fastmcp_section(inside),
         Paragraph(f"Start-up from a saved searcher (BFCL's 370 tools): a fresh `python -c` that loads it and answers "
                   f"one request, best of {ba.repeats}; target <= 3 s:"),
         Table(["scorer", "seconds"], starts),

@@ -348,6 +348,27 @@ def fake_mcp_server(tools: Sequence[dict[str, Any]], label: str | None = None) -
     return FakeUpstream("fake-upstream", log_level="WARNING")
 
 
+def fake_fastmcp_server(tools: Sequence[dict[str, Any]], transform: Any = None) -> Any:
+    """A FastMCP server (the ``fastmcp`` extra) serving ``tools`` (MCP tool dicts: name, description, inputSchema),
+    each answering ``"<name> ran with <arguments as JSON>"`` (a ``cancel_*`` tool fails), with ``transform`` added
+    (a search transform: :class:`servers.fastmcp_search.ShortlistSearchTransform`, FastMCP's own)."""
+    from fastmcp import FastMCP
+    from fastmcp.tools.base import Tool, ToolResult
+
+    class SchemaTool(Tool):
+        async def run(self, arguments: dict[str, Any]) -> ToolResult:
+            if self.name.startswith("cancel_"):
+                raise ValueError(f"{self.name} failed")
+            return ToolResult(content=f"{self.name} ran with {json.dumps(arguments, sort_keys=True)}")
+
+    server = FastMCP("fake-fastmcp")
+    for t in tools:
+        server.add_tool(SchemaTool(name=t["name"], description=t.get("description"), parameters=t["inputSchema"]))
+    if transform is not None:
+        server.add_transform(transform)
+    return server
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m servers.fakes mcp --tools FILE [--transport stdio|http|sse] [--port P] [--label L] [--token-env
     VAR]``: the fake MCP upstream (module docstring); ``python -m servers.fakes openai [--port P] [--no-parse]``:

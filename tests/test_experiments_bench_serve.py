@@ -107,3 +107,17 @@ def _fitted() -> TrainedPolicy:
     import shortlist_depth as sd
 
     return sd.fit("gap", labelled_lists(openai_tools()), seed=0)
+
+
+def test_the_fastmcp_rows_time_both_search_transforms_and_count_their_tools() -> None:
+    from test_toolsearch import requests
+
+    from experiments.bench_serve import fastmcp_rows, fastmcp_section
+
+    rows = fastmcp_rows(openai_tools(), requests(6), 10)
+    assert rows is not None
+    assert [r[0].split("(")[0] for r in rows] == ["BM25SearchTransform", "ShortlistSearchTransform"]
+    bm25, ours = rows
+    assert bm25[1:3] == ["100", "10"] and bm25[5] == "5.00" and bm25[6] == "5 / 5"  # FastMCP's fixed five
+    assert float(ours[3]) > 0 and 1 <= float(ours[5]) <= 20
+    assert len(fastmcp_section(rows)) == 2 and fastmcp_section(None) == []

@@ -15,31 +15,18 @@ import anyio
 import pytest
 from fastmcp import Client, FastMCP
 from fastmcp.server.transforms.search import BM25SearchTransform
-from fastmcp.tools.base import Tool, ToolResult
 from test_toolsearch import labelled_lists, mcp_tools, openai_tools, requests
 
 import shortlist_depth as sd
 from benchmarks.toollog import read_tool_log
 from benchmarks.tools import read_tools_file
+from servers.fakes import fake_fastmcp_server
 from servers.fastmcp_search import ShortlistSearchTransform
 from shortlist_depth.toolsearch import SEARCH_DESCRIPTION, ToolSearch
 
 
-class SchemaTool(Tool):
-    """A FastMCP tool from a schema: it answers with its own name (``cancel_*`` tools fail)."""
-
-    async def run(self, arguments: dict[str, Any]) -> ToolResult:
-        if self.name.startswith("cancel_"):
-            raise ValueError(f"{self.name} failed")
-        return ToolResult(content=f"{self.name} ran with {json.dumps(arguments, sort_keys=True)}")
-
-
 def server(transform: Any, tools: list[dict[str, Any]] | None = None) -> FastMCP:
-    mcp = FastMCP("tools")
-    for t in mcp_tools()["tools"] if tools is None else tools:
-        mcp.add_tool(SchemaTool(name=t["name"], description=t["description"], parameters=t["inputSchema"]))
-    mcp.add_transform(transform)
-    return mcp
+    return fake_fastmcp_server(mcp_tools()["tools"] if tools is None else tools, transform)
 
 
 def found(mcp: FastMCP, query: str) -> list[str]:
