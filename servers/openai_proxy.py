@@ -20,12 +20,14 @@ every request to the upstream (``--upstream``, the base URL an OpenAI client wou
   ``responses_kept``; ``x-shortlist-text: previous response``); continuing another, it goes with every tool.
   Functions the hosted ``tool_search`` loads on demand (``defer_loading: true``) are kept too: they are its
   pool. The functions of a ``namespace`` tool are ranked with the others, each by its qualified name
-  (``crm.list_open_orders``, :func:`qualified`; a ``function_call`` item names its ``namespace``); the namespace is
+  (``crm.list_open_orders``, :func:`qualified`; a ``function_call`` item names its ``namespace``) and with the
+  namespace's name and description after its own (:func:`in_namespace`); the namespace is
   sent with its own keys, the tools it keeps (deferred, custom) and its chosen functions: first with the kept tools
   when it keeps one, else where its best-ranked function is, or not at all when it then holds none (a namespace
-  deferred itself is kept whole). A
-  ``tool_choice`` names a function by its own name: a namespace's function of that name is pinned when no top-level
-  one has it. ``POST /v1/responses/input_tokens`` is counted with the shortlist its request would be sent with.
+  marked ``defer_loading`` itself is kept whole). A ``tool_choice`` names a function by its own name: a namespace's
+  function of that name is pinned when no top-level one has it (so is a ``function_call`` in use that leaves its
+  ``namespace`` out). ``POST /v1/responses/input_tokens`` is counted with the shortlist its request would be sent
+  with.
 - Anthropic's ``POST /v1/messages`` likewise (an Anthropic client's ``base_url`` is the proxy's root, without
   ``/v1``), on the text of the latest user message that is not a tool loop's turn (one beginning with
   ``tool_result`` blocks; the request is the message before): its client tools (no ``type``, a null one, or
@@ -141,6 +143,8 @@ class Plan:
     """The tools ``tool_choice`` forced (their calls are not a choice)."""
     k: int = 0
     """The policy's K."""
+    bare: dict[str, list[str]] = field(default_factory=dict)
+    """The qualified names of the namespaced functions by their own name (:attr:`Prepared.bare`)."""
 
 
 def error(status: int, message: str, code: str) -> JSONResponse:
@@ -382,6 +386,27 @@ class Prepared:
     sizes: list[int] = field(default_factory=list)
     """How many tools each list item is (a namespace: its tools; any other item: 1)."""
 
+    def resolve(self, names: list[str], search: ToolSearch) -> list[str]:
+        """The ranked tools ``names`` mean, in order, once each: a name of the searcher's, or a bare name no
+        top-level tool has, which means every namespace's function of that name (a ``tool_choice`` names a function
+        by its own name; a ``function_call`` item may leave its ``namespace`` out). Pinning or keeping more than
+        was meant never sends less than the model may call."""
+        out = [q for n in names for q in ([n] if n in search.index else self.bare.get(n, []))]
+        return list(dict.fromkeys(out))
+
+
+def in_namespace(fn: dict[str, Any], namespace: dict[str, Any]) -> object:
+    """The description a namespace's function is ranked by: its own, then the namespace's name and description in
+    parentheses (``List open orders. (crm: CRM tools for customer lookup.)``): OpenAI's guide has a namespace's
+    description say what its functions are for, so a request naming the namespace's subject finds them. A
+    description that is not a string is left as it is (the searcher refuses it, naming where it is)."""
+    own = fn.get("description")
+    if own is not None and not isinstance(own, str):
+        return own
+    about = namespace.get("description")
+    context = f"{namespace.get('name')}: {about}" if isinstance(about, str) and about.strip() else namespace.get("name")
+    return f"{(own or '').strip()} ({context})".strip()
+
 
 def _namespaced(raw: msgspec.Raw, tool: object, api: Api) -> tuple[str, Namespace, list[Any]] | None:
     """A Responses ``namespace`` tool (``{"type": "namespace", "name", "tools": [...]}``) that holds a function the
@@ -390,7 +415,7 @@ def _namespaced(raw: msgspec.Raw, tool: object, api: Api) -> tuple[str, Namespac
     as it is)."""
     if api.family != "openai" or not isinstance(tool, dict) or tool.get("type") != "namespace":
         return None
-    if tool.get("defer_loading") is True:  # the hosted tool search's pool, whole
+    if tool.get("defer_loading") is True:  # (one version of OpenAI's guide marks a namespace so): its pool, whole
         return None
     name, tools = tool.get("name"), tool.get("tools")
     if not isinstance(name, str) or not isinstance(tools, list) or not any(api.ranks(t) for t in tools):
@@ -495,7 +520,9 @@ class Calls:
     def end(self) -> None:
         plan = self.plan
         assert plan.search is not None and plan.text is not None
-        called = [n for n in dict.fromkeys(self.names) if n in plan.search.index and n not in plan.pinned]
+        # a call that leaves its namespace out names the function when one namespace alone has it
+        names = [n if n in plan.search.index or len(plan.bare.get(n, ())) != 1 else plan.bare[n][0] for n in self.names]
+        called = [n for n in dict.fromkeys(names) if n in plan.search.index and n not in plan.pinned]
         if called:
             self.recorder.write(plan.text, called, plan.shown, plan.k, plan.search.policy.method, api=self.api.name)
 
@@ -588,7 +615,8 @@ class Shortlister:
                     assert isinstance(fn, dict)
                     own = fn.get("name")
                     ranked.append((i, j))
-                    readable.append((f"tools[{i}].tools[{j}]", {**fn, "name": qualified(own, name)}))
+                    readable.append((f"tools[{i}].tools[{j}]", {**fn, "name": qualified(own, name),
+                                                                "description": in_namespace(fn, tool)}))  # fmt: skip
                     if isinstance(own, str):
                         bare.setdefault(own, []).append(str(qualified(own, name)))
                 namespaces[i] = namespace
@@ -635,12 +663,11 @@ class Shortlister:
             search = ready.search
             # a tool_choice names a function by its own name: a namespace's function with that name when no
             # top-level one has it (pinning more than it meant never sends less than the model may be forced to call)
-            named = api.pins(_value(top.get("tool_choice")))
-            pinned = [q for n in named for q in ([n] if n in search.index else ready.bare.get(n, []))]
+            pinned = ready.resolve(api.pins(_value(top.get("tool_choice"))), search)
             shortlist = search.search(text, min_k=self.config.min_k, max_k=self.config.max_k, pinned=pinned)
             # a tool in use that the shortlist left out goes at its end: the list's order, and so a provider's
             # prompt cache, stays as it was when the shortlist holds it already (the usual case in a tool loop)
-            missing = [n for n in called_tools(conversation) if n in search.index and n not in shortlist.names]
+            missing = [n for n in ready.resolve(called_tools(conversation), search) if n not in shortlist.names]
         except Exception as e:  # the request is never dropped: it goes with every tool
             LOG.warning("searcher failed on a %s request with %d tools, all forwarded: %s: %s", api.name, len(items),
                         type(e).__name__, e)  # fmt: skip
@@ -652,7 +679,7 @@ class Shortlister:
             "x-shortlist-policy": search.policy.method,
             **said,
         }
-        return Plan(body, headers, text, search, (*shortlist.names, *missing), tuple(pinned), shortlist.k)
+        return Plan(body, headers, text, search, (*shortlist.names, *missing), tuple(pinned), shortlist.k, ready.bare)
 
 
 async def read_body(request: Request, limit: int) -> bytes | None:

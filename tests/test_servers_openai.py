@@ -28,7 +28,7 @@ import shortlist_depth as sd
 from servers import DEFAULT_HOST
 from servers.fakes import Received, fake_openai_app, serve_in_thread
 from servers.listen import wait_announced
-from servers.openai_proxy import ProxyConfig, chosen_tools, create_app, input_text, user_text
+from servers.openai_proxy import ProxyConfig, chosen_tools, create_app, input_text, qualified, user_text
 from shortlist_depth.toolsearch import ToolSearch
 
 KEY = "sk-test-5f0c1d2e3a4b"  # a made-up key: must reach the upstream and no log
@@ -322,16 +322,16 @@ def namespace(name: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
 
 def namespaced_request() -> tuple[list[dict[str, Any]], list[str]]:
     """A Responses tool list with namespaces (OpenAI's recommended shape): ``other`` (functions 60-99), a built-in
-    tool, functions 14-59 at the top level, ``air`` (10, 11), ``trip`` (12, and 13 deferred), ``later`` (0-9, all
-    deferred), ``then`` (0-9, the namespace deferred); and the names of its ranked functions in list order,
-    qualified (``air.get_flight``)."""
+    tool, functions 14-59 at the top level, ``air`` (10, 11 and 70), ``trip`` (12, and 13 deferred), ``later``
+    (0-9, all deferred), ``then`` (0-9, the namespace deferred); and the names of its ranked functions in list
+    order, qualified (``air.get_flight``)."""
     flat = flat_tools()
     deferred = [{**t, "defer_loading": True} for t in flat]
-    tools = [namespace("other", flat[60:]), {"type": "web_search"}, *flat[14:60], namespace("air", flat[10:12]),
-             namespace("trip", [flat[12], deferred[13]]), namespace("later", deferred[:10]),
-             {**namespace("then", flat[:10]), "defer_loading": True}]  # fmt: skip
+    tools = [namespace("other", flat[60:]), {"type": "web_search"}, *flat[14:60],
+             namespace("air", [*flat[10:12], flat[70]]), namespace("trip", [flat[12], deferred[13]]),
+             namespace("later", deferred[:10]), {**namespace("then", flat[:10]), "defer_loading": True}]  # fmt: skip
     ranked = [*(f"other.{t['name']}" for t in flat[60:]), *(t["name"] for t in flat[14:60]),
-              "air.get_flight", "air.search_flight", "trip.book_flight"]  # fmt: skip
+              "air.get_flight", "air.search_flight", f"air.{flat[70]['name']}", "trip.book_flight"]  # fmt: skip
     return tools, ranked
 
 
@@ -345,10 +345,16 @@ def leaves(tools: list[dict[str, Any]]) -> list[str]:
 
 
 def qualified_registry(searcher: ToolSearch, ranked: list[str]) -> ToolSearch:
-    """The searcher over the generated tools named as the proxy ranks a namespaced request's functions."""
+    """The searcher over the generated tools named and described as the proxy ranks a namespaced request's
+    functions: ``space.name``, the function's description then ``(space: The space tools.)``."""
     by_name = {t["function"]["name"]: t["function"] for t in openai_tools()}
-    return searcher.with_tools([{"type": "function", "function": {**by_name[n.rpartition(".")[2]], "name": n}}
-                                for n in ranked])  # fmt: skip
+    tools = []
+    for n in ranked:
+        space, _, own = n.rpartition(".")
+        fn = by_name[own]
+        about = f"{fn['description']} ({space}: The {space} tools.)" if space else fn["description"]
+        tools.append({"type": "function", "function": {**fn, "name": n, "description": about}})
+    return searcher.with_tools(tools)
 
 
 def test_a_namespaces_functions_are_ranked_with_the_others_and_it_is_sent_with_those_chosen(
@@ -376,7 +382,6 @@ def test_a_namespaces_functions_are_ranked_with_the_others_and_it_is_sent_with_t
         elif space != "trip" and not any(m.startswith(f"{space}.") for m in rest):
             rest += [m for m in names if m.startswith(f"{space}.")]
     assert leaves(sent) == ["web_search", *trip, *later, *rest]
-    assert rest != [n for n in names if not n.startswith("trip.")]  # (the grouping is what this test checks)
     spaces = [t["name"] for t in sent if t.get("type") == "namespace"]
     assert spaces == ["trip", "later", "then", "air"]  # each once; air where its first function ranks
     own = {t["name"]: {k: v for k, v in t.items() if k != "tools"} for t in sent if t.get("type") == "namespace"}
@@ -386,6 +391,63 @@ def test_a_namespaces_functions_are_ranked_with_the_others_and_it_is_sent_with_t
     assert r.headers["x-shortlist-k"] == str(expected.k)
     assert r.headers["x-shortlist-tools"] == f"{len(leaves(sent))}/{len(leaves(tools))}"
     assert r.json()["output"][0]["content"][0]["text"] == "tools: " + ",".join(leaves(sent))
+
+
+def test_a_namespace_goes_where_its_best_function_ranks_holding_its_chosen_ones_in_rank_order(
+    searcher: ToolSearch,
+) -> None:
+    """The body for a given rank order (air.get, top, air.list): the namespace once, at its first function's place,
+    its chosen functions inside in rank order, the one not chosen left out; the tool count counts functions."""
+    import msgspec
+
+    from servers.openai_proxy import ITEMS, RESPONSES, ProxyConfig, Shortlister, _shortlisted
+
+    flat = flat_tools()
+    tools = [flat[11], namespace("air", [flat[14], flat[10], flat[70]]), flat[20]]
+    raw = msgspec.json.encode(tools)
+    shortlister = Shortlister(searcher, ProxyConfig(upstream="http://127.0.0.1:9"))
+    ready = shortlister.prepared(msgspec.Raw(raw), ITEMS.decode(raw), RESPONSES)
+    assert ready.search is not None
+    order = ["air.get_flight", "search_flight", "air.list_flight"]
+    body, sent = _shortlisted({"tools": msgspec.Raw(raw)}, ITEMS.decode(raw), ready,
+                              [ready.search.index[n] for n in order])  # fmt: skip
+    out = msgspec.json.decode(body)["tools"]
+    assert leaves(out) == ["air.get_flight", "air.list_flight", "search_flight"] and sent == 3
+    assert out[0] == namespace("air", [flat[10], flat[14]])  # (flat[70], not chosen, left out)
+    assert sum(ready.sizes) == 5
+
+
+def test_a_namespaces_name_and_description_are_part_of_its_functions_text(
+    proxy: TestClient, upstream: Any, searcher: ToolSearch
+) -> None:
+    """Two namespaces with the same function: the request naming one's subject gets that one first."""
+    send = {"type": "function", "name": "send", "description": "Send a message.", "parameters": {"type": "object"}}
+    gmail = {**namespace("gmail", [send]), "description": "Email: compose and read mail."}
+    slack = {**namespace("slack", [send]), "description": "Team chat: channels and direct messages."}
+    for text, first in (("send a message to the team chat channel", "slack"), ("send an email", "gmail")):
+        proxy.post("/v1/responses", json=respond(text, tools=[gmail, slack, *flat_tools()[:20]]))
+        assert leaves(last(upstream[1])["body"]["tools"])[0] == f"{first}.send", text
+
+
+def test_a_function_in_use_or_pinned_by_its_bare_name_means_every_namespaces_function_of_that_name(
+    make_proxy: Callable[..., TestClient], upstream: Any
+) -> None:
+    """A ``function_call`` without ``namespace``, or a ``tool_choice``, names a function by its own name: a top-level
+    function of that name is the one meant; else every namespace's function of it is kept."""
+    flat = flat_tools()
+    podcast = flat[99]["name"]
+    tools = [*flat[:30], namespace("a", [flat[99], flat[98]]), namespace("b", [flat[99]]), namespace("c", [flat[0]])]
+    proxy = make_proxy(max_k=1)
+    called = {"type": "function_call", "call_id": "c1", "name": podcast, "arguments": "{}"}
+    items = [{"role": "user", "content": "please book my flight now"}, called, TOOL_OUTPUT[0]]
+    r = proxy.post("/v1/responses", json=respond(items, tools=tools))
+    sent = leaves(last(upstream[1])["body"]["tools"])
+    assert {f"a.{podcast}", f"b.{podcast}"} <= set(sent) and f"a.{flat[98]['name']}" not in sent
+    assert r.headers["x-shortlist-tools"] == f"{len(sent)}/{30 + 2 + 1 + 1}"
+    proxy.post("/v1/responses", json=respond(tools=tools, tool_choice={"type": "function", "name": flat[0]["name"]}))
+    sent = leaves(last(upstream[1])["body"]["tools"])
+    assert sent[0] == flat[0]["name"] and f"c.{flat[0]['name']}" not in sent  # the top-level one is meant
+    assert qualified("x", 3) == "x" and qualified(3, "ns") == 3 and qualified("x", "ns") == "ns.x"
 
 
 def test_a_namespaced_function_in_use_or_forced_is_sent_in_its_namespace(proxy: TestClient, upstream: Any) -> None:

@@ -214,16 +214,18 @@ def test_a_call_of_a_namespaces_function_is_recorded_by_its_qualified_name(
     tmp_path: Path, upstream: str, stream: bool
 ) -> None:
     """A Responses ``function_call`` names its namespace apart (``"namespace": "trip"``): the log and ``tools.json``
-    hold ``trip.book_flight``, the name it was ranked by, so the folder trains on it as it is."""
+    hold ``trip.book_flight``, the name it was ranked by, so the folder trains on it as it is; a call that leaves the
+    namespace out is read as the function of that name when one namespace alone has it."""
     tools, ranked = namespaced_request()
     recorder = Recorder(tmp_path / "rec")
     with TestClient(create_app(ToolSearch.from_tools(openai_tools()), ProxyConfig(upstream), recorder)) as proxy:
         r = proxy.post("/v1/responses", json=respond(tools=tools, stream=stream),
-                       headers={"x-fake-call": "trip.book_flight,book_flight"})  # fmt: skip
+                       headers={"x-fake-call": "trip.book_flight,book_flight,get_flight"})  # fmt: skip
         assert r.status_code == 200, r.text
     recorder.close()
     (line,) = lines(recorder.log)
-    assert line["tools"] == ["trip.book_flight"] and "trip.book_flight" in line["shortlist"]  # (no top-level one)
+    # a call without its namespace names the function one namespace alone has (book_flight: trip's, once)
+    assert line["tools"] == ["trip.book_flight", "air.get_flight"] and "trip.book_flight" in line["shortlist"]
     assert [t.name for t in read_tools_file(recorder.tools_file)] == ranked
 
 
