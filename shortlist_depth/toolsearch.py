@@ -192,6 +192,8 @@ def _query(arguments: object, what: str) -> str:
     query = arguments.get("query") if isinstance(arguments, Mapping) else None
     if not isinstance(query, str):
         raise ValueError(f"{what}: its arguments hold no 'query' string ({arguments!r:.200})")
+    if not query.strip():
+        raise ValueError(f"{what}: its query has no text")
     return query
 
 
@@ -485,12 +487,18 @@ class ToolSearch:
         and the answer to the next request's ``input``.
 
         Raises:
-            ValueError: the call is no ``tool_search_call`` or its arguments hold no ``query`` string (naming its
+            ValueError: the call is no client-executed ``tool_search_call`` (a server-executed one is answered by
+                the server), has no ``call_id``, or its arguments hold no ``query`` with text (naming its
                 ``call_id``).
         """
         call_id = _call_field(call, "call_id")
         if _call_field(call, "type") != "tool_search_call":
             raise ValueError(f"call {call_id!r}: not a tool_search_call (type {_call_field(call, 'type')!r})")
+        if _call_field(call, "execution") == "server":
+            raise ValueError(f"tool_search_call {call_id!r}: executed by the server (the hosted tool search), its "
+                             "output in the response already; only a client-executed call is answered")  # fmt: skip
+        if not isinstance(call_id, str) or not call_id:
+            raise ValueError("tool_search_call without a call_id: its output could not be tied to it")
         query = _query(_call_field(call, "arguments"), f"tool_search_call {call_id!r}")
         shortlist = self.search(query, min_k=min_k, max_k=max_k, pinned=pinned, exclude=exclude)
         return shortlist.as_tool_search_output(call_id)
@@ -517,11 +525,14 @@ class ToolSearch:
         (:meth:`Shortlist.as_tool_references`), which load those tools. Send it in the next user message.
 
         Raises:
-            ValueError: the block is no ``tool_use`` or its input holds no ``query`` string (naming its ``id``).
+            ValueError: the block is no ``tool_use``, has no ``id``, or its input holds no ``query`` with text
+                (naming its ``id``).
         """
         block_id = _call_field(block, "id")
         if _call_field(block, "type") != "tool_use":
             raise ValueError(f"block {block_id!r}: not a tool_use (type {_call_field(block, 'type')!r})")
+        if not isinstance(block_id, str) or not block_id:
+            raise ValueError("tool_use block without an id: its tool_result could not be tied to it")
         query = _query(_call_field(block, "input"), f"tool_use {block_id!r}")
         shortlist = self.search(query, min_k=min_k, max_k=max_k, pinned=pinned, exclude=exclude)
         return {"type": "tool_result", "tool_use_id": block_id, "content": shortlist.as_tool_references()}

@@ -56,6 +56,13 @@ def test_the_tool_and_its_answer_are_what_the_openai_sdk_reads(search: ToolSearc
     assert parsed.call_id == "c7" and parsed.execution == "client" and len(parsed.tools) == len(shortlist.names)
     as_string = {**call, "arguments": json.dumps({"query": REQUEST})}  # (a client that keeps the arguments as JSON)
     assert search.answer_tool_search_call(as_string, max_k=3) == answer
+    # the search's own bounds and pins, the library's default bound
+    assert search.answer_tool_search_call(call) == search.search(REQUEST).as_tool_search_output("c7")
+    pinned = search.answer_tool_search_call(call, max_k=2, pinned=["get_news"], exclude=["book_flight"])
+    assert [t["name"] for t in pinned["tools"]] == list(
+        search.search(REQUEST, max_k=2, pinned=["get_news"], exclude=["book_flight"]).names)  # fmt: skip
+    assert pinned["tools"][0]["name"] == "get_news" and "book_flight" not in {t["name"] for t in pinned["tools"]}
+    assert responses_function({"type": "custom", "name": "sql", "description": "Run SQL."})["type"] == "custom"
 
 
 @pytest.mark.parametrize(
@@ -65,6 +72,12 @@ def test_the_tool_and_its_answer_are_what_the_openai_sdk_reads(search: ToolSearc
         ({"type": "tool_search_call", "call_id": "c2", "arguments": {"paths": ["a"]}}, "'c2': its arguments hold no"),
         ({"type": "tool_search_call", "call_id": "c3", "arguments": "{not json"}, "'c3': its arguments are not JSON"),
         ({"type": "tool_search_call", "call_id": "c4"}, "'c4': its arguments hold no 'query' string"),
+        ({"type": "tool_search_call", "call_id": "c5", "arguments": {"query": " "}}, "'c5': its query has no text"),
+        (
+            {"type": "tool_search_call", "call_id": "c6", "execution": "server", "arguments": {"query": "a"}},
+            "'c6': executed by the server",
+        ),
+        ({"type": "tool_search_call", "arguments": {"query": "a"}}, "without a call_id"),
     ],
 )
 def test_a_call_it_cannot_answer_is_one_line_naming_it(search: ToolSearch, call: dict[str, Any], said: str) -> None:
@@ -125,6 +138,8 @@ def test_the_official_anthropic_client_runs_the_loop_with_the_searcher_as_its_to
     [
         ({"type": "text", "id": "b1", "text": "hi"}, "block 'b1': not a tool_use"),
         ({"type": "tool_use", "id": "b2", "name": "search_tools", "input": {}}, "tool_use 'b2': its arguments hold no"),
+        ({"type": "tool_use", "id": "b3", "input": {"query": ""}}, "tool_use 'b3': its query has no text"),
+        ({"type": "tool_use", "input": {"query": "a"}}, "without an id"),
     ],
 )
 def test_a_tool_use_it_cannot_answer_is_one_line_naming_it(
