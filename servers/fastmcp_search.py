@@ -14,15 +14,19 @@ recommend --log`` trains on the agent's own calls), so the swap is one line::
     mcp.add_transform(ShortlistSearchTransform())  # was: BM25SearchTransform(max_results=5)
 
 The searcher over the server's tools is prepared once per catalog (its tools' names, descriptions and parameter
-schemas hashed; FastMCP's visibility and auth rules apply, as for its own transforms) and each search runs off the
-event loop, one at a time. Results are FastMCP's (the same serializer, the tools in rank order); the policy's K is
-bounded by ``min_k`` / ``max_k`` (:data:`shortlist_depth.DEFAULT_MAX_K`, 20, unless given). A catalog the searcher
-cannot read (a tool FastMCP serves but the searcher refuses) is logged, and that search returns every tool: the
-request is never dropped. Needs the ``fastmcp`` extra (``pip install shortlist-depth[fastmcp]``).
+schemas hashed; FastMCP's visibility and auth rules apply, as for its own transforms, so sessions may see different
+catalogs: the last 8 are kept) and each search runs off the event loop, one at a time. A query with no text is an
+error result, as in ``shortlist serve mcp``. Results are FastMCP's (the same serializer, the tools in rank order);
+the policy's K is bounded by ``min_k`` / ``max_k`` (:data:`shortlist_depth.DEFAULT_MAX_K`, 20, unless given). A
+catalog the searcher cannot read (a tool FastMCP serves but the searcher refuses) is logged, and that search returns
+every tool: the request is never dropped. Needs the ``fastmcp`` extra (``pip install shortlist-depth[fastmcp]``).
 
 With ``record=DIR`` (or a :class:`servers.record.Recorder`), each ``call_tool`` of a tool of the catalog is written
 with the search it followed, as ``shortlist serve mcp --record`` writes it (:mod:`servers.record`): the latest
-search whose answer holds the tool; the catalog goes to ``DIR/tools.json``. The folder trains a policy as it is
+search whose answer holds the tool; an ``always_visible`` tool's calls are not written (it was never searched for);
+each catalog goes to ``DIR/tools.json``. A hidden tool called by its name rather than through ``call_tool`` (FastMCP
+runs it: the transform hides tools, it does not bar them) is not seen, so not written; ``search_tools`` tells the
+model to use ``call_tool``. The folder trains a policy as it is
 (``shortlist recommend --log DIR``), which the transform then takes (``ShortlistSearchTransform("rec/searcher")``).
 Calls are tied to searches in the order they come, so record one agent per server process (stdio): over HTTP,
 agents searching at once would have their calls tied to one another's searches.
@@ -34,11 +38,12 @@ import hashlib
 import json
 import logging
 import os
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Annotated, Any
 
 import anyio
-from fastmcp.exceptions import NotFoundError
+from fastmcp.exceptions import NotFoundError, ToolError
 from fastmcp.server.context import Context
 from fastmcp.server.transforms.search.base import BaseSearchTransform, SearchResultSerializer
 from fastmcp.tools.base import Tool, ToolResult
@@ -48,6 +53,13 @@ from servers.record import Recorder
 from shortlist_depth.toolsearch import DEFAULT_MAX_K, SEARCH_DESCRIPTION, SearchSpec, ToolSearch
 
 LOG = logging.getLogger("servers.fastmcp_search")
+#: What ``search_tools`` tells the model under FastMCP: the tool search's description, the found tools called through
+#: ``call_tool`` (the listing holds only the two).
+FASTMCP_SEARCH_DESCRIPTION = SEARCH_DESCRIPTION.replace(
+    "Call one of them by its name.", "Call one of them with call_tool (its name and arguments)."
+)
+#: Searchers kept, one per distinct catalog (sessions may see different tools: FastMCP's visibility and auth).
+CATALOGS_KEPT = 8
 
 
 def _mcp_tool(tool: Tool) -> dict[str, Any]:
@@ -104,8 +116,10 @@ class ShortlistSearchTransform(BaseSearchTransform):
             self.spec = ToolSearch.load(searcher).spec
         self.min_k, self.max_k = min_k, max_k
         self.recorder = record if isinstance(record, Recorder) or record is None else Recorder(record)
-        self._prepared: tuple[str, ToolSearch] | None = None
-        self._limiter = anyio.CapacityLimiter(1)  # one search at a time, off the event loop
+        self._prepared: OrderedDict[str, ToolSearch] = OrderedDict()
+        # one search, and one write to the recorder, at a time, off the event loop: the recorder's searches and
+        # calls are never read and written at once
+        self._limiter = anyio.CapacityLimiter(1)
 
     def _make_search_tool(self) -> Tool:
         transform = self
@@ -114,19 +128,26 @@ class ShortlistSearchTransform(BaseSearchTransform):
             query: Annotated[str, "The user's request, or the step at hand"],
             ctx: Context = None,  # type: ignore[assignment]  # (FastMCP fills it in)
         ) -> str | list[dict[str, Any]]:
+            if not query.strip():
+                raise ToolError("the query has no text: give the request or the step the tools are for")
             hidden = await transform._get_visible_tools(ctx)
             return await transform._render_results(await transform._search(hidden, query))
 
-        return Tool.from_function(fn=search_tools, name=self._search_tool_name, description=SEARCH_DESCRIPTION)
+        return Tool.from_function(fn=search_tools, name=self._search_tool_name, description=FASTMCP_SEARCH_DESCRIPTION)
 
     def _make_call_tool(self) -> Tool:
         """FastMCP's ``call_tool`` proxy; recording, each call of a tool of the catalog is written (the agent's
-        choice, whether the tool then succeeds or fails; a name FastMCP refuses is not written)."""
+        choice, whether the tool then succeeds or fails; a name FastMCP refuses, or an ``always_visible`` tool's,
+        is not written, as ``serve mcp --record`` writes no pinned tool's)."""
         proxy = super()._make_call_tool()
         if self.recorder is None:
             return proxy
         assert isinstance(proxy, FunctionTool)
-        inner, recorder = proxy.fn, self.recorder
+        inner, recorder, transform = proxy.fn, self.recorder, self
+
+        async def write(name: str) -> None:
+            if name not in transform._always_visible:
+                await anyio.to_thread.run_sync(recorder.called, name, limiter=transform._limiter)
 
         async def call_tool(
             name: Annotated[str, "The name of the tool to call"],
@@ -142,22 +163,27 @@ class ShortlistSearchTransform(BaseSearchTransform):
             except (NotFoundError, ValueError):  # (no tool of the catalog: not a choice to learn from)
                 raise
             except Exception:
-                recorder.called(name)
+                await write(name)
                 raise
-            recorder.called(name)
+            await write(name)
             return result
 
         return Tool.from_function(fn=call_tool, name=self._call_tool_name)
 
     def _searcher(self, tools: Sequence[Tool]) -> ToolSearch:
-        """The searcher over ``tools``, prepared again only when the catalog changed."""
+        """The searcher over ``tools``, prepared once per distinct catalog (the last :data:`CATALOGS_KEPT`; a
+        recorder gets each catalog once)."""
         key = _catalog_key(tools)
-        if self._prepared is None or self._prepared[0] != key:
-            registry = [_mcp_tool(t) for t in tools]
-            self._prepared = (key, self.spec.over(registry))
-            if self.recorder is not None:
-                self.recorder.registry(registry)
-        return self._prepared[1]
+        if key in self._prepared:
+            self._prepared.move_to_end(key)
+            return self._prepared[key]
+        registry = [_mcp_tool(t) for t in tools]
+        search = self._prepared[key] = self.spec.over(registry)
+        while len(self._prepared) > CATALOGS_KEPT:
+            self._prepared.popitem(last=False)
+        if self.recorder is not None:
+            self.recorder.registry(registry)
+        return search
 
     def _shortlist(self, tools: Sequence[Tool], query: str) -> list[str]:
         shortlist = self._searcher(tools).search(query, min_k=self.min_k, max_k=self.max_k)

@@ -21,7 +21,7 @@ import shortlist_depth as sd
 from benchmarks.toollog import read_tool_log
 from benchmarks.tools import read_tools_file
 from servers.fakes import fake_fastmcp_server
-from servers.fastmcp_search import ShortlistSearchTransform
+from servers.fastmcp_search import FASTMCP_SEARCH_DESCRIPTION, ShortlistSearchTransform
 from shortlist_depth.toolsearch import SEARCH_DESCRIPTION, ToolSearch
 
 
@@ -63,7 +63,8 @@ def test_the_listing_is_the_search_and_a_tool_found_is_called_through_call_tool(
         return [t.name for t in listed], search.description or "", called.content[0].text  # type: ignore[union-attr]
 
     names, description, text = anyio.run(run)
-    assert names == ["get_weather", "search_tools", "call_tool"] and description == SEARCH_DESCRIPTION
+    assert names == ["get_weather", "search_tools", "call_tool"] and description == FASTMCP_SEARCH_DESCRIPTION
+    assert "call_tool" in description and description != SEARCH_DESCRIPTION  # (the listing holds only the two)
     assert text == 'book_flight ran with {"flight_id": "F1"}'
     assert "get_weather" not in found(mcp, "please get my weather now")  # (pinned: listed, never searched)
 
@@ -91,12 +92,56 @@ def test_a_catalog_the_searcher_refuses_returns_every_tool_and_says_why(caplog: 
     assert any("searcher failed" in m and "properties" in m for m in caplog.messages), caplog.messages
 
 
+def test_a_changed_catalog_is_searched_as_it_is_now_and_searches_run_off_the_event_loop() -> None:
+    """A tool added after the first search is found by the next; a tool replaced with another description is
+    searched by the new one; each search runs in a worker thread (the event loop's stays free)."""
+    import threading
+
+    transform = ShortlistSearchTransform(max_k=3)
+    mcp = server(transform, mcp_tools()["tools"][:20])
+    threads: list[int] = []
+    shortlist = transform._shortlist
+
+    def spy(tools: Any, query: str) -> Any:
+        threads.append(threading.get_ident())
+        return shortlist(tools, query)
+
+    transform._shortlist = spy  # type: ignore[method-assign]
+    translate = {"name": "translate", "description": "Translate text into French.", "inputSchema": {"type": "object"}}
+
+    async def session() -> list[list[str]]:
+        answers = []
+        async with Client(mcp) as client:
+            for change in (None, translate, {**translate, "description": "Weather in Paris."}):
+                if change is not None:
+                    mcp.add_tool(await server(None, [change]).get_tool("translate"))
+                result = await client.call_tool("search_tools", {"query": "translate this text into french"})
+                answers.append([t["name"] for t in result.structured_content["result"]])
+        threads.append(-threading.get_ident())
+        return answers
+
+    first, added, replaced = anyio.run(session)
+    assert "translate" not in first and added[0] == "translate" and "translate" not in replaced
+    loop = -threads.pop()
+    assert len(threads) == 3 and loop not in threads and len(transform._prepared) == 3
+
+
+def test_a_query_with_no_text_is_an_error_result_not_the_whole_catalog() -> None:
+    async def ask() -> tuple[bool, str]:
+        async with Client(server(ShortlistSearchTransform())) as client:
+            result = await client.call_tool("search_tools", {"query": "  "}, raise_on_error=False)
+        return result.is_error, result.content[0].text  # type: ignore[union-attr]
+
+    failed, said = anyio.run(ask)
+    assert failed and "the query has no text" in said
+
+
 def test_recording_writes_each_call_with_the_search_it_followed_and_the_catalog(tmp_path: Path) -> None:
     """As ``serve mcp --record``: a call through ``call_tool`` is tied to the latest search whose answer holds it;
     a tool that fails was still the agent's choice; a name FastMCP refuses is no label. The folder reads as
     ``shortlist recommend --log`` reads it."""
     folder = tmp_path / "rec"
-    mcp = server(ShortlistSearchTransform(record=folder))
+    mcp = server(ShortlistSearchTransform(record=folder, always_visible=["list_weather"]))
     flights, weather = "please book my flight now", "please get my weather now"
 
     async def session() -> list[bool]:
@@ -104,18 +149,18 @@ def test_recording_writes_each_call_with_the_search_it_followed_and_the_catalog(
         async with Client(mcp) as client:
             await client.call_tool("search_tools", {"query": flights})
             await client.call_tool("search_tools", {"query": weather})
-            for name in ("book_flight", "get_weather", "cancel_flight", "no_such_tool", "search_tools"):
+            for name in ("book_flight", "get_weather", "cancel_flight", "no_such_tool", "search_tools", "list_weather"):
                 result = await client.call_tool("call_tool", {"name": name, "arguments": {}}, raise_on_error=False)
                 failed.append(result.is_error)
         return failed
 
-    assert anyio.run(session) == [False, False, True, True, True]
+    assert anyio.run(session) == [False, False, True, True, True, False]  # (list_weather: pinned, not written)
     lines = [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()]
     assert [(w["request"], w["tools"]) for w in lines] == [
         (flights, ["book_flight"]), (weather, ["get_weather"]), (flights, ["cancel_flight"])]  # fmt: skip
     library = ToolSearch.from_tools(mcp_tools())
     assert lines[0]["shortlist"] == list(library.search(flights).names) and lines[0]["policy"] == "bor-topp"
     registry = read_tools_file(folder / "tools.json")
-    assert [t.name for t in registry] == [t["name"] for t in mcp_tools()["tools"]]
+    assert [t.name for t in registry] == [t["name"] for t in mcp_tools()["tools"] if t["name"] != "list_weather"]
     log = read_tool_log(folder / "log.jsonl", [t.name for t in registry])
     assert len(log.records) == 2 and log.duplicates == 1 and not log.skipped  # (flights twice: one request)
