@@ -182,12 +182,14 @@ def _serving(a: o.ServeArgs, tools: str | None = None) -> Any:
 
 
 def _serve_mcp(a: o.ServeMcpArgs) -> int:
+    import logging
     from contextlib import nullcontext
 
     from servers.listen import bind
     from servers.mcp_server import SearchSettings, run
-    from servers.upstreams import specs
+    from servers.upstreams import OneLine, specs
 
+    logging.getLogger("mcp.client.stdio").addFilter(OneLine())  # an upstream's stray stdout line: one line, said
     settings = SearchSettings(pin=a.pin, min_k=a.min_k, max_k=a.bound())
     upstreams = specs(a.upstream_command, a.upstream_url, a.upstream_config)  # a config file's errors, at once
     # the port is bound before the searcher loads: one in use is an error at once

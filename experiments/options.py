@@ -977,6 +977,25 @@ class DataFetchArgs(DataListArgs):
             raise ValueError(f"unknown dataset {self.name!r}; expected one of {', '.join(data.dataset_names())}")
 
 
+def check_log_usable(tools: str, log: str) -> None:
+    """ValueError, before anything is built, when fewer than 2 of ``log``'s requests can be learned from, saying why
+    (the requests skipped, and the first tools the log names that ``tools`` lacks: a log whose names all differ from
+    the registry's, e.g. ``<server>_<tool>`` against ``<tool>``, keeps none)."""
+    from benchmarks.toollog import read_tool_log
+    from benchmarks.tools import read_tools_file
+
+    read = read_tool_log(log, [t.name for t in read_tools_file(tools)])
+    if len(read.records) >= 2:
+        return
+    why = [f"{n} {k}" for k, n in read.skipped.items() if n]
+    if read.unknown:
+        names = ", ".join(f"{name!r} ({n} line{'s' if n > 1 else ''})" for name, n in list(read.unknown.items())[:5])
+        more = f" and {len(read.unknown) - 5} more" if len(read.unknown) > 5 else ""
+        why.append(f"tools it names that {tools} lacks: {names}{more}")
+    raise ValueError(f"{log}: {len(read.records)} usable requests, at least 2 needed"
+                     + (f" (skipped {'; '.join(why)})" if why else ""))  # fmt: skip
+
+
 def source_options(sa: SourceArgs) -> tuple[tuple[str, str], ...]:
     """Paths of user-supplied inputs, with their sha256 (so a changed file is never reused)."""
     from benchmarks.corpus import sha256_file
@@ -1002,13 +1021,15 @@ def source_options(sa: SourceArgs) -> tuple[tuple[str, str], ...]:
         return tuple(opts)
     if sa.source == "log":
         assert sa.tools and sa.log  # SourceArgs checks they come together
-        return (
+        options = (
             ("tools", str(Path(sa.tools).resolve())),
             ("tools_sha256", checked(sa.tools, "--tools")),
             ("log", str(Path(sa.log).resolve())),
             ("log_sha256", checked(sa.log, "--log")),
             ("train_frac", str(float(sa.train_frac))),
         )
+        check_log_usable(sa.tools, sa.log)
+        return options
     if sa.source == "beir":
         if not sa.beir_dir:
             raise ValueError("--benchmark beir needs --beir-dir FOLDER")

@@ -97,7 +97,7 @@ def cmd_search(sa: SearchArgs) -> int:
         print(json.dumps(search.search(sa.request, **kw).to_json(), ensure_ascii=False))
         return 0
     for lineno, line in enumerate(sys.stdin, start=1):
-        text = line.rstrip("\n")
+        text = line.rstrip("\r\n")  # (a CRLF line's \r too)
         if not text.strip():
             raise ValueError(f"stdin:{lineno}: a request with no text (one request a line)")
         print(json.dumps(search.search(text, **kw).to_json(), ensure_ascii=False), flush=True)

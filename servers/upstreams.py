@@ -53,6 +53,24 @@ from servers import CONNECT_TIMEOUT, check_url
 from shortlist_depth.toolsearch import SearchSpec, ToolSearch
 
 LOG = logging.getLogger("servers.upstreams")
+
+
+class OneLine(logging.Filter):
+    """The MCP SDK's stdio client logs each stdout line of an upstream that is not JSON-RPC (a start-up banner, say)
+    with its whole traceback: one line instead, without the line's text (a server may print a key), the server
+    read on as the SDK reads it. Installed by the CLI on the ``mcp.client.stdio`` logger."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and "Failed to parse JSONRPC message" in record.getMessage():
+            error = record.exc_info[1]
+            record.msg = ("an upstream stdio server wrote a line to stdout that is not a JSON-RPC message (%s; "
+                          "skipped: a server should write its own messages to stderr)")  # fmt: skip
+            record.args = (type(error).__name__,)
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
 #: ``${...}`` in a config value, and what it may hold: ``VAR`` or ``VAR:-default`` (``env:VAR``, VS Code's spelling).
 _VAR = re.compile(r"\$\{([^}]*)\}")
 #: VS Code's and Cursor's predefined variables (a config may hold them; this process has no workspace to read).

@@ -58,6 +58,9 @@ def test_search_prints_the_python_apis_shortlist(saved: Path, tmp_path: Path) ->
     assert code == 0
     expected = search.search_many(texts, pinned=["get_news"], exclude=["book_hotel"])
     assert [json.loads(line) for line in out.splitlines()] == [s.to_json() for s in expected]
+    code, crlf, _ = run(["search", "--searcher", str(saved), "--pin", "get_news", "--exclude", "book_hotel"],
+                        stdin="\r\n".join(texts) + "\r\n")  # fmt: skip
+    assert code == 0 and crlf == out  # (a CRLF line's request has no \r)
     (tmp_path / "tools.json").write_text(json.dumps(openai_tools()))
     code, out, _ = run(["search", "--tools", str(tmp_path / "tools.json"), "--policy", str(saved / "policy"), texts[0]])
     assert code == 0 and json.loads(out) == search.search(texts[0]).to_json()
@@ -173,6 +176,16 @@ def test_recommend_on_a_log_refuses_bad_input_and_writes_nothing(tmp_path: Path)
     assert code == 2 and "rank with bm25, minilm or hybrid" in err
     code, _, err = run(["recommend", "--tools", str(tools), "--out", str(out)])
     assert code == 2 and "--tools and --log go together" in err and not out.exists()
+    # a log whose every tool name differs from the registry's (a prefix, say) keeps no request: why, in one line
+    renamed = tmp_path / "renamed.jsonl"
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    named = [{"request": w["request"], "tools": w.get("tools", [w.get("tool")])} for w in lines]
+    renamed.write_text("".join(json.dumps({**w, "tools": [f"srv_{t}" for t in w["tools"]]}) + "\n" for w in named))
+    for args in (["recommend"], ["train", "--agent", "gap"]):
+        code, _, err = run([*args, "--tools", str(tools), "--log", str(renamed), "--out", str(out)])
+        assert code == 2 and f"{renamed}: 0 usable requests, at least 2 needed (skipped " in err, err
+        assert "requests naming a tool not in the registry" in err and "; tools it names that" in err and "'srv_" in err
+        assert len(err.strip().splitlines()) == 1 and not out.exists()
 
 
 # ------------------------------------------------------------------------------------------ default policy

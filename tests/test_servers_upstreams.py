@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -347,6 +348,28 @@ def stdio_params(params: StdioServerParameters, errlog: Any) -> Any:
     from mcp.client.stdio import stdio_client
 
     return stdio_client(params, errlog=errlog)
+
+
+def test_an_upstream_that_prints_a_banner_to_stdout_is_read_on_and_said_in_one_line(tmp_path: Path) -> None:
+    """A stdio server that writes a non-JSON line first (a start-up banner): the SDK skips it and logged a traceback;
+    the command says it in one line, without the line's text, and the server is fronted as usual."""
+    env = cli_env()
+    fake = shlex.join([sys.executable, "-m", "servers.fakes", "mcp", "--tools", str(write(tmp_path / "t.json", ONE))])
+    upstream = f"sh -c {shlex.quote('echo Server starting with key sk-banner-123; exec ' + fake)}"
+    argv = ["-m", "experiments.cli", "serve", "mcp", "--upstream-command", upstream]
+    log = tmp_path / "shortlist.log"
+
+    async def go() -> None:
+        with log.open("w") as err:
+            params = StdioServerParameters(command=sys.executable, args=argv, env=env)
+            async with Client(stdio_params(params, err)) as c:
+                answer = await c.call_tool(SEARCH_TOOL, {"query": "please book my flight now"})
+                assert names(answer)[0] == "book_flight"
+
+    anyio.run(go)
+    said = log.read_text(encoding="utf-8")
+    assert "an upstream stdio server wrote a line to stdout that is not a JSON-RPC message" in said, said
+    assert "Traceback" not in said and "sk-banner-123" not in said and "Server starting" not in said
 
 
 def test_the_command_fronts_one_http_server_by_its_url(tmp_path: Path) -> None:
