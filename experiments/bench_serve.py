@@ -155,6 +155,13 @@ def bm25_libraries(tools: list[dict[str, Any]], texts: list[str], requests: int)
     return rows
 
 
+def mcp_of(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An OpenAI ``tools`` list as MCP tools (name, description, inputSchema) for the MCP servers measured: BFCL writes
+    ``"type": "dict"``; an MCP tool's inputSchema is a JSON schema of ``"type": "object"``."""
+    return [{"name": f["name"], "description": f["description"], "inputSchema": {**f["parameters"], "type": "object"}}
+            for f in (t["function"] for t in tools)]  # fmt: skip
+
+
 def fastmcp_rows(tools: list[dict[str, Any]], texts: list[str], requests: int) -> list[list[str]] | None:
     """``search_tools`` inside a FastMCP server of ``tools`` (OpenAI-shaped), through FastMCP's in-memory client, one
     request at a time after 20 warm-up ones: FastMCP's own ``BM25SearchTransform(max_results=5)`` against
@@ -170,8 +177,7 @@ def fastmcp_rows(tools: list[dict[str, Any]], texts: list[str], requests: int) -
     except ImportError as e:
         print(f"toolsearch: FastMCP rows skipped: {e} (the fastmcp extra)", flush=True)
         return None
-    catalog = [{"name": f["name"], "description": f["description"], "inputSchema": f["parameters"]}
-               for f in (t["function"] for t in tools)]  # fmt: skip
+    catalog = mcp_of(tools)
     asked = (texts * (1 + (requests + 20) // len(texts)))[: requests + 20]
 
     async def measure(transform: Any) -> tuple[list[float], list[int]]:
@@ -535,9 +541,7 @@ def bench_load_mcp(ba: Any, tools: list[dict[str, Any]], queries: list[str], sea
 
     from servers.listen import wait_announced
 
-    # BFCL writes "type": "dict"; an MCP tool's inputSchema is a JSON schema of "type": "object"
-    mcp_tools = [{"name": t["function"]["name"], "description": t["function"]["description"],
-                  "inputSchema": {**t["function"]["parameters"], "type": "object"}} for t in tools]  # fmt: skip
+    mcp_tools = mcp_of(tools)
     (tmp / "tools.json").write_text(json.dumps(mcp_tools), encoding="utf-8")
     upstream = f"{sys.executable} -m servers.fakes mcp --tools {tmp / 'tools.json'}"
     cmd = [sys.executable, "-m", "experiments.cli", "serve", "mcp", "--searcher", str(searcher), "--transport", "http",

@@ -171,46 +171,40 @@ def _own_run_condition(ea: EvaluateArgs, cfg: dict, ca: FolderArgs, run: Path) -
     from experiments.runner import get_condition
 
     trained = (cfg.get("options") or {}) if cfg.get("benchmark") == "run" else {}
-    trained_n = trained.get("n_candidates")
-    n_notes: list[str] = []
+    trained_n = int(trained["n_candidates"]) if trained.get("n_candidates") else None
+    base = [o for o in source_options(SourceArgs(run=ea.run, qrels=ea.qrels)) if o[0] != "train_frac"]  # (hashed once)
 
-    def condition(frac: float, n: int | None) -> Condition:
-        sa = SourceArgs(run=ea.run, qrels=ea.qrels, n_candidates=n)
-        options = tuple((k, str(frac) if k == "train_frac" else v) for k, v in source_options(sa))
+    def condition(frac: float, n: int | None) -> Condition:  # (the options in source_options' order)
+        options = (*base, *([("n_candidates", str(n))] if n is not None else []), ("train_frac", str(float(frac))))
         return get_condition("run", "run", "", cfg.get("split_seed", 0), ca.data_dir, ca.cache_dir, options)
 
-    def own_n() -> int | None:
-        if ea.n_candidates is None and trained_n:
-            n_notes.append(f"shortlist: note: N = {trained_n} candidates per query, as the policy was trained "
-                           "(its --n-candidates); give --n-candidates to change it")  # fmt: skip
-            return int(trained_n)
-        return ea.n_candidates
-
-    same = same_inputs(trained, dict(source_options(SourceArgs(run=ea.run, qrels=ea.qrels))))
+    own_n = ea.n_candidates if ea.n_candidates is not None else trained_n  # the N trained with, on its own data
     frac = float(trained.get("train_frac") or DEFAULT_TRAIN_FRAC) if trained else DEFAULT_TRAIN_FRAC
     cond, how = None, "are the data this policy was trained on"
+    same = same_inputs(trained, dict(base))
     if not same and trained:  # the same queries in another file? split them as the policy's were
         recorded = _recorded_condition(run)
-        candidate = condition(frac, own_n())
+        candidate = condition(frac, own_n)
         meta = candidate.meta
         if recorded.get("test_qids_sha256") and (meta.get("test_qids_sha256"), meta.get("n_train")) == (
             recorded["test_qids_sha256"], recorded.get("n_train")):  # fmt: skip
             same, cond = True, candidate
             how = ("hold the queries this policy was trained on (the same query ids, split as they were; the files "
                    "differ by sha256)")  # fmt: skip
-        else:
-            n_notes.clear()
     if same and ea.train_frac is not None and ea.train_frac != frac:
         raise ValueError(
             f"--train-frac {ea.train_frac}: the policy was trained on this run with train fraction {frac}; another "
             "split would put its training queries among the test queries (every query: --split all)"
         )
     if same:
-        cond = cond or condition(frac, own_n())
+        cond = cond or condition(frac, own_n)
         split = ea.split or "test"
         notes = [f"shortlist: note: {ea.run} and {ea.qrels} {how}: its split (train fraction {frac:g}), {split} "
                  "queries"]  # fmt: skip
-        return cond, split, notes + n_notes + _leakage(split, len(cond.train), len(cond.queries))
+        if own_n != ea.n_candidates:
+            notes.append(f"shortlist: note: N = {own_n} candidates per query, as the policy was trained (its "
+                         "--n-candidates); give --n-candidates to change it")  # fmt: skip
+        return cond, split, notes + _leakage(split, len(cond.train), len(cond.queries))
     cond = condition(ea.train_frac or DEFAULT_TRAIN_FRAC, ea.n_candidates)
     split = ea.split or "all"
     notes = [

@@ -175,17 +175,15 @@ def print_data_notes(cond_meta: dict, n_test: int, width: float) -> None:
         print(f"shortlist: {line}", file=sys.stderr)
 
 
-def deployable(runs: list[Path], t: pd.DataFrame, cells: list, ca: CommonArgs) -> list[str]:
+def deployable(runs: list[Path], per_query: pd.DataFrame, t: pd.DataFrame, cells: list, ca: CommonArgs) -> list[str]:
     """Where a policy's test depths need what ``shortlist predict`` does not have: lines saying, for each policy of
     the table whose depths on the test queries differ when chosen from the scores alone (as ``predict`` and
     ``load_policy(...).depth`` choose them: the number of relevant items R unknown, taken as 1), on how many
     queries, and its net reward at those depths beside the table's. Empty when every test query has one relevant
     item (then nothing can differ), or when the lists carry a second scorer's scores (``predict`` reads one)."""
-    import numpy as np
-
+    from agents import score_depths
     from agents.trained import load_policy
     from experiments.runner import get_condition
-    from rewards import terminal_reward
 
     c = cells[0]
     test = get_condition(c.benchmark, c.scorer, c.variant, c.split_seed, ca.data_dir, ca.cache_dir, c.options).test
@@ -193,27 +191,19 @@ def deployable(runs: list[Path], t: pd.DataFrame, cells: list, ca: CommonArgs) -
     if not several or any(q.aux_scores is not None for q in test):
         return []
     table = t.set_index("method")
-    gold = np.array([q.gold_rank for q in test])
-    n = np.array([q.n_candidates for q in test])
-    r = np.array([max(q.n_relevant, 1) for q in test])
-
-    def judged(k: np.ndarray) -> np.ndarray:  # the BoR reward every method is judged on, at depths k
-        return np.asarray(terminal_reward("bor", (gold > 0) & (k >= gold), k, n, r), dtype=np.float64)
-
     lines = []
     for run in runs:
         cfg = json.loads((run / "config.json").read_text(encoding="utf-8"))
         method = cfg["method"]
         if method not in table.index or table.loc[method, "group"] == "limit":
             continue
-        rows = pd.read_csv(run / "per_query.csv", dtype={"qid": str}).set_index("qid")
         policy = load_policy(run)
         k = policy.depths([q.scores for q in test], [q.n_candidates for q in test])
-        evaluated = rows.loc[[q.qid for q in test], "k"].to_numpy()
-        differ = int((k != evaluated).sum())
+        evaluated = per_query[per_query["method"] == method].set_index("qid").loc[[q.qid for q in test], "k"]
+        differ = int((k != evaluated.to_numpy()).sum())
         if not differ:
             continue
-        net = float(np.mean(judged(k) - policy.episode.step_cost * (k - 1)))
+        net = float(score_depths(test, k, step_cost=policy.episode.step_cost)["reward_net"].mean())  # (as judged)
         lines.append(f"{method}: depths differ on {differ} of {len(test)} test queries; net reward at predict's "
                      f"depths {net:.3f} (table: {table.loc[method, 'mean_reward_net']:.3f})")  # fmt: skip
     if not lines:
@@ -260,7 +250,7 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     auto_run = next(r for r in runs if json.loads((r / "config.json").read_text())["agent"] == "auto")
     condition = json.loads((auto_run / "config.json").read_text())["condition"]  # a run's name carries its hash
     chosen, why = verdict(t, auto_run)
-    caveat = deployable(runs, t, cells, ca)
+    caveat = deployable(runs, per_query, t, cells, ca)
     atomic_write_csv(t, out / "recommend.csv")
     recommended = out / "recommended"
     with staged_folder(recommended) as tmp:  # complete before the earlier recommendation of these inputs goes

@@ -67,11 +67,6 @@ def _mcp_tool(tool: Tool) -> dict[str, Any]:
     return {"name": tool.name, "description": tool.description or "", "inputSchema": tool.parameters}
 
 
-def _catalog_key(tools: Sequence[Tool]) -> str:
-    """sha256 of the tools as the searcher reads them, in order (a changed catalog is prepared again)."""
-    return hashlib.sha256(json.dumps([_mcp_tool(t) for t in tools], sort_keys=True, default=str).encode()).hexdigest()
-
-
 class ShortlistSearchTransform(BaseSearchTransform):
     """FastMCP's search transform with a per-request depth (module docstring).
 
@@ -173,11 +168,11 @@ class ShortlistSearchTransform(BaseSearchTransform):
     def _searcher(self, tools: Sequence[Tool]) -> ToolSearch:
         """The searcher over ``tools``, prepared once per distinct catalog (the last :data:`CATALOGS_KEPT`; a
         recorder gets each catalog once)."""
-        key = _catalog_key(tools)
+        registry = [_mcp_tool(t) for t in tools]  # (its sha256, in order, is the catalog's key)
+        key = hashlib.sha256(json.dumps(registry, sort_keys=True, default=str).encode()).hexdigest()
         if key in self._prepared:
             self._prepared.move_to_end(key)
             return self._prepared[key]
-        registry = [_mcp_tool(t) for t in tools]
         search = self._prepared[key] = self.spec.over(registry)
         while len(self._prepared) > CATALOGS_KEPT:
             self._prepared.popitem(last=False)

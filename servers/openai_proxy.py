@@ -135,16 +135,19 @@ class Plan:
     headers: dict[str, str] = field(default_factory=dict)
     text: str | None = None
     """The user text the tools were shortlisted on (None: not shortlisted)."""
-    search: ToolSearch | None = None
-    """The searcher of the request's ranked tools (None: not shortlisted)."""
+    ready: Prepared | None = None
+    """The request's tool list as prepared: its searcher and namespaces (None: not shortlisted)."""
     shown: tuple[str, ...] = ()
     """The ranked tools sent, in order (the shortlist, then tools in use it left out)."""
     pinned: tuple[str, ...] = ()
     """The tools ``tool_choice`` forced (their calls are not a choice)."""
     k: int = 0
     """The policy's K."""
-    bare: dict[str, list[str]] = field(default_factory=dict)
-    """The qualified names of the namespaced functions by their own name (:attr:`Prepared.bare`)."""
+
+    @property
+    def search(self) -> ToolSearch | None:
+        """The searcher of the request's ranked tools (None: not shortlisted)."""
+        return None if self.ready is None else self.ready.search
 
 
 def error(status: int, message: str, code: str) -> JSONResponse:
@@ -386,12 +389,18 @@ class Prepared:
     sizes: list[int] = field(default_factory=list)
     """How many tools each list item is (a namespace: its tools; any other item: 1)."""
 
-    def resolve(self, names: list[str], search: ToolSearch) -> list[str]:
+    def resolve(self, names: list[str], unique: bool = False) -> list[str]:
         """The ranked tools ``names`` mean, in order, once each: a name of the searcher's, or a bare name no
         top-level tool has, which means every namespace's function of that name (a ``tool_choice`` names a function
-        by its own name; a ``function_call`` item may leave its ``namespace`` out). Pinning or keeping more than
-        was meant never sends less than the model may call."""
-        out = [q for n in names for q in ([n] if n in search.index else self.bare.get(n, []))]
+        by its own name; a ``function_call`` item may leave its ``namespace`` out): pinning or keeping more than
+        was meant never sends less than the model may call. With ``unique`` (what a call is recorded as), a bare
+        name means a function only when one namespace alone has it."""
+        assert self.search is not None
+        index = self.search.index
+        out = []
+        for n in names:
+            spaced = self.bare.get(n, [])
+            out += [n] if n in index else spaced if not unique or len(spaced) == 1 else []
         return list(dict.fromkeys(out))
 
 
@@ -519,12 +528,12 @@ class Calls:
 
     def end(self) -> None:
         plan = self.plan
-        assert plan.search is not None and plan.text is not None
+        assert plan.ready is not None and plan.ready.search is not None and plan.text is not None
         # a call that leaves its namespace out names the function when one namespace alone has it
-        names = [n if n in plan.search.index or len(plan.bare.get(n, ())) != 1 else plan.bare[n][0] for n in self.names]
-        called = [n for n in dict.fromkeys(names) if n in plan.search.index and n not in plan.pinned]
+        called = [n for n in plan.ready.resolve(self.names, unique=True) if n not in plan.pinned]
         if called:
-            self.recorder.write(plan.text, called, plan.shown, plan.k, plan.search.policy.method, api=self.api.name)
+            self.recorder.write(plan.text, called, plan.shown, plan.k, plan.ready.search.policy.method,
+                                api=self.api.name)  # fmt: skip
 
 
 async def _then(chunks: AsyncIterator[bytes], end: Callable[[], None]) -> AsyncIterator[bytes]:
@@ -663,11 +672,11 @@ class Shortlister:
             search = ready.search
             # a tool_choice names a function by its own name: a namespace's function with that name when no
             # top-level one has it (pinning more than it meant never sends less than the model may be forced to call)
-            pinned = ready.resolve(api.pins(_value(top.get("tool_choice"))), search)
+            pinned = ready.resolve(api.pins(_value(top.get("tool_choice"))))
             shortlist = search.search(text, min_k=self.config.min_k, max_k=self.config.max_k, pinned=pinned)
             # a tool in use that the shortlist left out goes at its end: the list's order, and so a provider's
             # prompt cache, stays as it was when the shortlist holds it already (the usual case in a tool loop)
-            missing = [n for n in ready.resolve(called_tools(conversation), search) if n not in shortlist.names]
+            missing = [n for n in ready.resolve(called_tools(conversation)) if n not in shortlist.names]
         except Exception as e:  # the request is never dropped: it goes with every tool
             LOG.warning("searcher failed on a %s request with %d tools, all forwarded: %s: %s", api.name, len(items),
                         type(e).__name__, e)  # fmt: skip
@@ -679,7 +688,7 @@ class Shortlister:
             "x-shortlist-policy": search.policy.method,
             **said,
         }
-        return Plan(body, headers, text, search, (*shortlist.names, *missing), tuple(pinned), shortlist.k, ready.bare)
+        return Plan(body, headers, text, ready, (*shortlist.names, *missing), tuple(pinned), shortlist.k)
 
 
 async def read_body(request: Request, limit: int) -> bytes | None:

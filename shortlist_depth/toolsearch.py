@@ -491,16 +491,12 @@ class ToolSearch:
                 the server), has no ``call_id``, or its arguments hold no ``query`` with text (naming its
                 ``call_id``).
         """
-        call_id = _call_field(call, "call_id")
-        if _call_field(call, "type") != "tool_search_call":
-            raise ValueError(f"call {call_id!r}: not a tool_search_call (type {_call_field(call, 'type')!r})")
-        if _call_field(call, "execution") == "server":
-            raise ValueError(f"tool_search_call {call_id!r}: executed by the server (the hosted tool search), its "
-                             "output in the response already; only a client-executed call is answered")  # fmt: skip
-        if not isinstance(call_id, str) or not call_id:
-            raise ValueError("tool_search_call without a call_id: its output could not be tied to it")
-        query = _query(_call_field(call, "arguments"), f"tool_search_call {call_id!r}")
-        shortlist = self.search(query, min_k=min_k, max_k=max_k, pinned=pinned, exclude=exclude)
+        if _call_field(call, "type") == "tool_search_call" and _call_field(call, "execution") == "server":
+            raise ValueError(f"tool_search_call {_call_field(call, 'call_id')!r}: executed by the server (the hosted "
+                             "tool search), its output in the response already; only a client-executed call is "
+                             "answered")  # fmt: skip
+        bounds = {"min_k": min_k, "max_k": max_k, "pinned": pinned, "exclude": exclude}
+        call_id, shortlist = self._answered(call, "tool_search_call", "call_id", "arguments", bounds)
         return shortlist.as_tool_search_output(call_id)
 
     @staticmethod
@@ -528,14 +524,22 @@ class ToolSearch:
             ValueError: the block is no ``tool_use``, has no ``id``, or its input holds no ``query`` with text
                 (naming its ``id``).
         """
-        block_id = _call_field(block, "id")
-        if _call_field(block, "type") != "tool_use":
-            raise ValueError(f"block {block_id!r}: not a tool_use (type {_call_field(block, 'type')!r})")
-        if not isinstance(block_id, str) or not block_id:
-            raise ValueError("tool_use block without an id: its tool_result could not be tied to it")
-        query = _query(_call_field(block, "input"), f"tool_use {block_id!r}")
-        shortlist = self.search(query, min_k=min_k, max_k=max_k, pinned=pinned, exclude=exclude)
+        bounds = {"min_k": min_k, "max_k": max_k, "pinned": pinned, "exclude": exclude}
+        block_id, shortlist = self._answered(block, "tool_use", "id", "input", bounds)
         return {"type": "tool_result", "tool_use_id": block_id, "content": shortlist.as_tool_references()}
+
+    def _answered(
+        self, call: object, kind: str, id_key: str, arguments_key: str, bounds: dict[str, Any]
+    ) -> tuple[str, Shortlist]:
+        """A provider's tool search call (a dict, or its SDK's object) of type ``kind``: its id (``id_key``) and the
+        shortlist of the ``query`` of its ``arguments_key`` (:meth:`search` with ``bounds``); ValueError, naming the
+        call, when it is of another type, has no id, or its arguments hold no query with text."""
+        call_id = _call_field(call, id_key)
+        if _call_field(call, "type") != kind:
+            raise ValueError(f"call {call_id!r}: not a {kind} (type {_call_field(call, 'type')!r})")
+        if not isinstance(call_id, str) or not call_id:
+            raise ValueError(f"{kind} without its {id_key}: the answer could not be tied to it")
+        return call_id, self.search(_query(_call_field(call, arguments_key), f"{kind} {call_id!r}"), **bounds)
 
     def search_many(
         self,

@@ -77,7 +77,7 @@ def test_the_tool_and_its_answer_are_what_the_openai_sdk_reads(search: ToolSearc
             {"type": "tool_search_call", "call_id": "c6", "execution": "server", "arguments": {"query": "a"}},
             "'c6': executed by the server",
         ),
-        ({"type": "tool_search_call", "arguments": {"query": "a"}}, "without a call_id"),
+        ({"type": "tool_search_call", "arguments": {"query": "a"}}, "tool_search_call without its call_id"),
     ],
 )
 def test_a_call_it_cannot_answer_is_one_line_naming_it(search: ToolSearch, call: dict[str, Any], said: str) -> None:
@@ -136,10 +136,10 @@ def test_the_official_anthropic_client_runs_the_loop_with_the_searcher_as_its_to
 @pytest.mark.parametrize(
     ("block", "said"),
     [
-        ({"type": "text", "id": "b1", "text": "hi"}, "block 'b1': not a tool_use"),
+        ({"type": "text", "id": "b1", "text": "hi"}, "call 'b1': not a tool_use"),
         ({"type": "tool_use", "id": "b2", "name": "search_tools", "input": {}}, "tool_use 'b2': its arguments hold no"),
         ({"type": "tool_use", "id": "b3", "input": {"query": ""}}, "tool_use 'b3': its query has no text"),
-        ({"type": "tool_use", "input": {"query": "a"}}, "without an id"),
+        ({"type": "tool_use", "input": {"query": "a"}}, "tool_use without its id"),
     ],
 )
 def test_a_tool_use_it_cannot_answer_is_one_line_naming_it(
