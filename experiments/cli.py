@@ -392,13 +392,17 @@ TOOLSEARCH_COMMANDS: tuple[Command, ...] = (
         "pays",
         (o.ToolsearchPaysArgs,),
         _toolsearch_pays,
-        "does the tool search pay? its default and recommended policies against fixed K = 3, 5, 8 on BFCL, end to "
-        "end (the committed chooser answers) and in tool-definition tokens",
+        "does the tool search pay? its default and recommended policies against fixed K = 3, 5, 8, end to end and in "
+        "tool-definition tokens, on BFCL or on your registry, log and LLM (--tools/--log)",
         "On the downstream study's BFCL test queries: K from the shipped default policy (the leave-BFCL-out one when "
         "the shipped one saw BFCL), from `shortlist recommend --tools --log` on the BFCL training queries, and fixed "
         "limits, capped at the chooser's 20 prefixes; end-to-end % from the committed answers of the local and the "
         "simulated chooser, tool-definition tokens counted with the local chooser's tokenizer; paired 95% intervals; "
-        "a figure, the tables, the page and a manifest into OUT.",
+        "a figure, the tables, the page and a manifest into OUT. With --tools/--log: `shortlist recommend` on your "
+        "log, and on its test split (requests no policy was trained or picked on) K from its searcher, from the "
+        "default policy and the fixed limits, capped at --max-k; --chooser (the local LM, your OpenAI-compatible "
+        "endpoint, or the simulated stand-in) asked once per (request, K) a method shows whose top K holds a tool the "
+        "agent called, its answers cached; OUT (default pays) gets choices.csv too.",
     ),
     Command(
         "latency",

@@ -163,18 +163,6 @@ def sensitivity(cond: Any, queries: Sequence[Any], bor_rows: pd.DataFrame, stren
 # ----------------------------------------------------------------------------- the command
 
 
-def chooser_options(da: Any, cache_dir: str | None = None) -> dict[str, Any]:
-    """The chooser's own options from the command's (only those that chooser takes)."""
-    if da.chooser == "openai":
-        if not (da.base_url and da.model):
-            raise ValueError("--chooser openai needs --base-url and --model")
-        return {"base_url": da.base_url, "model": da.model, "api_key_env": da.api_key_env,
-                "max_concurrency": da.max_concurrency, "timeout_s": da.timeout}  # fmt: skip
-    if da.base_url or da.model:
-        raise ValueError(f"--base-url and --model go with --chooser openai, not {da.chooser}")
-    return {"cache_dir": cache_dir} if da.chooser == "local" else {}
-
-
 def cmd_downstream(da: Any, la: Any, ca: Any, command: str) -> int:
     """``shortlist downstream`` through the one pipeline (:mod:`experiments.pipeline`; module docstring)."""
     from choosers import ChoiceCache
@@ -185,7 +173,7 @@ def cmd_downstream(da: Any, la: Any, ca: Any, command: str) -> int:
     settings = la.settings_for()
     cells = downstream_cells(da.only, la.seeds, settings)
     out, runs_dir = Path(da.out), Path(da.runs_dir)
-    options = chooser_options(da, ca.cache_dir)
+    options = da.chooser_options(ca.cache_dir)
     if da.chooser == "openai" and not da.dry_run:  # a missing key or a bad option fails before any cell runs
         from choosers import make_chooser
 

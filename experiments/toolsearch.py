@@ -56,6 +56,7 @@ from experiments.options import (
     ToolsearchLatencyArgs,
     ToolsearchPaysArgs,
 )
+from experiments.pays_log import files_sha256, run_recommend
 
 if TYPE_CHECKING:  # pandas is read by the default command only: `shortlist search` starts without it
     import numpy as np
@@ -580,15 +581,6 @@ def policy_depths(search: Any, queries: Sequence[Any], label: str) -> tuple[np.n
     return np.array([int(s.why["policy_k"]) for s in lists], dtype=np.int64), check
 
 
-def files_sha256(folder: Path) -> dict[str, str]:
-    """sha256 of every file of ``folder`` (relative POSIX paths, sorted)."""
-    return {
-        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*"))
-        if p.is_file()
-    }
-
-
 def lobo_net_reward(lobo: Path, scorer: str, method: str) -> float:
     """The mean net reward the leave-one-benchmark-out table gives ``method`` held out on BFCL for ``scorer``."""
     import pandas as pd
@@ -655,43 +647,18 @@ def default_policy(scorer: str, args: ToolsearchPaysArgs, runs: Path) -> tuple[A
 
 
 def recommended_searcher(req: Requests, args: ToolsearchPaysArgs, runs: Path) -> tuple[Any, dict[str, Any]]:
-    """``shortlist recommend --tools --log`` on the BFCL training queries (the command itself, in a child process
-    of this Python: a command never imports another), into ``runs/recommend-<scorer>``; its saved searcher and
-    what the report says of it."""
-    import subprocess
-
-    from agents.auto import AutoPolicy
+    """``shortlist recommend --tools --log`` on the BFCL training queries (:func:`run_recommend`, their schemas and
+    log written first into ``runs/recommend-<scorer>/inputs``); its saved searcher and what the report says of it."""
     from experiments.io import atomic_write_text
-    from shortlist_depth.toolsearch import ToolSearch
 
     folder = runs / f"recommend-{req.scorer}"
     tools, log = folder / "inputs" / "bfcl-tools.json", folder / "inputs" / "bfcl-train-log.jsonl"
     tools.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(tools, json.dumps(req.tools, indent=1, ensure_ascii=False) + "\n")
     atomic_write_text(log, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in req.train_log))
-    out = folder / "out"
-    flags = ["--tools", str(tools), "--log", str(log), "--scorer", req.scorer, "--seeds", str(args.seed)]
-    flags += [x for item in args.set for x in ("--set", item)]
-    folders = [
-        x for flag, v in (("--data-dir", args.data_dir), ("--cache-dir", args.cache_dir)) if v for x in (flag, v)
-    ]
-    argv = [sys.executable, "-m", "experiments.cli", "recommend", *flags, *folders, "--out", str(out), "--no-progress"]
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    print(done.stdout + done.stderr, end="", file=sys.stderr)  # recommend's table and notes: this command's progress
-    if done.returncode != 0:
-        why = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise ValueError(f"{req.condition}: `shortlist recommend` on the BFCL training log failed: {why}")
-    search = ToolSearch.load(out / "searcher", cache_dir=args.cache_dir)
-    auto = search.policy.policy  # an AutoPolicy: the kind it chose on the log's training part, and how
-    if not isinstance(auto, AutoPolicy):
-        raise ValueError(f"{out / 'searcher'}: recommend saved a {search.policy.method} searcher, not its auto policy")
-    condition = json.loads((out / "recommended" / "manifest.json").read_text(encoding="utf-8"))["condition"]
-    info = {"method": search.policy.method, "kind_chosen": auto.chosen, "selection": auto.selection,
-            "log_queries": len(req.train_log), "log_train": condition.get("n_train"),
-            "log_test": condition.get("n_test"),
-            "searcher_files_sha256": files_sha256(out / "searcher"),
-            "command": "shortlist recommend --tools bfcl-tools.json --log bfcl-train-log.jsonl --scorer "
-                       f"{req.scorer} --seeds {args.seed}" + "".join(f" --set {s}" for s in args.set)}  # fmt: skip
+    search, info = run_recommend(tools, log, req.scorer, args, folder / "out", f"{req.condition}: ")
+    condition = info.pop("condition")
+    info.update(log_queries=len(req.train_log), log_train=condition.get("n_train"), log_test=condition.get("n_test"))
     return search, info
 
 
@@ -744,13 +711,20 @@ def read_choices(path: str, conditions: Sequence[str]) -> pd.DataFrame:
 
 
 def cmd_toolsearch_pays(args: ToolsearchPaysArgs, command: str) -> int:
-    """``shortlist toolsearch pays`` (module docstring): always with the local chooser's own tokenizer."""
+    """``shortlist toolsearch pays`` (module docstring; with ``--tools/--log``: :mod:`experiments.pays_log`): always
+    with the local chooser's own tokenizer."""
     from choosers.local import load_tokenizer
 
     print("loading the local chooser's tokenizer (Gemma 3 270M)", file=sys.stderr)
     counter = load_tokenizer(cache_dir=args.cache_dir)  # ChooserError (a ValueError) with the reason: no fallback
-    out = run_pays(args, command, counter, counter.identity)
-    print(f"wrote {out}/README.md, methods.csv, paired.csv, per_query.csv, figures/pays.png and manifest.json")
+    if args.log:
+        from experiments.pays_log import run_pays_log
+
+        out = run_pays_log(args, command, counter, counter.identity)
+        extra = " choices.csv,"
+    else:
+        out, extra = run_pays(args, command, counter, counter.identity), ""
+    print(f"wrote {out}/README.md, methods.csv, paired.csv, per_query.csv,{extra} figures/pays.png and manifest.json")
     return 0
 
 

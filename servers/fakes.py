@@ -14,7 +14,8 @@
   the tools ``a`` and ``b`` instead of text (each API's shape, streamed or not; in the Responses API ``ns.f`` is
   ``f`` of namespace ``ns``), ``x-fake-tool-search: Q`` an answer (not streamed) that searches the tools for the
   query ``Q``: a client-executed ``tool_search_call`` (Responses), a ``tool_use`` of ``search_tools`` (Messages).
-  ``GET /v1/models`` lists one model.
+  ``GET /v1/models`` lists one model. Built with ``pick=True`` (``--pick``), a chat completion that sends tools calls
+  the one a stated rule names (:func:`picked_tool`; not a model of any LLM), as a chooser is asked to.
 - :func:`fake_mcp_server`: an MCP server whose tools are the given ones; a call answers
   ``{"tool": name, "arguments": ...}`` as text, an error result when the arguments hold ``"fail": true``, an MCP
   error (invalid params) when they hold ``"mcp_error": true``.
@@ -33,6 +34,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import threading
 import time
 from collections import Counter, deque
@@ -231,11 +233,31 @@ async def _message_events(
         yield event
 
 
-def fake_openai_app(received: Received | None = None, parse: bool = True, gzip: bool = False) -> Starlette:
+def picked_tool(body: dict[str, Any]) -> str | None:
+    """The tool a chat-completions request's last user message asks for, by a stated rule (the fake's ``pick``;
+    not a model of any LLM): the longest tool name the message contains, else the tool whose name shares the most
+    words with it (the first on ties; ``_`` and ``.`` split a name into words). None when it sent no tools."""
+    names = [n for n in _names(body) if n]
+    users = [m for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "user"]
+    text = str(users[-1].get("content") or "") if users else ""
+    if not names:
+        return None
+    named = [n for n in names if n in text]
+    if named:
+        return max(named, key=len)
+    words = set(re.findall(r"[a-z0-9]+", text.lower()))
+    return max(names, key=lambda n: (len(set(re.findall(r"[a-z0-9]+", n.lower())) & words), -names.index(n)))
+
+
+def fake_openai_app(
+    received: Received | None = None, parse: bool = True, gzip: bool = False, pick: bool = False
+) -> Starlette:
     """The fake OpenAI-compatible upstream (module docstring); ``received`` records what it got. With ``parse``
     False the body is read but not parsed (the answer names no tool): the same cost for any body, as a load
     benchmark's baseline needs. With ``gzip``, its answers are compressed for a client that accepts it, as
-    api.openai.com's are. ``GET /fake/received`` answers the count and the ``x-request-id`` counts."""
+    api.openai.com's are. With ``pick``, a chat completion that sends tools (and no ``x-fake-call``) calls the one
+    :func:`picked_tool` names, as a chooser is asked to. ``GET /fake/received`` answers the count and the
+    ``x-request-id`` counts."""
     seen = received if received is not None else Received()
 
     async def record(request: Request) -> dict[str, Any]:
@@ -261,6 +283,8 @@ def fake_openai_app(received: Received | None = None, parse: bool = True, gzip: 
         gap = float(request.headers.get("x-fake-chunk-gap", "0"))
         calls = [n for n in request.headers.get("x-fake-call", "").split(",") if n]
         stream = body.get("stream") is True
+        if pick and not calls and path.endswith("/chat/completions") and (chosen := picked_tool(body)):
+            calls = [chosen]
         if path.endswith("/messages"):  # Anthropic's
             mid = f"msg-fake-{seen.count}"
             if stream:
@@ -371,8 +395,8 @@ def fake_fastmcp_server(tools: Sequence[dict[str, Any]], transform: Any = None) 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m servers.fakes mcp --tools FILE [--transport stdio|http|sse] [--port P] [--label L] [--token-env
-    VAR]``: the fake MCP upstream (module docstring); ``python -m servers.fakes openai [--port P] [--no-parse]``:
-    the fake OpenAI upstream on 127.0.0.1 (keeping no request bodies)."""
+    VAR]``: the fake MCP upstream (module docstring); ``python -m servers.fakes openai [--port P] [--no-parse]
+    [--pick]``: the fake OpenAI upstream on 127.0.0.1 (keeping no request bodies)."""
     p = argparse.ArgumentParser(prog="python -m servers.fakes")
     p.add_argument("kind", choices=["mcp", "openai"])
     p.add_argument("--tools", help="mcp: a JSON file, a list of MCP tools (name, description, inputSchema)")
@@ -383,6 +407,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="openai, mcp over http or sse: the port (0, the default: any free one, announced)",
     )
     p.add_argument("--no-parse", action="store_true", help="openai: answer without parsing the body")
+    p.add_argument("--pick", action="store_true", help="openai: a chat completion sent tools calls one of them, by a "
+                   "stated rule (servers.fakes.picked_tool; not an LLM)")  # fmt: skip
     p.add_argument("--transport", choices=["stdio", "http", "sse"], default="stdio",
                    help="mcp: over stdio (the default), streamable HTTP (/mcp) or SSE (/sse), announced")  # fmt: skip
     p.add_argument("--label", help='mcp: each answer says {"server": LABEL} too')
@@ -394,7 +420,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s %(message)s")  # the announcement
     if a.kind == "openai":
-        app = fake_openai_app(Received(keep=0), parse=not a.no_parse)
+        app = fake_openai_app(Received(keep=0), parse=not a.no_parse, pick=a.pick)
         listener = listen.bind(DEFAULT_HOST, a.port)
         listen.run(app, listener, "/v1", "fake openai upstream", log_level="warning", access_log=False)
         return

@@ -11,11 +11,15 @@ import numpy as np
 import pandas as pd
 
 from experiments.io import atomic_write_csv, save_png, write_csv
+from experiments.plan import MAX_K
 from experiments.report.markdown import ci, signed_ci
 from experiments.report.page import Bullets, Figure, Page, Paragraph, Section, Table, write_page
 
 TITLE = "Does the tool search pay?"
 SIMULATED = "simulated chooser, not an LLM"
+#: Fewer judged requests than this and a pays on your data says its intervals are wide (as recommend says of its
+#: test set).
+FEW_REQUESTS = 30
 #: The columns of the figure's sibling CSV: exactly the plotted numbers.
 FIGURE_COLUMNS = ("chooser", "condition", "method", "policy", "tokens", "tokens_lo", "tokens_hi", "e2e_pct",
                   "e2e_pct_lo", "e2e_pct_hi")  # fmt: skip
@@ -77,13 +81,13 @@ def pays_figure(methods: pd.DataFrame, names: dict[str, str], out_png: Path) -> 
     return plotted
 
 
-def methods_lines(methods: pd.DataFrame) -> Table:
+def methods_lines(methods: pd.DataFrame, cap: int = MAX_K) -> Table:
     """One chooser's methods: K, the capped count, presented %, end-to-end % and tokens with their intervals."""
     rows = [[r["condition"], method_name(r), f"{r['mean_policy_k']:.2f} (max {int(r['max_policy_k'])})",
              f"{r['mean_k']:.2f}", f"{int(r['n_capped'])} of {int(r['n_queries'])}", f"{r['presented_pct']:.1f}",
              pct(r, "e2e_pct"), ci(r, "tokens", 0), ci(r, "tokens_uncapped", 0) if r["n_capped"] else "-"]
             for _, r in methods.iterrows()]  # fmt: skip
-    header = ["condition", "method", "policy's mean K", "mean K shown (cap 20)", "K capped", "presented %",
+    header = ["condition", "method", "policy's mean K", f"mean K shown (cap {cap})", "K capped", "presented %",
               "end to end [95%]", "tool tokens per request [95%]", "tool tokens, K uncapped"]  # fmt: skip
     return Table(header, rows)
 
@@ -99,7 +103,7 @@ def paired_lines(paired: pd.DataFrame) -> Table:
     return Table(header, rows)
 
 
-def best_lines(methods: pd.DataFrame) -> list[str]:
+def best_lines(methods: pd.DataFrame, cap: int = MAX_K) -> list[str]:
     """Per condition: the method with the highest end-to-end % and its token cost, beside the fixed limits."""
     out = []
     for cond, g in methods.groupby("condition", sort=False):
@@ -108,8 +112,8 @@ def best_lines(methods: pd.DataFrame) -> list[str]:
         fixed = "; ".join(f"{r['method']} {r['e2e_pct']:.1f}% at {r['tokens']:.0f}" for _, r in g.iterrows()
                           if r["method"] == r["policy"])  # fmt: skip
         capped = "".join(
-            f" {method_name(r)} wanted more than 20 tools on {int(r['n_capped'])} of {int(r['n_queries'])} queries "
-            f"(up to {int(r['max_policy_k'])}; shown the top 20): without the cap it would send "
+            f" {method_name(r)} wanted more than {cap} tools on {int(r['n_capped'])} of {int(r['n_queries'])} queries "
+            f"(up to {int(r['max_policy_k'])}; shown the top {cap}): without the cap it would send "
             f"{ci(r, 'tokens_uncapped', 0)} tool tokens per request, not {r['tokens']:.0f}."
             for _, r in g.iterrows() if r["n_capped"]
         )  # fmt: skip
@@ -146,19 +150,19 @@ def tally(paired: pd.DataFrame) -> str:
     )
 
 
-def accuracy_line(rows: pd.DataFrame, chooser: str, name: str) -> str:
-    """How often the chooser picks the gold when it is among the K shown, at each fixed limit (both scorers'
-    queries pooled): the cost of every extra tool for this chooser."""
+def accuracy_line(rows: pd.DataFrame, chooser: str, name: str, gold: str = "the gold tool is", it: str = "it") -> str:
+    """How often the chooser picks the gold when it is among the K shown (``gold``: how the page names that), at each
+    fixed limit (every condition's queries pooled): the cost of every extra tool for this chooser."""
     fixed = rows[(rows["chooser"] == chooser) & (rows["method"] == rows["policy"]) & (rows["presented"] == 1)]
     acc = fixed.groupby("k", sort=True)["e2e"].agg(["mean", "size"])
     at = ", ".join(f"{100 * r['mean']:.0f}% at K = {k} ({int(r['size'])} lists)" for k, r in acc.iterrows())
-    return f"Given the gold tool is among the K shown, {name} picks it {at}."
+    return f"Given {gold} among the K shown, {name} picks {it} {at}."
 
 
-def chooser_sections(methods: pd.DataFrame, paired: pd.DataFrame, heading: str) -> list[Section]:
+def chooser_sections(methods: pd.DataFrame, paired: pd.DataFrame, heading: str, cap: int = MAX_K) -> list[Section]:
     """The two tables of one chooser under ``heading``."""
     return [
-        Section(f"{heading}: end to end and tokens per method", [methods_lines(methods)]),
+        Section(f"{heading}: end to end and tokens per method", [methods_lines(methods, cap)]),
         Section(f"{heading}: adaptive minus fixed, paired over queries", [paired_lines(paired)]),
     ]
 
@@ -292,5 +296,101 @@ def write_pays_report(
             ], chooser_sections(sim_m, sim_p, label("simulated", names))),
             how_made(about, tokenizer, command, cap, methods),
         ),
+    )  # fmt: skip
+    write_page(out, page)
+
+
+def log_how_made(
+    about: dict[str, Any], tokenizer: dict[str, str], command: str, cap: int, methods: pd.DataFrame, n_judged: int
+) -> Section:
+    """How the numbers of a pays on your data were made: the requests and their split, the policies, the cap, what
+    end to end and tokens are, the chooser, the intervals and the command."""
+    r, d = about["recommended"], about["default"]
+    skipped = "; ".join(f"{n} {why}" for why, n in (r.get("skipped") or {}).items())
+    merged = int(r.get("duplicates_merged") or 0)
+    trained = ", ".join(f"{b} {n}" for b, n in (d.get("trained_on") or {}).items()) or "the benchmarks'"
+    capped = ", ".join(f"{x['method']} on {int(x['n_capped'])}" for _, x in methods.iterrows() if x["n_capped"])
+    return Section("How these numbers were made", [
+        Paragraph(
+            f"`shortlist recommend` read {r['n_queries']} usable requests from your log"
+            + (f" (skipped: {skipped})" if skipped else "")
+            + (f" ({merged} repeated requests merged into their first)" if merged else "")
+            + f" and split them, by query id, {r['n_train']} to train and {r['n_test']} to judge. This page judges "
+            + (f"the first {n_judged} of those {r['n_test']} (`--limit`)" if n_judged < int(r["n_test"]) else
+               f"those {n_judged}")
+            + ": no policy was trained on them, and none was picked on them."
+        ),
+        Bullets([
+            f"recommended: `{r['command']}` chose **{r['kind_chosen']}** by {r['selection']} of the training "
+            f"requests and saved it as the searcher ({r['method']}).",
+            f"default: the policy shipped for the scorer ({d['method']}), trained on {trained} benchmark queries, "
+            "never on your log.",
+            "Both searchers rank the whole registry for every judged request, and rank it the same (checked: the "
+            "shortlists differ in K only).",
+        ]),
+        Paragraph(
+            f"Every K is capped at {cap} (`--max-k`: the most tools shown, and asked about)"
+            + (f"; a policy wanted more on {capped} of {n_judged} requests (column `K capped`)." if capped else
+               "; no policy wanted more.")
+        ),
+        Paragraph(
+            "End to end: a tool the agent called was among the top K and the chooser called it (when the agent "
+            "called several, any of them counts; a top K holding none is a miss, asked nothing). The labels are "
+            "your log's: a tool that would have served the request as well but was not the one called counts as "
+            f"wrong. The chooser, {about['chooser']}, was asked {about['asked']} (request, K) shortlists, "
+            f"{about['cached']} of them answered from the cache of an earlier run (`choices.csv`). Tool-definition "
+            "tokens: the shown tools' OpenAI `tools` array as the package's OpenAI chooser sends it, counted with the "
+            f"local chooser's tokenizer, {tokenizer['model']} (tokenizer.json sha256 "
+            f"`{tokenizer['tokenizer_json_sha256']}`), no special tokens: another model's tokenizer counts "
+            "differently, and a provider wraps the array in its own template."
+        ),
+        Paragraph(
+            "Intervals: 95% percentile bootstrap over the judged requests, the same resamples for every method, so "
+            "each difference is paired; `higher` / `lower` when the interval excludes 0. Tables: `methods.csv`, "
+            "`paired.csv`, `per_query.csv` (one row per method and request), `choices.csv` (every answer); "
+            "`manifest.json` holds the inputs' sha256, the chooser's identity and the commit."
+        ),
+        Paragraph(f"Generated by `{command}`; do not edit by hand."),
+    ])  # fmt: skip
+
+
+def write_pays_log_report(
+    out: Path,
+    rows: pd.DataFrame,
+    methods: pd.DataFrame,
+    paired: pd.DataFrame,
+    about: dict[str, Any],
+    tokenizer: dict[str, str],
+    command: str,
+    cap: int,
+    condition: str,
+) -> None:
+    """The tables (``per_query.csv``, ``methods.csv``, ``paired.csv``), the figure and the page of a pays on your
+    data (:mod:`experiments.pays_log`: one chooser, one condition) into ``out``."""
+    names = dict(zip(rows["chooser"], rows["chooser_name"], strict=True))
+    (kind,) = names
+    for name, df in (("per_query", rows), ("methods", methods), ("paired", paired)):
+        write_csv(df, out / f"{name}.csv")
+    (out / "figures").mkdir(exist_ok=True)
+    pays_figure(methods, names, out / "figures" / "pays.png")
+    n = int(methods["n_queries"].iloc[0])
+    who = label(kind, names)
+    page = Page(
+        title=TITLE,
+        group="tool search",
+        lede=f"The tool search on your registry and your agent's log ({condition}): its recommended and default "
+        f"policies against fixed limits on {n} held-out requests. Does the chooser pick a tool the agent called, and "
+        "how many tokens of tool definitions does each request send?",
+        answer=Section("", [
+            Paragraph(f"**Answer** (chooser: {who}; {n} held-out requests; tool definitions counted with "
+                      f"{tokenizer['model']}'s tokenizer):"),
+            Bullets([*best_lines(methods, cap), *versus_lines(paired), tally(paired),
+                     accuracy_line(rows, kind, "this chooser", "a tool the agent called is", "one"),
+                     *([f"Only {n} requests were judged (fewer than {FEW_REQUESTS}): the intervals are wide, and "
+                        "\"within noise\" here is no evidence that two methods are the same. A longer log, or "
+                        "`--limit` unset, narrows them."] if n < FEW_REQUESTS else [])]),
+            Figure("figures/pays.png", "end to end against tokens", f"(tool tokens at the K shown, capped at {cap})"),
+        ]),
+        sections=(*chooser_sections(methods, paired, who, cap), log_how_made(about, tokenizer, command, cap, methods, n)),
     )  # fmt: skip
     write_page(out, page)
