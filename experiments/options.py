@@ -319,10 +319,20 @@ class RecommendArgs(SourceArgs):
     HELP_GROUP: ClassVar[str] = "recommend"
 
     out: str = opt("recommend", "output folder: the ranked table, README.md, runs/ and recommended/")
+    yours: tuple[str, ...] = opt(
+        (),
+        "with --run: your own depth rule's output, a TREC run holding each query's shortlist (the top K of --run's "
+        "ranking); ranked beside every kind on the same test queries, as yours:<file stem> (several allowed)",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_folder("--out", self.out)
+        if self.yours and self.source != "run":
+            raise ValueError("--yours goes with --run/--qrels: your shortlists are cut from that run's ranking")
+        stems = [Path(p).name.split(".")[0] for p in self.yours]
+        if len(set(stems)) != len(stems):
+            raise ValueError(f"--yours: two files with one name ({', '.join(stems)}): each is shown as yours:<name>")
 
 
 @dataclass(frozen=True)

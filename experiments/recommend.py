@@ -214,6 +214,82 @@ def deployable(runs: list[Path], per_query: pd.DataFrame, t: pd.DataFrame, cells
     return [head, *lines]
 
 
+def yours_rows(
+    paths: tuple[str, ...], run: str, test: list, base: pd.DataFrame, step_cost: float
+) -> tuple[pd.DataFrame, list[str]]:
+    """Per-query rows of each of your truncated runs (``--yours``) on the test queries ``test`` of ``--run``
+    (method ``yours:<file stem>``), scored as every policy's depths are (the BoR reward net of ``step_cost`` per
+    extra item; the completeness columns when a query has several relevant items), each query's K the length of
+    its shortlist; ``base``: the table's rows of one method (their condition, seed and buckets are reused). Also
+    the console's notes (the training queries a file holds, not scored).
+
+    Raises:
+        DataError: a file is not a run, names a query --run lacks, lacks a test query, or holds a shortlist that is
+            not the top K of --run's ranking (naming the file, the query and the document).
+    """
+    import numpy as np
+
+    from agents import score_depths
+    from agents.evaluation import score_depths_multi
+    from benchmarks.corpus import DataError
+    from benchmarks.trec import rank_docs, read_run
+
+    full = read_run(run)
+    ranked = {q.qid: [d for d, _ in rank_docs(full[q.qid])] for q in test}
+    first = base.set_index("qid")
+    frames, notes = [], []
+    for path in paths:
+        cut = read_run(path)
+        unknown = [q for q in cut if q not in full]
+        if unknown:
+            raise DataError(f"{path}: query {unknown[0]!r} is not in --run {run}")
+        depths = []
+        for q in test:
+            docs = [d for d, _ in cut.get(q.qid, [])]
+            if not docs:
+                raise DataError(f"{path}: no shortlist for test query {q.qid!r} (every test query needs one: a "
+                                "shortlist shows at least one item)")  # fmt: skip
+            top = set(ranked[q.qid][: len(docs)])
+            stray = next((d for d in docs if d not in top), None)
+            if stray is not None:
+                raise DataError(f"{path}: query {q.qid!r}: {stray!r} is not among the top {len(docs)} of --run "
+                                f"{run} (a shortlist is the top K of the run's ranking: score descending, ties by "
+                                "docid)")  # fmt: skip
+            depths.append(len(docs))
+        k = np.asarray(depths, dtype=np.int64)
+        score = score_depths_multi if any(q.n_relevant > 1 for q in test) else score_depths  # as agents.evaluate
+        rows = score(test, k, "default", step_cost)
+        qids = list(rows["qid"])
+        at = first.loc[qids]
+        rows = rows.assign(condition=at["condition"].to_numpy(), method=f"yours:{_stem(path)}",
+                           seed=at["seed"].to_numpy(), bucket=at["bucket"].to_numpy())  # fmt: skip
+        frames.append(rows[[c for c in base.columns if c in rows.columns]])
+        other = len(set(cut) - set(ranked))
+        if other:
+            notes.append(f"--yours {path}: {other} queries of the training split not scored (the table is the test "
+                         f"split's {len(test)})")  # fmt: skip
+    return pd.concat(frames, ignore_index=True), notes
+
+
+def yours_line(paths: tuple[str, ...], t: pd.DataFrame) -> str:
+    """What the page says of the ``yours:`` rows: whose they are, how they were judged, where they rank."""
+    rows = t[t["group"] == "yours"]
+    ranks = "; ".join(
+        f"`{r['method']}` ranks #{int(r['rank'])}, {r['diff_to_best']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}] "
+        "from the best"
+        for _, r in rows.iterrows()
+    )
+    files = ", ".join(f"`{p}`" for p in paths)
+    return (f"Rows `yours:<name>` are your shortlists ({files}: each query's K is the length of its shortlist), "
+            "judged on the same test queries with the same net reward as every kind; they were not trained here. "
+            f"{ranks}.")  # fmt: skip
+
+
+def _stem(path: str) -> str:
+    """How ``--yours`` names a file in the table: its name up to the first dot."""
+    return Path(path).name.split(".")[0]
+
+
 def save_searcher(ra: RecommendArgs, recommended: Path, out: Path, ca: CommonArgs) -> Path:
     """``--tools/--log``: the recommended policy with the registry and its scorer, saved as a searcher that
     ``shortlist search --searcher OUT/searcher`` and ``ToolSearch.load`` serve."""
@@ -246,8 +322,22 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     check_sizes(cells, ca, inputs)
     runs = run_with(cells, out, ca, command)
     per_query, summary, _ = collect_runs(runs)
-    t = recommend_table(per_query, aggregate_with_groups(summary, per_query))
+    agg = aggregate_with_groups(summary, per_query)
     auto_run = next(r for r in runs if json.loads((r / "config.json").read_text())["agent"] == "auto")
+    notes: list[str] = []
+    if ra.yours:  # your own depth rule's shortlists, judged beside every kind on the same test queries
+        from agents.evaluation import summarise
+        from experiments.report.tables import aggregate
+        from experiments.runner import get_condition
+
+        c = cells[0]
+        test = get_condition(c.benchmark, c.scorer, c.variant, c.split_seed, ca.data_dir, ca.cache_dir, c.options).test
+        cost = float(json.loads((auto_run / "config.json").read_text())["episode"]["step_cost"])
+        assert ra.run is not None  # (--yours goes with --run: RecommendArgs)
+        mine, notes = yours_rows(ra.yours, ra.run, test, per_query[per_query["method"] == "bor-auto"], cost)
+        agg = pd.concat([agg, aggregate(summarise(mine), mine).assign(group="yours")[agg.columns]], ignore_index=True)
+        per_query = pd.concat([per_query, mine], ignore_index=True)
+    t = recommend_table(per_query, agg)
     condition = json.loads((auto_run / "config.json").read_text())["condition"]  # a run's name carries its hash
     chosen, why = verdict(t, auto_run)
     caveat = deployable(runs, per_query, t, cells, ca)
@@ -264,6 +354,7 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
         lede="Which depth rule to use on this data: every kind that applies, trained on the training split and "
         "ranked on the test split.",
         answer=Section("", [Paragraph(why), table_lines(t),
+                            *([Paragraph(yours_line(ra.yours, t))] if ra.yours else []),
                             *([Paragraph(caveat[0] + " " + "; ".join(caveat[1:]) + ".")] if caveat else [])]),
         sections=(
             Section("", [
@@ -277,7 +368,7 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     write_page(out, page)
     print("\n".join(block_lines(table_lines(t))))
     print(why.replace("**", ""))
-    for line in caveat:
+    for line in [*caveat, *notes]:
         print(f"shortlist: note: {line}", file=sys.stderr)
     print(f"wrote {out}/README.md, recommend.csv and the recommended run directory {recommended}")
     if searcher is not None:

@@ -8,6 +8,8 @@ import contextlib
 import io
 import json
 import re
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -200,3 +202,57 @@ def test_policies_whose_depths_need_the_number_of_relevant_items_are_said_with_p
     net = np.mean(np.asarray(bor_reward(found, k, rows["n"].to_numpy(), rows["r"].to_numpy())) - 0.01 * (k - 1))
     assert said["bor-posterior"][1] == pytest.approx(net, abs=5e-4)
     assert "which `shortlist predict` (scores alone) does not have" in (out / "README.md").read_text()
+
+
+def cut_run(run: Path, out: Path, keep: Callable[[str, int], bool]) -> Path:
+    """The lines of ``run`` that ``keep(qid, rank)`` keeps (a truncated run, as another depth rule writes one)."""
+    lines = [line for line in run.read_text().splitlines() if keep(line.split()[0], int(line.split()[3]))]
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+def test_your_own_shortlists_are_ranked_beside_every_kind(
+    recommended: tuple[Path, Path, Path, str], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A run cut at K = 3 everywhere is judged exactly as fixed K = 3 is: same rows, same interval against the best;
+    the training queries it holds are said on the console, not scored."""
+    done, run, qrels, _ = recommended
+    out = shutil.copytree(done, tmp_path / "out")  # (its runs are reused: the table is the fixture's and yours)
+    top3 = cut_run(run, tmp_path / "top3.run", lambda q, r: r <= 3)
+    code = main(["recommend", "--run", str(run), "--qrels", str(qrels), *TINY, "--yours", str(top3), "--out", str(out)])
+    assert code == 0
+    t = pd.read_csv(out / "recommend.csv").set_index("method")
+    mine, fixed = t.loc["yours:top3"], t.loc["fixed-3"]
+    assert mine["group"] == "yours"
+    cols = ["mean_reward_net", "diff_to_best", "diff_lo", "diff_hi", "mean_reward", "found_pct", "mean_k", "median_k",
+            "p90_k", "whole_list_pct"]  # fmt: skip
+    pd.testing.assert_series_equal(mine[cols], fixed[cols], check_names=False)
+    err = capsys.readouterr().err
+    assert "--yours " in err and "queries of the training split not scored (the table is the test split's 18)" in err
+    assert "Rows `yours:<name>` are your shortlists" in (out / "README.md").read_text()
+
+
+def test_your_shortlists_must_be_the_top_k_of_the_run_for_every_test_query(
+    recommended: tuple[Path, Path, Path, str], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    done, run, qrels, _ = recommended
+    out = shutil.copytree(done, tmp_path / "out")
+    before = (out / "recommend.csv").read_bytes()
+    t = pd.read_csv(out / "recommended" / "per_query.csv", dtype={"qid": str})
+    test = sorted(set(t["qid"]))
+    cases = [
+        (cut_run(run, tmp_path / "skip.run", lambda q, r: r <= 2 and r != 1), "is not among the top 1 of --run"),
+        (cut_run(run, tmp_path / "less.run", lambda q, r: r <= 2 and q != test[0]),
+         f"no shortlist for test query {test[0]!r}"),
+    ]  # fmt: skip
+    stray = tmp_path / "stray.run"
+    stray.write_text((tmp_path / "less.run").read_text().replace(f"{test[1]} Q0", "nobody Q0", 1) + "\n")
+    cases.append((stray, "query 'nobody' is not in --run"))
+    for path, message in cases:
+        code = main(["recommend", "--run", str(run), "--qrels", str(qrels), *TINY, "--yours", str(path), "--out",
+                     str(out)])  # fmt: skip
+        err = capsys.readouterr().err
+        assert code == 2 and message in err and "Traceback" not in err, (path, err)
+    assert (out / "recommend.csv").read_bytes() == before  # nothing rewritten
+    code = main(["recommend", "--benchmark", "bfcl", "--yours", str(stray), "--out", str(tmp_path / "x")])
+    assert code == 2 and "--yours goes with --run/--qrels" in capsys.readouterr().err
