@@ -106,8 +106,9 @@ def _site(a: o.SiteArgs) -> int:
     """Rebuild a results folder's overview (when it is a study folder) and its static site from its tables."""
     from experiments.pipeline import rebuild_site
 
-    readme = rebuild_site(Path(a.out))
-    print(f"rebuilt {a.out}/{'README.md (the overview) and ' if readme else ''}index.html from the tables there")
+    readme, page = rebuild_site(Path(a.out))
+    print(f"rebuilt {a.out}/{'README.md (the overview) and ' if readme else ''}the site ({page.name} and the pages "
+          "it links) from the tables there")  # fmt: skip
     return 0
 
 

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,6 +53,7 @@ def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int
     learning = la.learning(ta.agent)
     cells = cells_for([plan], seeds, {plan.name: methods}, learning=learning, buckets=ta.buckets, options=options)
     out = Path(ta.out)
+    _refuse_a_manifest(out, "train")
     runs = run_with(cells, out, ca, command)
     per_query, summary, buckets = collect_runs(runs)
     tables = {"per_query.csv": per_query, "summary.csv": summary, "buckets.csv": buckets, "runs.csv": run_index(runs)}
@@ -217,15 +219,38 @@ def _own_run_condition(ea: EvaluateArgs, cfg: dict, ca: FolderArgs, run: Path) -
     return cond, split, notes
 
 
+def _refuse_a_manifest(out: Path, command: str) -> None:
+    """``shortlist train`` writes its tables into ``--out`` with no manifest: a folder with one holds another
+    command's results (a study, a comparison, an evaluation), which its tables would replace."""
+    path = out / "manifest.json"
+    if not path.is_file():
+        return
+    try:
+        made = json.loads(path.read_text(encoding="utf-8")).get("command", "another command")
+    except (OSError, ValueError, AttributeError):
+        made = "another command"
+    raise ValueError(f"--out {out}: holds the results of `{made}`, which `shortlist {command}`'s tables would "
+                     "replace; give another --out (it is left as it is)")  # fmt: skip
+
+
 def _check_own_out(out: Path, run: Path, condition: dict, split: str) -> None:
     """Never replace an evaluation made from other inputs: ``--out`` may hold this one only (the same run, the same
-    data, by the condition its manifest recorded, and the same split), rewritten."""
+    data, by the condition its manifest recorded, and the same split), rewritten; never another command's tables
+    (a train folder's, which have no manifest, or a study's)."""
     try:
         there = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     except FileNotFoundError:
+        if (out / "summary.csv").is_file() or (out / "runs").is_dir():
+            raise ValueError(
+                f"--out {out}: holds the tables of `shortlist train` (summary.csv, runs/), which this "
+                "evaluation's would replace; give another --out (it is left as it is)"
+            ) from None
         return
     except (OSError, ValueError) as e:
         raise ValueError(f"--out {out}: holds a manifest.json that cannot be read ({e}); give another --out") from e
+    if "pipeline" in there or "run_dir" not in there:
+        raise ValueError(f"--out {out}: holds the results of `{there.get('command', 'another command')}`, not an "
+                         "evaluation; give another --out (it is left as it is)")  # fmt: skip
     if (there.get("run_dir"), there.get("condition"), there.get("split")) != (str(run.resolve()), condition, split):
         recorded = there.get("condition") or {}
         data = ", ".join(sorted(recorded.get("inputs_sha256") or {})) or recorded.get("benchmark")
@@ -274,6 +299,10 @@ def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
         own = same and variant == cfg.get("variant", "")
         changes = _input_changes(run, cond.meta) if own else []
         notes = _leakage(split, len(cond.train), len(cond.queries)) if own else []
+    target = _study_step_cost(cond.name)
+    if target is not None and not math.isclose(target, episode.step_cost):
+        notes.append(f"shortlist: note: the net reward charges the run's step cost {episode.step_cost:g} per extra "
+                     f"item (as it was trained); the study judges {cond.name} at {target:g}")  # fmt: skip
     for line in changes:
         print(f"shortlist: note: the inputs differ from the run's: {line}", file=sys.stderr)
     for line in notes:
@@ -286,7 +315,8 @@ def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
     condition = {k: v for k, v in cond.meta.items() if not k.startswith("seconds") and k != "score_cache_hit"}
     _check_own_out(out, run, json.loads(json.dumps(condition, default=str)), split)
     labels = {"condition": cond.name, "method": cfg["method"], "seed": cfg.get("seed", 0)}
-    rows = labelled_rows(policy, queries, episode, cond.buckets, **labels)
+    buckets = cfg.get("buckets") or cond.buckets  # the run's own --buckets, when it was trained with one
+    rows = labelled_rows(policy, queries, episode, buckets, **labels)
     summary = summarise(rows)
     write_tables(out, {"per_query.csv": rows, "summary.csv": summary, "buckets.csv": bucket_table(rows)})
     write_manifest(
@@ -297,10 +327,20 @@ def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
         split=split,
         condition=condition,
         input_changes=changes,
+        step_cost=episode.step_cost,
+        buckets=buckets,
     )
     print(summary.to_string(index=False, float_format=lambda x: f"{x:.2f}", na_rep="n/a"))
     print(f"wrote {out}")
     return 0
+
+
+def _study_step_cost(condition: str) -> float | None:
+    """The step cost the study judges ``condition`` at (its plan's), None for a condition outside the study."""
+    from experiments.plan import PLANS
+
+    plan = PLANS.get(condition)
+    return None if plan is None else float(plan.episode.step_cost)
 
 
 def cmd_predict(pa: PredictArgs, command: str) -> int:

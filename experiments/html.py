@@ -447,11 +447,17 @@ def _tables_body(root: Path, embedded: set[str]) -> str:
     return "\n".join(parts)
 
 
-def write_index(results_dir: Path) -> Path:
-    """Write every page of :func:`build_site` atomically into ``results_dir``; return ``index.html``.
+#: What every page of a site this module writes holds (its navigation), and no other HTML file is likely to.
+SITE_MARK = 'class="group" data-group="'
 
-    HTML pages of an earlier site whose Markdown page is gone are removed (``*.html`` beside
-    ``index.html`` that this site does not write), so no page shows a stale report.
+
+def write_index(results_dir: Path) -> Path:
+    """Write every page of :func:`build_site` atomically into ``results_dir``; return ``index.html`` (the page of
+    its README), or the tables page when the folder has no README.
+
+    HTML pages of an earlier site whose Markdown page is gone are removed (``*.html`` beside ``index.html`` that
+    this site does not write and that hold :data:`SITE_MARK`, as every page of an earlier site does), so no page
+    shows a stale report; any other HTML file of the folder (yours) is left alone.
     """
     root = Path(results_dir)
     if not root.is_dir():
@@ -460,6 +466,6 @@ def write_index(results_dir: Path) -> Path:
     for name, text in site.items():
         atomic_write_text(root / name, text)
     for stale in root.glob("*.html"):
-        if stale.name not in site:
+        if stale.name not in site and SITE_MARK in stale.read_text(encoding="utf-8", errors="replace"):
             stale.unlink()
-    return root / "index.html"
+    return root / ("index.html" if "index.html" in site else TABLES_PAGE[0])

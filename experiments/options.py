@@ -236,6 +236,11 @@ class SourceArgs:
             raise ValueError("--tools and --log go together")
         if self.tools and (self.run or self.qrels):
             raise ValueError("--tools/--log and --run/--qrels are two kinds of data: give one of them")
+        if self.scorer == "hybrid" and not self.tools:
+            raise ValueError(
+                "--scorer hybrid names a tool search's scorer (with --tools/--log); on a benchmark give "
+                "--scorer bm25 --variant hybrid (bm25 ranks, minilm is observed too), or minilm"
+            )
         if self.tools and self.scorer == "hybrid":  # the tool search's name of bm25 ranking, minilm observed
             object.__setattr__(self, "scorer", "bm25")
             object.__setattr__(self, "variant", "hybrid")
@@ -591,6 +596,9 @@ class ChooserArgs:
     timeout: float = opt(60.0, "--chooser openai: seconds per request before a retry")
 
     def __post_init__(self) -> None:
+        parent = getattr(super(), "__post_init__", None)  # (a class that also takes folders: theirs first)
+        if parent is not None:
+            parent()
         if self.chooser not in ("local", "openai", "simulated"):
             raise ValueError(f"unknown chooser {self.chooser!r}; expected local, openai or simulated")
         if self.max_concurrency < 1 or not (math.isfinite(self.timeout) and self.timeout > 0):
@@ -799,6 +807,9 @@ class ToolsearchPaysArgs(ChooserArgs, FolderArgs):
         "folder `shortlist serve --record` wrote; the test split of `shortlist recommend --tools --log` is judged",
     )
     scorer: str = opt("bm25", "with --log: the tool search's scorer, bm25, minilm or hybrid (recommend's --scorer)")
+    train_frac: float | None = opt(
+        None, f"with --log: share of the requests recommend trains on (unset: recommend's, {DEFAULT_TRAIN_FRAC})"
+    )
     max_k: int = opt(
         MAX_K,
         "with --log: the most tools shown, and asked about (every policy's K is capped here; BFCL's answers stop at "
@@ -872,7 +883,9 @@ class ToolsearchPaysArgs(ChooserArgs, FolderArgs):
                              f" (the downstream conditions), each once, got {list(self.scorers)}")  # fmt: skip
         given = [flag for flag, value, default in (
             ("--chooser", self.chooser, "local"), ("--base-url", self.base_url, ""), ("--model", self.model, ""),
-            ("--scorer", self.scorer, "bm25"), ("--max-k", self.max_k, MAX_K)) if value != default]  # fmt: skip
+            ("--api-key-env", self.api_key_env, "OPENAI_API_KEY"), ("--max-concurrency", self.max_concurrency, 4),
+            ("--timeout", self.timeout, 60.0), ("--scorer", self.scorer, "bm25"), ("--max-k", self.max_k, MAX_K),
+            ("--train-frac", self.train_frac, None)) if value != default]  # fmt: skip
         if given:
             verb = "go" if len(given) > 1 else "goes"
             raise ValueError(f"{', '.join(given)} {verb} with --tools/--log (on BFCL, pays reads the committed answers "
@@ -893,6 +906,8 @@ class ToolsearchPaysArgs(ChooserArgs, FolderArgs):
             raise ValueError(f"--scorer: bm25, minilm or hybrid with --tools/--log, got {self.scorer!r}")
         if self.max_k < 1:
             raise ValueError(f"--max-k must be >= 1, got {self.max_k}")
+        if self.train_frac is not None:
+            _check_train_frac(self.train_frac)
         self.chooser_options()  # --chooser openai without --base-url/--model, or them with another chooser
 
 

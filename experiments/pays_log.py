@@ -76,16 +76,19 @@ def run_recommend(tools: Path, log: Path, scorer: str, args: Any, out: Path, lab
     from shortlist_depth.toolsearch import ToolSearch
 
     flags = ["--tools", str(tools), "--log", str(log), "--scorer", scorer, "--seeds", str(args.seed)]
+    if getattr(args, "train_frac", None) is not None:
+        flags += ["--train-frac", str(args.train_frac)]
     flags += [x for item in args.set for x in ("--set", item)]
     folders = [
         x for flag, v in (("--data-dir", args.data_dir), ("--cache-dir", args.cache_dir)) if v for x in (flag, v)
     ]
     argv = [sys.executable, "-m", "experiments.cli", "recommend", *flags, *folders, "--out", str(out), "--no-progress"]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    print(done.stdout + done.stderr, end="", file=sys.stderr)  # recommend's table and notes: this command's progress
-    if done.returncode != 0:
-        why = (done.stderr.strip().splitlines() or ["no message"])[-1]
+    if done.returncode != 0:  # its error once, in this command's one line
+        print(done.stdout, end="", file=sys.stderr)
+        why = (done.stderr.strip().splitlines() or ["no message"])[-1].removeprefix("shortlist: error: ")
         raise ValueError(f"{label}`shortlist recommend --tools {tools} --log {log}` failed: {why}")
+    print(done.stdout + done.stderr, end="", file=sys.stderr)  # recommend's table and notes: this command's progress
     search = ToolSearch.load(out / "searcher", cache_dir=args.cache_dir)
     auto = search.policy.policy  # an AutoPolicy: the kind it chose on the log's training part, and how
     if not isinstance(auto, AutoPolicy):
@@ -105,12 +108,13 @@ def check_out_is_ours(out: Path, mine: dict[str, str]) -> None:
         ValueError: naming the folder and what differs.
     """
     path = out / "manifest.json"
-    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+    if not out.exists():
         return
     if not path.is_file():
-        if (out / "README.md").exists():
-            raise ValueError(f"--out {out}: holds results that are not a pays of yours (no manifest.json); give "
-                             "another --out")  # fmt: skip
+        other = sorted(p.name for p in out.iterdir() if p.name != "runs")  # (runs/: an earlier try's recommend)
+        if other:
+            raise ValueError(f"--out {out}: holds files that are not a pays of yours ({', '.join(other[:3])}); give "
+                             "another --out (it is left as it is)")  # fmt: skip
         return
     made = json.loads(path.read_text(encoding="utf-8"))
     theirs = made.get("identity")
@@ -143,14 +147,16 @@ def judged_qids(recommended: Path, condition: dict[str, Any]) -> tuple[str, list
 
 
 def ranked_requests(search: Any, texts: Sequence[str], label: str) -> tuple[list[list[tuple[str, float]]], list[int]]:
-    """Each request's whole ranking by ``search`` ((tool, score), best first) and the K its policy chose (before any
-    bound)."""
+    """Each request's whole ranking by ``search`` ((tool, score), best first) and the K its tool search shows with no
+    upper bound: the policy's K, or the fewest (1) where every score ties and the ranking says nothing, as
+    :meth:`~shortlist_depth.ToolSearch.search` shows them."""
     n = len(search.tools)
-    lists = search.search_many(list(texts), min_k=n, max_k=n)  # the whole ranking; the policy's K in why
-    if any(len(s.names) != n for s in lists):
+    whole = search.search_many(list(texts), min_k=n, max_k=n)
+    shown = search.search_many(list(texts), max_k=None)
+    if any(len(s.names) != n for s in whole):
         raise ValueError(f"{label}: a request did not rank the whole registry of {n} tools")
-    return ([list(zip(s.names, map(float, s.scores), strict=True)) for s in lists],
-            [int(s.why["policy_k"]) for s in lists])  # fmt: skip
+    return ([list(zip(s.names, map(float, s.scores), strict=True)) for s in whole],
+            [len(s.names) for s in shown])  # fmt: skip
 
 
 def read_inputs(args: ToolsearchPaysArgs) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -203,7 +209,8 @@ def depth_frame(condition: str, scorer: str, queries: Sequence[DownstreamQuery],
     """One row per (method, request): the policy the method names and the K it chose (before the cap)."""
     import pandas as pd
 
-    depths = {**ks, **{f"fixed-{k}": [k] * len(queries) for k in fixed}}
+    sizes = [len(q.ranked) for q in queries]  # a limit beyond the registry shows the whole registry
+    depths = {**ks, **{f"fixed-{k}": [min(k, n) for n in sizes] for k in fixed}}
     names = {**policies, **{f"fixed-{k}": f"fixed-{k}" for k in fixed}}
     return pd.concat(
         [pd.DataFrame({"condition": condition, "scorer": scorer, "method": m, "policy": names[m],
@@ -252,6 +259,16 @@ def run_pays_log(args: ToolsearchPaysArgs, command: str, count: TokenCount, toke
         print(f"{name}: {len(queries)} test requests of {condition.get('n_queries')} (recommend's test split); "
               f"asking {chooser.name}", file=sys.stderr)  # fmt: skip
         choices = choices_table(chooser, queries, asked_depths(depths, args.max_k), progress=True)
+    statuses = {str(k): int(v) for k, v in choices["status"].value_counts().items()} if len(choices) else {}
+    if len(choices) and not statuses.get("ok"):
+        said = ", ".join(f"{n} {s}" for s, n in statuses.items())
+        raise ValueError(f"{chooser.name}: called no listed tool on any of the {len(choices)} shortlists asked "
+                         f"({said}): check --base-url and --model (the answers are cached; nothing was written to "
+                         "--out)")  # fmt: skip
+    if statuses.get("ok", 0) < len(choices):
+        print(f"shortlist: note: {chooser.name} called no listed tool on {len(choices) - statuses.get('ok', 0)} of "
+              f"{len(choices)} shortlists ({', '.join(f'{n} {s}' for s, n in statuses.items())}): each a miss",
+              file=sys.stderr)  # fmt: skip
     choices = choices.assign(condition=name, chooser=chooser.name)
     tokens = token_counter({name: {q.qid: q for q in queries}}, count)
     rows = pays_rows(depths, choices, tokens, args.max_k).assign(chooser=args.chooser, chooser_name=chooser.name)
@@ -262,7 +279,8 @@ def run_pays_log(args: ToolsearchPaysArgs, command: str, count: TokenCount, toke
                         "duplicates_merged": condition.get("duplicates_merged", 0)},
         "default": {"method": default.policy.method, "trained_on": (default.policy.config.get("provenance") or {})
                     .get("trained_on", {})},
-        "ranking": ranking, "chooser": chooser.name, "asked": len(choices),
+        "ranking": ranking, "chooser": chooser.name, "asked": len(choices), "statuses": statuses,
+        "simulated": args.chooser == "simulated",
         "cached": int(choices["cached"].sum()) if len(choices) else 0,
     }  # fmt: skip
     with staged_folder(out, merge=True, owned=("figures",)) as tmp:

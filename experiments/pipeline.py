@@ -92,6 +92,8 @@ def run_pipeline(p: Pipeline, dry_run: bool = False) -> int:
         return 0
     from experiments.runner import run_index
 
+    units = [unit for unit, _ in p.plan()]
+    check_out_is_ours(p, units)
     t0 = time.perf_counter()
     produced = p.produce()
     with staged_folder(p.out, merge=True, owned=p.owned) as tmp:
@@ -110,6 +112,7 @@ def run_pipeline(p: Pipeline, dry_run: bool = False) -> int:
             command=p.command,
             runs=[run.name for run in produced.runs],
             unit=p.unit,
+            units=sorted(units),
             **({} if produced.ran is None else {"cells_run": produced.ran}),
             **({} if produced.reused is None else {"runs_reused": list(produced.reused)}),
             **({} if produced.runs_folder is None else {"runs_folder": produced.runs_folder}),
@@ -121,8 +124,44 @@ def run_pipeline(p: Pipeline, dry_run: bool = False) -> int:
             },
         )
     refresh_index(p.out, own=p.index == "own")
-    print(f"wrote {len(produced.runs)} runs, tables, figures and README.md to {p.out}")
+    reused = len(produced.reused or ())
+    made = f" ({len(produced.runs) - reused} trained, {reused} reused)" if reused else ""
+    print(f"wrote {len(produced.runs)} runs{made}, tables and README.md to {p.out}")
     return 0
+
+
+def check_out_is_ours(p: Pipeline, units: Sequence[str]) -> None:
+    """Never replace the results of another command, or of more work: ``p.out`` may hold this command's results of
+    some of these units (rewritten with all of them), nothing else. Its manifest names the pipeline and the units
+    (a manifest written before units were recorded: the run directories, a unit ``<run>@<target>`` naming its
+    run).
+
+    Raises:
+        ValueError: naming the folder, the command that wrote it and a unit this command would drop.
+    """
+    import json
+
+    path = p.out / "manifest.json"
+    if not path.is_file():
+        return
+    try:
+        there = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"--out {p.out}: holds a manifest.json that cannot be read ({e}); give another --out") from e
+    if not isinstance(there, dict) or there.get("pipeline") != p.name:
+        made = there.get("command", "another command") if isinstance(there, dict) else "another command"
+        raise ValueError(f"--out {p.out}: holds the results of `{made}`; give another --out (it is left as it is)")
+    if "units" in there:
+        theirs, mine = set(there["units"]), set(units)
+    else:
+        theirs, mine = set(there.get("runs") or ()), {unit.split("@")[0] for unit in units}
+    dropped = sorted(theirs - mine)
+    if dropped:
+        raise ValueError(
+            f"--out {p.out}: holds `{there.get('command')}`, whose {len(dropped)} of {len(theirs)} "
+            f"{there.get('unit') or 'units'} this command would drop (e.g. {dropped[0]}); give another --out (it is "
+            "left as it is), or run all of them"
+        )
 
 
 def refresh_index(out: Path, own: bool = False) -> None:
@@ -143,10 +182,10 @@ def refresh_index(out: Path, own: bool = False) -> None:
     write_index(target)
 
 
-def rebuild_site(folder: Path) -> bool:
+def rebuild_site(folder: Path) -> tuple[bool, Path]:
     """``shortlist site``: the overview README of a study folder (from its tables and those of its parts) and the
     static site of ``folder``, without running anything. Returns whether the overview was rebuilt (a folder
-    ``reproduce`` did not write keeps its README)."""
+    ``reproduce`` did not write keeps its README) and the site's first page."""
     from experiments.html import write_index
 
     study = _is_study(Path(folder))
@@ -154,8 +193,7 @@ def rebuild_site(folder: Path) -> bool:
         from experiments.report.overview import write_overview
 
         write_overview(Path(folder))
-    write_index(Path(folder))
-    return study
+    return study, write_index(Path(folder))
 
 
 def _is_study(folder: Path) -> bool:

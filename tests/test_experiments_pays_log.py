@@ -23,7 +23,14 @@ from benchmarks.toollog import read_tool_log
 from choosers import Tool
 from experiments.downstream_choices import DownstreamQuery, choices_table
 from experiments.options import ToolsearchPaysArgs
-from experiments.pays_log import asked_depths, check_out_is_ours, run_pays_log
+from experiments.pays_log import (
+    asked_depths,
+    check_out_is_ours,
+    depth_frame,
+    log_queries,
+    ranked_requests,
+    run_pays_log,
+)
 from experiments.report.page import split_page
 from servers.fakes import Received, fake_openai_app, picked_tool, serve_in_thread
 
@@ -39,8 +46,12 @@ def write_inputs(folder: Path, n: int = 60) -> tuple[Path, Path]:
     lines = []
     for i in range(n):
         v, t, form = VERBS[rng.integers(5)], TOPICS[rng.integers(20)], forms[rng.integers(3)]
-        called = [f"{v}_{t}"] + ([f"{VERBS[(VERBS.index(v) + 1) % 5]}_{t}"] if i % 10 == 0 else [])
-        lines.append(json.dumps({"request": form.format(v=v, t=t) + f" (#{i})", "tools": called}))
+        called = [f"{v}_{t}"]
+        text = form.format(v=v, t=t) + f" (#{i})"
+        if i % 10 == 0:  # a second tool called, and named in the request: the fake's rule picks it
+            called.append(f"{VERBS[(VERBS.index(v) + 1) % 5]}_{t}")
+            text = f"{t} things, then {called[1]} (#{i})"
+        lines.append(json.dumps({"request": text, "tools": called}))
     folder.mkdir(parents=True, exist_ok=True)
     tools, log = folder / "tools.json", folder / "log.jsonl"
     tools.write_text(json.dumps(openai_tools()))
@@ -95,7 +106,7 @@ def test_end_to_end_follows_the_choosers_rule_and_any_called_tool_counts(paid: d
     records = {r.qid: r for r in read_tool_log(paid["log"], [t["function"]["name"] for t in openai_tools()]).records}
     choices = pd.read_csv(paid["out"] / "choices.csv", dtype={"qid": str})
     shown = {(r.qid, int(r.k)): r for r in choices.itertuples()}
-    several = 0
+    several = second = 0
     for r in rows.itertuples():
         called = set(records[r.qid].gold)
         several += len(called) > 1
@@ -109,7 +120,25 @@ def test_end_to_end_follows_the_choosers_rule_and_any_called_tool_counts(paid: d
         expected = picked_tool(body)
         assert asked.chosen_tool == expected
         assert r.e2e == int(expected in called)
-    assert several  # the log's multi-tool requests are among those judged
+        second += int(len(called) > 1 and expected == records[r.qid].gold[1] and r.e2e == 1)
+    assert several and second  # a multi-tool request judged, and its second called tool picked counts
+
+
+def test_each_policys_k_is_the_one_its_tool_search_shows(paid: dict[str, Any]) -> None:
+    """recommended's K is its searcher's, default's the shipped policy's (neither swapped nor the other's)."""
+    from shortlist_depth.toolsearch import ToolSearch
+
+    rows = pd.read_csv(paid["out"] / "per_query.csv", dtype={"qid": str})
+    records = {r.qid: r for r in read_tool_log(paid["log"], [t["function"]["name"] for t in openai_tools()]).records}
+    searchers = {"recommended": ToolSearch.load(paid["out"] / "runs" / "recommend-bm25" / "searcher"),
+                 "default": ToolSearch.from_file(paid["tools"], "bm25")}  # fmt: skip
+    differ = 0
+    for method, search in searchers.items():
+        mine = rows[rows["method"] == method]
+        shown = [len(search.search(records[q].text, max_k=None).names) for q in mine["qid"]]
+        assert list(mine["policy_k"]) == shown, method
+        differ += sum(a != b for a, b in zip(shown, rows[rows["method"] == "recommended"]["policy_k"], strict=True))
+    assert differ  # the two policies choose differently somewhere: a swap would be seen
 
 
 def _ranking(paid: dict[str, Any], text: str, k: int) -> list[str]:
@@ -178,6 +207,31 @@ def test_an_out_of_other_inputs_is_refused_and_left_as_it_was(
     (bfcl / "manifest.json").write_text(json.dumps({"command": "shortlist toolsearch pays"}))
     with pytest.raises(ValueError, match=r"holds another command's results"):
         check_out_is_ours(bfcl, {})
+    mine = json.loads((paid["out"] / "manifest.json").read_text())["identity"]
+    with pytest.raises(ValueError, match=r"chooser_runtime 'http://127.0.0.1:\d+/v1' -> 'http://elsewhere/v1'"):
+        check_out_is_ours(paid["out"], {**mine, "chooser_runtime": "http://elsewhere/v1"})
+    yours = paid["root"] / "yours"
+    (yours / "figures").mkdir(parents=True)
+    (yours / "figures" / "architecture.png").write_bytes(b"png")
+    with pytest.raises(ValueError, match=r"holds files that are not a pays of yours \(figures\)"):
+        check_out_is_ours(yours, mine)
+    (yours / "figures" / "architecture.png").unlink()
+    (yours / "figures").rmdir()
+    (yours / "runs").mkdir()
+    check_out_is_ours(yours, mine)  # an earlier try's recommend runs only: this command's own
+
+
+def test_an_endpoint_that_calls_no_tool_stops_the_command(
+    paid: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    out = paid["root"] / "texts"
+    with serve_in_thread(fake_openai_app()) as url:  # answers every request in text
+        args = args_for(f"{url}/v1", paid["tools"], paid["log"], out, paid["root"] / "cache",
+                        runs_dir=str(paid["out"] / "runs"), limit=4)  # fmt: skip
+        with pytest.raises(ValueError, match=r"called no listed tool on any of the \d+ shortlists asked \(\d+ "):
+            run_pays_log(args, "x", len, FAKE_TOKENIZER)
+    assert not (out / "README.md").exists()
 
 
 def test_the_simulated_chooser_is_named_as_simulated(paid: dict[str, Any]) -> None:
@@ -206,12 +260,53 @@ def test_choices_count_any_relevant_tool() -> None:
         def request_digest(self, query: str, tools: list[Tool]) -> str:
             return "0" * 64
 
+    class Refuses(First):
+        def choose_prefixes(self, query: str, ranked: list[Tool], ks: list[int]) -> dict[int, Any]:
+            from choosers import Choice
+
+            return {k: Choice(None, "refused") for k in ks}
+
     tools = [Tool(f"t{i}", "", {}) for i in range(1, 7)]
     q = DownstreamQuery("q", "text", tools, 2, "t2", (2, 5))
     got = choices_table(First(), [q], {"q": [1, 2, 3, 5]}, progress=False)  # type: ignore[arg-type]
     assert list(got["k"]) == [2, 3, 5] and list(got["correct"]) == [1, 0, 1]
+    refused = choices_table(Refuses(), [q], {"q": [2, 5]}, progress=False)  # type: ignore[arg-type]
+    assert list(refused["correct"]) == [0, 0] and list(refused["chosen_rank"]) == [0, 0]
     depths = pd.DataFrame({"qid": ["a", "a", "b"], "policy_k": [3, 40, 3]})
     assert asked_depths(depths, 20) == {"a": [3, 20], "b": [3]}
+    small = [DownstreamQuery("a", "x", tools, 1, "t1")]  # 6 tools: a limit of 8 shows all 6
+    frame = depth_frame("c", "bm25", small, {"recommended": [2]}, {"recommended": "bor-x"}, (3, 8))
+    assert list(frame["policy_k"]) == [2, 3, 6]
+
+
+def test_a_request_with_no_ranking_information_is_shown_one_tool_and_rankings_must_agree() -> None:
+    from shortlist_depth.toolsearch import ToolSearch
+
+    search = ToolSearch.from_tools(openai_tools(), "bm25")
+    rankings, ks = ranked_requests(search, ["zzz qqq", "please get my weather now"], "x")
+    assert ks[0] == 1 and len(rankings[0]) == 100  # every score ties: the tool search shows 1
+    assert ks[1] == len(search.search("please get my weather now", max_k=None).names)
+
+    class Reversed:
+        tools = search.tools
+
+        def search_many(self, texts: list[str], **kw: Any) -> list[Any]:
+            got = search.search_many(texts, **kw)
+            return [type(s)(**{**s.__dict__, "names": s.names[::-1], "scores": s.scores[::-1]}) if len(s.names) == 100
+                    else s for s in got]  # fmt: skip
+
+    records = {"L1": type("R", (), {"text": "please get my weather now", "gold": ("get_weather",)})()}
+    tools = {t["function"]["name"]: type("T", (), {"description": "", "parameters": {}})() for t in openai_tools()}
+    with pytest.raises(ValueError, match=r"request L1: the default policy's tool search ranks it differently"):
+        log_queries(tools, records, search, Reversed(), ["L1"], "log.jsonl")
+
+
+def test_the_cache_dir_is_checked_in_both_modes(tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for kw in ({}, {"tools": "t.json", "log": "l.jsonl"}):
+        with pytest.raises(ValueError, match=r"--cache-dir .*afile: exists and is not a folder"):
+            ToolsearchPaysArgs(cache_dir=str(afile), **kw)
 
 
 def test_bad_options_are_refused_in_one_line(tmp_path: Path) -> None:

@@ -36,12 +36,15 @@ ANSWER_FIGURE = "figures/answer.png"
 
 
 def _read(folder: Path, name: str, needs: tuple[str, ...] = ()) -> pd.DataFrame | None:
-    """The table ``folder/name``, or None when it is absent or lacks a column of ``needs`` (a part written by an
-    older version of the package: :func:`verdicts` then says so rather than failing)."""
+    """The table ``folder/name``, or None when it is absent, empty, or lacks a column of ``needs`` (a part written by
+    an older version of the package: :func:`verdicts` then says so rather than failing)."""
     path = folder / name
     if not path.is_file():
         return None
-    frame = pd.read_csv(path)
+    try:
+        frame = pd.read_csv(path)
+    except pd.errors.EmptyDataError:  # an empty table (a study without that part: no main-table condition)
+        return None
     return frame if set(needs) <= set(frame.columns) else None
 
 
@@ -77,11 +80,14 @@ def overview_title(folder: Path) -> str:
 
 def answer_rows(folder: Path) -> list[tuple[str, pd.Series]]:
     """The method to use on each goal condition, (among, row of its ``best.csv``): from the comparison (every peer)
-    where it ran, else from the study's own methods."""
+    where it ran, else from the study's own methods. A study of none of the goal conditions (a registry sweep, a
+    second scorer alone) answers for each of its own conditions."""
+    frames = [(source, _read(folder, best, BEST_COLUMNS)) for source, best, _ in SOURCES]
+    present = {c for _, f in frames if f is not None for c in f["condition"]}
+    goals = [c for c in (*GOAL_BASE_CONDITIONS, *GOAL_TWO_SCORER_CONDITIONS) if c in present]
+    wanted = set(goals or present)
     rows, seen = [], set()
-    wanted = (*GOAL_BASE_CONDITIONS, *GOAL_TWO_SCORER_CONDITIONS)
-    for source, best, _ in SOURCES:
-        frame = _read(folder, best, BEST_COLUMNS)
+    for source, frame in frames:
         for _, r in frame.iterrows() if frame is not None else ():
             if r["condition"] in wanted and r["condition"] not in seen:
                 seen.add(r["condition"])

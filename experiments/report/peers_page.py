@@ -319,6 +319,11 @@ def answer_lines(best: pd.DataFrame, sg: pd.DataFrame, paired: pd.DataFrame, eve
     ]
 
 
+def judged_here(ran: int, goal: int) -> str:
+    """Empty when every condition of a goal ran; else why the goal is not judged on this comparison."""
+    return "" if ran >= goal else f"not judged here: {ran} of its {goal} conditions ran)."
+
+
 def verdict_lines(sg: pd.DataFrame, paired: pd.DataFrame) -> list[str]:
     """One computed sentence each: learned policies against the peers (two scorers, one scorer), and RL against
     the supervised learned models."""
@@ -330,14 +335,15 @@ def verdict_lines(sg: pd.DataFrame, paired: pd.DataFrame) -> list[str]:
             f"Two scorers: the best learned policy is significantly ahead of every peer on {int(two['ahead'].sum())} "
             f"of {len(two)} conditions and significantly behind on {int(two['behind'].sum())} (goal: ahead on "
             f">= {GOAL_MIN_SIGNIFICANT} of {len(GOAL_TWO_SCORER_CONDITIONS)}; "
-            + ("met)." if int(two["ahead"].sum()) >= GOAL_MIN_SIGNIFICANT else "NOT met).")
-        )
+            + (judged_here(len(two), len(GOAL_TWO_SCORER_CONDITIONS))
+               or ("met)." if int(two["ahead"].sum()) >= GOAL_MIN_SIGNIFICANT else "NOT met)."))
+        )  # fmt: skip
     if len(one):
         behind = int(one["behind"].sum())
         out.append(
             f"One scorer: the best learned policy is significantly behind the best peer on {behind} of {len(one)} "
             f"conditions and ahead on {int(one['ahead'].sum())} (goal: never behind; "
-            + ("met)." if behind == 0 else "NOT met).")
+            + (judged_here(len(one), len(GOAL_BASE_CONDITIONS)) or ("met)." if behind == 0 else "NOT met)."))
         )
     for sup in SUPERVISED_AGENTS:
         rl = paired[(paired["peer"] == sup) & paired["agent"].isin(RL_AGENTS)] if len(paired) else paired

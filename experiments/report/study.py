@@ -528,7 +528,21 @@ def paper_page(
     scope: str = "",
 ) -> Page:
     """Ours beside the paper's main table, the study's questions answered (the answer block), splits, measured
-    factors, the whole-list episodes, the tool-text comparison and the study figures."""
+    factors, the whole-list episodes, the tool-text comparison and the study figures. A study without any condition
+    of the paper's main table (a registry sweep, a second scorer, fused scores on their own) gets the page of its
+    figures, saying so."""
+    if t["table2"].empty:
+        return Page(
+            title=scoped("Beside the paper", scope),
+            group="study",
+            lede="The BoR agent, the F1 ablation and fixed K beside the paper's main table.",
+            answer=Section("", [Paragraph(
+                "No condition of the paper's main table (SPEC section 6) ran in this study, so nothing here is "
+                "compared with the paper's numbers. Every condition's table is in conditions.md; the study's "
+                "figures follow."
+            )]),
+            sections=(study_provenance(observation), study_figures(out, per_query, summary)),
+        )  # fmt: skip
     main = list(t["table2"]["condition"].unique())
     why = explain(t["table2"], t["aggregate"], t["factors"])
     factors = [f"{c}: {factor_text(f)}." for c, f in t["factors"].set_index("condition").iterrows()]
