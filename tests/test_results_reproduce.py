@@ -149,3 +149,15 @@ def test_only_embedding_scores_made_on_another_float_path_may_differ() -> None:
     assert not _scores_may_round_differently("bfcl-bm25", "AVX2 another CPU")  # BM25 scores: always exact
     assert not _scores_may_round_differently("bfcl-minilm", float_path())  # the same float path: exact
     assert _scores_may_round_differently("bfcl-minilm", "AVX2 another CPU")
+
+
+@pytest.mark.parametrize("folder", ["results", "results/bfcl"])
+def test_the_committed_site_is_the_one_its_pages_build(folder: str) -> None:
+    """Every committed HTML page is what ``shortlist site`` renders from the committed Markdown and tables (a
+    Markdown page regenerated without its HTML once left the site stale)."""
+    from experiments.html import build_site
+
+    root = Path(__file__).resolve().parents[1] / folder
+    site = build_site(root)
+    stale = sorted(name for name, text in site.items() if (root / name).read_text(encoding="utf-8") != text)
+    assert not stale, f"stale pages in {folder} (run `shortlist site --out {folder}`): {stale}"
