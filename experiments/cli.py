@@ -347,7 +347,8 @@ COMMANDS: tuple[Command, ...] = (
         (o.TuneArgs,),
         _tune,
         "compare a kind's settings on an inner validation split of the training queries",
-        "Never touches the test split. Writes OUT/<condition>.csv and <condition>_mean.csv.",
+        "Never touches the test split. Writes OUT/<condition>__<kind>.csv (every setting, split and seed), "
+        "<condition>__<kind>_mean.csv (each setting's mean) and <condition>__<kind>_manifest.json.",
     ),
     Command(
         "site",

@@ -58,7 +58,18 @@ def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int
     per_query, summary, buckets = collect_runs(runs)
     tables = {"per_query.csv": per_query, "summary.csv": summary, "buckets.csv": buckets, "runs.csv": run_index(runs)}
     write_tables(out, tables)
-    cols = ["condition", "method", "seed", "found_pct", "mean_k", "std_k", "bor_bits", "mean_reward"]
+    cols = [
+        "condition",
+        "method",
+        "seed",
+        "mean_reward_net",
+        "found_pct",
+        "mean_k",
+        "median_k",
+        "p90_k",
+        "bor_bits",
+        "mean_reward",
+    ]  # the judged net reward first; the depth's spread beside its mean
     print(summary[cols].to_string(index=False, float_format=lambda x: f"{x:.2f}", na_rep="n/a"))
     print(f"wrote {len(runs)} run(s) under {out / 'runs'}; {out}/summary.csv holds this command's runs only")
     if ta.source in ("run", "beir"):  # the user's own data: say what was skipped and how small the test set is

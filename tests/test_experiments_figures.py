@@ -197,7 +197,7 @@ def test_pareto_figure_explicit_bits_and_unknown_condition(summary: pd.DataFrame
 
 
 def test_registry_sweep_figure(tmp_path: Path) -> None:
-    rows = []
+    rows, queries = [], []
     sweeps: dict[str, list[tuple[int, str]]] = {"fam-a": [], "fam-b": []}
     rng = np.random.default_rng(0)
     for fam in sweeps:
@@ -205,15 +205,28 @@ def test_registry_sweep_figure(tmp_path: Path) -> None:
             cond = f"{fam}-{n}"
             sweeps[fam].append((n, cond))
             for m in ("bor-dqn", "f1-dqn", "fixed-5", "fixed-1"):
-                k = [5.0] * 3 if m == "fixed-5" else list(rng.uniform(1, 6, 3))
-                rows += summary_rows(cond, m, [1, 2, 3], list(rng.uniform(40, 90, 3)), k, list(rng.uniform(1, 6, 3)))
+                for seed in (1, 2, 3):  # each run: 20 test queries, K varying per query but for the fixed limits
+                    k = (
+                        np.full(20, 5)
+                        if m == "fixed-5"
+                        else np.full(20, 1)
+                        if m == "fixed-1"
+                        else rng.integers(1, 12, 20)
+                    )
+                    found = rng.random(20) < 0.8
+                    reward = found * np.log2(n / k)
+                    queries += [
+                        {"condition": cond, "method": m, "seed": seed, "k": kk, "p_random": kk / n,
+                         "reward_net": r - 0.01 * (kk - 1)} for kk, r in zip(k, reward, strict=True)
+                    ]  # fmt: skip
+                    rows += summary_rows(cond, m, [seed], [100 * found.mean()], [float(k.mean())], [reward.mean()])
     sweeps["fam-b"].append((3000, "fam-b-3000"))  # not run yet: skipped
-    summary = pd.DataFrame(rows)
+    summary, per_query = pd.DataFrame(rows), pd.DataFrame(queries)
     out = tmp_path / "sweep.png"
-    plotted = registry_sweep_figure(summary, sweeps, out)
+    plotted = registry_sweep_figure(summary, sweeps, out, per_query)
     assert_png(out)
     csv = pd.read_csv(out.with_suffix(".csv"))
-    pd.testing.assert_frame_equal(csv, plotted, check_dtype=False)
+    pd.testing.assert_frame_equal(csv, plotted, check_dtype=False, rtol=1e-12)
     assert set(csv["method"]) == {"bor-dqn", "f1-dqn", "fixed-5"}  # fixed-1 not asked for
     assert len(csv) == 2 * 3 * 3
     for _, r in csv.iterrows():
@@ -224,11 +237,13 @@ def test_registry_sweep_figure(tmp_path: Path) -> None:
             assert r[col] == pytest.approx(g[col].mean())
             assert r[f"{col}_min"] == pytest.approx(g[col].min())
             assert r[f"{col}_max"] == pytest.approx(g[col].max())
-        assert r["ceiling_bits"] == pytest.approx(np.mean(np.log2(r["n"] / g["mean_k"])))
+        q = per_query[(per_query["condition"] == r["condition"]) & (per_query["method"] == r["method"])]
+        assert r["ceiling_bits"] == pytest.approx(np.mean(np.log2(r["n"] / q["k"])))
+        assert r["mean_reward_net"] <= r["ceiling_bits"]  # a ceiling bounds (log2(N / mean K) did not)
     fixed5 = csv[csv["method"] == "fixed-5"]
     assert np.allclose(fixed5["ceiling_bits"], np.log2(fixed5["n"] / 5))
     with pytest.raises(ValueError, match="none of the sweep"):
-        registry_sweep_figure(summary, {"x": [(10, "nope")]}, tmp_path / "none.png")
+        registry_sweep_figure(summary, {"x": [(10, "nope")]}, tmp_path / "none.png", per_query)
 
 
 def test_scorer_figure(summary: pd.DataFrame, per_query: pd.DataFrame, tmp_path: Path) -> None:

@@ -287,12 +287,13 @@ def study_figures(out: Path, per_query: pd.DataFrame, summary: pd.DataFrame) -> 
     sweeps = {fam: [(n, c) for n, c in pts if c in present] for fam, pts in SWEEPS.items()}
     sweeps = {fam: pts for fam, pts in sweeps.items() if len(pts) >= 2}
     if sweeps:
-        registry_sweep_figure(summary, sweeps, figs / "registry_sweep.png")
+        registry_sweep_figure(summary, sweeps, figs / "registry_sweep.png", per_query)
         blocks += [
             Paragraph(
-                "Registry-size sweep: mean BoR reward (with the ceiling log2(N/K) at the learned K), learned mean K "
-                "and found % against the candidate-set size N (random sub-registries holding the gold tool; "
-                "MetaTool: gold + N-1 most similar tools)."
+                "Registry-size sweep: mean net reward (dashed: its ceiling at the learned depths, the mean over "
+                "queries of log2(N/K), the reward had every shortlist held the gold tool), learned mean K and found % "
+                "against the candidate-set size N (random sub-registries holding the gold tool; MetaTool: gold + "
+                "N-1 most similar tools)."
             ),
             Figure("figures/registry_sweep.png", "registry sweep"),
         ]
