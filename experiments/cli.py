@@ -196,7 +196,8 @@ def _serve_mcp(a: o.ServeMcpArgs) -> int:
     # the port is bound before the searcher loads: one in use is an error at once
     with _recording(a.record) as recorder, bind(a.host, a.port) if a.transport == "http" else nullcontext() as listener:
         run(_serving(a, a.tools), settings, upstreams=upstreams, listener=listener, path=a.path, recorder=recorder,
-            connect_timeout=a.upstream_timeout)  # fmt: skip
+            connect_timeout=a.upstream_timeout, reload=a.searcher if a.reload else None,
+            cache_dir=a.cache_dir)  # fmt: skip
     return 0
 
 
@@ -204,7 +205,8 @@ def _serve_openai(a: o.ServeOpenaiArgs) -> int:
     from servers.listen import bind
     from servers.openai_proxy import ProxyConfig, serve
 
-    config = ProxyConfig(a.upstream, a.max_body_bytes, a.timeout, a.min_k, a.bound())
+    config = ProxyConfig(a.upstream, a.max_body_bytes, a.timeout, a.min_k, a.bound(),
+                         reload=a.searcher if a.reload else None, cache_dir=a.cache_dir)  # fmt: skip
     with _recording(a.record) as recorder, bind(a.host, a.port) as listener:  # before the searcher loads
         serve(_serving(a), config, listener, recorder)
     return 0

@@ -928,9 +928,16 @@ class ServeArgs(SearcherArgs):
         "searched (tools.json): what `shortlist recommend --log DIR` trains on "
         "(serve mcp: with an upstream, over stdio)",
     )  # fmt: skip
+    reload: bool = opt(
+        False, "with --searcher: serve each searcher saved into that folder later (a `shortlist recommend --log` "
+        "rerun into it), checked every 2 s, without a restart; one that cannot be loaded is logged and the current "
+        "one kept",
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.reload and not self.searcher:
+            raise ValueError("--reload goes with --searcher DIR: the folder a new searcher is saved into")
         import importlib.util
 
         missing = [m for m in SERVE_MODULES if importlib.util.find_spec(m) is None]

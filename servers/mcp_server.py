@@ -24,6 +24,7 @@ streamable HTTP (``--transport http``, on 127.0.0.1 unless ``--host`` says other
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import os
@@ -47,6 +48,7 @@ from benchmarks.tools import ToolSchema
 from servers import CONNECT_TIMEOUT, HEALTH_PATH, health, listen
 from servers.listen import Listener
 from servers.record import Recorder
+from servers.reload import SearcherWatch
 from servers.upstreams import FRONTED, Upstream, Upstreams, UpstreamSpec, close_all, connect, innermost
 from shortlist_depth.toolsearch import DEFAULT_MAX_K, SEARCH_DESCRIPTION, SearchSpec, Shortlist, ToolSearch
 
@@ -123,6 +125,21 @@ class ShortlistServer(MCPServer):
                 raise ValueError(f"--pin: tool(s) not in the searcher's registry: {unknown[:5]}")
         self.add_tool(self.search_tools, name=SEARCH_TOOL, description=SEARCH_DESCRIPTION)
         self.custom_route(HEALTH_PATH, methods=["GET", "HEAD"])(self.health)  # streamable HTTP only
+
+    async def reload(self, search: ToolSearch) -> None:
+        """Serve ``search`` from the next search on (``--reload``: :mod:`servers.reload`): its registry without an
+        upstream (it must hold the pinned tools), its scorer and policy over the upstreams' tools with one.
+
+        Raises:
+            ValueError: the new searcher cannot serve here (the current one is kept).
+        """
+        if self.upstream is not None:
+            await self.upstream.respec(search.spec)
+        else:
+            unknown = [n for n in self.search_settings.pin if n not in search.names]
+            if unknown:
+                raise ValueError(f"its registry lacks the pinned tool(s) {unknown[:5]}")
+        self.searcher = search
 
     async def health(self, request: Request) -> Response:
         """``GET /healthz`` (streamable HTTP): 200 once started, and what is served (:func:`servers.health`): the
@@ -201,19 +218,26 @@ async def run_async(
     path: str = "/mcp",
     recorder: Recorder | None = None,
     connect_timeout: float = CONNECT_TIMEOUT,
+    reload: str | None = None,
+    cache_dir: str | None = None,
 ) -> None:
     """Serve until interrupted: over stdio, or, given a ``listener`` (:func:`servers.listen.bind`), streamable HTTP
     on it at ``path`` (announced once it answers: ``shortlist serve mcp listening on http://host:port/mcp``); with
     upstreams (:mod:`servers.upstreams`), connected to each first, in order, and their tools read before the first
     request (``connect_timeout`` seconds for each to connect, and for their first lists); with a ``recorder``
-    (:mod:`servers.record`), each call written with the search it followed."""
+    (:mod:`servers.record`), each call written with the search it followed; with ``reload`` (the saved searcher's
+    folder), each searcher saved there later served from then on (:mod:`servers.reload`; its scorer loaded with
+    ``cache_dir``)."""
 
     async def serve(server: ShortlistServer, connected: Sequence[Upstream] = ()) -> None:
         gc.freeze()  # what is loaded stays: the collector no longer walks it on every request's garbage
+        watch = None if reload is None else SearcherWatch(reload, server.reload, cache_dir)
         if listener is None:
             LOG.info("serving %r over stdio", searcher)
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(_stop_on_sigterm, connected, recorder)
+                if watch is not None:
+                    tasks.start_soon(watch.run)
                 await server.run_stdio_async()
                 tasks.cancel_scope.cancel()
             await close_all(connected, CLOSE_SECONDS)  # stdin's end: each connection closed as its SDK closes it
@@ -226,7 +250,12 @@ async def run_async(
             @asynccontextmanager
             async def lifespan(app: Any) -> AsyncIterator[Any]:
                 async with served(app) as state:
-                    yield state
+                    watching = None if watch is None else asyncio.get_running_loop().create_task(watch.run())
+                    try:
+                        yield state
+                    finally:
+                        if watching is not None:
+                            watching.cancel()
                 await close_all(connected, CLOSE_SECONDS)  # (uvicorn re-raises a stopping signal after: now or never)
 
             app.router.lifespan_context = lifespan

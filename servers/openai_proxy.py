@@ -67,6 +67,7 @@ already): the client sees a stream without its final ``data: [DONE]``.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import hashlib
 import logging
@@ -125,6 +126,10 @@ class ProxyConfig:
     responses_kept: int = 1024
     """Responses API answers whose request text is kept, by response id, for a request continuing one
     (``previous_response_id``) with no user text of its own (least recently used dropped)."""
+    reload: str | None = None
+    """A saved searcher's folder: each searcher saved into it later is served from then on (:mod:`servers.reload`)."""
+    cache_dir: str | None = None
+    """The package cache folder a reloaded searcher loads its scorer with."""
 
 
 @dataclass(frozen=True)
@@ -587,6 +592,12 @@ class Shortlister:
         self._prepared: OrderedDict[str, Prepared] = OrderedDict()
         self._texts: OrderedDict[str, str] = OrderedDict()
 
+    def reload(self, search: ToolSearch) -> None:
+        """Serve ``search``'s scorer and policy from the next request on (:mod:`servers.reload`): every tool list is
+        prepared anew; a request being shortlisted finishes with the searcher it has."""
+        self.spec = search.spec
+        self._prepared.clear()
+
     def remember(self, response_id: str, text: str) -> None:
         """Keep the user text a Responses API answer's request was shortlisted on, by the answer's id."""
         self._texts[response_id] = text
@@ -727,7 +738,20 @@ class Proxy:
         async with httpx.AsyncClient(base_url=self.config.upstream.rstrip("/"), timeout=timeout, limits=limits) as c:
             self.client = c
             gc.freeze()  # what is loaded stays: the collector no longer walks it on every request's garbage
-            yield
+            watching = None
+            if self.config.reload is not None:
+                from servers.reload import SearcherWatch
+
+                async def apply(search: ToolSearch) -> None:
+                    self.shortlister.reload(search)
+
+                watch = SearcherWatch(self.config.reload, apply, self.config.cache_dir)
+                watching = asyncio.get_running_loop().create_task(watch.run())
+            try:
+                yield
+            finally:
+                if watching is not None:
+                    watching.cancel()
         self.client = None
         if self.recorder is not None:  # (uvicorn re-raises a stopping signal once shut down: the last moment)
             self.recorder.close()

@@ -502,6 +502,23 @@ class Upstreams:
                 route[seen] = (u, name)
         return tools, route
 
+    async def respec(self, spec: SearchSpec) -> None:
+        """Search with ``spec``'s scorer and policy from now on (``--reload``), the searcher over the tools listed now
+        rebuilt with it first. ValueError (naming the upstreams) when it refuses them: the current one is kept."""
+        async with self._lock:
+            searcher = None
+            if self.tools:
+                listed = [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in self.tools.values()]
+                old, self.spec = self.spec, spec
+                try:
+                    searcher = await anyio.to_thread.run_sync(self._searcher, listed)
+                except ValueError:
+                    self.spec = old
+                    raise
+            self.spec = spec
+            if searcher is not None:
+                self.searcher = searcher
+
     def _searcher(self, tools: list[dict[str, Any]]) -> ToolSearch:
         """The searcher over ``tools``; ValueError naming the upstream(s) when the searcher refuses them."""
         try:

@@ -1,0 +1,106 @@
+"""``--reload``: a server serves the searcher saved into its ``--searcher`` folder since it started, without a restart.
+
+The loop an engineer runs: ``shortlist serve openai --searcher rec/searcher --record logs --reload`` serves and
+records; ``shortlist recommend --tools ... --log logs --out rec`` (nightly, say) trains on what was recorded and
+saves a new searcher into ``rec/searcher``; the server picks it up within :data:`RELOAD_SECONDS`.
+
+:class:`SearcherWatch` checks the folder's ``searcher.json`` (its inode, size and modification time: a saved searcher
+replaces the whole folder at once, :meth:`shortlist_depth.ToolSearch.save`) every :data:`RELOAD_SECONDS`. A change
+is loaded off the event loop (:meth:`shortlist_depth.ToolSearch.load`, which checks every file against the sha256
+``searcher.json`` records) and handed to the server, which swaps it in between requests: a request already being
+shortlisted finishes with the searcher it started with. A searcher that cannot be loaded (a half-copied folder, a
+tampered file, another package version's) is logged as a warning and the current one kept; it is tried again when
+the folder changes again. A folder gone for a moment (being replaced) is no change.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+
+from shortlist_depth.toolsearch import ToolSearch
+
+LOG = logging.getLogger("servers.reload")
+
+#: How often the folder is checked, seconds.
+RELOAD_SECONDS = 2.0
+#: The file whose change means a new searcher was saved.
+META = "searcher.json"
+
+
+def describe(search: ToolSearch) -> str:
+    """``bor-posterior (bm25, 370 tools)``: what a searcher serves, for the log."""
+    return f"{search.policy.method} ({search.scorer}, {len(search.tools)} tools)"
+
+
+class SearcherWatch:
+    """Hands the server each searcher saved into ``folder`` after the one it serves (module docstring).
+
+    Args:
+        folder: the saved searcher's folder (``--searcher``).
+        apply: awaited with each new searcher; it swaps it in, or raises ValueError to refuse it (logged, the
+            current one kept).
+        cache_dir: the package cache folder the searcher loads its scorer with.
+        every: seconds between checks.
+    """
+
+    def __init__(
+        self,
+        folder: str | os.PathLike[str],
+        apply: Callable[[ToolSearch], Awaitable[None]],
+        cache_dir: str | None = None,
+        every: float = RELOAD_SECONDS,
+    ) -> None:
+        self.folder = Path(folder)
+        self.apply = apply
+        self.cache_dir = cache_dir
+        self.every = every
+        self.seen = self.stamp()
+        self.loaded = 0
+        """How many new searchers were swapped in."""
+
+    def stamp(self) -> tuple[int, int, int] | None:
+        """The folder's ``searcher.json`` as it is now (inode, size, mtime in ns); None while it is absent."""
+        try:
+            st = os.stat(self.folder / META)
+        except OSError:
+            return None
+        return st.st_ino, st.st_size, st.st_mtime_ns
+
+    async def check(self) -> bool:
+        """Load and apply the searcher saved since the last check, if any; whether one was swapped in."""
+        now = self.stamp()
+        if now is None or now == self.seen:
+            return False
+        self.seen = now  # (one that fails is tried again only once the folder changes again)
+        try:
+            search = await anyio.to_thread.run_sync(lambda: ToolSearch.load(self.folder, cache_dir=self.cache_dir))
+        except Exception as e:
+            LOG.warning("--reload %s: the searcher saved there cannot be loaded (%s: %s); the current one is kept",
+                        self.folder, type(e).__name__, e)  # fmt: skip
+            return False
+        try:
+            await self.apply(search)
+        except ValueError as e:
+            LOG.warning(
+                "--reload %s: the searcher saved there is refused (%s); the current one is kept", self.folder, e
+            )
+            return False
+        self.loaded += 1
+        LOG.info("--reload %s: now serving %s", self.folder, describe(search))
+        return True
+
+    async def run(self) -> None:
+        """Check every :attr:`every` seconds until cancelled; an unexpected error is logged, never raised (the
+        server goes on serving the searcher it has)."""
+        LOG.info("--reload %s: checked every %g s for a searcher saved there", self.folder, self.every)
+        while True:
+            await anyio.sleep(self.every)
+            try:
+                await self.check()
+            except Exception as e:  # the server must not stop because its watcher failed
+                LOG.warning("--reload %s: check failed (%s: %s)", self.folder, type(e).__name__, e)

@@ -1,0 +1,120 @@
+"""``--reload``: a server serves each searcher saved into its ``--searcher`` folder later, without a restart. The
+watcher hands over a new searcher once, keeps the current one when the new one cannot be loaded or is refused and
+tries again once the folder changes; ``serve openai`` (against the fake upstream on 127.0.0.1) and ``serve mcp``
+switch policy between requests; ``--reload`` without ``--searcher`` is refused."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from starlette.testclient import TestClient
+from test_toolsearch import labelled_lists, openai_tools
+
+import shortlist_depth as sd
+from agents.base import FixedConfig
+from servers.fakes import fake_openai_app, serve_in_thread
+from servers.mcp_server import SearchSettings, ShortlistServer
+from servers.openai_proxy import ProxyConfig, create_app
+from servers.reload import SearcherWatch
+from shortlist_depth.toolsearch import ToolSearch
+
+
+@pytest.fixture(scope="module")
+def policies() -> dict[str, Any]:
+    """Two policies of the generated tools' BM25 lists that choose differently: the posterior and fixed K = 5."""
+    lists = labelled_lists(openai_tools())
+    fixed = sd.fit("fixed", lists, settings=FixedConfig(5), seed=0)
+    return {"posterior": sd.fit("posterior", lists, seed=0), "fixed": fixed}
+
+
+def save(policy: Any, folder: Path) -> Path:
+    return ToolSearch.from_tools(openai_tools(), policy=policy).save(folder, overwrite=True)
+
+
+def test_the_watcher_hands_over_each_new_searcher_and_keeps_the_current_on_a_bad_one(
+    policies: dict[str, Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = save(policies["posterior"], tmp_path / "searcher")
+    got: list[ToolSearch] = []
+
+    async def apply(search: ToolSearch) -> None:
+        got.append(search)
+
+    watch = SearcherWatch(folder, apply)
+
+    async def scenario() -> list[bool]:
+        steps = [await watch.check()]  # nothing saved since: nothing handed over
+        save(policies["fixed"], folder)
+        steps.append(await watch.check())
+        steps.append(await watch.check())  # once only
+        meta = folder / "searcher.json"
+        meta.write_text(meta.read_text().replace('"scorer"', '"scorer_"', 1))  # a tampered searcher.json
+        steps.append(await watch.check())
+        steps.append(await watch.check())  # not tried again until the folder changes again
+        save(policies["posterior"], folder)
+        steps.append(await watch.check())
+        return steps
+
+    with caplog.at_level(logging.INFO, logger="servers.reload"):
+        steps = anyio.run(scenario)
+    assert steps == [False, True, False, False, False, True]
+    assert [s.policy.method for s in got] == ["fixed-5", "bor-posterior"]
+    assert "cannot be loaded" in caplog.text and "the current one is kept" in caplog.text
+    assert "now serving bor-posterior (bm25, 100 tools)" in caplog.text
+
+    async def refuse(search: ToolSearch) -> None:
+        raise ValueError("its registry lacks the pinned tool(s) ['x']")
+
+    refusing = SearcherWatch(folder, refuse)
+    save(policies["fixed"], folder)
+    with caplog.at_level(logging.WARNING, logger="servers.reload"):
+        assert anyio.run(refusing.check) is False
+    assert "is refused (its registry lacks the pinned tool(s) ['x'])" in caplog.text and refusing.loaded == 0
+
+
+def test_serve_openai_switches_policy_between_requests(policies: dict[str, Any], tmp_path: Path) -> None:
+    folder = save(policies["posterior"], tmp_path / "searcher")
+    body = {"model": "m", "messages": [{"role": "user", "content": "please book my flight now"}],
+            "tools": openai_tools()}  # fmt: skip
+    with serve_in_thread(fake_openai_app()) as url:
+        config = ProxyConfig(upstream=f"{url}/v1", reload=str(folder))
+        with TestClient(create_app(ToolSearch.load(folder), config)) as proxy:
+            first = proxy.post("/v1/chat/completions", json=body)
+            assert first.headers["x-shortlist-policy"] == "bor-posterior"
+            save(policies["fixed"], folder)
+            deadline, now = time.monotonic() + 20, first
+            while now.headers["x-shortlist-policy"] == "bor-posterior" and time.monotonic() < deadline:
+                time.sleep(0.2)
+                now = proxy.post("/v1/chat/completions", json=body)
+            assert now.status_code == 200 and now.headers["x-shortlist-policy"] == policies["fixed"].method
+            assert now.headers["x-shortlist-k"] == "5"  # fixed K's depth, not the posterior's
+            assert json.loads(proxy.get("/healthz").text)["policy"] == policies["fixed"].method
+
+
+def test_serve_mcp_swaps_its_registry_and_refuses_one_without_the_pins(
+    policies: dict[str, Any], tmp_path: Path
+) -> None:
+    first = ToolSearch.from_tools(openai_tools(), policy=policies["posterior"])
+    server = ShortlistServer(first, SearchSettings(pin=("get_weather",)))
+    fewer = ToolSearch.from_tools([t for t in openai_tools() if t["function"]["name"] != "get_weather"],
+                                  policy=policies["fixed"])  # fmt: skip
+    with pytest.raises(ValueError, match=r"lacks the pinned tool\(s\) \['get_weather'\]"):
+        anyio.run(server.reload, fewer)
+    assert server.searcher is first
+    second = ToolSearch.from_tools(openai_tools(), policy=policies["fixed"])
+    anyio.run(server.reload, second)
+    answer = anyio.run(server.search_tools, "please book my flight now")
+    assert server.searcher is second and answer.policy == policies["fixed"].method
+
+
+def test_reload_needs_a_searcher_folder(capsys: pytest.CaptureFixture) -> None:
+    from experiments.cli import main
+
+    assert main(["serve", "openai", "--upstream", "http://127.0.0.1:9/v1", "--reload"]) == 2
+    assert "--reload goes with --searcher DIR" in capsys.readouterr().err
