@@ -24,7 +24,8 @@ every tool: the request is never dropped. Needs the ``fastmcp`` extra (``pip ins
 With ``record=DIR`` (or a :class:`servers.record.Recorder`), each ``call_tool`` of a tool of the catalog is written
 with the search it followed, as ``shortlist serve mcp --record`` writes it (:mod:`servers.record`): the latest
 search whose answer holds the tool; an ``always_visible`` tool's calls are not written (it was never searched for);
-each catalog goes to ``DIR/tools.json``. A hidden tool called by its name rather than through ``call_tool`` (FastMCP
+each catalog goes to ``DIR/tools.json``; the recorder the transform opened is closed when the process ends (or by
+:meth:`ShortlistSearchTransform.close`), saying how many calls it wrote. A hidden tool called by its name rather than through ``call_tool`` (FastMCP
 runs it: the transform hides tools, it does not bar them) is not seen, so not written; ``search_tools`` tells the
 model to use ``call_tool``. The folder trains a policy as it is
 (``shortlist recommend --log DIR``), which the transform then takes (``ShortlistSearchTransform("rec/searcher")``).
@@ -34,6 +35,7 @@ agents searching at once would have their calls tied to one another's searches.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import logging
@@ -111,10 +113,19 @@ class ShortlistSearchTransform(BaseSearchTransform):
             self.spec = ToolSearch.load(searcher).spec
         self.min_k, self.max_k = min_k, max_k
         self.recorder = record if isinstance(record, Recorder) or record is None else Recorder(record)
+        if self.recorder is not None and not isinstance(record, Recorder):  # its own: closed when the process ends
+            atexit.register(self.close)
+        self._owns_recorder = self.recorder is not None and not isinstance(record, Recorder)
         self._prepared: OrderedDict[str, ToolSearch] = OrderedDict()
         # one search, and one write to the recorder, at a time, off the event loop: the recorder's searches and
         # calls are never read and written at once
         self._limiter = anyio.CapacityLimiter(1)
+
+    def close(self) -> None:
+        """Close the recorder this transform opened (``record=DIR``; it says how many calls it wrote); one passed in
+        is its owner's to close. Called when the process ends; again, nothing."""
+        if self._owns_recorder and self.recorder is not None:
+            self.recorder.close()
 
     def _make_search_tool(self) -> Tool:
         transform = self

@@ -141,7 +141,8 @@ def test_recording_writes_each_call_with_the_search_it_followed_and_the_catalog(
     a tool that fails was still the agent's choice; a name FastMCP refuses is no label. The folder reads as
     ``shortlist recommend --log`` reads it."""
     folder = tmp_path / "rec"
-    mcp = server(ShortlistSearchTransform(record=folder, always_visible=["list_weather"]))
+    transform = ShortlistSearchTransform(record=folder, always_visible=["list_weather"])
+    mcp = server(transform)
     flights, weather = "please book my flight now", "please get my weather now"
 
     async def session() -> list[bool]:
@@ -164,3 +165,7 @@ def test_recording_writes_each_call_with_the_search_it_followed_and_the_catalog(
     assert [t.name for t in registry] == [t["name"] for t in mcp_tools()["tools"] if t["name"] != "list_weather"]
     log = read_tool_log(folder / "log.jsonl", [t.name for t in registry])
     assert len(log.records) == 2 and log.duplicates == 1 and not log.skipped  # (flights twice: one request)
+    assert transform.recorder is not None and transform.recorder.written == 3
+    transform.close()
+    transform.close()  # again: nothing
+    assert transform.recorder._fd is None  # noqa: SLF001 (the log closed: it says how many calls it wrote)
