@@ -107,8 +107,8 @@ def _site(a: o.SiteArgs) -> int:
     from experiments.pipeline import rebuild_site
 
     readme, page = rebuild_site(Path(a.out))
-    print(f"rebuilt {a.out}/{'README.md (the overview) and ' if readme else ''}the site ({page.name} and the pages "
-          "it links) from the tables there")  # fmt: skip
+    overview = f"{a.out}/README.md (the overview) and " if readme else ""
+    print(f"rebuilt {overview}the site of {a.out} ({page.name} and the pages it links) from the tables there")
     return 0
 
 
@@ -195,9 +195,10 @@ def _serve_mcp(a: o.ServeMcpArgs) -> int:
     upstreams = specs(a.upstream_command, a.upstream_url, a.upstream_config)  # a config file's errors, at once
     # the port is bound before the searcher loads: one in use is an error at once
     with _recording(a.record) as recorder, bind(a.host, a.port) if a.transport == "http" else nullcontext() as listener:
+        since = _reload_since(a)  # (before the searcher loads: one saved meanwhile is served)
         run(_serving(a, a.tools), settings, upstreams=upstreams, listener=listener, path=a.path, recorder=recorder,
-            connect_timeout=a.upstream_timeout, reload=a.searcher if a.reload else None,
-            cache_dir=a.cache_dir)  # fmt: skip
+            connect_timeout=a.upstream_timeout, reload=a.searcher if a.reload else None, cache_dir=a.cache_dir,
+            reload_since=since)  # fmt: skip
     return 0
 
 
@@ -205,11 +206,21 @@ def _serve_openai(a: o.ServeOpenaiArgs) -> int:
     from servers.listen import bind
     from servers.openai_proxy import ProxyConfig, serve
 
-    config = ProxyConfig(a.upstream, a.max_body_bytes, a.timeout, a.min_k, a.bound(),
-                         reload=a.searcher if a.reload else None, cache_dir=a.cache_dir)  # fmt: skip
     with _recording(a.record) as recorder, bind(a.host, a.port) as listener:  # before the searcher loads
+        config = ProxyConfig(a.upstream, a.max_body_bytes, a.timeout, a.min_k, a.bound(),
+                             reload=a.searcher if a.reload else None, cache_dir=a.cache_dir,
+                             reload_since=_reload_since(a))  # fmt: skip
         serve(_serving(a), config, listener, recorder)
     return 0
+
+
+def _reload_since(a: o.ServeArgs) -> Any:
+    """``--reload``: the searcher folder's stamp, taken before the searcher served loads (None without it)."""
+    if not a.reload:
+        return None
+    from servers.reload import folder_stamp
+
+    return folder_stamp(a.searcher) if a.searcher else None
 
 
 @contextmanager

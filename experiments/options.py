@@ -317,6 +317,23 @@ class TrainArgs(SourceArgs):
         _check_folder("--out", self.out)
 
 
+def check_publish(folder: str, out: str) -> None:
+    """``recommend --publish``: a folder that is absent, empty or a saved searcher (its ``searcher.json``), and not
+    inside ``--out`` (whose recommendation of other inputs is never replaced).
+
+    Raises:
+        ValueError: naming the folder and what it holds.
+    """
+    target = Path(folder)
+    if target.exists() and not target.is_dir():
+        raise ValueError(f"--publish {folder}: exists and is not a folder")
+    if target.is_dir() and any(target.iterdir()) and not (target / "searcher.json").is_file():
+        raise ValueError(f"--publish {folder}: holds something other than a saved searcher (no searcher.json); give "
+                         "an empty folder or one a searcher was saved into")  # fmt: skip
+    if target.resolve() == Path(out).resolve() or Path(out).resolve() in target.resolve().parents:
+        raise ValueError(f"--publish {folder}: inside --out {out}; publish the searcher outside the recommendation")
+
+
 @dataclass(frozen=True)
 class RecommendArgs(SourceArgs):
     """``shortlist recommend``."""
@@ -328,11 +345,21 @@ class RecommendArgs(SourceArgs):
         (),
         "with --run: your own depth rule's output, a TREC run holding each query's shortlist (the top K of --run's "
         "ranking); ranked beside every kind on the same test queries, as yours:<file stem> (several allowed)",
+        repeat=True,
+    )
+    publish: str | None = opt(
+        None,
+        "with --tools/--log: also save the searcher into this folder, replacing at once the searcher saved there "
+        "(what `shortlist serve --searcher DIR --reload` serves); a folder holding anything else is refused",
     )
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_folder("--out", self.out)
+        if self.publish is not None:
+            if self.source != "log":
+                raise ValueError("--publish goes with --tools/--log: it saves the searcher recommend makes of them")
+            check_publish(self.publish, self.out)
         if self.yours and self.source != "run":
             raise ValueError("--yours goes with --run/--qrels: your shortlists are cut from that run's ranking")
         stems = [Path(p).name.split(".")[0] for p in self.yours]

@@ -143,6 +143,9 @@ def check_out_is_ours(p: Pipeline, units: Sequence[str]) -> None:
 
     path = p.out / "manifest.json"
     if not path.is_file():
+        if (p.out / "summary.csv").is_file():  # tables without a manifest: `shortlist train`'s
+            raise ValueError(f"--out {p.out}: holds the tables of `shortlist train` (summary.csv, no manifest), which "
+                             "this command's would replace; give another --out (it is left as it is)")  # fmt: skip
         return
     try:
         there = json.loads(path.read_text(encoding="utf-8"))
@@ -153,14 +156,14 @@ def check_out_is_ours(p: Pipeline, units: Sequence[str]) -> None:
         raise ValueError(f"--out {p.out}: holds the results of `{made}`; give another --out (it is left as it is)")
     if "units" in there:
         theirs, mine = set(there["units"]), set(units)
-    else:
-        theirs, mine = set(there.get("runs") or ()), {unit.split("@")[0] for unit in units}
+    else:  # a run id may carry an @tag (bor-fqi@listwise); a shift unit is <run>@<target>
+        theirs, mine = set(there.get("runs") or ()), {*units, *(unit.rsplit("@", 1)[0] for unit in units)}
     dropped = sorted(theirs - mine)
     if dropped:
         raise ValueError(
             f"--out {p.out}: holds `{there.get('command')}`, whose {len(dropped)} of {len(theirs)} "
             f"{there.get('unit') or 'units'} this command would drop (e.g. {dropped[0]}); give another --out (it is "
-            "left as it is), or run all of them"
+            "left as it is), or remove it to replace it"
         )
 
 

@@ -215,13 +215,19 @@ def deployable(runs: list[Path], per_query: pd.DataFrame, t: pd.DataFrame, cells
 
 
 def yours_rows(
-    paths: tuple[str, ...], run: str, test: list, base: pd.DataFrame, step_cost: float
+    paths: tuple[str, ...],
+    run: str,
+    test: list,
+    base: pd.DataFrame,
+    step_cost: float,
+    train: frozenset[str] = frozenset(),
 ) -> tuple[pd.DataFrame, list[str]]:
     """Per-query rows of each of your truncated runs (``--yours``) on the test queries ``test`` of ``--run``
     (method ``yours:<file stem>``), scored as every policy's depths are (the BoR reward net of ``step_cost`` per
     extra item; the completeness columns when a query has several relevant items), each query's K the length of
     its shortlist; ``base``: the table's rows of one method (their condition, seed and buckets are reused). Also
-    the console's notes (the training queries a file holds, not scored).
+    the console's notes (the queries a file holds and the table does not score: of the training split, the query
+    ids of ``train``, or without qrels).
 
     Raises:
         DataError: a file is not a run, names a query --run lacks, lacks a test query, or holds a shortlist that is
@@ -264,10 +270,12 @@ def yours_rows(
         rows = rows.assign(condition=at["condition"].to_numpy(), method=f"yours:{_stem(path)}",
                            seed=at["seed"].to_numpy(), bucket=at["bucket"].to_numpy())  # fmt: skip
         frames.append(rows[[c for c in base.columns if c in rows.columns]])
-        other = len(set(cut) - set(ranked))
-        if other:
-            notes.append(f"--yours {path}: {other} queries of the training split not scored (the table is the test "
+        trained, unjudged = len(set(cut) & train), len(set(cut) - train - set(ranked))
+        if trained:
+            notes.append(f"--yours {path}: {trained} queries of the training split not scored (the table is the test "
                          f"split's {len(test)})")  # fmt: skip
+        if unjudged:
+            notes.append(f"--yours {path}: {unjudged} queries without qrels not scored")
     return pd.concat(frames, ignore_index=True), notes
 
 
@@ -298,7 +306,13 @@ def save_searcher(ra: RecommendArgs, recommended: Path, out: Path, ca: CommonArg
     assert ra.tools
     scorer = f"{ra.scorer}-hybrid" if ra.variant == "hybrid" else ra.scorer
     search = ToolSearch.from_file(ra.tools, scorer, recommended, cache_dir=ca.cache_dir)
-    return search.save(out / "searcher", overwrite=True)
+    saved = search.save(out / "searcher", overwrite=True)
+    if ra.publish is not None:  # the served folder, replaced at once (servers.reload picks it up)
+        from experiments.options import check_publish
+
+        check_publish(ra.publish, ra.out)  # (again: a folder filled since the command started)
+        search.save(ra.publish, overwrite=True)
+    return saved
 
 
 def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int:
@@ -314,6 +328,9 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     cid = ConditionId(ra.source, ra.scorer if ra.source != "run" else "run", ra.variant)
     plan = PLANS.get(cid.name) or base_plan(cid)
     seed = la.seeds[:1]  # a decision, not a study: one seed
+    if la.split_seeds is not None and len(la.split_seeds) > 1:  # (its table is of one test split)
+        raise ValueError(f"recommend ranks on one train/test split: give one --split-seeds value, not "
+                         f"{' '.join(map(str, la.split_seeds))}")  # fmt: skip
     methods = {plan.name: recommend_methods(cid.benchmark)}
     cells = cells_for([plan], seed, methods, learning=la.learning(), options=options)
     out = Path(ra.out)
@@ -331,10 +348,11 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
         from experiments.runner import get_condition
 
         c = cells[0]
-        test = get_condition(c.benchmark, c.scorer, c.variant, c.split_seed, ca.data_dir, ca.cache_dir, c.options).test
+        cond = get_condition(c.benchmark, c.scorer, c.variant, c.split_seed, ca.data_dir, ca.cache_dir, c.options)
         cost = float(json.loads((auto_run / "config.json").read_text())["episode"]["step_cost"])
         assert ra.run is not None  # (--yours goes with --run: RecommendArgs)
-        mine, notes = yours_rows(ra.yours, ra.run, test, per_query[per_query["method"] == "bor-auto"], cost)
+        base, train = per_query[per_query["method"] == "bor-auto"], frozenset(q.qid for q in cond.train)
+        mine, notes = yours_rows(ra.yours, ra.run, cond.test, base, cost, train)
         agg = pd.concat([agg, aggregate(summarise(mine), mine).assign(group="yours")[agg.columns]], ignore_index=True)
         per_query = pd.concat([per_query, mine], ignore_index=True)
     t = recommend_table(per_query, agg)
@@ -373,6 +391,8 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     print(f"wrote {out}/README.md, recommend.csv and the recommended run directory {recommended}")
     if searcher is not None:
         print(f'wrote the searcher {searcher}: shortlist search --searcher {searcher} "your request"')
+    if ra.publish is not None:
+        print(f"published it into {ra.publish} (a server started with --searcher {ra.publish} --reload serves it)")
     if ra.source in ("run", "beir", "log"):  # the user's own data: what was skipped, how small the test set is
         cond = json.loads((auto_run / "manifest.json").read_text(encoding="utf-8"))["condition"]
         print_data_notes(cond, int(cond.get("n_test", 0)), interval_width(t))

@@ -25,9 +25,9 @@ With ``record=DIR`` (or a :class:`servers.record.Recorder`), each ``call_tool`` 
 with the search it followed, as ``shortlist serve mcp --record`` writes it (:mod:`servers.record`): the latest
 search whose answer holds the tool; an ``always_visible`` tool's calls are not written (it was never searched for);
 each catalog goes to ``DIR/tools.json``; the recorder the transform opened is closed when the process ends (or by
-:meth:`ShortlistSearchTransform.close`), saying how many calls it wrote. A hidden tool called by its name rather than through ``call_tool`` (FastMCP
-runs it: the transform hides tools, it does not bar them) is not seen, so not written; ``search_tools`` tells the
-model to use ``call_tool``. The folder trains a policy as it is
+:meth:`ShortlistSearchTransform.close`), saying how many calls it wrote. A hidden tool called by its name rather
+than through ``call_tool`` (FastMCP runs it: the transform hides tools, it does not bar them) is not seen, so not
+written; ``search_tools`` tells the model to use ``call_tool``. The folder trains a policy as it is
 (``shortlist recommend --log DIR``), which the transform then takes (``ShortlistSearchTransform("rec/searcher")``).
 Calls are tied to searches in the order they come, so record one agent per server process (stdio): over HTTP,
 agents searching at once would have their calls tied to one another's searches.

@@ -220,6 +220,7 @@ async def run_async(
     connect_timeout: float = CONNECT_TIMEOUT,
     reload: str | None = None,
     cache_dir: str | None = None,
+    reload_since: Any = None,
 ) -> None:
     """Serve until interrupted: over stdio, or, given a ``listener`` (:func:`servers.listen.bind`), streamable HTTP
     on it at ``path`` (announced once it answers: ``shortlist serve mcp listening on http://host:port/mcp``); with
@@ -227,11 +228,12 @@ async def run_async(
     request (``connect_timeout`` seconds for each to connect, and for their first lists); with a ``recorder``
     (:mod:`servers.record`), each call written with the search it followed; with ``reload`` (the saved searcher's
     folder), each searcher saved there later served from then on (:mod:`servers.reload`; its scorer loaded with
-    ``cache_dir``)."""
+    ``cache_dir``; ``reload_since``: the folder's stamp when ``searcher`` was loaded)."""
 
     async def serve(server: ShortlistServer, connected: Sequence[Upstream] = ()) -> None:
         gc.freeze()  # what is loaded stays: the collector no longer walks it on every request's garbage
-        watch = None if reload is None else SearcherWatch(reload, server.reload, cache_dir)
+        watch = None if reload is None else SearcherWatch(reload, server.reload, cache_dir, since=reload_since,
+                                                          registry=server.upstream is None)  # fmt: skip
         if listener is None:
             LOG.info("serving %r over stdio", searcher)
             async with anyio.create_task_group() as tasks:

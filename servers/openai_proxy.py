@@ -130,6 +130,9 @@ class ProxyConfig:
     """A saved searcher's folder: each searcher saved into it later is served from then on (:mod:`servers.reload`)."""
     cache_dir: str | None = None
     """The package cache folder a reloaded searcher loads its scorer with."""
+    reload_since: Any = None
+    """The ``reload`` folder's stamp when the searcher served was loaded (:func:`servers.reload.folder_stamp`;
+    None: when the proxy starts)."""
 
 
 @dataclass(frozen=True)
@@ -745,7 +748,8 @@ class Proxy:
                 async def apply(search: ToolSearch) -> None:
                     self.shortlister.reload(search)
 
-                watch = SearcherWatch(self.config.reload, apply, self.config.cache_dir)
+                watch = SearcherWatch(self.config.reload, apply, self.config.cache_dir,
+                                      since=self.config.reload_since, registry=False)  # fmt: skip
                 watching = asyncio.get_running_loop().create_task(watch.run())
             try:
                 yield

@@ -4,13 +4,15 @@ The loop an engineer runs: ``shortlist serve openai --searcher rec/searcher --re
 records; ``shortlist recommend --tools ... --log logs --out rec`` (nightly, say) trains on what was recorded and
 saves a new searcher into ``rec/searcher``; the server picks it up within :data:`RELOAD_SECONDS`.
 
-:class:`SearcherWatch` checks the folder's ``searcher.json`` (its inode, size and modification time: a saved searcher
-replaces the whole folder at once, :meth:`shortlist_depth.ToolSearch.save`) every :data:`RELOAD_SECONDS`. A change
-is loaded off the event loop (:meth:`shortlist_depth.ToolSearch.load`, which checks every file against the sha256
+:class:`SearcherWatch` checks the folder every :data:`RELOAD_SECONDS`: the name, size, modification time and inode of
+each of its files (:func:`folder_stamp`; a saved searcher replaces the whole folder at once,
+:meth:`shortlist_depth.ToolSearch.save`, and ``shortlist recommend --publish DIR`` saves one there). A change is loaded
+off the event loop (:meth:`shortlist_depth.ToolSearch.load`, which checks every file against the sha256
 ``searcher.json`` records) and handed to the server, which swaps it in between requests: a request already being
-shortlisted finishes with the searcher it started with. A searcher that cannot be loaded (a half-copied folder, a
-tampered file, another package version's) is logged as a warning and the current one kept; it is tried again when
-the folder changes again. A folder gone for a moment (being replaced) is no change.
+shortlisted finishes with the searcher it started with. A searcher that cannot be loaded (a folder being copied file
+by file, a tampered file, another package version's) is logged as a warning and the current one kept; it is tried
+again when any file of the folder changes again. The first stamp is the one taken before the server loaded the
+searcher it serves (``since``), so a searcher saved while the server was starting is served too.
 """
 
 from __future__ import annotations
@@ -32,9 +34,31 @@ RELOAD_SECONDS = 2.0
 META = "searcher.json"
 
 
-def describe(search: ToolSearch) -> str:
-    """``bor-posterior (bm25, 370 tools)``: what a searcher serves, for the log."""
-    return f"{search.policy.method} ({search.scorer}, {len(search.tools)} tools)"
+#: A folder's state: (relative path, inode, size, mtime in ns) of each of its files, sorted.
+Stamp = tuple[tuple[str, int, int, int], ...]
+
+
+def folder_stamp(folder: str | os.PathLike[str]) -> Stamp | None:
+    """The state of a saved searcher's folder (:data:`Stamp`); None while it has no ``searcher.json`` (absent, or
+    being replaced). Any file added, removed, rewritten or replaced changes it."""
+    root = Path(folder)
+    try:
+        if not (root / META).is_file():
+            return None
+        out = []
+        for path in sorted(root.rglob("*")):
+            if path.is_file():
+                st = path.stat()
+                out.append((path.relative_to(root).as_posix(), st.st_ino, st.st_size, st.st_mtime_ns))
+    except OSError:  # (a file gone while listed: the folder is being replaced)
+        return None
+    return tuple(out)
+
+
+def describe(search: ToolSearch, registry: bool = True) -> str:
+    """``bor-posterior (bm25, 370 tools)``: what a searcher serves, for the log (without its registry's size where
+    the requests bring their own tools)."""
+    return f"{search.policy.method} ({search.scorer}" + (f", {len(search.tools)} tools)" if registry else ")")
 
 
 class SearcherWatch:
@@ -46,6 +70,8 @@ class SearcherWatch:
             current one kept).
         cache_dir: the package cache folder the searcher loads its scorer with.
         every: seconds between checks.
+        since: the folder's stamp when the searcher served was loaded (default: now).
+        registry: whether the server serves the searcher's registry (the log then says its size).
     """
 
     def __init__(
@@ -54,22 +80,21 @@ class SearcherWatch:
         apply: Callable[[ToolSearch], Awaitable[None]],
         cache_dir: str | None = None,
         every: float = RELOAD_SECONDS,
+        since: Stamp | None = None,
+        registry: bool = True,
     ) -> None:
         self.folder = Path(folder)
+        self.registry = registry
         self.apply = apply
         self.cache_dir = cache_dir
         self.every = every
-        self.seen = self.stamp()
+        self.seen = folder_stamp(self.folder) if since is None else since
         self.loaded = 0
         """How many new searchers were swapped in."""
 
-    def stamp(self) -> tuple[int, int, int] | None:
-        """The folder's ``searcher.json`` as it is now (inode, size, mtime in ns); None while it is absent."""
-        try:
-            st = os.stat(self.folder / META)
-        except OSError:
-            return None
-        return st.st_ino, st.st_size, st.st_mtime_ns
+    def stamp(self) -> Stamp | None:
+        """:func:`folder_stamp` of the folder watched."""
+        return folder_stamp(self.folder)
 
     async def check(self) -> bool:
         """Load and apply the searcher saved since the last check, if any; whether one was swapped in."""
@@ -91,7 +116,7 @@ class SearcherWatch:
             )
             return False
         self.loaded += 1
-        LOG.info("--reload %s: now serving %s", self.folder, describe(search))
+        LOG.info("--reload %s: now serving %s", self.folder, describe(search, self.registry))
         return True
 
     async def run(self) -> None:

@@ -512,7 +512,7 @@ class Upstreams:
                 old, self.spec = self.spec, spec
                 try:
                     searcher = await anyio.to_thread.run_sync(self._searcher, listed)
-                except ValueError:
+                except BaseException:  # (whatever stopped it: the spec and searcher served stay as they were)
                     self.spec = old
                     raise
             self.spec = spec

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -55,7 +56,7 @@ def test_site_leaves_your_own_html_and_says_what_it_wrote(tmp_path: Path, capsys
     assert (tmp_path / "notes.html").read_text() == "<html>my notes</html>"
     assert not (tmp_path / "old-page.html").exists()
     assert main(["site", "--out", str(tmp_path)]) == 0
-    assert "the site (tables.html and the pages it links)" in capsys.readouterr().out
+    assert f"rebuilt the site of {tmp_path} (tables.html and the pages it links)" in capsys.readouterr().out
 
 
 def test_a_pipeline_refuses_an_out_of_another_command_or_of_more_work(tmp_path: Path) -> None:
@@ -119,3 +120,55 @@ def test_a_partial_comparison_does_not_judge_goals_over_conditions_it_did_not_ru
     assert f"not judged here: 1 of its {len(GOAL_TWO_SCORER_CONDITIONS)} conditions ran" in lines[0]
     assert f"not judged here: 1 of its {len(GOAL_BASE_CONDITIONS)} conditions ran" in lines[1]
     assert not any("NOT met" in line or "met)." in line.replace("judged here", "") for line in lines)
+    # conditions that already decide a goal: four ahead of at least four; one behind of never behind
+    four = pd.DataFrame({"condition": list(GOAL_TWO_SCORER_CONDITIONS[:4]), "two_scorer_goal": True, "base": False,
+                         "ahead": True, "behind": False})  # fmt: skip
+    behind = pd.DataFrame({"condition": [GOAL_BASE_CONDITIONS[0]], "two_scorer_goal": False, "base": True,
+                           "ahead": False, "behind": True})  # fmt: skip
+    decided = verdict_lines(pd.concat([four, behind], ignore_index=True), pd.DataFrame())
+    assert decided[0].endswith("met).") and "NOT" not in decided[0] and decided[1].endswith("NOT met).")
+
+
+class _Checked(Exception):
+    """Raised once the output-folder check has passed: the command stops there."""
+
+
+@pytest.mark.parametrize(
+    "folder", ["results", "results/bfcl", "results/peers", "results/peers-topn", "results/strict", "results/downstream"]
+)
+def test_each_committed_folder_is_accepted_by_its_own_command(
+    folder: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regenerating a committed folder into itself passes the check (its manifest's runs, written before units were
+    recorded, some with an @tag, are all among the command's units); the command is stopped right after it."""
+    import shlex
+
+    import experiments.pipeline as pipeline
+
+    repo = Path(__file__).resolve().parents[1]
+    made = json.loads((repo / folder / "manifest.json").read_text())
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "manifest.json").write_text(json.dumps(made))
+    argv = shlex.split(made["command"])[1:]
+    if "--out" in argv:
+        at = argv.index("--out")
+        del argv[at : at + 2]
+    original = pipeline.check_out_is_ours
+
+    def check_then_stop(p: Any, units: Any) -> None:
+        original(p, units)
+        raise _Checked
+
+    monkeypatch.setattr(pipeline, "check_out_is_ours", check_then_stop)
+    with pytest.raises(_Checked):
+        main([*argv, "--out", str(out)])
+    p = SimpleNamespace(name=made["pipeline"], out=out)
+    with pytest.raises(ValueError, match="this command would drop"):
+        original(p, ["nothing"])  # type: ignore[arg-type] (and a command of fewer units is refused)
+
+
+def test_a_pipeline_refuses_a_train_folder(tmp_path: Path) -> None:
+    (tmp_path / "summary.csv").write_text("condition\n")
+    with pytest.raises(ValueError, match=r"holds the tables of `shortlist train`"):
+        check_out_is_ours(SimpleNamespace(name="reproduce", out=tmp_path), ["x"])  # type: ignore[arg-type]

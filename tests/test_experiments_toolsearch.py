@@ -129,9 +129,15 @@ def write_agent_log(folder: Path, n: int = 90, seed: int = 0) -> tuple[Path, Pat
 
 def test_recommend_on_an_agent_log_saves_a_searcher_ready_to_serve(tmp_path: Path) -> None:
     tools, log = write_agent_log(tmp_path / "data")
-    out = tmp_path / "rec"
-    code, stdout, err = run(["recommend", "--tools", str(tools), "--log", str(log), *TINY, "--out", str(out)])
+    out, live = tmp_path / "rec", tmp_path / "live"
+    ToolSearch.from_tools(openai_tools()).save(live)  # the searcher served now: replaced by --publish
+    code, stdout, err = run(["recommend", "--tools", str(tools), "--log", str(log), *TINY, "--out", str(out),
+                             "--publish", str(live)])  # fmt: skip
     assert code == 0, err
+    assert f"published it into {live}" in stdout and ToolSearch.load(live).policy.method == "bor-auto"
+    assert ToolSearch.load(live).policy.depths([[3.0, 2.0, 1.0]]) == ToolSearch.load(out / "searcher").policy.depths(
+        [[3.0, 2.0, 1.0]]
+    )
     t = pd.read_csv(out / "recommend.csv")
     assert {"bor-auto", "fixed-1", "gap", "bor-posterior"} <= set(t["method"])
     assert "note: tools the log names but the registry lacks: 'order_pizza' (2 lines), 'make_tea' (1 line)" in err
@@ -176,6 +182,14 @@ def test_recommend_on_a_log_refuses_bad_input_and_writes_nothing(tmp_path: Path)
     assert code == 2 and "rank with bm25, minilm or hybrid" in err
     code, _, err = run(["recommend", "--tools", str(tools), "--out", str(out)])
     assert code == 2 and "--tools and --log go together" in err and not out.exists()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    for where, message in ((mine, "holds something other than a saved searcher"), (out / "live", "inside --out")):
+        code, _, err = run(["recommend", "--tools", str(tools), "--log", str(log), "--out", str(out), "--publish",
+                            str(where)])  # fmt: skip
+        assert code == 2 and message in err and not out.exists(), err
+    assert (mine / "notes.txt").read_text() == "mine"
     # a log whose every tool name differs from the registry's (a prefix, say) keeps no request: why, in one line
     renamed = tmp_path / "renamed.jsonl"
     lines = [json.loads(line) for line in log.read_text().splitlines()]

@@ -9,6 +9,7 @@ import json
 import logging
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -118,3 +119,90 @@ def test_reload_needs_a_searcher_folder(capsys: pytest.CaptureFixture) -> None:
 
     assert main(["serve", "openai", "--upstream", "http://127.0.0.1:9/v1", "--reload"]) == 2
     assert "--reload goes with --searcher DIR" in capsys.readouterr().err
+
+
+def test_a_folder_filled_file_by_file_is_served_once_complete(policies: dict[str, Any], tmp_path: Path) -> None:
+    """searcher.json first, its other files later (a copy by hand): the half folder fails to load, the whole one
+    is served; a searcher saved before the watcher started (``since``: the stamp when the served one loaded) too."""
+    import shutil
+
+    from servers.reload import folder_stamp
+
+    live = save(policies["posterior"], tmp_path / "live")
+    since = folder_stamp(live)
+    fixed = save(policies["fixed"], tmp_path / "fixed")
+    got: list[str] = []
+
+    async def apply(search: ToolSearch) -> None:
+        got.append(search.policy.method)
+
+    shutil.rmtree(live)
+    live.mkdir()
+    shutil.copy(fixed / "searcher.json", live / "searcher.json")
+    watch = SearcherWatch(live, apply, since=since)
+    assert anyio.run(watch.check) is False  # half a folder: cannot be loaded, the current one kept
+    for path in fixed.rglob("*"):
+        if path.is_file() and path.name != "searcher.json":
+            (live / path.relative_to(fixed)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, live / path.relative_to(fixed))
+    assert anyio.run(watch.check) is True and got == ["fixed-5"]
+    late = SearcherWatch(live, apply, since=since)  # saved between the served load and the watcher's start
+    assert anyio.run(late.check) is True and got == ["fixed-5", "fixed-5"]
+
+
+def test_upstreams_respec_searches_their_tools_with_the_new_policy(policies: dict[str, Any]) -> None:
+    from mcp_types import Tool as McpTool
+
+    from servers.upstreams import Upstreams
+
+    fns = [t["function"] for t in openai_tools()]
+    tools = {f["name"]: McpTool(name=f["name"], description=f["description"], inputSchema=f["parameters"]) for f in fns}
+    upstream = SimpleNamespace(name="u", where="upstream u", tools=tools)
+    first = ToolSearch.from_tools(openai_tools(), policy=policies["posterior"])
+    registry = Upstreams([upstream], first)  # type: ignore[list-item]
+    registry.tools = dict(tools)
+    registry.searcher = registry.spec.over([t.model_dump(by_alias=True, mode="json", exclude_none=True)
+                                            for t in tools.values()])  # fmt: skip
+    anyio.run(registry.respec, ToolSearch.from_tools(openai_tools(), policy=policies["fixed"]).spec)
+    assert registry.searcher.policy.method == "fixed-5" and registry.searcher.search("book my flight").k == 5
+
+
+def test_a_real_serve_openai_reload_process(policies: dict[str, Any], tmp_path: Path) -> None:
+    """``shortlist serve openai --searcher DIR --reload``, started as a user starts it: a searcher saved into DIR
+    is served within seconds, and no request fails meanwhile."""
+    import subprocess
+    import sys
+
+    import httpx
+    from conftest import cli_env
+
+    from servers.listen import wait_announced
+
+    live = save(policies["posterior"], tmp_path / "live")
+    body = {"model": "m", "messages": [{"role": "user", "content": "please book my flight now"}],
+            "tools": openai_tools()}  # fmt: skip
+    log = tmp_path / "proxy.log"
+    with serve_in_thread(fake_openai_app()) as url:
+        cmd = [sys.executable, "-m", "experiments.cli", "serve", "openai", "--searcher", str(live), "--reload",
+               "--upstream", f"{url}/v1", "--port", "0"]  # fmt: skip
+        with log.open("w") as err:
+            proc = subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, env=cli_env())
+        try:
+            base = wait_announced(log, proc)
+            first = httpx.post(f"{base}/chat/completions", json=body, timeout=30)
+            assert first.status_code == 200 and first.headers["x-shortlist-policy"] == "bor-posterior"
+            save(policies["fixed"], live)
+            deadline, seen = time.monotonic() + 30, []
+            while time.monotonic() < deadline:
+                r = httpx.post(f"{base}/chat/completions", json=body, timeout=30)
+                assert r.status_code == 200
+                seen.append(r.headers["x-shortlist-policy"])
+                if seen[-1] == "fixed-5":
+                    break
+                time.sleep(0.2)
+            assert seen[-1] == "fixed-5", seen
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    text = log.read_text()
+    assert f"--reload {live}: now serving fixed-5 (bm25)" in text

@@ -319,9 +319,15 @@ def answer_lines(best: pd.DataFrame, sg: pd.DataFrame, paired: pd.DataFrame, eve
     ]
 
 
-def judged_here(ran: int, goal: int) -> str:
-    """Empty when every condition of a goal ran; else why the goal is not judged on this comparison."""
-    return "" if ran >= goal else f"not judged here: {ran} of its {goal} conditions ran)."
+def goal_verdict(ran: int, goal: int, met: bool, missed: bool) -> str:
+    """A goal over ``goal`` conditions, of which ``ran`` ran: ``met`` / ``missed`` say whether the conditions that
+    ran already decide it either way (what the others would show cannot change it); else, with every condition
+    run, met or not; else not judged on this comparison."""
+    if met:
+        return "met)."
+    if missed or ran >= goal:
+        return "NOT met)."
+    return f"not judged here: {ran} of its {goal} conditions ran)."
 
 
 def verdict_lines(sg: pd.DataFrame, paired: pd.DataFrame) -> list[str]:
@@ -335,15 +341,17 @@ def verdict_lines(sg: pd.DataFrame, paired: pd.DataFrame) -> list[str]:
             f"Two scorers: the best learned policy is significantly ahead of every peer on {int(two['ahead'].sum())} "
             f"of {len(two)} conditions and significantly behind on {int(two['behind'].sum())} (goal: ahead on "
             f">= {GOAL_MIN_SIGNIFICANT} of {len(GOAL_TWO_SCORER_CONDITIONS)}; "
-            + (judged_here(len(two), len(GOAL_TWO_SCORER_CONDITIONS))
-               or ("met)." if int(two["ahead"].sum()) >= GOAL_MIN_SIGNIFICANT else "NOT met)."))
+            + goal_verdict(len(two), len(GOAL_TWO_SCORER_CONDITIONS), int(two["ahead"].sum()) >= GOAL_MIN_SIGNIFICANT,
+                           int(two["ahead"].sum()) + len(GOAL_TWO_SCORER_CONDITIONS) - len(two) < GOAL_MIN_SIGNIFICANT)
         )  # fmt: skip
     if len(one):
         behind = int(one["behind"].sum())
         out.append(
             f"One scorer: the best learned policy is significantly behind the best peer on {behind} of {len(one)} "
             f"conditions and ahead on {int(one['ahead'].sum())} (goal: never behind; "
-            + (judged_here(len(one), len(GOAL_BASE_CONDITIONS)) or ("met)." if behind == 0 else "NOT met)."))
+            + goal_verdict(
+                len(one), len(GOAL_BASE_CONDITIONS), behind == 0 and len(one) >= len(GOAL_BASE_CONDITIONS), behind > 0
+            )  # fmt: skip
         )
     for sup in SUPERVISED_AGENTS:
         rl = paired[(paired["peer"] == sup) & paired["agent"].isin(RL_AGENTS)] if len(paired) else paired
