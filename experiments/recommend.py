@@ -20,6 +20,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -279,6 +280,24 @@ def yours_rows(
     return pd.concat(frames, ignore_index=True), notes
 
 
+def with_yours(
+    ra: RecommendArgs, c: Any, ca: CommonArgs, per_query: pd.DataFrame, agg: pd.DataFrame, auto_run: Path
+) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """The table's per-query rows and aggregate with the rows of ``--yours`` (:func:`yours_rows`, on the test split
+    of the cell ``c``'s condition, at the recommended run's step cost), and the console's notes."""
+    from agents.evaluation import summarise
+    from experiments.report.tables import aggregate
+    from experiments.runner import get_condition
+
+    cond = get_condition(c.benchmark, c.scorer, c.variant, c.split_seed, ca.data_dir, ca.cache_dir, c.options)
+    cost = float(json.loads((auto_run / "config.json").read_text())["episode"]["step_cost"])
+    assert ra.run is not None  # (--yours goes with --run: RecommendArgs)
+    base, train = per_query[per_query["method"] == "bor-auto"], frozenset(q.qid for q in cond.train)
+    mine, notes = yours_rows(ra.yours, ra.run, cond.test, base, cost, train)
+    agg = pd.concat([agg, aggregate(summarise(mine), mine).assign(group="yours")[agg.columns]], ignore_index=True)
+    return pd.concat([per_query, mine], ignore_index=True), agg, notes
+
+
 def yours_line(paths: tuple[str, ...], t: pd.DataFrame) -> str:
     """What the page says of the ``yours:`` rows: whose they are, how they were judged, where they rank."""
     rows = t[t["group"] == "yours"]
@@ -343,18 +362,7 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     auto_run = next(r for r in runs if json.loads((r / "config.json").read_text())["agent"] == "auto")
     notes: list[str] = []
     if ra.yours:  # your own depth rule's shortlists, judged beside every kind on the same test queries
-        from agents.evaluation import summarise
-        from experiments.report.tables import aggregate
-        from experiments.runner import get_condition
-
-        c = cells[0]
-        cond = get_condition(c.benchmark, c.scorer, c.variant, c.split_seed, ca.data_dir, ca.cache_dir, c.options)
-        cost = float(json.loads((auto_run / "config.json").read_text())["episode"]["step_cost"])
-        assert ra.run is not None  # (--yours goes with --run: RecommendArgs)
-        base, train = per_query[per_query["method"] == "bor-auto"], frozenset(q.qid for q in cond.train)
-        mine, notes = yours_rows(ra.yours, ra.run, cond.test, base, cost, train)
-        agg = pd.concat([agg, aggregate(summarise(mine), mine).assign(group="yours")[agg.columns]], ignore_index=True)
-        per_query = pd.concat([per_query, mine], ignore_index=True)
+        per_query, agg, notes = with_yours(ra, cells[0], ca, per_query, agg, auto_run)
     t = recommend_table(per_query, agg)
     condition = json.loads((auto_run / "config.json").read_text())["condition"]  # a run's name carries its hash
     chosen, why = verdict(t, auto_run)
