@@ -318,20 +318,37 @@ class TrainArgs(SourceArgs):
 
 
 def check_publish(folder: str, out: str) -> None:
-    """``recommend --publish``: a folder that is absent, empty or a saved searcher (its ``searcher.json``), and not
-    inside ``--out`` (whose recommendation of other inputs is never replaced).
+    """``recommend --publish``: a folder that is absent, empty or a saved searcher and nothing else (the files its
+    ``searcher.json`` lists), that is not a recommendation's own ``searcher/``, and that neither holds ``--out`` nor
+    lies inside it (publishing replaces the folder whole).
 
     Raises:
         ValueError: naming the folder and what it holds.
     """
-    target = Path(folder)
+    import json
+
+    target, where = Path(folder), Path(out).resolve()
     if target.exists() and not target.is_dir():
         raise ValueError(f"--publish {folder}: exists and is not a folder")
-    if target.is_dir() and any(target.iterdir()) and not (target / "searcher.json").is_file():
-        raise ValueError(f"--publish {folder}: holds something other than a saved searcher (no searcher.json); give "
-                         "an empty folder or one a searcher was saved into")  # fmt: skip
-    if target.resolve() == Path(out).resolve() or Path(out).resolve() in target.resolve().parents:
-        raise ValueError(f"--publish {folder}: inside --out {out}; publish the searcher outside the recommendation")
+    if target.resolve() == where or where in target.resolve().parents or target.resolve() in where.parents:
+        raise ValueError(f"--publish {folder} and --out {out}: one holds the other; publish the searcher beside the "
+                         "recommendation")  # fmt: skip
+    if (target.parent / "recommend.csv").is_file():
+        raise ValueError(f"--publish {folder}: the searcher of another recommendation ({target.parent}); publish into "
+                         "a folder of its own (the one a server serves)")  # fmt: skip
+    if not target.is_dir() or not any(target.iterdir()):
+        return
+    meta = target / "searcher.json"
+    try:
+        listed = set(json.loads(meta.read_text(encoding="utf-8")).get("files", {}))
+    except (OSError, ValueError, AttributeError):
+        raise ValueError(f"--publish {folder}: holds something other than a saved searcher (no readable "
+                         "searcher.json); give an empty folder or one a searcher was saved into") from None  # fmt: skip
+    files = [p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file()]
+    other = sorted(f for f in files if f != "searcher.json" and f not in listed)
+    if other:
+        raise ValueError(f"--publish {folder}: holds files that are not its searcher's ({', '.join(other[:3])}), which "
+                         "publishing would delete; give a folder that holds the searcher only")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -750,8 +767,8 @@ class SearchArgs(SearcherArgs):
 
     HELP_GROUP: ClassVar[str] = "search"
 
-    request: str = opt(
-        "", "the request; empty: read requests from stdin, one a line (one JSON line out per request)",
+    request: str | None = opt(
+        None, "the request; none: read requests from stdin, one a line (one JSON line out per request)",
         positional=True, optional=True,
     )  # fmt: skip
     tools: str | None = opt(

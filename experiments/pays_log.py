@@ -226,6 +226,21 @@ def asked_depths(depths: pd.DataFrame, cap: int) -> dict[str, list[int]]:
     return {str(q): sorted({int(k) for k in g["k"]}) for q, g in shown.groupby("qid", sort=False)}
 
 
+def forget(chooser: Any, choices: pd.DataFrame) -> int:
+    """Remove ``choices``' answers from the chooser's cache (an endpoint that answered none of them with a tool:
+    once fixed, it must be asked again); returns how many were there."""
+    cache = getattr(chooser, "cache", None)
+    if cache is None:
+        return 0
+    gone = 0
+    for runtime, model, digest in zip(choices["runtime"], choices["model"], choices["digest"], strict=True):
+        path = cache.path(cache.key(str(runtime), str(model), str(digest)))
+        if path.is_file():
+            path.unlink()
+            gone += 1
+    return gone
+
+
 def run_pays_log(args: ToolsearchPaysArgs, command: str, count: TokenCount, tokenizer: dict[str, str]) -> Path:
     """The command on your data (module docstring) with the token counter ``count`` (named by ``tokenizer``):
     every table, the figure, the page and the manifest, written into ``args.out`` at once (its ``runs/`` stays)."""
@@ -262,9 +277,10 @@ def run_pays_log(args: ToolsearchPaysArgs, command: str, count: TokenCount, toke
     statuses = {str(k): int(v) for k, v in choices["status"].value_counts().items()} if len(choices) else {}
     if len(choices) and not statuses.get("ok"):
         said = ", ".join(f"{n} {s}" for s, n in statuses.items())
+        forgotten = forget(chooser, choices)  # a rerun once the endpoint is fixed asks again
         raise ValueError(f"{chooser.name}: called no listed tool on any of the {len(choices)} shortlists asked "
-                         f"({said}): check --base-url and --model (the answers are cached; nothing was written to "
-                         "--out)")  # fmt: skip
+                         f"({said}): check --base-url and --model (these {forgotten} answers were not kept; nothing "
+                         "was written to --out)")  # fmt: skip
     if statuses.get("ok", 0) < len(choices):
         print(f"shortlist: note: {chooser.name} called no listed tool on {len(choices) - statuses.get('ok', 0)} of "
               f"{len(choices)} shortlists ({', '.join(f'{n} {s}' for s, n in statuses.items())}): each a miss",

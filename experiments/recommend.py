@@ -124,6 +124,12 @@ def check_out_is_ours(out: Path, condition: str, options: dict | None = None) ->
     its name carries the hash of the run and qrels), or other input contents under the same name (a BEIR folder's
     condition is named after the scorer alone), so a rerun never replaces it."""
     config = out / "recommended" / "config.json"
+    if out.is_dir() and not config.is_file():  # not a recommendation: only an earlier try's runs/ may be there
+        other = sorted(p.name for p in out.iterdir() if p.name not in ("runs", "recommend.csv", "README.md"))
+        if other or ((out / "README.md").is_file() and not (out / "recommend.csv").is_file()):
+            shown = ", ".join(other[:3]) or "README.md"
+            raise ValueError(f"--out {out}: holds files that are not a recommendation ({shown}): choose another --out "
+                             "(nothing was overwritten)")  # fmt: skip
     if config.is_file():
         made = json.loads(config.read_text(encoding="utf-8"))
         made_for = made.get("condition")

@@ -94,7 +94,7 @@ def cmd_search(sa: SearchArgs) -> int:
     """``shortlist search``: one shortlist as JSON, or JSON lines for the requests of stdin."""
     search = resolve_search(sa, sa.tools)
     kw = {"min_k": sa.min_k, "max_k": sa.bound(), "pinned": sa.pin, "exclude": sa.exclude}
-    if sa.request:
+    if sa.request is not None:  # (given, even empty: an empty one is an error, not the standard input)
         print(json.dumps(search.search(sa.request, **kw).to_json(), ensure_ascii=False))
         return 0
     for lineno, line in enumerate(sys.stdin, start=1):

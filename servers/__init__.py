@@ -21,6 +21,8 @@ httpx, msgspec). Servers bind 127.0.0.1 unless told otherwise.
 
 from __future__ import annotations
 
+from typing import Any
+
 #: Where a server binds unless told otherwise.
 DEFAULT_HOST = "127.0.0.1"
 #: The metric name of the OpenAI proxy's own time in the ``server-timing`` header of a chat answer
@@ -38,10 +40,29 @@ RECORD_TOOLS = "tools.json"
 CONNECT_TIMEOUT = 120.0
 
 
-def health(server: str, scorer: str, policy: str, tools: int | None) -> dict[str, object]:
+def health(server: str, scorer: str, policy: Any, tools: int | None) -> dict[str, object]:
     """The JSON a server answers at :data:`HEALTH_PATH`: ``status`` ok, the server, its scorer and policy (the
-    method), and the number of tools it searches (None: each request brings its own)."""
-    return {"status": "ok", "server": server, "scorer": scorer, "policy": policy, "tools": tools}
+    method; ``policy`` a :class:`~agents.trained.TrainedPolicy`, or its method alone), the number of tools it searches
+    (None: each request brings its own) and, for a trained policy, :func:`policy_id` and the kind ``auto`` chose (so
+    two searchers ``recommend`` saved, both ``bor-auto``, are told apart after a ``--reload``)."""
+    method = policy if isinstance(policy, str) else policy.method
+    out: dict[str, object] = {"status": "ok", "server": server, "scorer": scorer, "policy": method, "tools": tools}
+    if not isinstance(policy, str):
+        out["policy_id"] = policy_id(policy)
+        chosen = getattr(policy.policy, "chosen", None)
+        if chosen:
+            out["chosen"] = chosen
+    return out
+
+
+def policy_id(policy: Any) -> str:
+    """A short digest of a trained policy's method and config (what it was trained on, with which settings and
+    seed): another training, another id."""
+    import hashlib
+    import json
+
+    text = json.dumps({"method": policy.method, "config": policy.config}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def check_url(url: str, where: str, base: bool = False, shown: str | None = None) -> None:

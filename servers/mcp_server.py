@@ -149,7 +149,7 @@ class ShortlistServer(MCPServer):
         else:
             assert isinstance(self.searcher, ToolSearch)  # (checked at start)
             tools = len(self.searcher.tools)
-        return JSONResponse(health("shortlist serve mcp", self.searcher.scorer, self.searcher.policy.method, tools))
+        return JSONResponse(health("shortlist serve mcp", self.searcher.scorer, self.searcher.policy, tools))
 
     async def search_tools(self, query: str) -> SearchAnswer:
         """The shortlist for ``query`` (module docstring)."""

@@ -34,8 +34,8 @@ every request to the upstream (``--upstream``, the base URL an OpenAI client wou
   ``custom``; the text ranked from ``input_schema``) are ranked and cut, server tools (``web_search_20250305``,
   ...) and tools its tool search defers (``defer_loading``) kept, sent first; a ``tool_choice`` of ``{"type":
   "tool", "name"}`` is pinned; ``POST /v1/messages/count_tokens`` is counted with the shortlist. The proxy's own
-  errors on these paths, or with an ``anthropic-version`` header, take Anthropic's shape (``{"type": "error",
-  "error": {"type", "message", "details": {"error_code"}}}``).
+  errors on these paths, or on a path passed through with an ``anthropic-version`` header, take Anthropic's shape
+  (``{"type": "error", "error": {"type", "message", "details": {"error_code"}}}``).
 - in every API a tool the conversation has called so far (``tool_calls``, ``function_call`` items, ``tool_use``
   blocks) or made available (Anthropic's ``tool_addition`` / ``tool_removal``) is sent too: at the shortlist's
   end when the policy left it out.
@@ -104,6 +104,8 @@ HOP_HEADERS = frozenset(
     {"host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
      "proxy-authorization", "proxy-authenticate"}
 )  # fmt: skip
+#: Answer headers the proxy's own server writes (uvicorn): the upstream's are not relayed, or each would come twice.
+OWN_ANSWER_HEADERS = frozenset({"date", "server"})
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
 
@@ -763,7 +765,7 @@ class Proxy:
     async def health(self, request: Request) -> Response:
         """``GET /healthz``: 200 once started, and what is served (:func:`servers.health`)."""
         spec = self.shortlister.spec
-        return JSONResponse(health("shortlist serve openai", spec.scorer, spec.policy.method, None))
+        return JSONResponse(health("shortlist serve openai", spec.scorer, spec.policy, None))
 
     def endpoint(self, api: Api) -> Callable[[Request], Awaitable[Response]]:
         """The route handler of ``api``'s path: :meth:`shortlisted` with ``api``."""
@@ -886,8 +888,10 @@ class Proxy:
     def _answer_headers(
         resp: httpx.Response, extra: dict[str, str], since: float | None, before: float, t1: float
     ) -> dict[str, str]:
-        """The upstream's headers (hop-by-hop ones aside), the proxy's ``extra`` and, when timed, its own time."""
-        headers = {**_forwarded(resp.headers), **extra}
+        """The upstream's headers (hop-by-hop ones and :data:`OWN_ANSWER_HEADERS` aside), the proxy's ``extra`` and,
+        when timed, its own time."""
+        relayed = {k: v for k, v in _forwarded(resp.headers).items() if k.lower() not in OWN_ANSWER_HEADERS}
+        headers = {**relayed, **extra}
         if since is not None:
             own = before + time.perf_counter() - t1
             headers["server-timing"] = f"{SERVER_TIMING};dur={1e3 * own:.2f}"

@@ -56,9 +56,13 @@ def folder_stamp(folder: str | os.PathLike[str]) -> Stamp | None:
 
 
 def describe(search: ToolSearch, registry: bool = True) -> str:
-    """``bor-posterior (bm25, 370 tools)``: what a searcher serves, for the log (without its registry's size where
-    the requests bring their own tools)."""
-    return f"{search.policy.method} ({search.scorer}" + (f", {len(search.tools)} tools)" if registry else ")")
+    """``bor-auto (threshold; bm25, 370 tools; policy_id 3f2a...)``: what a searcher serves, for the log (``auto``'s
+    pick; without the registry's size where the requests bring their own tools)."""
+    from servers import policy_id
+
+    chosen = getattr(search.policy.policy, "chosen", None)
+    parts = [*([chosen] if chosen else []), search.scorer + (f", {len(search.tools)} tools" if registry else "")]
+    return f"{search.policy.method} ({'; '.join(parts)}; policy_id {policy_id(search.policy)})"
 
 
 class SearcherWatch:

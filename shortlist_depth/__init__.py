@@ -30,7 +30,7 @@ One import name, whatever the current directory: the package's own top-level pac
 (``rewards envs agents benchmarks choosers experiments servers``) import each other by those names, which a folder
 of yours can shadow (Python puts the current directory first on ``sys.path``, so an
 ``experiments/`` folder there would be imported instead of ours), as can a PyPI project named
-``envs``. On import this module checks where each of the five names would load from; any that
+``envs``. On import this module checks where each of the seven names would load from; any that
 would not load from this installation is bound to it (a finder placed first on ``sys.meta_path``
 for those names only, loading from the folder that holds this file). The price: in this process
 those names are ours, so import your own folder under another name. A module of one of those names

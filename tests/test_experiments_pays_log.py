@@ -226,12 +226,19 @@ def test_an_endpoint_that_calls_no_tool_stops_the_command(
 ) -> None:
     monkeypatch.setenv(KEY_ENV, SECRET)
     out = paid["root"] / "texts"
+    cached = paid["root"] / "cache" / "choices"
+    before = sorted(cached.rglob("*"))
     with serve_in_thread(fake_openai_app()) as url:  # answers every request in text
         args = args_for(f"{url}/v1", paid["tools"], paid["log"], out, paid["root"] / "cache",
                         runs_dir=str(paid["out"] / "runs"), limit=4)  # fmt: skip
-        with pytest.raises(ValueError, match=r"called no listed tool on any of the \d+ shortlists asked \(\d+ "):
+        with pytest.raises(
+            ValueError,
+            match=r"called no listed tool on any of the \d+ shortlists asked \(\d+ "
+            r"refused\): check --base-url and --model \(these \d+ answers were not",
+        ):
             run_pays_log(args, "x", len, FAKE_TOKENIZER)
     assert not (out / "README.md").exists()
+    assert sorted(p for p in cached.rglob("*") if p.is_file()) == [p for p in before if p.is_file()]  # none kept
 
 
 def test_the_simulated_chooser_is_named_as_simulated(paid: dict[str, Any]) -> None:

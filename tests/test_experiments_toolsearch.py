@@ -78,6 +78,7 @@ def test_search_prints_the_python_apis_shortlist(saved: Path, tmp_path: Path) ->
         (["--searcher", "{saved}", "--min-k", "21", "x"], "", r"--min-k 21 exceeds --max-k 20 \(the default: --no-max"),
         (["--searcher", "{saved}", "--max-k", "5", "--no-max-k", "x"], "", "give --max-k 5 or --no-max-k, not both"),
         (["--tools", "{missing}", "x"], "", "cannot read the tools file"),
+        (["--searcher", "{saved}", ""], "a request\n", r"request 0 has no text"),  # given empty: not the stdin
     ],
 )
 def test_search_errors_are_one_line_and_exit_2(saved: Path, tmp_path: Path, args: list[str], stdin: str,
@@ -86,7 +87,7 @@ def test_search_errors_are_one_line_and_exit_2(saved: Path, tmp_path: Path, args
     code, out, err = run(["search", *filled], stdin)
     assert code == 2 and err.count("\n") == 1 and err.startswith("shortlist: error: ")
     assert re.search(match, err), err
-    if stdin:  # the requests before the bad line were answered
+    if stdin and "" not in args:  # the requests before the bad line were answered
         assert json.loads(out.splitlines()[0])["request"] == "fine request"
 
 
@@ -185,11 +186,29 @@ def test_recommend_on_a_log_refuses_bad_input_and_writes_nothing(tmp_path: Path)
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("mine")
-    for where, message in ((mine, "holds something other than a saved searcher"), (out / "live", "inside --out")):
+    for where, message in (
+        (mine, "holds something other than a saved searcher"),
+        (out / "live", "one holds the other"),
+    ):
         code, _, err = run(["recommend", "--tools", str(tools), "--log", str(log), "--out", str(out), "--publish",
                             str(where)])  # fmt: skip
         assert code == 2 and message in err and not out.exists(), err
     assert (mine / "notes.txt").read_text() == "mine"
+    served = ToolSearch.from_tools(openai_tools()).save(tmp_path / "served")
+    (served / "NOTES.md").write_text("mine")
+    other = tmp_path / "other"
+    ToolSearch.from_tools(openai_tools()).save(other / "searcher")
+    (other / "recommend.csv").write_text("rank\n")
+    cases = [
+        (["--out", str(out), "--publish", str(served)], "holds files that are not its searcher's (NOTES.md)"),
+        (["--out", str(served / "rec"), "--publish", str(served)], "one holds the other"),
+        (["--out", str(out), "--publish", str(other / "searcher")], "the searcher of another recommendation"),
+        (["--out", str(other)], "holds files that are not a recommendation (searcher)"),
+    ]
+    for flags, message in cases:
+        code, _, err = run(["recommend", "--tools", str(tools), "--log", str(log), *TINY, *flags])
+        assert code == 2 and message in err and "Traceback" not in err, (flags, err)
+    assert (served / "NOTES.md").read_text() == "mine" and not out.exists() and not (served / "rec").exists()
     # a log whose every tool name differs from the registry's (a prefix, say) keeps no request: why, in one line
     renamed = tmp_path / "renamed.jsonl"
     lines = [json.loads(line) for line in log.read_text().splitlines()]

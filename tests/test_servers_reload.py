@@ -67,7 +67,7 @@ def test_the_watcher_hands_over_each_new_searcher_and_keeps_the_current_on_a_bad
     assert steps == [False, True, False, False, False, True]
     assert [s.policy.method for s in got] == ["fixed-5", "bor-posterior"]
     assert "cannot be loaded" in caplog.text and "the current one is kept" in caplog.text
-    assert "now serving bor-posterior (bm25, 100 tools)" in caplog.text
+    assert "now serving bor-posterior (bm25, 100 tools; policy_id " in caplog.text
 
     async def refuse(search: ToolSearch) -> None:
         raise ValueError("its registry lacks the pinned tool(s) ['x']")
@@ -88,6 +88,7 @@ def test_serve_openai_switches_policy_between_requests(policies: dict[str, Any],
         with TestClient(create_app(ToolSearch.load(folder), config)) as proxy:
             first = proxy.post("/v1/chat/completions", json=body)
             assert first.headers["x-shortlist-policy"] == "bor-posterior"
+            before = json.loads(proxy.get("/healthz").text)["policy_id"]
             save(policies["fixed"], folder)
             deadline, now = time.monotonic() + 20, first
             while now.headers["x-shortlist-policy"] == "bor-posterior" and time.monotonic() < deadline:
@@ -95,7 +96,8 @@ def test_serve_openai_switches_policy_between_requests(policies: dict[str, Any],
                 now = proxy.post("/v1/chat/completions", json=body)
             assert now.status_code == 200 and now.headers["x-shortlist-policy"] == policies["fixed"].method
             assert now.headers["x-shortlist-k"] == "5"  # fixed K's depth, not the posterior's
-            assert json.loads(proxy.get("/healthz").text)["policy"] == policies["fixed"].method
+            health = json.loads(proxy.get("/healthz").text)
+            assert health["policy"] == policies["fixed"].method and health["policy_id"] != before
 
 
 def test_serve_mcp_swaps_its_registry_and_refuses_one_without_the_pins(
@@ -191,6 +193,8 @@ def test_a_real_serve_openai_reload_process(policies: dict[str, Any], tmp_path: 
             base = wait_announced(log, proc)
             first = httpx.post(f"{base}/chat/completions", json=body, timeout=30)
             assert first.status_code == 200 and first.headers["x-shortlist-policy"] == "bor-posterior"
+            for answer in (first, httpx.get(f"{base}/models", timeout=30)):  # the upstream's date and server: not twice
+                assert len(answer.headers.get_list("date")) == 1 and len(answer.headers.get_list("server")) == 1
             save(policies["fixed"], live)
             deadline, seen = time.monotonic() + 30, []
             while time.monotonic() < deadline:
@@ -205,4 +209,16 @@ def test_a_real_serve_openai_reload_process(policies: dict[str, Any], tmp_path: 
             proc.terminate()
             proc.wait(timeout=30)
     text = log.read_text()
-    assert f"--reload {live}: now serving fixed-5 (bm25)" in text
+    assert f"--reload {live}: now serving fixed-5 (bm25; policy_id " in text
+
+
+def test_two_auto_searchers_are_told_apart_by_their_id_and_pick() -> None:
+    """Every searcher recommend saves is ``bor-auto``: /healthz and the reload log say its id and auto's pick."""
+    from servers import health
+
+    lists = labelled_lists(openai_tools())
+    a = sd.fit("auto", lists, seed=0)
+    b = sd.fit("auto", lists[:150], seed=0)
+    ha, hb = health("x", "bm25", a, None), health("x", "bm25", b, None)
+    assert ha["policy"] == hb["policy"] == "bor-auto" and ha["policy_id"] != hb["policy_id"]
+    assert ha["chosen"] == a.policy.chosen
