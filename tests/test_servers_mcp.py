@@ -26,6 +26,7 @@ from mcp_types import INVALID_PARAMS, ToolListChangedNotification
 from test_servers_openai import readme_command, saved_searcher
 from test_toolsearch import mcp_tools
 
+from servers import policy_id
 from servers.fakes import fake_mcp_server
 from servers.listen import wait_announced
 from servers.mcp_server import SEARCH_TOOL, SearchSettings, ShortlistServer
@@ -200,7 +201,7 @@ def test_streamable_http_on_127_0_0_1(searcher_dir: Path, tmp_path: Path) -> Non
         saved = ToolSearch.load(searcher_dir)
         assert health.status_code == 200 and health.json() == {
             "status": "ok", "server": "shortlist serve mcp", "scorer": saved.scorer,
-            "policy": saved.policy.method, "tools": len(saved.tools),
+            "policy": saved.policy.method, "tools": len(saved.tools), "policy_id": policy_id(saved.policy),
         }  # fmt: skip
     finally:
         proc.terminate()

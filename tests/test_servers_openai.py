@@ -725,9 +725,11 @@ def test_other_paths_pass_unchanged_with_the_key(proxy: TestClient, upstream: An
 def test_healthz_answers_what_is_served_and_goes_nowhere(proxy: TestClient, upstream: Any, searcher: Any) -> None:
     before = upstream[1].count
     r = proxy.get("/healthz")
+    from servers import policy_id
+
     assert r.status_code == 200 and r.json() == {"status": "ok", "server": "shortlist serve openai",
                                                  "scorer": searcher.scorer, "policy": searcher.policy.method,
-                                                 "tools": None}  # fmt: skip
+                                                 "tools": None, "policy_id": policy_id(searcher.policy)}  # fmt: skip
     assert proxy.head("/healthz").status_code == 200 and proxy.post("/healthz").status_code == 405
     assert upstream[1].count == before  # not forwarded
 
