@@ -165,6 +165,10 @@ def _toolsearch_default(a: o.ToolsearchDefaultArgs, command: str) -> int:
 
 
 def _toolsearch_pays(a: o.ToolsearchPaysArgs, command: str) -> int:
+    if a.log:  # your registry, log and chooser
+        from experiments.pays_log import cmd_pays_log
+
+        return cmd_pays_log(a, command)
     from experiments.toolsearch import cmd_toolsearch_pays
 
     return cmd_toolsearch_pays(a, command)
@@ -220,7 +224,8 @@ def _reload_since(a: o.ServeArgs) -> Any:
         return None
     from servers.reload import folder_stamp
 
-    return folder_stamp(a.searcher) if a.searcher else None
+    assert a.searcher  # (ServeArgs: --reload goes with --searcher)
+    return folder_stamp(a.searcher)
 
 
 @contextmanager

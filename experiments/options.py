@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -317,6 +317,19 @@ class TrainArgs(SourceArgs):
         _check_folder("--out", self.out)
 
 
+def yours_name(path: str) -> str:
+    """How ``recommend --yours`` names a file in its table (``yours:<name>``): its name up to the first dot."""
+    return Path(path).name.split(".")[0]
+
+
+def _given(args: Any, names: tuple[str, ...]) -> list[str]:
+    """The flags among ``names`` (fields of the dataclass ``args``) whose value is not their field's default: the
+    options given (a default value cannot be told from one given, so only another value counts)."""
+    defaults = {f.name: f.default_factory() if f.default is MISSING else f.default  # type: ignore[operator]
+                for f in fields(args)}  # fmt: skip
+    return ["--" + name.replace("_", "-") for name in names if getattr(args, name) != defaults[name]]
+
+
 def check_publish(folder: str, out: str) -> None:
     """``recommend --publish``: a folder that is absent, empty or a saved searcher and nothing else (the files its
     ``searcher.json`` lists), that is not a recommendation's own ``searcher/``, and that neither holds ``--out`` nor
@@ -379,7 +392,7 @@ class RecommendArgs(SourceArgs):
             check_publish(self.publish, self.out)
         if self.yours and self.source != "run":
             raise ValueError("--yours goes with --run/--qrels: your shortlists are cut from that run's ranking")
-        stems = [Path(p).name.split(".")[0] for p in self.yours]
+        stems = [yours_name(p) for p in self.yours]
         if len(set(stems)) != len(stems):
             raise ValueError(f"--yours: two files with one name ({', '.join(stems)}): each is shown as yours:<name>")
 
@@ -925,11 +938,8 @@ class ToolsearchPaysArgs(ChooserArgs, FolderArgs):
         if unknown or not self.scorers or len(set(self.scorers)) != len(self.scorers):
             raise ValueError(f"--scorers: some of {', '.join(c.removeprefix('bfcl-') for c in DOWNSTREAM_CONDITIONS)}"
                              f" (the downstream conditions), each once, got {list(self.scorers)}")  # fmt: skip
-        given = [flag for flag, value, default in (
-            ("--chooser", self.chooser, "local"), ("--base-url", self.base_url, ""), ("--model", self.model, ""),
-            ("--api-key-env", self.api_key_env, "OPENAI_API_KEY"), ("--max-concurrency", self.max_concurrency, 4),
-            ("--timeout", self.timeout, 60.0), ("--scorer", self.scorer, "bm25"), ("--max-k", self.max_k, MAX_K),
-            ("--train-frac", self.train_frac, None)) if value != default]  # fmt: skip
+        given = _given(self, ("chooser", "base_url", "model", "api_key_env", "max_concurrency", "timeout", "scorer",
+                              "max_k", "train_frac"))  # fmt: skip
         if given:
             verb = "go" if len(given) > 1 else "goes"
             raise ValueError(f"{', '.join(given)} {verb} with --tools/--log (on BFCL, pays reads the committed answers "
@@ -937,11 +947,7 @@ class ToolsearchPaysArgs(ChooserArgs, FolderArgs):
 
     def _check_log_mode(self) -> None:
         """Your registry and log: the BFCL-only options are refused, the chooser's checked."""
-        bfcl = ("--choices", self.choices, "results/downstream/choices.csv"), (
-            "--simulated-choices", self.simulated_choices, "results/downstream-simulated/choices.csv"), (
-            "--lobo", self.lobo, "results/toolsearch/default-policy"), (
-            "--scorers", self.scorers, tuple(c.removeprefix("bfcl-") for c in DOWNSTREAM_CONDITIONS))  # fmt: skip
-        given = [flag for flag, value, default in bfcl if value != default]
+        given = _given(self, ("choices", "simulated_choices", "lobo", "scorers"))
         if given:
             verb = "go" if len(given) > 1 else "goes"
             raise ValueError(f"{', '.join(given)} {verb} with BFCL, not --tools/--log (--scorer names the tool "

@@ -2,7 +2,7 @@
 log and your LLM? The question ``shortlist toolsearch pays`` answers on BFCL, asked of your own data.
 
 1. **The recommended searcher**: ``shortlist recommend --tools TOOLS --log LOG --scorer S`` (the command itself, in a
-   child process, into ``RUNS/recommend-<scorer>``: :func:`run_recommend`) trains every kind
+   child process, into ``RUNS/recommend-<scorer>``: :func:`experiments.toolsearch.run_recommend`) trains every kind
    on its training split and saves the searcher of the kind ``auto`` picks on the training requests alone.
 2. **The requests judged**: its test split, never trained on nor used to pick (the recommended run's test query ids,
    checked against the digest its manifest records). Each request ranks the whole registry with that searcher, the
@@ -24,7 +24,6 @@ log and your LLM? The question ``shortlist toolsearch pays`` answers on BFCL, as
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import sys
 import time
@@ -50,55 +49,6 @@ def identity(args: ToolsearchPaysArgs, chooser: Any) -> dict[str, str]:
 
     return {"tools_sha256": sha256_file(args.tools), "log_sha256": sha256_file(args.log), "scorer": args.scorer,
             "chooser_runtime": chooser.runtime_id, "chooser_model": chooser.model_id}  # fmt: skip
-
-
-def files_sha256(folder: Path) -> dict[str, str]:
-    """sha256 of every file of ``folder`` (relative POSIX paths, sorted)."""
-    return {
-        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*"))
-        if p.is_file()
-    }
-
-
-def run_recommend(tools: Path, log: Path, scorer: str, args: Any, out: Path, label: str) -> tuple[Any, dict[str, Any]]:
-    """``shortlist recommend --tools TOOLS --log LOG --scorer SCORER --seeds <args.seed> [--set ...] --out OUT``:
-    the command itself, in a child process of this Python (a command never imports another), its table and notes
-    shown as this command's progress. Returns its saved searcher and what the report says of it (the kind `auto`
-    chose and how, the recommended run's condition record, the searcher's files and the command).
-
-    Raises:
-        ValueError: recommend failed (its last line of error, after ``label``), or saved no auto policy.
-    """
-    import subprocess
-
-    from agents.auto import AutoPolicy
-    from shortlist_depth.toolsearch import ToolSearch
-
-    flags = ["--tools", str(tools), "--log", str(log), "--scorer", scorer, "--seeds", str(args.seed)]
-    if getattr(args, "train_frac", None) is not None:
-        flags += ["--train-frac", str(args.train_frac)]
-    flags += [x for item in args.set for x in ("--set", item)]
-    folders = [
-        x for flag, v in (("--data-dir", args.data_dir), ("--cache-dir", args.cache_dir)) if v for x in (flag, v)
-    ]
-    argv = [sys.executable, "-m", "experiments.cli", "recommend", *flags, *folders, "--out", str(out), "--no-progress"]
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if done.returncode != 0:  # its error once, in this command's one line
-        print(done.stdout, end="", file=sys.stderr)
-        why = (done.stderr.strip().splitlines() or ["no message"])[-1].removeprefix("shortlist: error: ")
-        raise ValueError(f"{label}`shortlist recommend --tools {tools} --log {log}` failed: {why}")
-    print(done.stdout + done.stderr, end="", file=sys.stderr)  # recommend's table and notes: this command's progress
-    search = ToolSearch.load(out / "searcher", cache_dir=args.cache_dir)
-    auto = search.policy.policy  # an AutoPolicy: the kind it chose on the log's training part, and how
-    if not isinstance(auto, AutoPolicy):
-        raise ValueError(f"{out / 'searcher'}: recommend saved a {search.policy.method} searcher, not its auto policy")
-    condition = json.loads((out / "recommended" / "manifest.json").read_text(encoding="utf-8"))["condition"]
-    info = {"method": search.policy.method, "kind_chosen": auto.chosen, "selection": auto.selection,
-            "condition": condition, "searcher_files_sha256": files_sha256(out / "searcher"),
-            "command": f"shortlist recommend --tools {tools.name} --log {log.name} --scorer {scorer} --seeds "
-                       f"{args.seed}" + "".join(f" --set {s}" for s in args.set)}  # fmt: skip
-    return search, info
 
 
 def check_out_is_ours(out: Path, mine: dict[str, str]) -> None:
@@ -148,15 +98,15 @@ def judged_qids(recommended: Path, condition: dict[str, Any]) -> tuple[str, list
 
 def ranked_requests(search: Any, texts: Sequence[str], label: str) -> tuple[list[list[tuple[str, float]]], list[int]]:
     """Each request's whole ranking by ``search`` ((tool, score), best first) and the K its tool search shows with no
-    upper bound: the policy's K, or the fewest (1) where every score ties and the ranking says nothing, as
-    :meth:`~shortlist_depth.ToolSearch.search` shows them."""
+    upper bound, from the one search of the whole ranking: the policy's K (``why["policy_k"]``, clipped to 1..the
+    registry), or 1 where the search found every score tied (``why["tied"]``: the ranking says nothing), as
+    :meth:`~shortlist_depth.ToolSearch.search` with ``max_k=None`` shows them."""
     n = len(search.tools)
     whole = search.search_many(list(texts), min_k=n, max_k=n)
-    shown = search.search_many(list(texts), max_k=None)
     if any(len(s.names) != n for s in whole):
         raise ValueError(f"{label}: a request did not rank the whole registry of {n} tools")
-    return ([list(zip(s.names, map(float, s.scores), strict=True)) for s in whole],
-            [len(s.names) for s in shown])  # fmt: skip
+    shown = [1 if s.why["tied"] else min(max(int(s.why["policy_k"]), 1), n) for s in whole]
+    return [list(zip(s.names, map(float, s.scores), strict=True)) for s in whole], shown
 
 
 def read_inputs(args: ToolsearchPaysArgs) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -171,10 +121,10 @@ def read_inputs(args: ToolsearchPaysArgs) -> tuple[dict[str, Any], dict[str, Any
 
 def log_queries(
     tools: dict[str, Any], records: dict[str, Any], recommended: Any, default: Any, qids: Sequence[str], log: str
-) -> tuple[list[DownstreamQuery], dict[str, list[int]], dict[str, Any]]:
+) -> tuple[list[DownstreamQuery], dict[str, list[int]]]:
     """The test requests as the chooser sees them (:class:`~experiments.downstream_choices.DownstreamQuery`: the
     text, the registry in the recommended searcher's ranking, the ranks of the tools the agent called), each method's
-    K per request (``recommended``, ``default``) and what the ranking check found.
+    K per request (``recommended``, ``default``), once the default's ranking is checked to be the recommended one's.
 
     Raises:
         ValueError: a test request is not in the log any more, or the default policy's searcher ranks a request
@@ -200,8 +150,7 @@ def log_queries(
         gold = sorted(rank[t] for t in records[q].gold)
         ranked = [Tool(n, tools[n].description, tools[n].parameters, s) for n, s in ranking]
         queries.append(DownstreamQuery(q, records[q].text, ranked, gold[0], ranking[gold[0] - 1][0], tuple(gold)))
-    check = {"requests": len(qids), "same_ranking": True}
-    return queries, {"recommended": rec_k, "default": def_k}, check
+    return queries, {"recommended": rec_k, "default": def_k}
 
 
 def depth_frame(condition: str, scorer: str, queries: Sequence[DownstreamQuery], ks: dict[str, list[int]],
@@ -249,6 +198,7 @@ def run_pays_log(args: ToolsearchPaysArgs, command: str, count: TokenCount, toke
     from experiments.io import staged_folder, write_csv, write_manifest
     from experiments.report.pays_page import write_pays_log_report
     from experiments.report.pays_tables import method_table, paired_table, pays_rows, token_counter
+    from experiments.toolsearch import run_recommend
     from shortlist_depth.toolsearch import ToolSearch
 
     t0 = time.perf_counter()
@@ -268,7 +218,7 @@ def run_pays_log(args: ToolsearchPaysArgs, command: str, count: TokenCount, toke
         name, qids = judged_qids(folder / "recommended", condition)
         qids = qids[: args.limit]
         default = ToolSearch.from_file(args.tools, args.scorer, None, cache_dir=args.cache_dir)
-        queries, ks, ranking = log_queries(tools, records, search, default, qids, args.log)
+        queries, ks = log_queries(tools, records, search, default, qids, args.log)
         policies = {"recommended": search.policy.method, "default": default.policy.method}
         depths = depth_frame(name, args.scorer, queries, ks, policies, args.fixed)
         print(f"{name}: {len(queries)} test requests of {condition.get('n_queries')} (recommend's test split); "
@@ -295,7 +245,7 @@ def run_pays_log(args: ToolsearchPaysArgs, command: str, count: TokenCount, toke
                         "duplicates_merged": condition.get("duplicates_merged", 0)},
         "default": {"method": default.policy.method, "trained_on": (default.policy.config.get("provenance") or {})
                     .get("trained_on", {})},
-        "ranking": ranking, "chooser": chooser.name, "asked": len(choices), "statuses": statuses,
+        "chooser": chooser.name, "asked": len(choices), "statuses": statuses,
         "simulated": args.chooser == "simulated",
         "cached": int(choices["cached"].sum()) if len(choices) else 0,
     }  # fmt: skip
@@ -306,3 +256,14 @@ def run_pays_log(args: ToolsearchPaysArgs, command: str, count: TokenCount, toke
                        inputs_sha256={args.tools: mine["tools_sha256"], args.log: mine["log_sha256"]},
                        cap=args.max_k, options=asdict(args), wall_seconds=time.perf_counter() - t0)  # fmt: skip
     return out
+
+
+def cmd_pays_log(args: ToolsearchPaysArgs, command: str) -> int:
+    """``shortlist toolsearch pays --tools --log`` (module docstring), with the local chooser's own tokenizer."""
+    from experiments.toolsearch import pays_tokenizer
+
+    counter = pays_tokenizer(args.cache_dir)
+    out = run_pays_log(args, command, counter, counter.identity)
+    print(f"wrote {out}/README.md, methods.csv, paired.csv, per_query.csv, choices.csv, figures/pays.png and "
+          "manifest.json")  # fmt: skip
+    return 0

@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from agents.method import MethodSpec
-from experiments.options import CommonArgs, LearnArgs, RecommendArgs, source_options
+from experiments.options import CommonArgs, LearnArgs, RecommendArgs, source_options, yours_name
 from experiments.report.markdown import fmt
 from experiments.report.page import MAX_TITLE, Page, Paragraph, Section, Table, block_lines, write_page
 
@@ -221,20 +221,12 @@ def deployable(runs: list[Path], per_query: pd.DataFrame, t: pd.DataFrame, cells
     return [head, *lines]
 
 
-def yours_rows(
-    paths: tuple[str, ...],
-    run: str,
-    test: list,
-    base: pd.DataFrame,
-    step_cost: float,
-    train: frozenset[str] = frozenset(),
-) -> tuple[pd.DataFrame, list[str]]:
-    """Per-query rows of each of your truncated runs (``--yours``) on the test queries ``test`` of ``--run``
-    (method ``yours:<file stem>``), scored as every policy's depths are (the BoR reward net of ``step_cost`` per
-    extra item; the completeness columns when a query has several relevant items), each query's K the length of
-    its shortlist; ``base``: the table's rows of one method (their condition, seed and buckets are reused). Also
-    the console's notes (the queries a file holds and the table does not score: of the training split, the query
-    ids of ``train``, or without qrels).
+def yours_rows(paths: tuple[str, ...], run: str, cond: Any, cell: Any) -> tuple[pd.DataFrame, list[str]]:
+    """Per-query rows of each of your truncated runs (``--yours``) on the test queries of ``cond`` (``--run``'s
+    condition), method ``yours:<file stem>``, each query's K the length of its shortlist, scored and labelled as the
+    runs of ``cell`` are (its condition, seed, buckets and episode's step cost: :func:`experiments.runner.run_cell`).
+    Also the console's notes (the queries a file holds and the table does not score: of the training split, or
+    without qrels).
 
     Raises:
         DataError: a file is not a run, names a query --run lacks, lacks a test query, or holds a shortlist that is
@@ -248,8 +240,8 @@ def yours_rows(
     from benchmarks.trec import rank_docs, read_run
 
     full = read_run(run)
+    test, train = cond.test, {q.qid for q in cond.train}
     ranked = {q.qid: [d for d, _ in rank_docs(full[q.qid])] for q in test}
-    first = base.set_index("qid")
     frames, notes = [], []
     for path in paths:
         cut = read_run(path)
@@ -269,14 +261,12 @@ def yours_rows(
                                 f"{run} (a shortlist is the top K of the run's ranking: score descending, ties by "
                                 "docid)")  # fmt: skip
             depths.append(len(docs))
-        k = np.asarray(depths, dtype=np.int64)
         score = score_depths_multi if any(q.n_relevant > 1 for q in test) else score_depths  # as agents.evaluate
-        rows = score(test, k, "default", step_cost)
-        qids = list(rows["qid"])
-        at = first.loc[qids]
-        rows = rows.assign(condition=at["condition"].to_numpy(), method=f"yours:{_stem(path)}",
-                           seed=at["seed"].to_numpy(), bucket=at["bucket"].to_numpy())  # fmt: skip
-        frames.append(rows[[c for c in base.columns if c in rows.columns]])
+        rows = score(test, np.asarray(depths, dtype=np.int64), cell.buckets or cond.buckets, cell.episode.step_cost)
+        labels = {"condition": cell.condition, "method": f"yours:{yours_name(path)}", "seed": cell.seed}
+        for name, value in reversed(labels.items()):  # (as experiments.runner.labelled_rows labels a run's rows)
+            rows.insert(0, name, value)
+        frames.append(rows)
         trained, unjudged = len(set(cut) & train), len(set(cut) - train - set(ranked))
         if trained:
             notes.append(f"--yours {path}: {trained} queries of the training split not scored (the table is the test "
@@ -287,19 +277,18 @@ def yours_rows(
 
 
 def with_yours(
-    ra: RecommendArgs, c: Any, ca: CommonArgs, per_query: pd.DataFrame, agg: pd.DataFrame, auto_run: Path
+    ra: RecommendArgs, cell: Any, ca: CommonArgs, per_query: pd.DataFrame, agg: pd.DataFrame
 ) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """The table's per-query rows and aggregate with the rows of ``--yours`` (:func:`yours_rows`, on the test split
-    of the cell ``c``'s condition, at the recommended run's step cost), and the console's notes."""
+    of the condition of ``cell``, one of the table's cells), and the console's notes."""
     from agents.evaluation import summarise
     from experiments.report.tables import aggregate
     from experiments.runner import get_condition
 
+    c = cell
     cond = get_condition(c.benchmark, c.scorer, c.variant, c.split_seed, ca.data_dir, ca.cache_dir, c.options)
-    cost = float(json.loads((auto_run / "config.json").read_text())["episode"]["step_cost"])
     assert ra.run is not None  # (--yours goes with --run: RecommendArgs)
-    base, train = per_query[per_query["method"] == "bor-auto"], frozenset(q.qid for q in cond.train)
-    mine, notes = yours_rows(ra.yours, ra.run, cond.test, base, cost, train)
+    mine, notes = yours_rows(ra.yours, ra.run, cond, cell)
     agg = pd.concat([agg, aggregate(summarise(mine), mine).assign(group="yours")[agg.columns]], ignore_index=True)
     return pd.concat([per_query, mine], ignore_index=True), agg, notes
 
@@ -316,11 +305,6 @@ def yours_line(paths: tuple[str, ...], t: pd.DataFrame) -> str:
     return (f"Rows `yours:<name>` are your shortlists ({files}: each query's K is the length of its shortlist), "
             "judged on the same test queries with the same net reward as every kind; they were not trained here. "
             f"{ranks}.")  # fmt: skip
-
-
-def _stem(path: str) -> str:
-    """How ``--yours`` names a file in the table: its name up to the first dot."""
-    return Path(path).name.split(".")[0]
 
 
 def save_searcher(ra: RecommendArgs, recommended: Path, out: Path, ca: CommonArgs) -> Path:
@@ -368,7 +352,7 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     auto_run = next(r for r in runs if json.loads((r / "config.json").read_text())["agent"] == "auto")
     notes: list[str] = []
     if ra.yours:  # your own depth rule's shortlists, judged beside every kind on the same test queries
-        per_query, agg, notes = with_yours(ra, cells[0], ca, per_query, agg, auto_run)
+        per_query, agg, notes = with_yours(ra, cells[0], ca, per_query, agg)
     t = recommend_table(per_query, agg)
     condition = json.loads((auto_run / "config.json").read_text())["condition"]  # a run's name carries its hash
     chosen, why = verdict(t, auto_run)

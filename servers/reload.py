@@ -24,6 +24,7 @@ from pathlib import Path
 
 import anyio
 
+from servers import policy_id
 from shortlist_depth.toolsearch import ToolSearch
 
 LOG = logging.getLogger("servers.reload")
@@ -58,8 +59,6 @@ def folder_stamp(folder: str | os.PathLike[str]) -> Stamp | None:
 def describe(search: ToolSearch, registry: bool = True) -> str:
     """``bor-auto (threshold; bm25, 370 tools; policy_id 3f2a...)``: what a searcher serves, for the log (``auto``'s
     pick; without the registry's size where the requests bring their own tools)."""
-    from servers import policy_id
-
     chosen = getattr(search.policy.policy, "chosen", None)
     parts = [*([chosen] if chosen else []), search.scorer + (f", {len(search.tools)} tools" if registry else "")]
     return f"{search.policy.method} ({'; '.join(parts)}; policy_id {policy_id(search.policy)})"
@@ -96,13 +95,9 @@ class SearcherWatch:
         self.loaded = 0
         """How many new searchers were swapped in."""
 
-    def stamp(self) -> Stamp | None:
-        """:func:`folder_stamp` of the folder watched."""
-        return folder_stamp(self.folder)
-
     async def check(self) -> bool:
         """Load and apply the searcher saved since the last check, if any; whether one was swapped in."""
-        now = self.stamp()
+        now = folder_stamp(self.folder)
         if now is None or now == self.seen:
             return False
         self.seen = now  # (one that fails is tried again only once the folder changes again)

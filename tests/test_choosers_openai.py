@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import re
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ import pytest
 
 from choosers import ChoiceCache, ChooserError, Tool, make_chooser
 from choosers.openai_api import OpenAIChooser, OpenAIOptions, openai_schema, wire_names
+from servers.fakes import picked_tool
 
 KEY_ENV = "SHORTLIST_TEST_LLM_KEY"
 SECRET = "sk-test-SECRET-d41d8cd98f00b204"
@@ -55,20 +55,6 @@ class FakeState:
     in_flight: int = 0
     max_in_flight: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-def _words(text: str) -> set[str]:
-    return set(re.findall(r"[a-z0-9]+", text.lower()))
-
-
-def rule(query: str, tools: list[dict]) -> str:
-    """The tool named in the query (the longest such name), else the one whose name shares most
-    words with it (first on ties)."""
-    names = [t["function"]["name"] for t in tools]
-    named = [n for n in names if n in query]
-    if named:
-        return max(named, key=len)
-    return max(names, key=lambda n: (len(_words(n.replace("_", " ")) & _words(query)), -names.index(n)))
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -128,12 +114,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return self._send(400, b'{"error": {"message": "Invalid schema for function\\nsecond line"}}')
         if self.path != "/v1/chat/completions":
             return self._send(404, b'{"error": {"message": "no such route"}}')
-        query = body["messages"][-1]["content"]
         message: dict[str, Any] = {"role": "assistant", "content": None}
         if action == "no_tool":
             message["content"] = "None of these tools fits."
         else:
-            name = "no_such_tool" if action == "unknown_tool" else rule(query, body["tools"])
+            # the tool named in the request, else the one sharing most words with it: the package fake's stated rule
+            name = "no_such_tool" if action == "unknown_tool" else picked_tool(body)
             message["tool_calls"] = [
                 {"id": "call_1", "type": "function", "function": {"name": name, "arguments": "{}"}}
             ]

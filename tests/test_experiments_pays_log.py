@@ -87,10 +87,14 @@ def paid(upstream: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
     return {"out": out, "tools": tools, "log": log, "root": root, "asked": asked, "url": url}
 
 
+def logged(paid: dict[str, Any]) -> dict[str, Any]:
+    """The module log's requests by query id, as recommend reads them."""
+    return {r.qid: r for r in read_tool_log(paid["log"], [t["function"]["name"] for t in openai_tools()]).records}
+
+
 def test_the_requests_judged_are_recommends_test_split(paid: dict[str, Any]) -> None:
     rows = pd.read_csv(paid["out"] / "per_query.csv", dtype={"qid": str})
-    records = read_tool_log(paid["log"], [t["function"]["name"] for t in openai_tools()]).records
-    qids = sorted(r.qid for r in records)
+    qids = sorted(logged(paid))
     _, test = seeded_split(len(qids), 0.7, 0)
     assert sorted(set(rows["qid"])) == sorted(qids[i] for i in test)
     assert set(rows["method"]) == {"recommended", "default", "fixed-3", "fixed-5", "fixed-8"}
@@ -103,7 +107,7 @@ def test_the_requests_judged_are_recommends_test_split(paid: dict[str, Any]) -> 
 def test_end_to_end_follows_the_choosers_rule_and_any_called_tool_counts(paid: dict[str, Any]) -> None:
     """Recomputed here: the top K holds a called tool, and the fake's rule, shown those K tools, picks a called one."""
     rows = pd.read_csv(paid["out"] / "per_query.csv", dtype={"qid": str})
-    records = {r.qid: r for r in read_tool_log(paid["log"], [t["function"]["name"] for t in openai_tools()]).records}
+    records = logged(paid)
     choices = pd.read_csv(paid["out"] / "choices.csv", dtype={"qid": str})
     shown = {(r.qid, int(r.k)): r for r in choices.itertuples()}
     several = second = 0
@@ -129,7 +133,7 @@ def test_each_policys_k_is_the_one_its_tool_search_shows(paid: dict[str, Any]) -
     from shortlist_depth.toolsearch import ToolSearch
 
     rows = pd.read_csv(paid["out"] / "per_query.csv", dtype={"qid": str})
-    records = {r.qid: r for r in read_tool_log(paid["log"], [t["function"]["name"] for t in openai_tools()]).records}
+    records = logged(paid)
     searchers = {"recommended": ToolSearch.load(paid["out"] / "runs" / "recommend-bm25" / "searcher"),
                  "default": ToolSearch.from_file(paid["tools"], "bm25")}  # fmt: skip
     differ = 0

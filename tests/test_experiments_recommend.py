@@ -11,6 +11,7 @@ import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -227,6 +228,17 @@ def test_your_own_shortlists_are_ranked_beside_every_kind(
     cols = ["mean_reward_net", "diff_to_best", "diff_lo", "diff_hi", "mean_reward", "found_pct", "mean_k", "median_k",
             "p90_k", "whole_list_pct"]  # fmt: skip
     pd.testing.assert_series_equal(mine[cols], fixed[cols], check_names=False)
+    from experiments.recommend import yours_rows
+    from experiments.runner import get_condition
+
+    auto = json.loads((out / "recommended" / "config.json").read_text())
+    cond = get_condition("run", "run", "", 0, None, None, tuple(sorted(auto["options"].items())))
+    cell = SimpleNamespace(condition=auto["condition"], seed=auto["seed"], buckets=auto["buckets"],
+                           episode=SimpleNamespace(step_cost=auto["episode"]["step_cost"]))  # fmt: skip
+    rows, _ = yours_rows((str(top3),), str(run), cond, cell)
+    runs = pd.read_csv(out / "recommended" / "per_query.csv", dtype={"qid": str})
+    assert list(rows.columns) == list(runs.columns)  # labelled as a run's rows are
+    assert set(rows["condition"]) == set(runs["condition"]) and list(rows["bucket"]) == list(runs["bucket"])
     err = capsys.readouterr().err
     assert "--yours " in err and "queries of the training split not scored (the table is the test split's 18)" in err
     assert "Rows `yours:<name>` are your shortlists" in (out / "README.md").read_text()
