@@ -165,10 +165,6 @@ def _toolsearch_default(a: o.ToolsearchDefaultArgs, command: str) -> int:
 
 
 def _toolsearch_pays(a: o.ToolsearchPaysArgs, command: str) -> int:
-    if a.log:  # your registry, log and chooser
-        from experiments.pays_log import cmd_pays_log
-
-        return cmd_pays_log(a, command)
     from experiments.toolsearch import cmd_toolsearch_pays
 
     return cmd_toolsearch_pays(a, command)

@@ -2,7 +2,7 @@
 log and your LLM? The question ``shortlist toolsearch pays`` answers on BFCL, asked of your own data.
 
 1. **The recommended searcher**: ``shortlist recommend --tools TOOLS --log LOG --scorer S`` (the command itself, in a
-   child process, into ``RUNS/recommend-<scorer>``: :func:`experiments.toolsearch.run_recommend`) trains every kind
+   child process, into ``RUNS/recommend-<scorer>``: :func:`run_recommend`) trains every kind
    on its training split and saves the searcher of the kind ``auto`` picks on the training requests alone.
 2. **The requests judged**: its test split, never trained on nor used to pick (the recommended run's test query ids,
    checked against the digest its manifest records). Each request ranks the whole registry with that searcher, the
@@ -49,6 +49,55 @@ def identity(args: ToolsearchPaysArgs, chooser: Any) -> dict[str, str]:
 
     return {"tools_sha256": sha256_file(args.tools), "log_sha256": sha256_file(args.log), "scorer": args.scorer,
             "chooser_runtime": chooser.runtime_id, "chooser_model": chooser.model_id}  # fmt: skip
+
+
+def files_sha256(folder: Path) -> dict[str, str]:
+    """sha256 of every file of ``folder`` (relative POSIX paths, sorted)."""
+    from benchmarks.corpus import sha256_file
+
+    return {p.relative_to(folder).as_posix(): sha256_file(str(p)) for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def run_recommend(
+    tools: Path, log: Path, scorer: str, args: ToolsearchPaysArgs, out: Path, label: str
+) -> tuple[Any, dict[str, Any]]:
+    """``shortlist recommend --tools TOOLS --log LOG --scorer SCORER --seeds <args.seed> [--set ...] --out OUT``:
+    the command itself, in a child process of this Python (a command never imports another), its table and notes
+    shown as this command's progress. Returns its saved searcher and what the report says of it (the kind `auto`
+    chose and how, the recommended run's condition record, the searcher's files and the command).
+
+    Raises:
+        ValueError: recommend failed (its last line of error, after ``label``), or saved no auto policy.
+    """
+    import subprocess
+
+    from agents.auto import AutoPolicy
+    from shortlist_depth.toolsearch import ToolSearch
+
+    flags = ["--tools", str(tools), "--log", str(log), "--scorer", scorer, "--seeds", str(args.seed)]
+    if args.train_frac is not None:
+        flags += ["--train-frac", str(args.train_frac)]
+    flags += [x for item in args.set for x in ("--set", item)]
+    folders = [
+        x for flag, v in (("--data-dir", args.data_dir), ("--cache-dir", args.cache_dir)) if v for x in (flag, v)
+    ]
+    argv = [sys.executable, "-m", "experiments.cli", "recommend", *flags, *folders, "--out", str(out), "--no-progress"]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:  # its error once, in this command's one line
+        print(done.stdout, end="", file=sys.stderr)
+        why = (done.stderr.strip().splitlines() or ["no message"])[-1].removeprefix("shortlist: error: ")
+        raise ValueError(f"{label}`shortlist recommend --tools {tools} --log {log}` failed: {why}")
+    print(done.stdout + done.stderr, end="", file=sys.stderr)  # recommend's table and notes: this command's progress
+    search = ToolSearch.load(out / "searcher", cache_dir=args.cache_dir)
+    auto = search.policy.policy  # an AutoPolicy: the kind it chose on the log's training part, and how
+    if not isinstance(auto, AutoPolicy):
+        raise ValueError(f"{out / 'searcher'}: recommend saved a {search.policy.method} searcher, not its auto policy")
+    condition = json.loads((out / "recommended" / "manifest.json").read_text(encoding="utf-8"))["condition"]
+    info = {"method": search.policy.method, "kind_chosen": auto.chosen, "selection": auto.selection,
+            "condition": condition, "searcher_files_sha256": files_sha256(out / "searcher"),
+            "command": f"shortlist recommend --tools {tools.name} --log {log.name} --scorer {scorer} --seeds "
+                       f"{args.seed}" + "".join(f" --set {s}" for s in args.set)}  # fmt: skip
+    return search, info
 
 
 def check_out_is_ours(out: Path, mine: dict[str, str]) -> None:
@@ -198,7 +247,6 @@ def run_pays_log(args: ToolsearchPaysArgs, command: str, count: TokenCount, toke
     from experiments.io import staged_folder, write_csv, write_manifest
     from experiments.report.pays_page import write_pays_log_report
     from experiments.report.pays_tables import method_table, paired_table, pays_rows, token_counter
-    from experiments.toolsearch import run_recommend
     from shortlist_depth.toolsearch import ToolSearch
 
     t0 = time.perf_counter()
@@ -256,14 +304,3 @@ def run_pays_log(args: ToolsearchPaysArgs, command: str, count: TokenCount, toke
                        inputs_sha256={args.tools: mine["tools_sha256"], args.log: mine["log_sha256"]},
                        cap=args.max_k, options=asdict(args), wall_seconds=time.perf_counter() - t0)  # fmt: skip
     return out
-
-
-def cmd_pays_log(args: ToolsearchPaysArgs, command: str) -> int:
-    """``shortlist toolsearch pays --tools --log`` (module docstring), with the local chooser's own tokenizer."""
-    from experiments.toolsearch import pays_tokenizer
-
-    counter = pays_tokenizer(args.cache_dir)
-    out = run_pays_log(args, command, counter, counter.identity)
-    print(f"wrote {out}/README.md, methods.csv, paired.csv, per_query.csv, choices.csv, figures/pays.png and "
-          "manifest.json")  # fmt: skip
-    return 0

@@ -56,6 +56,7 @@ from experiments.options import (
     ToolsearchLatencyArgs,
     ToolsearchPaysArgs,
 )
+from experiments.pays_log import files_sha256, run_recommend
 
 if TYPE_CHECKING:  # pandas is read by the default command only: `shortlist search` starts without it
     import numpy as np
@@ -580,55 +581,6 @@ def policy_depths(search: Any, queries: Sequence[Any], label: str) -> tuple[np.n
     return np.array([int(s.why["policy_k"]) for s in lists], dtype=np.int64), check
 
 
-def files_sha256(folder: Path) -> dict[str, str]:
-    """sha256 of every file of ``folder`` (relative POSIX paths, sorted)."""
-    from benchmarks.corpus import sha256_file
-
-    return {p.relative_to(folder).as_posix(): sha256_file(str(p)) for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def run_recommend(
-    tools: Path, log: Path, scorer: str, args: ToolsearchPaysArgs, out: Path, label: str
-) -> tuple[Any, dict[str, Any]]:
-    """``shortlist recommend --tools TOOLS --log LOG --scorer SCORER --seeds <args.seed> [--set ...] --out OUT``:
-    the command itself, in a child process of this Python (a command never imports another), its table and notes
-    shown as this command's progress. Returns its saved searcher and what the report says of it (the kind `auto`
-    chose and how, the recommended run's condition record, the searcher's files and the command).
-
-    Raises:
-        ValueError: recommend failed (its last line of error, after ``label``), or saved no auto policy.
-    """
-    import subprocess
-
-    from agents.auto import AutoPolicy
-    from shortlist_depth.toolsearch import ToolSearch
-
-    flags = ["--tools", str(tools), "--log", str(log), "--scorer", scorer, "--seeds", str(args.seed)]
-    if args.train_frac is not None:
-        flags += ["--train-frac", str(args.train_frac)]
-    flags += [x for item in args.set for x in ("--set", item)]
-    folders = [
-        x for flag, v in (("--data-dir", args.data_dir), ("--cache-dir", args.cache_dir)) if v for x in (flag, v)
-    ]
-    argv = [sys.executable, "-m", "experiments.cli", "recommend", *flags, *folders, "--out", str(out), "--no-progress"]
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if done.returncode != 0:  # its error once, in this command's one line
-        print(done.stdout, end="", file=sys.stderr)
-        why = (done.stderr.strip().splitlines() or ["no message"])[-1].removeprefix("shortlist: error: ")
-        raise ValueError(f"{label}`shortlist recommend --tools {tools} --log {log}` failed: {why}")
-    print(done.stdout + done.stderr, end="", file=sys.stderr)  # recommend's table and notes: this command's progress
-    search = ToolSearch.load(out / "searcher", cache_dir=args.cache_dir)
-    auto = search.policy.policy  # an AutoPolicy: the kind it chose on the log's training part, and how
-    if not isinstance(auto, AutoPolicy):
-        raise ValueError(f"{out / 'searcher'}: recommend saved a {search.policy.method} searcher, not its auto policy")
-    condition = json.loads((out / "recommended" / "manifest.json").read_text(encoding="utf-8"))["condition"]
-    info = {"method": search.policy.method, "kind_chosen": auto.chosen, "selection": auto.selection,
-            "condition": condition, "searcher_files_sha256": files_sha256(out / "searcher"),
-            "command": f"shortlist recommend --tools {tools.name} --log {log.name} --scorer {scorer} --seeds "
-                       f"{args.seed}" + "".join(f" --set {s}" for s in args.set)}  # fmt: skip
-    return search, info
-
-
 def lobo_net_reward(lobo: Path, scorer: str, method: str) -> float:
     """The mean net reward the leave-one-benchmark-out table gives ``method`` held out on BFCL for ``scorer``."""
     import pandas as pd
@@ -758,21 +710,21 @@ def read_choices(path: str, conditions: Sequence[str]) -> pd.DataFrame:
 # ----------------------------------------------------------------------------------------------- command
 
 
-def pays_tokenizer(cache_dir: str | None) -> Any:
-    """The local chooser's own tokenizer, which every ``toolsearch pays`` counts tool tokens with (no fallback: a
-    ChooserError, a ValueError, with the reason)."""
+def cmd_toolsearch_pays(args: ToolsearchPaysArgs, command: str) -> int:
+    """``shortlist toolsearch pays`` (module docstring; with ``--tools/--log``: :mod:`experiments.pays_log`): always
+    with the local chooser's own tokenizer."""
     from choosers.local import load_tokenizer
 
     print("loading the local chooser's tokenizer (Gemma 3 270M)", file=sys.stderr)
-    return load_tokenizer(cache_dir=cache_dir)
+    counter = load_tokenizer(cache_dir=args.cache_dir)  # ChooserError (a ValueError) with the reason: no fallback
+    if args.log:
+        from experiments.pays_log import run_pays_log
 
-
-def cmd_toolsearch_pays(args: ToolsearchPaysArgs, command: str) -> int:
-    """``shortlist toolsearch pays`` on BFCL (module docstring; with ``--tools/--log``:
-    :func:`experiments.pays_log.cmd_pays_log`)."""
-    counter = pays_tokenizer(args.cache_dir)
-    out = run_pays(args, command, counter, counter.identity)
-    print(f"wrote {out}/README.md, methods.csv, paired.csv, per_query.csv, figures/pays.png and manifest.json")
+        out = run_pays_log(args, command, counter, counter.identity)
+        extra = " choices.csv,"
+    else:
+        out, extra = run_pays(args, command, counter, counter.identity), ""
+    print(f"wrote {out}/README.md, methods.csv, paired.csv, per_query.csv,{extra} figures/pays.png and manifest.json")
     return 0
 
 
