@@ -335,6 +335,27 @@ def retain_freed_memory() -> bool:
     return bool(mallopt(m_mmap_threshold, 32 << 20)) and bool(mallopt(m_trim_threshold, 256 << 20))
 
 
+def assumed_relevant(queries: Sequence[RankedQuery]) -> int:
+    """The number of relevant items R a policy assumes at inference, fitted on its training ``queries``: the median
+    of their R (at least 1), rounded half up. Inference never reads a query's own R (a label; SPEC section 2): a
+    deployed tool search does not know it. On every benchmark condition R is the same on train and test (1, or 2
+    on the multi-tool ones), so this is the test queries' R there; on a user's run whose R varies it is a guess."""
+    if len(queries) == 0:
+        raise ValueError("no training queries to take R from")
+    r = np.maximum(np.array([q.n_relevant for q in queries], dtype=np.float64), 1.0)
+    return max(1, int(np.floor(np.median(r) + 0.5)))
+
+
+def read_assumed_relevant(params: dict, where: str) -> int:
+    """The ``r_assumed`` a saved policy records (1 in a file written before it was recorded: every shipped and
+    benchmark policy was fitted on R = 1 queries or records it); ValueError naming ``where`` if it is not a whole
+    number >= 1."""
+    raw = params.get("r_assumed", 1)
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+        raise ValueError(f"{where}: 'r_assumed' must be a whole number >= 1, got {raw!r}")
+    return raw
+
+
 def in_id_order(queries: Sequence[RankedQuery]) -> list[RankedQuery]:
     """The queries sorted by query id (stable). A full-batch fit sums its loss over the queries in float32,
     and such a sum depends on the order of its terms; fitting on the id-sorted list makes the model a

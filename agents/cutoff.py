@@ -15,7 +15,8 @@ policy stops at
 
     K = argmax_k  p_k * T(k) - c * (k - 1)      (first maximum)
 
-with T(k) the terminal reward of the family's reward kind when found (BoR: -log2 P_rand(k; N, R))
+with T(k) the terminal reward of the family's reward kind when found (BoR: -log2 P_rand(k; N, R), R the
+median R of the training queries: inference never reads a query's own R, :func:`agents.base.assumed_relevant`)
 and c the step cost: the expected per-query reward net of step costs, undiscounted (the quantity
 the evaluator reports). With the BoR reward, T(N) = 0 (a shortlist of the whole list is no better
 than random), so for N > 1 the whole list is never the argmax: depth N pays -c (N - 1) < 0 <= the
@@ -37,10 +38,12 @@ from numpy.typing import NDArray
 
 from agents.base import (
     TorchJsonPolicy,
+    assumed_relevant,
     check_observation,
     in_id_order,
     learned_episode,
     net_objective,
+    read_assumed_relevant,
     row_depths,
     stacked_features,
     torch_on_one_thread,
@@ -101,13 +104,17 @@ class ExpectedRewardCutoff(TorchJsonPolicy):
 
     def __init__(self, reward: str = "bor", settings: CutoffConfig | None = None) -> None:
         super().__init__(reward, settings)
+        self.r_assumed = 1  # R at inference, fitted on the training queries (agents.base.assumed_relevant)
 
     @staticmethod
     def new_net(n_features: int, settings: CutoffConfig) -> nn.Module:
         return _net(n_features, settings.hidden)
 
     def fit_record(self) -> dict[str, float]:
-        return {"final_train_loss": self.final_loss}
+        return {"final_train_loss": self.final_loss, "r_assumed": self.r_assumed}
+
+    def read_record(self, params: dict) -> None:
+        self.r_assumed = read_assumed_relevant(params, self.file_kind)
 
     def fit(self, queries: Sequence[RankedQuery], config: EpisodeConfig, seed: int) -> ExpectedRewardCutoff:
         import torch
@@ -123,6 +130,7 @@ class ExpectedRewardCutoff(TorchJsonPolicy):
         found = ((gold > 0) & (depths >= gold)).astype(np.float32)
         weight = np.repeat(1.0 / lengths, lengths).astype(np.float32)
         self.n_features = int(feats.shape[1])
+        self.r_assumed = assumed_relevant(queries)
         x = torch.from_numpy(feats)
         y = torch.from_numpy(found)
         w = torch.from_numpy(weight / weight.sum())
@@ -176,8 +184,7 @@ class ExpectedRewardCutoff(TorchJsonPolicy):
         k = row_depths(offsets)
         lengths = np.diff(offsets)
         n = np.repeat(np.array([q.n_candidates for q in queries], dtype=np.int64), lengths)
-        r = np.repeat(np.maximum(np.array([q.n_relevant for q in queries], dtype=np.int64), 1), lengths)
-        pay = np.asarray(terminal_reward(self.reward, np.ones(k.size, bool), k, n, r), dtype=np.float64)
+        pay = np.asarray(terminal_reward(self.reward, np.ones(k.size, bool), k, n, self.r_assumed), dtype=np.float64)
         return p, p * pay - config.step_cost * (k - 1), offsets
 
     def depths(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.int64]:

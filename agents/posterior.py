@@ -32,7 +32,8 @@ used (``stochastic=False``).
 Decision
 --------
 With ``F(k) = sum_{i <= k} P_i`` the model's P(found by k), ``T(k)`` the terminal reward of the
-policy's reward kind when found (BoR: ``-log2 P_rand(k; N, max(R, 1))``) and c the step cost,
+policy's reward kind when found (BoR: ``-log2 P_rand(k; N, R)``, R the median R of the training queries:
+inference never reads a query's own R, :func:`agents.base.assumed_relevant`) and c the step cost,
 
     K = argmax_{1 <= k <= min(M, cap)}  F(k) T(k) - c (k - 1)      (first maximum)
 
@@ -60,7 +61,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from agents.base import check_observation, learned_episode, net_objective, read_json, save_json
+from agents.base import (
+    assumed_relevant,
+    check_observation,
+    learned_episode,
+    net_objective,
+    read_assumed_relevant,
+    read_json,
+    save_json,
+)
 from agents.registry import register
 from envs import EpisodeConfig, RankedQuery
 from envs.features import observation_width, rank_feature_names, rank_features
@@ -189,6 +198,7 @@ class ListwisePosterior:
         self.sd = np.ones(0)
         self.final_loss = math.nan
         self.n_iter = 0
+        self.r_assumed = 1  # R at inference, fitted on the training queries (agents.base.assumed_relevant)
         self.converged = False
         self._pays: dict[tuple[int, int, int], NDArray[np.float64]] = {}
 
@@ -221,6 +231,7 @@ class ListwisePosterior:
             options={"maxiter": s.max_iter},
         )
         self.weights = np.asarray(res.x, dtype=np.float64)
+        self.r_assumed = assumed_relevant(queries)
         self.final_loss = float(res.fun)
         self.n_iter = int(res.nit)
         self.converged = bool(res.success)
@@ -274,7 +285,7 @@ class ListwisePosterior:
         episode = learned_episode(config, self.settings.break_even)
         caps = np.minimum(np.array([episode.cap(q) for q in queries], dtype=np.int64), mq)
         k = np.arange(1, width + 1)[None, :]
-        pay = np.stack([self._pay(width, q.n_candidates, max(q.n_relevant, 1)) for q in queries])
+        pay = np.stack([self._pay(width, q.n_candidates, self.r_assumed) for q in queries])
         found = np.cumsum(p, axis=1)
         value = found * pay - config.step_cost * (k - 1)
         return found, np.where(k <= caps[:, None], value, -np.inf)
@@ -317,6 +328,7 @@ class ListwisePosterior:
             "final_train_loss": self.final_loss,
             "n_iter": self.n_iter,
             "converged": self.converged,
+            "r_assumed": self.r_assumed,
         }
 
     def save(self, path: Path) -> None:
@@ -342,6 +354,7 @@ class ListwisePosterior:
             out.final_loss = float(p.get("final_train_loss", math.nan))
             out.n_iter = int(p.get("n_iter", 0))
             out.converged = bool(p.get("converged", False))
+            out.r_assumed = read_assumed_relevant(p, where)
             names = tuple(p["feature_names"])
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{where}: malformed listwise posterior file ({e})") from e

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -149,6 +150,10 @@ class PolicyKind:
         if unknown:
             raise ValueError(f"{at}policy kind {self.name!r} has no setting {unknown[0]!r}{_known(self)}")
         plain = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+        for key, value in plain.items():
+            items = value if isinstance(value, tuple) else (value,)
+            if any(isinstance(v, float) and not math.isfinite(v) for v in items):
+                raise ValueError(f"{at}bad {self.name} settings ({key}={value!r}: NaN and infinity are not settings)")
         try:
             return replace(self.defaults, **plain)
         except (TypeError, ValueError) as e:
@@ -263,17 +268,25 @@ def _field_type(kind: PolicyKind, key: str) -> Any:
     return hints[key]
 
 
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
 def _scalar(typ: Any, text: str) -> Any:
     if typ is bool:
         if text.lower() not in ("true", "false"):
             raise ValueError(f"expected true or false, got {text!r}")
         return text.lower() == "true"
     if typ is int:
+        if not _INT.fullmatch(text):
+            raise ValueError("expected a whole number in decimal digits")
         return int(text)
     if typ is float:
+        if not _FLOAT.fullmatch(text):
+            raise ValueError("expected a finite decimal number (e.g. 0.5, 3, 1e-3); NaN and infinity are not settings")
         value = float(text)
-        if math.isnan(value):
-            raise ValueError("NaN is not a setting")
+        if not math.isfinite(value):
+            raise ValueError("the number overflows a float")
         return value
     if typ is str:
         return text

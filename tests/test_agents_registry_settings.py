@@ -152,3 +152,17 @@ def test_a_kind_registered_outside_experiments_trains_evaluates_and_compares(
     toy = agg[agg["method"] == "toy"]
     assert len(toy) == 1 and toy["group"].iloc[0] == "peer"
     assert "`toy` (peer): toy rule registered by a test" in (peers / "README.md").read_text()
+
+
+@pytest.mark.parametrize("text", ["inf", "-inf", "nan", "Infinity", "1_0", "1e999", "1.5.2", "0x10"])
+def test_a_number_setting_must_be_finite_decimal_text(text: str) -> None:
+    """``float()`` and ``int()`` accept infinity, NaN and ``1_0`` (as 10); a setting does not, and a
+    run's settings file holding a non-finite number is refused too."""
+    with pytest.raises(ValueError, match="'tabular'.*'lr_power'"):
+        registry.parse_settings([f"tabular.lr_power={text}"])
+    with pytest.raises(ValueError, match="'tabular'.*'episodes'"):
+        registry.parse_settings([f"tabular.episodes={text}"])
+    with pytest.raises(ValueError, match=r"config\.json: bad tabular settings \(lr_power=inf"):
+        registry.get("tabular").from_dict({"lr_power": float("inf")}, "config.json")
+    assert registry.parse_settings(["tabular.lr_power=2e-1"])["tabular"].lr_power == 0.2
+    assert registry.parse_settings(["tabular.episodes=300"])["tabular"].episodes == 300
