@@ -90,10 +90,13 @@ def _print_data_notes(meta: dict, n_evaluated: int | None = None, split: str = "
 def cmd_reproduce(ra: ReproduceArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int:
     """Run (or resume) the study and write its tables, figures, README, manifest and HTML index."""
     from experiments.pipeline import Pipeline, Produced, cells_plan, cells_producer, run_pipeline
-    from experiments.plan import MULTI_PLANS, plan_splits, resolve_plans, study_cells
+    from experiments.plan import MULTI_PLANS, all_methods_for, left_out_note, plan_splits, resolve_plans, study_cells
     from experiments.report.study import write_study_report
 
-    cells = study_cells(resolve_plans(ra.only), la.seeds, la.learning())
+    plans = resolve_plans(ra.only)
+    cells = study_cells(plans, la.seeds, la.learning())
+    if note := left_out_note(plans, all_methods_for):
+        print(note, flush=True)
     out = Path(ra.out)
     first_split = plan_splits(MULTI_PLANS[0], la.split_seeds)[0]  # the split the multi-tool suite runs on
 

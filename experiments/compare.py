@@ -31,14 +31,17 @@ from pathlib import Path
 
 from experiments.options import CommonArgs, CompareArgs, LearnArgs
 from experiments.pipeline import Pipeline, Produced, cells_plan, cells_producer, run_pipeline
-from experiments.plan import COMPARE_SUITES, compare_cells, resolve_plans
+from experiments.plan import COMPARE_SUITES, compare_cells, compare_methods, left_out_note, resolve_plans
 from experiments.report.peers_page import write_compare_report
 
 
 def cmd_compare(ca: CompareArgs, la: LearnArgs, co: CommonArgs, command: str) -> int:
     """Run (or resume) every comparison cell, then write tables, figures and the README through the one
     pipeline (:mod:`experiments.pipeline`): a failing report leaves ``out`` as it was."""
-    cells = compare_cells(resolve_plans(ca.only, COMPARE_SUITES), la.seeds, la.learning())
+    plans = resolve_plans(ca.only, COMPARE_SUITES)
+    cells = compare_cells(plans, la.seeds, la.learning())
+    if note := left_out_note(plans, lambda plan: compare_methods(plan.condition.benchmark)):
+        print(note, flush=True)
     out = Path(ca.out)
 
     def report(tmp: Path, p: Produced) -> dict:

@@ -8,7 +8,7 @@ thresholds checked in the reports. :func:`cells_for` turns plans into cells.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -268,10 +268,55 @@ COMPARE_BUCKET_METHODS = (
 GOAL_FRACTION_OF_DP = 0.9
 
 
+def fixed_n(plan: ConditionPlan) -> int | None:
+    """The candidate-set size every query of ``plan``'s condition has (``top20``: 20, ``sub50``: 50, a
+    synthetic N), or None where it is the registry's or varies (a user's run, BEIR, a log)."""
+    from benchmarks.conditions import candidate_rule
+
+    try:
+        return candidate_rule(plan.condition.benchmark, plan.condition.variant).n
+    except ValueError:
+        return None
+
+
+def beyond_n(plan: ConditionPlan, methods: Sequence[MethodSpec]) -> list[MethodSpec]:
+    """The fixed-K methods of ``methods`` whose K exceeds ``plan``'s candidate-set size: each would show the
+    whole list under another K's name (fixed-50 on a list of 20 is fixed-20), so the plans leave them out."""
+    n = fixed_n(plan)
+    return [m for m in methods if n is not None and m.agent == "fixed" and m.k > n]
+
+
+def within_n(plan: ConditionPlan, methods: Sequence[MethodSpec]) -> list[MethodSpec]:
+    """``methods`` without :func:`beyond_n`'s."""
+    drop = beyond_n(plan, methods)
+    return [m for m in methods if m not in drop]
+
+
+def left_out_note(plans: Sequence[ConditionPlan], methods: Callable[[ConditionPlan], Sequence[MethodSpec]]) -> str:
+    """One console line naming the fixed-K methods the plans leave out (:func:`beyond_n`) with ``methods`` (a
+    plan's full method list), or "" when none is."""
+    out = []
+    for plan in plans:
+        drop = beyond_n(plan, methods(plan))
+        if drop:
+            out.append(f"{', '.join(m.name for m in drop)} on {plan.name} (N = {fixed_n(plan)})")
+    if not out:
+        return ""
+    return f"left out, a fixed K above the list's size (the whole list under another K's name): {'; '.join(out)}"
+
+
 def methods_for(plan: ConditionPlan, agents: Sequence[str] = ("dqn", "tabular", "cutoff", "fixed")) -> list[MethodSpec]:
     """``reproduce``'s methods: BoR-DQN, F1-DQN (+ constant-DQN where the paper used it), BoR-tabular, the
     BoR expected-reward cut-off, fixed K;
-    on sweep points BoR-DQN and a few fixed K; on synthetic conditions :func:`synthetic_methods`."""
+    on sweep points BoR-DQN and a few fixed K; on synthetic conditions :func:`synthetic_methods`. A fixed K
+    above the condition's candidate-set size is left out (:func:`beyond_n`)."""
+    return within_n(plan, all_methods_for(plan, agents))
+
+
+def all_methods_for(
+    plan: ConditionPlan, agents: Sequence[str] = ("dqn", "tabular", "cutoff", "fixed")
+) -> list[MethodSpec]:
+    """:func:`methods_for` before a fixed K above the list's size is left out."""
     if plan.suite == "sweep":
         return [MethodSpec("dqn", "bor"), *(MethodSpec("fixed", "bor", k) for k in SWEEP_FIXED_KS)]
     if plan.suite == "synthetic":
@@ -426,7 +471,7 @@ def compare_cells(plans: Sequence[ConditionPlan], seeds: Sequence[int], learning
     cells: list[Cell] = []
     probe = replace(learning, overrides=replace(learning.overrides, observation=INFORMATION_OBSERVATION))
     for plan in plans:
-        methods = compare_methods(plan.condition.benchmark)
+        methods = within_n(plan, compare_methods(plan.condition.benchmark))
         if plan.suite == "hybrid" or learning.observation != "auto":
             methods = [m for m in methods if m.reward != "f1"]
         cells += _split_by_seed(plan, methods, seeds, learning)

@@ -185,9 +185,11 @@ def print_data_notes(cond_meta: dict, n_test: int, width: float) -> None:
 def deployable(runs: list[Path], per_query: pd.DataFrame, t: pd.DataFrame, cells: list, ca: CommonArgs) -> list[str]:
     """Where a policy's test depths need what ``shortlist predict`` does not have: lines saying, for each policy of
     the table whose depths on the test queries differ when chosen from the scores alone (as ``predict`` and
-    ``load_policy(...).depth`` choose them: the number of relevant items R unknown, taken as 1), on how many
-    queries, and its net reward at those depths beside the table's. Empty when every test query has one relevant
-    item (then nothing can differ), or when the lists carry a second scorer's scores (``predict`` reads one)."""
+    ``load_policy(...).depth`` choose them), on how many queries, and its net reward at those depths beside the
+    table's. A guard: no policy reads a test query's R (its depths price the R fitted on the training queries,
+    :func:`agents.base.assumed_relevant`), so it says nothing unless a policy reads another label. Empty when
+    every test query has one relevant item (then nothing can differ), or when the lists carry a second scorer's
+    scores (``predict`` reads one)."""
     from agents import score_depths
     from agents.trained import load_policy
     from experiments.runner import get_condition
@@ -215,9 +217,9 @@ def deployable(runs: list[Path], per_query: pd.DataFrame, t: pd.DataFrame, cells
                      f"depths {net:.3f} (table: {table.loc[method, 'mean_reward_net']:.3f})")  # fmt: skip
     if not lines:
         return []
-    head = (f"{several} of the {len(test)} test queries have more than one relevant item. These policies chose "
-            "their test depths knowing each query's number of relevant items R, which `shortlist predict` (scores "
-            "alone) does not have: it takes R = 1. As predict would cut the test queries:")  # fmt: skip
+    head = (f"{several} of the {len(test)} test queries have more than one relevant item, and these policies' "
+            "test depths are not those `shortlist predict` (scores alone) gives: a policy read what predict does "
+            "not have. As predict would cut the test queries:")  # fmt: skip
     return [head, *lines]
 
 
@@ -329,7 +331,7 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     from benchmarks.names import ConditionId
     from experiments.io import atomic_write_csv, staged_folder
     from experiments.pipeline import run_with
-    from experiments.plan import PLANS, base_plan, cells_for
+    from experiments.plan import PLANS, base_plan, cells_for, within_n
     from experiments.report.tables import aggregate_with_groups
     from experiments.runner import collect_runs
 
@@ -340,7 +342,7 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     if la.split_seeds is not None and len(la.split_seeds) > 1:  # (its table is of one test split)
         raise ValueError(f"recommend ranks on one train/test split: give one --split-seeds value, not "
                          f"{' '.join(map(str, la.split_seeds))}")  # fmt: skip
-    methods = {plan.name: recommend_methods(cid.benchmark)}
+    methods = {plan.name: within_n(plan, recommend_methods(cid.benchmark))}  # no fixed K above a known N
     cells = cells_for([plan], seed, methods, learning=la.learning(), options=options)
     out = Path(ra.out)
     check_out_is_ours(out, cells[0].condition, dict(options))  # these inputs' name and contents

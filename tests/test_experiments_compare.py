@@ -573,3 +573,19 @@ def test_the_examined_only_answer_sets_rl_beside_the_examined_only_supervised_mo
         "the best examined-only supervised model or ahead on 1 of 1 conditions (significantly ahead on 1, behind on "
         "0). Significantly behind that model, per RL agent: bor-dqn 0 of 1, bor-tabular 1 of 1." in page
     )
+
+
+def test_a_fixed_k_above_the_list_size_is_left_out_and_said() -> None:
+    """fixed-50 on MetaTool's top-20 lists would show the whole list under the name fixed-50 (fixed-20's rows):
+    the study's and the comparison's plans leave it out, name it in one console line, and keep every fixed K
+    where the registry sets N."""
+    from experiments.plan import all_methods_for, left_out_note, methods_for, study_cells
+
+    top20, whole = resolve_plans(("metatool-minilm-top20", "metatool-minilm"))
+    names = {c.method.name for c in compare_cells([top20], (42,))}
+    assert "fixed-20" in names and "fixed-50" not in names
+    assert {m.name for m in methods_for(top20)} == {m.name for m in all_methods_for(top20)} - {"fixed-50"}
+    assert "fixed-50" in {c.method.name for c in study_cells([whole], (42,))}
+    note = left_out_note([top20, whole], all_methods_for)
+    assert note.endswith("fixed-50 on metatool-minilm-top20 (N = 20)")
+    assert left_out_note([whole], all_methods_for) == ""
