@@ -31,7 +31,10 @@ metatool   multi      all R gold + 24 most similar to the gold    all 497      d
 toolbench  (none)     gold + 49 most similar (50)                 all 474      default
 toolbench  full       the whole registry (3,406)                  all 474      default
 bfcl/...   sub<N>     a random sub-registry of N tools holding    as the base  default
-                      the query's gold tool (registry sweep)
+                      the query's gold tool (registry sweep)      (metatool:
+                                                                  1,200
+                                                                  sampled, as
+                                                                  top<N>)
 bfcl/...   hybrid     the main rule; each query also carries the  as the base  as the base
                       other scorer's scores (bm25 <-> minilm)
 bfcl/...   q<shift>   the main rule with rewritten query text:    as the base  as the base
