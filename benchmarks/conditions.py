@@ -13,6 +13,7 @@ The split is a seeded permutation of the query positions (:func:`seeded_split`).
 benchmarks the positions follow the pinned data files. For a user's own data (a TREC run, a BEIR
 folder) the queries are first put in the order of their ids (plain string order), so the split, and
 every result, depends on the set of query ids only, never on the order of lines in the files; a
+BEIR folder's registry is in document-id order too (:mod:`benchmarks.beir`), so its ties go by document id. A
 run's train fraction is its ``train_frac`` source option (default 0.7).
 
 Candidate-set rules (SPEC section 4), per benchmark and variant:
