@@ -1,7 +1,9 @@
 """Conditions: a benchmark, a candidate-set rule and a scorer, turned into ranked queries.
 
 A condition is named ``<benchmark>-<scorer>[-<variant>]`` (``bfcl-bm25``,
-``metatool-minilm-top50``, ``toolbench-minilm-full``). :func:`build_condition` loads
+``metatool-minilm-top50``, ``toolbench-minilm-full``); a BEIR folder's adds the folder's name and a hash of
+its files' contents (``beir-bm25-scifact-3fa2c1``, :func:`benchmarks.names.beir_condition_name`), as a user's
+run and log do. :func:`build_condition` loads
 the corpus, samples queries (seeded) where the rule says so, builds each query's
 candidate set, scores it through the on-disk score cache, ranks it
 (:meth:`RankedQuery.from_scores`: ties broken by candidate order, and candidates are
@@ -77,7 +79,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from benchmarks.corpus import DataError, QueryRecord, ToolCorpus
-from benchmarks.names import ConditionId, run_condition_name
+from benchmarks.names import ConditionId, beir_condition_name, run_condition_name
 from benchmarks.query_shift import QUERY_SHIFTS, shift_queries
 from benchmarks.score_cache import cached_embeddings, cached_scores
 from benchmarks.scorers import EmbeddingScorer, make_scorer
@@ -502,6 +504,7 @@ def build_condition(
         "seconds_load": round(t_load, 3),
         "seconds_score": round(t_score, 3),
     }
+    name = _beir_condition_name(scorer, variant, opts, corpus) if benchmark == "beir" else name
     return Condition(name, queries, train_idx, test_idx, buckets=rule.buckets, meta=meta, ranked_tools=ranked_tools)
 
 
@@ -790,6 +793,18 @@ def _run_condition(opts: Mapping[str, str], split_seed: int, train_frac: float) 
             **split_meta(queries, train_idx, test_idx, split_seed, train_frac),
         },
     )
+
+
+def _beir_condition_name(scorer: str, variant: str, opts: Mapping[str, str], corpus: ToolCorpus) -> str:
+    """The name of a BEIR folder's condition (:func:`benchmarks.names.beir_condition_name`), from the digests
+    the loader took of its files."""
+    folder = corpus.name.removeprefix("beir:")
+    split = opts.get("split", "test")
+    shas = {
+        f"{what}_sha256": corpus.inputs_sha256[f"{folder}/{path}"]
+        for what, path in (("corpus", "corpus.jsonl"), ("queries", "queries.jsonl"), ("qrels", f"qrels/{split}.tsv"))
+    }
+    return beir_condition_name(scorer, variant, {"beir_folder": folder, "split": split, **shas})
 
 
 def _run_shas(run: str, qrels: str, shas: Mapping[str, str]) -> dict[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from benchmarks.beir import (
 )
 from benchmarks.conditions import Condition, build_condition
 from benchmarks.corpus import DataError
+from benchmarks.names import beir_condition_name
 from benchmarks.trec import ranked_queries_from_run, read_qrels
 
 DOCS: list[dict[str, Any]] = [
@@ -250,3 +252,29 @@ def test_the_order_of_the_corpus_lines_never_changes_a_ranking(tmp_path: Path) -
     _, scores, ranks, tools = built[0][0][0]  # q1
     assert scores[:5] == [scores[0]] * 5 and ranks == [2, 3]  # t1..t5 tie on top: t2 and t3 rank 2 and 3
     assert tools[:5] == [6, 7, 8, 9, 10]  # the registry indices of t1..t5 (after 4, d1..d3, d5, d6), in id order
+
+
+def test_a_beir_conditions_name_carries_a_hash_of_the_folders_files(tmp_path: Path) -> None:
+    """Two folders of the same name but other files get other names (so never the same run directory); the same
+    files elsewhere get the same name; another split says so."""
+
+    def name(folder: Path, split: str = "test") -> str:
+        options = {"beir_dir": str(folder), "split": split}
+        return build_condition("beir", "bm25", options=options, cache_dir=tmp_path / "cache").name
+
+    a = write_beir(tmp_path / "a")
+    b = write_beir(tmp_path / "b", queries=[*QUERIES, {"_id": "q9", "text": "sleep"}], qrels=[*QRELS, ("q9", "d3", 1)])
+    moved = write_beir(tmp_path / "elsewhere" / "deeper")
+    assert name(a) != name(b) and name(a) == name(moved)
+    shas = {
+        f"{what}_sha256": hashlib.sha256((a / path).read_bytes()).hexdigest()
+        for what, path in (("corpus", "corpus.jsonl"), ("queries", "queries.jsonl"), ("qrels", "qrels/test.tsv"))
+    }
+    expected = beir_condition_name("bm25", "", {"beir_folder": "scifacts-mini", "split": "test", **shas})
+    assert name(a) == expected and re.fullmatch(r"beir-bm25-scifacts-mini-[0-9a-f]{6}", expected)
+    (a / "qrels" / "dev.tsv").write_bytes((a / "qrels" / "test.tsv").read_bytes())
+    assert name(a, "dev").endswith("-dev") and name(a, "dev")[: -len("-dev")] != name(a)
+    with pytest.raises(ValueError, match="needs the source option 'qrels_sha256'"):
+        beir_condition_name(
+            "bm25", "", {"beir_folder": "x", "split": "test", "corpus_sha256": "", "queries_sha256": ""}
+        )
