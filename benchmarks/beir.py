@@ -9,7 +9,10 @@ A BEIR dataset folder (SciFact, NFCorpus, MS MARCO ...) holds::
 (other keys such as ``metadata`` are ignored; ``_id`` may be a JSON string or integer
 and is used as a string). Mapping onto the tool-selection types:
 
-- registry = the documents in ``corpus.jsonl`` order; the text scorers see is exactly
+- registry = the documents in the order of their ids (plain string order, ``"10"`` before ``"9"``), whatever
+  the order of ``corpus.jsonl``'s lines: a condition ranks its candidates in registry order on tied scores
+  (:meth:`envs.ranked.RankedQuery.from_scores`, a stable sort), so ties are broken by document id and
+  reordering the corpus's lines never changes a ranking; the text scorers see is exactly
   ``title + ". " + text`` (both stripped), or just ``text`` when the title is empty or
   absent;
 - queries = the queries of ``queries.jsonl`` (file order) with at least one relevant
@@ -98,7 +101,7 @@ def load_beir(folder: str | PathLike[str], split: str = "test", *, strict: bool 
         if not p.is_file():
             raise DataError(f"BEIR data file missing: {p}")
     folder_name = base.resolve().name
-    docs = _read_by_id(corpus_p, "document", _document_text)
+    docs = dict(sorted(_read_by_id(corpus_p, "document", _document_text).items()))  # by id (module docstring)
     queries = _read_by_id(queries_p, "query", _query_text)
     skipped: dict[str, int] = {}
     judged = _judged(qrels_p, queries, docs, strict, skipped)

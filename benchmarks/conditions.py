@@ -1,7 +1,9 @@
 """Conditions: a benchmark, a candidate-set rule and a scorer, turned into ranked queries.
 
 A condition is named ``<benchmark>-<scorer>[-<variant>]`` (``bfcl-bm25``,
-``metatool-minilm-top50``, ``toolbench-minilm-full``). :func:`build_condition` loads
+``metatool-minilm-top50``, ``toolbench-minilm-full``); a BEIR folder's adds the folder's name and a hash of
+its files' contents (``beir-bm25-scifact-3fa2c1``, :func:`benchmarks.names.beir_condition_name`), as a user's
+run and log do. :func:`build_condition` loads
 the corpus, samples queries (seeded) where the rule says so, builds each query's
 candidate set, scores it through the on-disk score cache, ranks it
 (:meth:`RankedQuery.from_scores`: ties broken by candidate order, and candidates are
@@ -13,6 +15,7 @@ The split is a seeded permutation of the query positions (:func:`seeded_split`).
 benchmarks the positions follow the pinned data files. For a user's own data (a TREC run, a BEIR
 folder) the queries are first put in the order of their ids (plain string order), so the split, and
 every result, depends on the set of query ids only, never on the order of lines in the files; a
+BEIR folder's registry is in document-id order too (:mod:`benchmarks.beir`), so its ties go by document id. A
 run's train fraction is its ``train_frac`` source option (default 0.7).
 
 Candidate-set rules (SPEC section 4), per benchmark and variant:
@@ -31,7 +34,10 @@ metatool   multi      all R gold + 24 most similar to the gold    all 497      d
 toolbench  (none)     gold + 49 most similar (50)                 all 474      default
 toolbench  full       the whole registry (3,406)                  all 474      default
 bfcl/...   sub<N>     a random sub-registry of N tools holding    as the base  default
-                      the query's gold tool (registry sweep)
+                      the query's gold tool (registry sweep)      (metatool:
+                                                                  1,200
+                                                                  sampled, as
+                                                                  top<N>)
 bfcl/...   hybrid     the main rule; each query also carries the  as the base  as the base
                       other scorer's scores (bm25 <-> minilm)
 bfcl/...   q<shift>   the main rule with rewritten query text:    as the base  as the base
@@ -73,7 +79,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from benchmarks.corpus import DataError, QueryRecord, ToolCorpus
-from benchmarks.names import ConditionId, run_condition_name
+from benchmarks.names import ConditionId, beir_condition_name, run_condition_name
 from benchmarks.query_shift import QUERY_SHIFTS, shift_queries
 from benchmarks.score_cache import cached_embeddings, cached_scores
 from benchmarks.scorers import EmbeddingScorer, make_scorer
@@ -498,6 +504,7 @@ def build_condition(
         "seconds_load": round(t_load, 3),
         "seconds_score": round(t_score, 3),
     }
+    name = _beir_condition_name(scorer, variant, opts, corpus) if benchmark == "beir" else name
     return Condition(name, queries, train_idx, test_idx, buckets=rule.buckets, meta=meta, ranked_tools=ranked_tools)
 
 
@@ -786,6 +793,18 @@ def _run_condition(opts: Mapping[str, str], split_seed: int, train_frac: float) 
             **split_meta(queries, train_idx, test_idx, split_seed, train_frac),
         },
     )
+
+
+def _beir_condition_name(scorer: str, variant: str, opts: Mapping[str, str], corpus: ToolCorpus) -> str:
+    """The name of a BEIR folder's condition (:func:`benchmarks.names.beir_condition_name`), from the digests
+    the loader took of its files."""
+    folder = corpus.name.removeprefix("beir:")
+    split = opts.get("split", "test")
+    shas = {
+        f"{what}_sha256": corpus.inputs_sha256[f"{folder}/{path}"]
+        for what, path in (("corpus", "corpus.jsonl"), ("queries", "queries.jsonl"), ("qrels", f"qrels/{split}.tsv"))
+    }
+    return beir_condition_name(scorer, variant, {"beir_folder": folder, "split": split, **shas})
 
 
 def _run_shas(run: str, qrels: str, shas: Mapping[str, str]) -> dict[str, str]:

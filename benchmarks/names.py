@@ -114,3 +114,29 @@ def log_condition_name(scorer: str, variant: str, options: Mapping[str, str]) ->
     if options.get("train_frac") and float(options["train_frac"]) != DEFAULT_TRAIN_FRAC:
         parts.append(f"train{float(options['train_frac']):g}")
     return "-".join(["log", *(p for p in parts if p)])
+
+
+def beir_condition_name(scorer: str, variant: str, options: Mapping[str, str]) -> str:
+    """The condition name of a BEIR folder (:mod:`benchmarks.beir`): ``beir-<scorer>[-<variant>]-<folder>-<hash>
+    [-<split>]``, ``<folder>`` the folder's name and ``<hash>`` six hex digits of the sha256 of the split's name and of
+    the contents of its ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv`` (as :func:`run_condition_name`
+    does for a run and its qrels), so two folders, or one whose files changed, never share a name (and so a run
+    directory), while the same bytes get the same name wherever the folder lives. ``-<split>`` follows for a split
+    other than ``test``. E.g. ``beir-bm25-scifact-3fa2c1``, ``beir-minilm-scifact-9b01de-dev``.
+
+    Read from ``options``: ``beir_folder``, ``split``, ``corpus_sha256``, ``queries_sha256``, ``qrels_sha256``.
+
+    Raises:
+        ValueError: when an option it needs is missing.
+    """
+    try:
+        digest = hashlib.sha256(
+            f"split {options['split']}\ncorpus {options['corpus_sha256']}\nqueries {options['queries_sha256']}\n"
+            f"qrels {options['qrels_sha256']}\n".encode()
+        )
+        parts = [scorer, variant, options["beir_folder"], digest.hexdigest()[:6]]
+    except KeyError as e:
+        raise ValueError(f"a BEIR condition's name needs the source option {e}") from e
+    if options["split"] != "test":
+        parts.append(options["split"])
+    return "-".join(["beir", *(p for p in parts if p)])

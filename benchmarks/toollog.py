@@ -19,8 +19,14 @@ Rules (:func:`read_tool_log`):
 - the same request text again (exactly, after stripping): one query, whose relevant tools are the union of
   the lines' (counted as duplicates), so a repeated request never lands in both the training and the test
   split;
-- query ids ``L<line>`` (the first line of the request, zero-padded), so the seeded split
-  (:func:`benchmarks.split.seeded_split` on the ids' order) depends on the log, not on the order of reading.
+- a request's relevant tools are sorted by name, so a request merged from several lines has the same tools
+  whichever line came first;
+- query ids ``R<hex>``: ``R`` and the first 12 hex digits of the sha256 of the request text (stripped, UTF-8),
+  so an id names the request, not its place in the file (two requests whose ids collide: a
+  :class:`~benchmarks.corpus.DataError` naming both lines). The condition (:func:`log_condition`) sorts the
+  queries by id before the seeded split (:func:`benchmarks.split.seeded_split` on the ids' order), so the same
+  requests split the same way however the log's lines are ordered; :attr:`ToolLog.records` itself keeps the
+  order of each request's first line.
 
 Each query is the whole registry ranked for the request by the tool search's own path
 (:class:`benchmarks.tool_ranking.RegistryRanker`, ties by registry order), relevant = the called tools.
@@ -52,7 +58,8 @@ class ToolLog:
     """A log read against a registry.
 
     Attributes:
-        records: one query per distinct request: id ``L<line>``, its text, the called tools (union).
+        records: one query per distinct request, in the order of their first lines: id ``R<hex>``
+            (:func:`request_id`), its text, the called tools (union, sorted by name).
         skipped: counted skips (:data:`SKIP_NO_TOOL`, :data:`SKIP_UNKNOWN_TOOL`), non-zero only.
         unknown: each unknown tool name -> the number of log lines naming it, in order of appearance.
         duplicates: lines whose request repeats an earlier line's (merged into it).
@@ -84,6 +91,27 @@ def _called(row: dict, where: str) -> tuple[str, list[str]]:
     return text.strip(), list(dict.fromkeys(called))
 
 
+def request_id(text: str) -> str:
+    """A logged request's query id: ``R`` and 12 hex digits of the sha256 of its (stripped) text, so the id
+    depends on what was asked, never on the line it was logged on (module docstring)."""
+    return "R" + hashlib.sha256(text.strip().encode("utf-8")).hexdigest()[:12]
+
+
+def _records(first: Mapping[str, tuple[int, list[str]]], where: Path) -> tuple[QueryRecord, ...]:
+    """One record per distinct request (``text -> (first line, called tools)``), its id :func:`request_id` and its
+    tools sorted; a DataError naming both lines when two requests' ids collide."""
+    seen: dict[str, int] = {}
+    records = []
+    for text, (line, gold) in first.items():
+        qid = request_id(text)
+        if qid in seen:
+            raise DataError(f"{where}:{line}: its request's id {qid} is also the id of line {seen[qid]}'s other "
+                            "request (a sha256 prefix collision): reword one of them")  # fmt: skip
+        seen[qid] = line
+        records.append(QueryRecord(qid, text, tuple(sorted(gold))))
+    return tuple(records)
+
+
 def read_tool_log(path: str | os.PathLike[str], names: Collection[str]) -> ToolLog:
     """Read a log of requests against a registry of tool ``names`` (module docstring).
 
@@ -113,10 +141,27 @@ def read_tool_log(path: str | os.PathLike[str], names: Collection[str]) -> ToolL
             first[text][1].extend(t for t in called if t not in first[text][1])
             continue
         first[text] = (lineno, called)
-    width = len(str(n_lines))
-    records = tuple(QueryRecord(f"L{line:0{width}d}", text, tuple(gold)) for text, (line, gold) in first.items())
     sha = hashlib.sha256(p.read_bytes()).hexdigest()
-    return ToolLog(records, skipped, unknown, duplicates, n_lines, sha)
+    return ToolLog(_records(first, p), skipped, unknown, duplicates, n_lines, sha)
+
+
+def usable_summary(log: ToolLog) -> str:
+    """How a log's lines came to its requests: ``12 lines read, 9 skipped (8 requests naming a tool not in the
+    registry: 'order_pizza' (8 lines); 1 requests that called no tool), 1 merged into an earlier request``."""
+    why = [f"{n} {k}" + (": " + _unknown_names(log.unknown) if k == SKIP_UNKNOWN_TOOL and log.unknown else "")
+           for k, n in log.skipped.items() if n]  # fmt: skip
+    n_skipped = sum(log.skipped.values())
+    out = f"{log.n_lines} line{'s' if log.n_lines != 1 else ''} read, {n_skipped} skipped"
+    out += f" ({'; '.join(why)})" if why else ""
+    if log.duplicates:
+        out += f", {log.duplicates} merged into an earlier request"
+    return out
+
+
+def _unknown_names(unknown: Mapping[str, int], first: int = 5) -> str:
+    """The first ``first`` unknown tool names with their line counts, and how many more."""
+    names = ", ".join(f"{name!r} ({n} line{'s' if n > 1 else ''})" for name, n in list(unknown.items())[:first])
+    return names + (f" and {len(unknown) - first} more" if len(unknown) > first else "")
 
 
 def log_condition(
@@ -142,7 +187,9 @@ def log_condition(
     tools = read_tools_file(options["tools"])
     log = read_tool_log(options["log"], [t.name for t in tools])
     if len(log.records) < 2:
-        raise ValueError(f"{options['log']}: need at least 2 usable requests, got {len(log.records)}")
+        raise ValueError(
+            f"{options['log']}: need at least 2 usable requests, got {len(log.records)} ({usable_summary(log)})"
+        )
     index = {t.name: i for i, t in enumerate(tools)}
     records = sorted(log.records, key=lambda r: r.qid)
     ranker = RegistryRanker([t.text for t in tools], f"{scorer}-hybrid" if variant else scorer, cache_dir)

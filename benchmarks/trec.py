@@ -25,7 +25,9 @@ list order and scores in Python's round-trip ``repr``, which ``trec_eval`` and
 ``ir_measures`` read.
 
 Every parsing error is a :class:`~benchmarks.corpus.DataError` naming ``file:line``:
-wrong column count, non-numeric or NaN/inf score, non-integer rank or relevance,
+wrong column count, non-numeric or NaN/inf score, non-integer rank or relevance (a number is ASCII digits
+with an optional sign, point and exponent: ``3``, ``-1.5``, ``2e-3``; ``1_0``, which Python's ``float``
+reads as 10, is not one),
 duplicate ``(qid, docid)`` pair (in a run or in qrels), empty file, non-UTF-8 bytes; naming ``file``
 for a corrupt or truncated gzip stream.
 
@@ -40,6 +42,8 @@ tied scores can differ from theirs; on tie-free runs they agree.
 from __future__ import annotations
 
 import math
+import numbers
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
@@ -63,19 +67,33 @@ Run = dict[str, list[tuple[str, float]]]
 Qrels = dict[str, dict[str, int]]
 
 
+#: A number as a TREC file writes it: ASCII digits, an optional sign, point and exponent (``3``, ``-1.5``,
+#: ``2e-3``, ``.5``). Python's ``float``/``int`` also take ``1_0`` (as 10), non-ASCII digits, ``nan``/``inf`` and
+#: surrounding blanks, none of which is a TREC number; so a column is matched against this first.
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
 def _parse_int(field: str, what: str, where: str) -> int:
     """Parse an integer column (``"2"`` or ``"2.0"``), or raise naming ``where``."""
-    try:
+    if _INTEGER.fullmatch(field):
         return int(field)
-    except ValueError:
-        pass
-    try:
-        x = float(field)
-    except ValueError:
-        x = math.nan
+    x = float(field) if _NUMBER.fullmatch(field) else math.nan
     if not math.isfinite(x) or x != math.floor(x):
         raise DataError(f"{where}: {what} must be an integer, got {field!r}")
     return int(x)
+
+
+def _parse_score(field: str, where: str) -> float:
+    """Parse a score column (:data:`_NUMBER`), or raise naming ``where``: not a number (``1_0``, ``high``), or
+    NaN/inf (``nan``, ``-inf``, or a number too large for a float, ``1e999``)."""
+    if _NUMBER.fullmatch(field):
+        score = float(field)
+        if math.isfinite(score):
+            return score
+    elif field.lower().lstrip("+-") not in ("nan", "inf", "infinity"):
+        raise DataError(f"{where}: score {field!r} is not a number")
+    raise DataError(f"{where}: score is {field!r} (NaN/inf scores are not allowed)")
 
 
 def _parse_run_line(line: str, where: str) -> tuple[str, str, float]:
@@ -85,13 +103,7 @@ def _parse_run_line(line: str, where: str) -> tuple[str, str, float]:
         raise DataError(f"{where}: expected 6 columns 'qid Q0 docid rank score tag', got {len(cols)}")
     qid, _, docid, rank, score_s, _ = cols
     _parse_int(rank, "rank", where)
-    try:
-        score = float(score_s)
-    except ValueError as e:
-        raise DataError(f"{where}: score {score_s!r} is not a number") from e
-    if not math.isfinite(score):
-        raise DataError(f"{where}: score is {score_s!r} (NaN/inf scores are not allowed)")
-    return qid, docid, score
+    return qid, docid, _parse_score(score_s, where)
 
 
 def read_run(path: str | PathLike[str]) -> Run:
@@ -467,6 +479,8 @@ def write_trec_run(
                 if docid in docids:
                     raise ValueError(f"query {qid!r}: document {docid!r} appears twice")
                 docids.add(docid)
+                if isinstance(score, bool) or not isinstance(score, numbers.Real):  # "1_0" would pass float()
+                    raise ValueError(f"query {qid!r}, document {docid!r}: score {score!r} is not a number")
                 x = float(score)
                 if not math.isfinite(x):
                     raise ValueError(f"query {qid!r}, document {docid!r}: score {score!r} is not finite")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,9 @@ from benchmarks.beir import (
     doc_text,
     load_beir,
 )
+from benchmarks.conditions import Condition, build_condition
 from benchmarks.corpus import DataError
+from benchmarks.names import beir_condition_name
 from benchmarks.trec import ranked_queries_from_run, read_qrels
 
 DOCS: list[dict[str, Any]] = [
@@ -75,12 +78,12 @@ def beir_dir(tmp_path: Path) -> Path:
 def test_load_fixture(beir_dir: Path) -> None:
     c = load_beir(beir_dir)
     assert c.name == "beir:scifacts-mini"
-    assert c.tool_names == ("d1", "d2", "d3", "4", "d5", "d6")
+    assert c.tool_names == ("4", "d1", "d2", "d3", "d5", "d6")  # in id order, not the file's
     assert c.tool_texts == (
+        "Coffee. Coffee intake and liver health.",
         "Vitamin D. Vitamin D reduces fracture risk.",
         "Statins lower LDL cholesterol.",
         "Sleep. Short sleep raises blood pressure.",
-        "Coffee. Coffee intake and liver health.",
         "Exercise. Aerobic exercise lowers blood pressure.",
         "Salt intake and hypertension.",
     )
@@ -219,3 +222,59 @@ def test_beir_qrels_feed_ranked_queries(beir_dir: Path) -> None:
     assert rq.n_relevant == len(corpus.queries[0].gold) == 3
     assert rq.n_candidates == 6
     assert skipped == {"qrels queries not in run": 2}
+
+
+#: Documents that tie for every query (the same words), so their ranks are set by the tie rule alone.
+TIED = [{"_id": f"t{i}", "title": "Blood pressure", "text": "Salt raises blood pressure."} for i in range(1, 6)]
+TIED_QUERIES = [{"_id": "q1", "text": "salt and blood pressure"}, {"_id": "q2", "text": "coffee liver"}]
+TIED_QRELS = [("q1", "t2", 1), ("q1", "t3", 1), ("q2", "4", 1)]
+
+
+def _ranked(cond: Condition) -> list[tuple]:
+    return [
+        (q.qid, q.scores.tolist(), q.relevant_ranks.tolist(), t.tolist())
+        for q, t in zip(cond.queries, cond.ranked_tools, strict=True)
+    ]
+
+
+def test_the_order_of_the_corpus_lines_never_changes_a_ranking(tmp_path: Path) -> None:
+    """Ties (five documents of the same text, two of them relevant) are broken by document id, not by the line a
+    document sits on: the corpus in file order, reversed or shuffled gives the same ranked queries."""
+    docs = DOCS + TIED
+    orders = [docs, docs[::-1], [docs[i] for i in (7, 3, 9, 0, 10, 5, 1, 8, 2, 6, 4)]]
+    built = []
+    for i, order in enumerate(orders):
+        folder = write_beir(tmp_path / f"v{i}", docs=order, queries=TIED_QUERIES, qrels=TIED_QRELS)
+        cond = build_condition("beir", "bm25", options={"beir_dir": str(folder)}, cache_dir=tmp_path / "cache")
+        assert load_beir(folder).tool_names == tuple(sorted(str(d["_id"]) for d in docs))
+        built.append((_ranked(cond), [q.qid for q in cond.test]))
+    assert built[0] == built[1] == built[2]
+    _, scores, ranks, tools = built[0][0][0]  # q1
+    assert scores[:5] == [scores[0]] * 5 and ranks == [2, 3]  # t1..t5 tie on top: t2 and t3 rank 2 and 3
+    assert tools[:5] == [6, 7, 8, 9, 10]  # the registry indices of t1..t5 (after 4, d1..d3, d5, d6), in id order
+
+
+def test_a_beir_conditions_name_carries_a_hash_of_the_folders_files(tmp_path: Path) -> None:
+    """Two folders of the same name but other files get other names (so never the same run directory); the same
+    files elsewhere get the same name; another split says so."""
+
+    def name(folder: Path, split: str = "test") -> str:
+        options = {"beir_dir": str(folder), "split": split}
+        return build_condition("beir", "bm25", options=options, cache_dir=tmp_path / "cache").name
+
+    a = write_beir(tmp_path / "a")
+    b = write_beir(tmp_path / "b", queries=[*QUERIES, {"_id": "q9", "text": "sleep"}], qrels=[*QRELS, ("q9", "d3", 1)])
+    moved = write_beir(tmp_path / "elsewhere" / "deeper")
+    assert name(a) != name(b) and name(a) == name(moved)
+    shas = {
+        f"{what}_sha256": hashlib.sha256((a / path).read_bytes()).hexdigest()
+        for what, path in (("corpus", "corpus.jsonl"), ("queries", "queries.jsonl"), ("qrels", "qrels/test.tsv"))
+    }
+    expected = beir_condition_name("bm25", "", {"beir_folder": "scifacts-mini", "split": "test", **shas})
+    assert name(a) == expected and re.fullmatch(r"beir-bm25-scifacts-mini-[0-9a-f]{6}", expected)
+    (a / "qrels" / "dev.tsv").write_bytes((a / "qrels" / "test.tsv").read_bytes())
+    assert name(a, "dev").endswith("-dev") and name(a, "dev")[: -len("-dev")] != name(a)
+    with pytest.raises(ValueError, match="needs the source option 'qrels_sha256'"):
+        beir_condition_name(
+            "bm25", "", {"beir_folder": "x", "split": "test", "corpus_sha256": "", "queries_sha256": ""}
+        )

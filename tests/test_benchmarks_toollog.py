@@ -4,7 +4,9 @@ makes (the whole registry ranked by the tool search's own path), and that path's
 
 from __future__ import annotations
 
+import hashlib
 import json
+import random
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +17,7 @@ from benchmarks.conditions import build_condition, data_notes
 from benchmarks.corpus import DataError
 from benchmarks.names import log_condition_name
 from benchmarks.tool_ranking import RegistryRanker, identity_mismatch, rank_records, resolve_scorer
-from benchmarks.toollog import SKIP_NO_TOOL, SKIP_UNKNOWN_TOOL, read_tool_log
+from benchmarks.toollog import SKIP_NO_TOOL, SKIP_UNKNOWN_TOOL, read_tool_log, request_id
 
 NAMES = [t["function"]["name"] for t in openai_tools()]
 
@@ -37,9 +39,10 @@ def test_the_rules_of_a_log(tmp_path: Path) -> None:
     ])  # fmt: skip
     read = read_tool_log(log, NAMES)
     assert [(r.qid, r.text, r.gold) for r in read.records] == [
-        ("L1", "book a flight", ("book_flight", "search_flight")),
-        ("L2", "weather please", ("get_weather",)),
+        (request_id("book a flight"), "book a flight", ("book_flight", "search_flight")),
+        (request_id("weather please"), "weather please", ("get_weather",)),
     ]
+    assert request_id("book a flight") == "R" + hashlib.sha256(b"book a flight").hexdigest()[:12]
     assert read.skipped == {SKIP_UNKNOWN_TOOL: 2, SKIP_NO_TOOL: 1}
     assert read.unknown == {"order_pizza": 2} and read.duplicates == 2 and read.n_lines == 7
     notes = data_notes(
@@ -85,8 +88,54 @@ def test_the_condition_ranks_the_whole_registry_by_the_tool_search_path(tmp_path
     assert [q.gold_rank for q in cond.queries] == [1] * 12  # each request names its own tool's words
     with pytest.raises(ValueError, match="need at least 2 usable requests"):
         build_condition("log", "bm25", options={**options, "log": str(write_log(tmp_path / "one.jsonl", rows[:1]))})
+    few = [rows[0], rows[0], {"request": "pizza", "tools": ["order_pizza"]}, {"request": "hi", "tools": []}]
+    message = (r"few\.jsonl: need at least 2 usable requests, got 1 \(4 lines read, 2 skipped \(1 requests naming a "
+               r"tool not in the registry: 'order_pizza' \(1 line\); 1 requests that called no tool\), 1 merged "
+               r"into an earlier request\)")  # fmt: skip
+    with pytest.raises(ValueError, match=message):
+        build_condition("log", "bm25", options={**options, "log": str(write_log(tmp_path / "few.jsonl", few))})
     with pytest.raises(ValueError, match="one variant, hybrid"):
         build_condition("log", "bm25", variant="top5", options=options)
+
+
+def test_the_order_of_a_logs_lines_never_changes_its_condition(tmp_path: Path) -> None:
+    """The house rule: the same log with its lines shuffled gives the same query ids, the same train/test split
+    and the same relevant tools (a request logged twice with other tools first included)."""
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(openai_tools()))
+    rows = [{"request": f"could you {v} the {t}", "tools": [f"{v}_{t}"]} for v in ("get", "book", "cancel")
+            for t in ("weather", "flight", "hotel", "taxi", "music")]  # fmt: skip
+    rows += [{"request": "could you get the flight", "tools": ["book_flight", "get_flight"]},  # merged, reordered
+             {"request": "could you book the taxi", "tools": ["cancel_taxi"]}]  # fmt: skip
+    shuffled = rows[:]
+    random.Random(5).shuffle(shuffled)
+    assert shuffled != rows
+    got = []
+    for name, lines in (("log.jsonl", rows), ("shuffled.jsonl", shuffled)):
+        options = {"tools": str(tools), "log": str(write_log(tmp_path / name, lines))}
+        cond = build_condition("log", "bm25", options=options)
+        read = {r.qid: r.gold for r in read_tool_log(options["log"], NAMES).records}
+        got.append((
+            [q.qid for q in cond.queries], [q.qid for q in cond.train], [q.qid for q in cond.test],
+            [read[q.qid] for q in cond.queries], [q.relevant_ranks.tolist() for q in cond.queries],
+            cond.meta["test_qids_sha256"],
+        ))  # fmt: skip
+    assert got[0] == got[1]
+    assert got[0][0] == sorted(got[0][0]) and len(got[0][0]) == 15
+    assert read[request_id("could you get the flight")] == ("book_flight", "get_flight")
+
+
+def test_two_requests_whose_ids_collide_are_named_by_their_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import benchmarks.toollog as toollog
+
+    monkeypatch.setattr(toollog, "request_id", lambda text: "R000000000000")
+    log = write_log(
+        tmp_path / "log.jsonl", [{"request": "a", "tools": ["get_news"]}, {"request": "b", "tool": "get_news"}]
+    )
+    with pytest.raises(DataError, match=r"log\.jsonl:2: its request's id R000000000000 is also the id of line 1's"):
+        read_tool_log(log, NAMES)
 
 
 def test_the_tool_search_ranks_bfcl_as_the_study_does() -> None:

@@ -74,7 +74,13 @@ def test_read_run_tolerates_bom(tmp_path: Path) -> None:
         ("q1 Q0 d1 1 nan t\n", 1, "NaN/inf"),
         ("q1 Q0 d1 1 1.0 t\nq1 Q0 d2 2 -inf t\n", 2, "NaN/inf"),
         ("q1 Q0 d1 1 1e999 t\n", 1, "NaN/inf"),
+        ("q1 Q0 d1 1 Infinity t\n", 1, "NaN/inf"),
+        ("q1 Q0 d1 1 1.0 t\nq1 Q0 d2 2 1_0 t\n", 2, "score '1_0' is not a number"),  # float() reads it as 10
+        ("q1 Q0 d1 1 1e_3 t\n", 1, "not a number"),
+        ("q1 Q0 d1 1 \u0661 t\n", 1, "not a number"),  # an Arabic-Indic 1, which float() takes
+        ("q1 Q0 d1 1 0x1p3 t\n", 1, "not a number"),
         ("q1 Q0 d1 one 1.0 t\n", 1, "rank must be an integer"),
+        ("q1 Q0 d1 1_0 1.0 t\n", 1, "rank must be an integer"),
         ("q1 Q0 d1 1 1.0 t\nq2 Q0 d1 1 1.0 t\n\nq1 Q0 d1 2 0.5 t\n", 4, "duplicate document"),
     ],
 )
@@ -84,6 +90,12 @@ def test_read_run_malformed(tmp_path: Path, body: str, line: int, needle: str) -
         read_run(p)
     assert f"{p}:{line}:" in str(e.value)
     assert needle in str(e.value)
+
+
+def test_read_run_takes_plain_decimal_and_exponent_scores(tmp_path: Path) -> None:
+    forms = ["3", "-1.5", "2e-3", "+4.", ".5", "-6E+2", "007", "1.25e1"]
+    p = _write(tmp_path, "run.txt", "".join(f"q1 Q0 d{i} {i + 1} {f} t\n" for i, f in enumerate(forms)))
+    assert read_run(p) == {"q1": [(f"d{i}", float(f)) for i, f in enumerate(forms)]}
 
 
 def test_read_run_duplicate_names_first_line(tmp_path: Path) -> None:
@@ -138,6 +150,8 @@ def test_read_qrels_matches_ir_measures(tmp_path: Path) -> None:
         ("q.txt", "q1 d1 1\n", 1, "BEIR header"),
         ("q.txt", "q1 0 d1 1\nq1 0 d2 yes\n", 2, "relevance must be an integer"),
         ("q.txt", "q1 0 d1 1.5\n", 1, "relevance must be an integer"),
+        ("q.txt", "q1 0 d1 1\nq1 0 d2 1_0\n", 2, "relevance must be an integer, got '1_0'"),
+        ("q.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t1_0\n", 2, "relevance must be an integer"),
         ("q.txt", "q1 0 d1 1\nq2 0 d1 1\nq1 0 d1 0\n", 3, "duplicate judgment"),
         ("q.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\n", 3, "expected 3 tab"),
         ("q.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t1\t0\n", 2, "expected 3 tab"),
@@ -377,6 +391,7 @@ def test_iter_run_queries_ungrouped(tmp_path: Path) -> None:
         ("q1 Q0 d1 1 1.0 t\nq1 Q0 d2 2 0.5\n", 2, "expected 6 columns"),
         ("q1 Q0 d1 1 1.0 t\nq1 Q0 d2 2 high t\n", 2, "not a number"),
         ("q1 Q0 d1 1 nan t\n", 1, "NaN/inf"),
+        ("q1 Q0 d1 1 1.0 t\nq1 Q0 d2 2 1_0 t\n", 2, "not a number"),
         ("q1 Q0 d1 one 1.0 t\n", 1, "rank must be an integer"),
         ("q1 Q0 d1 1 1.0 t\n\nq1 Q0 d1 2 0.5 t\n", 3, "duplicate document"),
     ],
@@ -493,6 +508,7 @@ def test_write_trec_run_scores_round_trip_exactly(tmp_path: Path) -> None:
         ([("q", [("d", 1.0)])], "my tag", "tag"),
         ([("q", [("d", 1.0)])], "", "tag"),
         ([("q", [("d", float("nan"))])], "t", "not finite"),
+        ([("q", [("d", "1_0")])], "t", "score '1_0' is not a number"),
         ([("q", [("d", 1.0), ("d", 0.5)])], "t", "appears twice"),
         ([("q", [("d", 1.0)]), ("r", [("d", 1.0)]), ("q", [("e", 1.0)])], "t", "'q' appears twice"),
     ],
