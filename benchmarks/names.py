@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import PurePath
+from pathlib import Path, PurePath
 
 #: The train fraction of a user's run when none is given (the split of every condition).
 DEFAULT_TRAIN_FRAC = 0.7
@@ -140,3 +140,22 @@ def beir_condition_name(scorer: str, variant: str, options: Mapping[str, str]) -
     if options["split"] != "test":
         parts.append(options["split"])
     return "-".join(["beir", *(p for p in parts if p)])
+
+
+def beir_source_name(scorer: str, variant: str, options: Mapping[str, str]) -> str:
+    """:func:`beir_condition_name` from a command's source options (``beir_dir``, ``split`` and the
+    ``sha256:<file>`` digests :func:`experiments.options.source_options` takes), the name a cell's run directory
+    carries before its condition is built; the built condition's is the same (the folder's resolved name and the
+    same three digests)."""
+    split = options.get("split", "test")
+    try:
+        named = {
+            "beir_folder": Path(options["beir_dir"]).resolve().name,
+            "split": split,
+            "corpus_sha256": options["sha256:corpus.jsonl"],
+            "queries_sha256": options["sha256:queries.jsonl"],
+            "qrels_sha256": options[f"sha256:qrels/{split}.tsv"],
+        }
+    except KeyError as e:
+        raise ValueError(f"a BEIR condition's name needs the source option {e}") from e
+    return beir_condition_name(scorer, variant, named)

@@ -15,7 +15,13 @@ from agents import registry
 from agents.base import Objective
 from agents.method import MethodSpec
 from agents.trained import read_run_config
-from benchmarks.names import DEFAULT_TRAIN_FRAC, ConditionId, log_condition_name, run_condition_name
+from benchmarks.names import (
+    DEFAULT_TRAIN_FRAC,
+    ConditionId,
+    beir_source_name,
+    log_condition_name,
+    run_condition_name,
+)
 from envs import EpisodeConfig
 from experiments.io import code_fingerprint
 
@@ -61,6 +67,8 @@ class Cell:
             return run_condition_name(dict(self.options))
         if self.benchmark == "log":  # the log's stem and a hash of the tools' and the log's contents
             return log_condition_name(self.scorer, self.variant, dict(self.options))
+        if self.benchmark == "beir":  # the folder's name and a hash of its files' contents
+            return beir_source_name(self.scorer, self.variant, dict(self.options))
         return self.condition_id.name
 
     @property

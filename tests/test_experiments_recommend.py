@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -140,12 +141,19 @@ def test_recommend_on_a_beir_folder(tmp_path: Path, capsys: pytest.CaptureFixtur
     t = pd.read_csv(out / "recommend.csv")
     assert {"bor-auto", "fixed-1", "gap"} <= set(t["method"]) and t["mean_reward_net"].notna().all()
     assert "Recommended:" in capsys.readouterr().out and (out / "recommended" / "agent.json").is_file()
-    # another BEIR folder's recommendation (the same condition name, beir-bm25) never replaces this one
+    # the run directories carry the condition the runs built: the folder's name and a hash of its files
+    from benchmarks.conditions import build_condition
+
+    named = {json.loads((r / "config.json").read_text())["condition"] for r in (out / "runs").iterdir()}
+    cond = build_condition("beir", "bm25", cache_dir=tmp_path / "cache", options={"beir_dir": str(folder)})
+    assert named == {cond.name} and re.fullmatch(rf"beir-bm25-{folder.resolve().name}-[0-9a-f]{{6}}", cond.name)
+    assert all(r.name.startswith(f"{cond.name}__") for r in (out / "runs").iterdir())
+    # another BEIR folder's recommendation never replaces this one
     before = {f.relative_to(out): f.read_bytes() for f in out.rglob("*") if f.is_file()}
     other = write_beir_folder(tmp_path / "other", n_queries=30)
     assert main([*args[:4], str(other), *args[5:], "--cache-dir", str(tmp_path / "cache"), "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "made from other input files" in err and str(folder) in err, err
+    assert "made from other inputs than beir-bm25-mini-beir-" in err and cond.name in err, err
     assert {f.relative_to(out): f.read_bytes() for f in out.rglob("*") if f.is_file()} == before
     moved = tmp_path / "moved" / "mini-beir"  # the same files elsewhere: the same inputs, rerun in place
     moved.parent.mkdir()
