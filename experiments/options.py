@@ -1159,21 +1159,15 @@ class DataFetchArgs(DataListArgs):
 
 def check_log_usable(tools: str, log: str) -> None:
     """ValueError, before anything is built, when fewer than 2 of ``log``'s requests can be learned from, saying why
-    (the requests skipped, and the first tools the log names that ``tools`` lacks: a log whose names all differ from
-    the registry's, e.g. ``<server>_<tool>`` against ``<tool>``, keeps none)."""
-    from benchmarks.toollog import read_tool_log
+    (:func:`benchmarks.toollog.usable_summary`: the lines skipped and why, with the first tools the log names that
+    ``tools`` lacks: a log whose names all differ from the registry's, e.g. ``<server>_<tool>`` against ``<tool>``,
+    keeps none)."""
+    from benchmarks.toollog import read_tool_log, usable_summary
     from benchmarks.tools import read_tools_file
 
     read = read_tool_log(log, [t.name for t in read_tools_file(tools)])
-    if len(read.records) >= 2:
-        return
-    why = [f"{n} {k}" for k, n in read.skipped.items() if n]
-    if read.unknown:
-        names = ", ".join(f"{name!r} ({n} line{'s' if n > 1 else ''})" for name, n in list(read.unknown.items())[:5])
-        more = f" and {len(read.unknown) - 5} more" if len(read.unknown) > 5 else ""
-        why.append(f"tools it names that {tools} lacks: {names}{more}")
-    raise ValueError(f"{log}: {len(read.records)} usable requests, at least 2 needed"
-                     + (f" (skipped {'; '.join(why)})" if why else ""))  # fmt: skip
+    if len(read.records) < 2:
+        raise ValueError(f"{log}: {len(read.records)} usable requests, at least 2 needed ({usable_summary(read)})")
 
 
 def source_options(sa: SourceArgs) -> tuple[tuple[str, str], ...]:

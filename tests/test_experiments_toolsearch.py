@@ -216,8 +216,8 @@ def test_recommend_on_a_log_refuses_bad_input_and_writes_nothing(tmp_path: Path)
     renamed.write_text("".join(json.dumps({**w, "tools": [f"srv_{t}" for t in w["tools"]]}) + "\n" for w in named))
     for args in (["recommend"], ["train", "--agent", "gap"]):
         code, _, err = run([*args, "--tools", str(tools), "--log", str(renamed), "--out", str(out)])
-        assert code == 2 and f"{renamed}: 0 usable requests, at least 2 needed (skipped " in err, err
-        assert "requests naming a tool not in the registry" in err and "; tools it names that" in err and "'srv_" in err
+        assert code == 2 and f"{renamed}: 0 usable requests, at least 2 needed ({len(lines)} lines read, " in err, err
+        assert "requests naming a tool not in the registry: 'srv_" in err, err
         assert len(err.strip().splitlines()) == 1 and not out.exists()
 
 
