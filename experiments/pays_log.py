@@ -184,7 +184,9 @@ def log_queries(
 
     missing = [q for q in qids if q not in records]
     if missing:
-        raise ValueError(f"{log}: no request {missing[0]!r} of recommend's test split: the log changed since")
+        raise ValueError(f"{log}: no request {missing[0]!r} of recommend's test split: the log changed since, or "
+                         "that recommendation named requests by their line (L<line>; they are named by their text "
+                         "now): give another --out")  # fmt: skip
     texts = [records[q].text for q in qids]
     rankings, rec_k = ranked_requests(recommended, texts, "recommended")
     other, def_k = ranked_requests(default, texts, "default")

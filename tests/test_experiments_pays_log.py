@@ -338,3 +338,12 @@ def test_bad_options_are_refused_in_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
     ok = ToolsearchPaysArgs(tools=str(tools), log=str(log), max_k=30, fixed=(3, 25))
     assert ok.out == "pays" and ok.fixed == (3, 25)
+
+
+def test_a_test_request_missing_from_the_log_is_named_with_the_two_reasons() -> None:
+    """A recommendation whose test ids the log no longer holds (the log changed, or the run named requests by
+    their line, as before ids came from the text): one error naming the log and the request, before any search."""
+    from experiments.pays_log import log_queries
+
+    with pytest.raises(ValueError, match=r"log\.jsonl: no request 'L0007' of recommend's test split: the log changed"):
+        log_queries({}, {"Rabc": object()}, None, None, ["Rabc", "L0007"], "log.jsonl")
