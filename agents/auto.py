@@ -22,8 +22,8 @@ validation score), so :meth:`AutoPolicy.load` reads it back through the chosen k
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,15 @@ from agents.base import DepthPolicy, net_objective
 from agents.registry import register
 from envs import EpisodeConfig, RankedQuery
 
-__all__ = ["AutoConfig", "AutoPolicy", "cv_folds", "inner_split", "net_reward", "net_rewards"]
+__all__ = [
+    "AutoConfig",
+    "AutoPolicy",
+    "cv_folds",
+    "inner_split",
+    "net_reward",
+    "net_rewards",
+    "with_candidate_settings",
+]
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,11 @@ class AutoConfig:
     k-fold cross-validation (module docstring). 0: always one split."""
     cv_folds: int = 5
     """Folds of that cross-validation (at most the number of training queries: leave-one-out)."""
+    candidate_settings: tuple[str, ...] = ()
+    """Settings of the candidate kinds, as ``--set`` items (``cutoff.epochs=10``): each candidate is fitted, and the
+    chosen one refitted, with its kind's items applied over its defaults. A command fills it from its own ``--set``
+    items of the candidate kinds (:func:`with_candidate_settings`), so ``--set cutoff.epochs=10`` reaches the
+    cut-off that ``auto`` fits, and a run's config (and so its hash) records them."""
 
     def __post_init__(self) -> None:
         if not self.candidates:
@@ -64,11 +77,37 @@ class AutoConfig:
                 f"{self.cv_folds}"
             )
 
+        self.kind_settings()  # every item parses, for a candidate kind
+
+    def kind_settings(self) -> dict[str, Any]:
+        """Candidate kind -> its settings dataclass, from :attr:`candidate_settings` (kinds not named: absent)."""
+        from agents.registry import parse_settings
+
+        settings = parse_settings(self.candidate_settings)
+        others = sorted(set(settings) - set(self.candidates))
+        if others:
+            raise ValueError(f"AutoConfig.candidate_settings: {others[0]!r} is not a candidate kind "
+                             f"({', '.join(self.candidates)})")  # fmt: skip
+        return settings
+
     def uses_cv(self, n_train: int) -> bool:
         """Whether ``n_train`` training queries are compared by cross-validation (their inner validation part
         would hold fewer than :attr:`min_validation` queries)."""
         n_fit = min(n_train - 1, max(1, round(self.inner_frac * n_train)))
         return n_train - n_fit < self.min_validation
+
+
+def with_candidate_settings(base: AutoConfig | None, settings: Mapping[str, Any]) -> AutoConfig:
+    """``base`` (or the defaults) with :attr:`AutoConfig.candidate_settings` holding, besides its own items, the
+    changed settings of each candidate kind that ``settings`` (kind -> settings dataclass, a command's ``--set``)
+    names: the one path by which a command's settings reach the kinds ``auto`` fits."""
+    from agents.registry import changed_items, get
+
+    base = base or AutoConfig()
+    items = [i for kind in base.candidates if kind in settings for i in changed_items(get(kind), settings[kind])]
+    if not items:
+        return base
+    return replace(base, candidate_settings=tuple(dict.fromkeys([*base.candidate_settings, *items])))
 
 
 def inner_split(queries: Sequence[RankedQuery], frac: float, seed: int) -> tuple[list[int], list[int]]:
@@ -143,16 +182,18 @@ class AutoPolicy:
             self.selection = "split"
             parts = [inner_split(queries, s.inner_frac, s.inner_seed)]
         self.validation = {}
+        kind_settings = s.kind_settings()
         for kind in s.candidates:
             held_out = []
             for fit_idx, val_idx in parts:
                 fit_q, val_q = [queries[i] for i in fit_idx], [queries[i] for i in val_idx]
-                policy = registry.make(kind, self.reward).fit(fit_q, config, seed)
+                policy = registry.make(kind, self.reward, kind_settings.get(kind)).fit(fit_q, config, seed)
                 held_out.append(net_rewards(policy.depths(val_q, config), val_q, config))
             self.validation[kind] = float(np.concatenate(held_out).mean())
         self.chosen = max(s.candidates, key=lambda k: self.validation[k])  # first of equals
         by_id = sorted(queries, key=lambda q: q.qid)  # the refit, too, never depends on the order given
-        self.policy = registry.make(self.chosen, self.reward).fit(by_id, config, seed)
+        chosen = registry.make(self.chosen, self.reward, kind_settings.get(self.chosen))
+        self.policy = chosen.fit(by_id, config, seed)
         return self
 
     def depths(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.int64]:

@@ -390,6 +390,18 @@ class Learning:
         return self.overrides.observation or "auto"
 
 
+def settings_of(method: MethodSpec, settings: Mapping[str, Any]) -> Any:
+    """The settings a cell of ``method`` gets from a command's ``--set`` (kind -> settings): its kind's, and for
+    ``auto`` also those of its candidate kinds (:func:`agents.auto.with_candidate_settings`)."""
+    if method.agent != "auto":
+        return settings.get(method.agent)
+    from agents.auto import with_candidate_settings
+
+    own = settings.get("auto")
+    chosen = with_candidate_settings(own, settings)
+    return None if own is None and not chosen.candidate_settings else chosen  # None: the defaults, as before
+
+
 def cells_for(
     plans: Sequence[ConditionPlan],
     seeds: Sequence[int],
@@ -401,7 +413,8 @@ def cells_for(
 ) -> list[Cell]:
     """Every (condition, method, split, seed) cell: each plan's episode with ``learning.overrides`` applied
     (:meth:`envs.EpisodeOverrides.apply`), then the method's (:meth:`agents.method.MethodSpec.episode`);
-    ``learning.split_seeds`` default to split 0 only; kinds named in ``learning.settings`` get those settings."""
+    ``learning.split_seeds`` default to split 0 only; kinds named in ``learning.settings`` get those settings
+    (:func:`settings_of`)."""
     cells = []
     for plan in plans:
         episode = learning.overrides.apply(plan.episode)
@@ -414,7 +427,7 @@ def cells_for(
                             m,
                             int(seed),
                             m.episode(episode),
-                            learning.settings.get(m.agent),
+                            settings_of(m, learning.settings),
                             int(split),
                             buckets,
                             options,

@@ -137,3 +137,43 @@ def test_one_training_query_is_refused() -> None:
         AutoPolicy().fit(noisy_lists(1), EpisodeConfig(), 0)
     with pytest.raises(RuntimeError, match="call fit"):
         AutoPolicy().depths(noisy_lists(2), EpisodeConfig())
+
+
+def test_the_commands_settings_reach_the_candidates_auto_fits(tmp_path: Path) -> None:
+    """``--set cutoff.epochs=3`` on an ``auto`` cell: the cut-off auto fits (and refits, when it picks it) is built
+    with 3 epochs, its run's config records it (so its hash differs from the defaults'), a non-candidate kind's
+    item is refused, and without any candidate item the cell is the one it was (settings None)."""
+    from agents import registry
+    from agents.auto import AutoConfig, with_candidate_settings
+    from agents.method import MethodSpec
+    from experiments.plan import settings_of
+
+    given = registry.parse_settings(["cutoff.epochs=3", "dqn.total_timesteps=5000", "auto.inner_seed=5"])
+    cell = settings_of(MethodSpec("auto"), given)
+    assert cell == AutoConfig(inner_seed=5, candidate_settings=("cutoff.epochs=3",))
+    assert settings_of(MethodSpec("auto"), registry.parse_settings(["dqn.total_timesteps=5000"])) is None
+    assert settings_of(MethodSpec("cutoff"), given) == given["cutoff"]
+    assert with_candidate_settings(None, {}) == AutoConfig()
+    with pytest.raises(ValueError, match="'dqn' is not a candidate kind"):
+        AutoConfig(candidate_settings=("dqn.double_q=true",))
+    with pytest.raises(ValueError, match="'cutoff'.*'epochs'"):
+        AutoConfig(candidate_settings=("cutoff.epochs=x",))
+    built: list = []
+    original = registry.make
+
+    def spy(name: str, reward: str = "bor", settings: object = None):  # records what auto builds
+        built.append((name, settings))
+        return original(name, reward, settings)
+
+    queries = [RankedQuery(np.linspace(1, 0, 12), [1 + i % 3], f"q{i:02d}") for i in range(40)]
+    auto = AutoPolicy(settings=AutoConfig(candidates=("cutoff", "gap"), candidate_settings=("cutoff.epochs=3",)))
+    import agents.registry as reg
+
+    reg_make, reg.make = reg.make, spy
+    try:
+        auto.fit(queries, EpisodeConfig(), 0)
+    finally:
+        reg.make = reg_make
+    cutoffs = [s for name, s in built if name == "cutoff"]
+    assert cutoffs and all(s.epochs == 3 for s in cutoffs)
+    assert all(s is None for name, s in built if name == "gap")
