@@ -309,3 +309,17 @@ def run_with(
         ray_address=ca.ray_address,
         runs_dir=runs_dir,
     )
+
+
+def largest_list(plan: Any, cell: Cell, co: CommonArgs) -> int | None:
+    """The largest candidate list of ``cell``'s condition where only its data says it (a log's registry, a user's
+    run, a BEIR corpus: :func:`experiments.plan.fixed_n` is None), from the condition the cells build
+    (:func:`experiments.runner.get_condition`, memoised, so it is built once); None where the plan knows it."""
+    from experiments.plan import fixed_n
+    from experiments.runner import get_condition
+
+    if fixed_n(plan) is not None or cell.benchmark in ("bfcl", "metatool", "toolbench", "synthetic"):
+        return None
+    cond = get_condition(cell.benchmark, cell.scorer, cell.variant, cell.split_seed, co.data_dir, co.cache_dir,
+                         cell.options)  # fmt: skip
+    return max(q.n_candidates for q in cond.queries)

@@ -279,27 +279,31 @@ def fixed_n(plan: ConditionPlan) -> int | None:
         return None
 
 
-def beyond_n(plan: ConditionPlan, methods: Sequence[MethodSpec]) -> list[MethodSpec]:
-    """The fixed-K methods of ``methods`` whose K exceeds ``plan``'s candidate-set size: each would show the
-    whole list under another K's name (fixed-50 on a list of 20 is fixed-20), so the plans leave them out."""
-    n = fixed_n(plan)
+def beyond_n(plan: ConditionPlan, methods: Sequence[MethodSpec], n: int | None = None) -> list[MethodSpec]:
+    """The fixed-K methods of ``methods`` whose K exceeds the list size (``n``, else ``plan``'s candidate-set size
+    :func:`fixed_n`): each would show the whole list under another K's name (fixed-50 on a list of 20 is
+    fixed-20), so the plans leave them out. ``n`` is the largest list of a condition whose size only its data
+    knows (a log's registry, a run's lists, a BEIR corpus): :func:`experiments.pipeline.largest_list`."""
+    n = fixed_n(plan) if n is None else n
     return [m for m in methods if n is not None and m.agent == "fixed" and m.k > n]
 
 
-def within_n(plan: ConditionPlan, methods: Sequence[MethodSpec]) -> list[MethodSpec]:
+def within_n(plan: ConditionPlan, methods: Sequence[MethodSpec], n: int | None = None) -> list[MethodSpec]:
     """``methods`` without :func:`beyond_n`'s."""
-    drop = beyond_n(plan, methods)
+    drop = beyond_n(plan, methods, n)
     return [m for m in methods if m not in drop]
 
 
-def left_out_note(plans: Sequence[ConditionPlan], methods: Callable[[ConditionPlan], Sequence[MethodSpec]]) -> str:
+def left_out_note(
+    plans: Sequence[ConditionPlan], methods: Callable[[ConditionPlan], Sequence[MethodSpec]], n: int | None = None
+) -> str:
     """One console line naming the fixed-K methods the plans leave out (:func:`beyond_n`) with ``methods`` (a
     plan's full method list), or "" when none is."""
     out = []
     for plan in plans:
-        drop = beyond_n(plan, methods(plan))
+        drop = beyond_n(plan, methods(plan), n)
         if drop:
-            out.append(f"{', '.join(m.name for m in drop)} on {plan.name} (N = {fixed_n(plan)})")
+            out.append(f"{', '.join(m.name for m in drop)} on {plan.name} (N = {fixed_n(plan) if n is None else n})")
     if not out:
         return ""
     return f"left out, a fixed K above the list's size (the whole list under another K's name): {'; '.join(out)}"

@@ -330,8 +330,8 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     """``shortlist recommend`` (module docstring)."""
     from benchmarks.names import ConditionId
     from experiments.io import atomic_write_csv, staged_folder
-    from experiments.pipeline import run_with
-    from experiments.plan import PLANS, base_plan, cells_for, within_n
+    from experiments.pipeline import largest_list, run_with
+    from experiments.plan import PLANS, base_plan, cells_for, left_out_note, within_n
     from experiments.report.tables import aggregate_with_groups
     from experiments.runner import collect_runs
 
@@ -342,8 +342,13 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     if la.split_seeds is not None and len(la.split_seeds) > 1:  # (its table is of one test split)
         raise ValueError(f"recommend ranks on one train/test split: give one --split-seeds value, not "
                          f"{' '.join(map(str, la.split_seeds))}")  # fmt: skip
-    methods = {plan.name: within_n(plan, recommend_methods(cid.benchmark))}  # no fixed K above a known N
-    cells = cells_for([plan], seed, methods, learning=la.learning(), options=options)
+    every = recommend_methods(cid.benchmark)
+    cells = cells_for([plan], seed, {plan.name: every}, learning=la.learning(), options=options)
+    n = largest_list(plan, cells[0], ca)  # a log's registry, a run's or a BEIR corpus's largest list
+    kept = within_n(plan, every, n)  # no fixed K above the lists' size (the whole list under another K's name)
+    if note := left_out_note([plan], lambda _: every, n):
+        print(note, flush=True)
+    cells = [c for c in cells if c.method in kept]
     out = Path(ra.out)
     check_out_is_ours(out, cells[0].condition, dict(options))  # these inputs' name and contents
     inputs = " and ".join(p for p in (ra.run, ra.qrels, ra.beir_dir, ra.log) if p) or cid.name

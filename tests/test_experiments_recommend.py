@@ -40,7 +40,8 @@ def recommended(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, P
 def test_every_applicable_kind_is_ranked_on_the_net_reward(recommended: tuple[Path, Path, Path, str]) -> None:
     out, *_ = recommended
     t = pd.read_csv(out / "recommend.csv")
-    expected = {m.name for m in recommend_methods("run")}
+    n = int(pd.read_csv(out / "recommended" / "per_query.csv")["n"].max())  # the lists' size: no fixed K above it
+    expected = {m.name for m in recommend_methods("run") if not (m.agent == "fixed" and m.k > n)}
     assert set(t["method"]) == expected and {"bor-dqn", "bor-tabular", "bor-auto", "fixed-5", "gap"} <= expected
     policies = t[t["group"] != "limit"]
     assert list(policies["mean_reward_net"]) == sorted(policies["mean_reward_net"], reverse=True)
@@ -261,3 +262,28 @@ def test_your_shortlists_must_be_the_top_k_of_the_run_for_every_test_query(
     assert (out / "recommend.csv").read_bytes() == before  # nothing rewritten
     code = main(["recommend", "--benchmark", "bfcl", "--yours", str(stray), "--out", str(tmp_path / "x")])
     assert code == 2 and "--yours goes with --run/--qrels" in capsys.readouterr().err
+
+
+def test_a_fixed_k_above_the_lists_of_your_run_is_left_out_and_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Lists of 12: fixed-20 and fixed-50 would show every list whole under their own names (fixed-12's rows).
+    recommend and train leave the default ones out and say so on the console; train refuses one given with --k."""
+    from test_experiments_sources import write_run as write_lists
+
+    run, qrels = write_lists(tmp_path, n_queries=40, n_docs=12)
+    out = tmp_path / "rec"
+    assert main(["recommend", "--run", str(run), "--qrels", str(qrels), *TINY, "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "left out, a fixed K above the list's size" in said and "fixed-20, fixed-50 on run" in said, said
+    assert said.count("(N = 12)") == 1
+    methods = set(pd.read_csv(out / "recommend.csv")["method"])
+    assert {"fixed-1", "fixed-10"} <= methods and not {"fixed-20", "fixed-50"} & methods
+    trained = tmp_path / "train"
+    args = ["train", "--run", str(run), "--qrels", str(qrels), "--agent", "fixed", "--no-progress"]
+    assert main([*args, "--out", str(trained)]) == 0
+    assert "fixed-20, fixed-50 on run" in capsys.readouterr().out
+    assert set(pd.read_csv(trained / "summary.csv")["method"]) == {f"fixed-{k}" for k in (1, 3, 5, 10)}
+    assert main([*args, "--k", "3", "20", "--out", str(tmp_path / "train2")]) == 2
+    err = capsys.readouterr().err
+    assert "--k 20: above the lists' size N = 12" in err and not (tmp_path / "train2").exists(), err
