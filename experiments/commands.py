@@ -10,7 +10,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agents import registry
 from agents.method import MethodSpec
@@ -37,30 +37,11 @@ if TYPE_CHECKING:
     from benchmarks.conditions import Condition
 
 
-def _fixed_within_lists(ta: TrainArgs, plan: Any, methods: list, cells: list, ca: CommonArgs) -> list:
-    """``cells`` without a fixed K above the lists' size (the whole list under another K's name): the default Ks
-    above it are left out, and said; a K given with ``--k`` above it is refused."""
-    from experiments.pipeline import largest_list
-    from experiments.plan import FIXED_KS, beyond_n, fixed_n, left_out_note
-
-    if not cells or not any(m.agent == "fixed" for m in methods):
-        return cells
-    n = largest_list(plan, cells[0], ca)
-    drop = beyond_n(plan, methods, n)
-    if drop and tuple(ta.k) != tuple(FIXED_KS):
-        size = fixed_n(plan) if n is None else n
-        raise ValueError(f"--k {' '.join(str(m.k) for m in drop)}: above the lists' size N = {size} on {plan.name} "
-                         "(every list shown whole, under another K's name); give K <= N")  # fmt: skip
-    if note := left_out_note([plan], lambda _: methods, n):
-        print(note, flush=True)
-    return [c for c in cells if c.method not in drop]
-
-
 def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int:
     """Train one condition's policies (one run per seed), evaluate them and write the tables."""
     from benchmarks.names import ConditionId
-    from experiments.pipeline import run_with
-    from experiments.plan import PLANS, base_plan, cells_for
+    from experiments.pipeline import fixed_within_lists, run_with
+    from experiments.plan import FIXED_KS, PLANS, base_plan, cells_for
     from experiments.runner import collect_runs, run_index
 
     options = source_options(ta)
@@ -71,7 +52,7 @@ def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int
     seeds = la.seeds if kind.stochastic else la.seeds[:1]
     learning = la.learning(ta.agent)
     cells = cells_for([plan], seeds, {plan.name: methods}, learning=learning, buckets=ta.buckets, options=options)
-    cells = _fixed_within_lists(ta, plan, methods, cells, ca)
+    cells = fixed_within_lists(plan, methods, cells, ca, refuse=tuple(ta.k) != tuple(FIXED_KS))  # --k named
     out = Path(ta.out)
     _refuse_a_manifest(out, "train")
     runs = run_with(cells, out, ca, command)

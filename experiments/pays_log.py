@@ -147,14 +147,16 @@ def judged_qids(recommended: Path, condition: dict[str, Any]) -> tuple[str, list
 
 def ranked_requests(search: Any, texts: Sequence[str], label: str) -> tuple[list[list[tuple[str, float]]], list[int]]:
     """Each request's whole ranking by ``search`` ((tool, score), best first) and the K its tool search shows with no
-    upper bound, from the one search of the whole ranking: the policy's K (``why["policy_k"]``, clipped to 1..the
-    registry), or 1 where the search found every score tied (``why["tied"]``: the ranking says nothing), as
-    :meth:`~shortlist_depth.ToolSearch.search` with ``max_k=None`` shows them."""
+    upper bound, from the one search of the whole ranking: its ``why`` (the policy's K and whether every score tied)
+    through :func:`shortlist_depth.toolsearch.shown_k`, the rule :meth:`~shortlist_depth.ToolSearch.search` applies,
+    with ``max_k=None``."""
+    from shortlist_depth.toolsearch import shown_k
+
     n = len(search.tools)
     whole = search.search_many(list(texts), min_k=n, max_k=n)
     if any(len(s.names) != n for s in whole):
         raise ValueError(f"{label}: a request did not rank the whole registry of {n} tools")
-    shown = [1 if s.why["tied"] else min(max(int(s.why["policy_k"]), 1), n) for s in whole]
+    shown = [shown_k(int(s.why["policy_k"]), bool(s.why["tied"]), 1, n, n) for s in whole]  # as max_k=None shows
     return [list(zip(s.names, map(float, s.scores), strict=True)) for s in whole], shown
 
 

@@ -311,15 +311,39 @@ def run_with(
     )
 
 
-def largest_list(plan: Any, cell: Cell, co: CommonArgs) -> int | None:
-    """The largest candidate list of ``cell``'s condition where only its data says it (a log's registry, a user's
-    run, a BEIR corpus: :func:`experiments.plan.fixed_n` is None), from the condition the cells build
-    (:func:`experiments.runner.get_condition`, memoised, so it is built once); None where the plan knows it."""
-    from experiments.plan import fixed_n
+#: The sources whose list size only their data says (a user's run, a BEIR corpus, a log's registry).
+USER_SOURCES = ("run", "beir", "log")
+
+
+def largest_list(cell: Cell, co: CommonArgs) -> int | None:
+    """The largest candidate list of ``cell``'s condition where only its data says it (:data:`USER_SOURCES`), from
+    the condition the cells build (:func:`experiments.runner.get_condition`, memoised, so it is built once); None
+    for a benchmark, whose plan knows its size (:func:`experiments.plan.fixed_n`)."""
     from experiments.runner import get_condition
 
-    if fixed_n(plan) is not None or cell.benchmark in ("bfcl", "metatool", "toolbench", "synthetic"):
+    if cell.benchmark not in USER_SOURCES:
         return None
     cond = get_condition(cell.benchmark, cell.scorer, cell.variant, cell.split_seed, co.data_dir, co.cache_dir,
                          cell.options)  # fmt: skip
     return max(q.n_candidates for q in cond.queries)
+
+
+def fixed_within_lists(
+    plan: Any, methods: Sequence[Any], cells: list[Cell], co: CommonArgs, refuse: bool
+) -> list[Cell]:
+    """``cells`` (of ``plan`` and ``methods``) without a fixed K above the lists' size (the whole list under another
+    K's name: :func:`experiments.plan.beyond_n`, the size :func:`largest_list` or the plan's): those left out are
+    said on the console, or, with ``refuse`` (a K the user named), a ValueError."""
+    from experiments.plan import beyond_n, fixed_n, left_out_note
+
+    if not cells or not any(m.agent == "fixed" for m in methods):
+        return cells
+    n = largest_list(cells[0], co)
+    drop = beyond_n(plan, methods, n)
+    if drop and refuse:
+        raise ValueError(f"--k {' '.join(str(m.k) for m in drop)}: above the lists' size N = "
+                         f"{fixed_n(plan) if n is None else n} on {plan.name} (every list shown whole, under another "
+                         "K's name); give K <= N")  # fmt: skip
+    if note := left_out_note([plan], lambda _: methods, n):
+        print(note, flush=True)
+    return [c for c in cells if c.method not in drop]

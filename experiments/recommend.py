@@ -120,9 +120,9 @@ def _digests(options: dict) -> dict:
 
 
 def check_out_is_ours(out: Path, condition: str, options: dict | None = None) -> None:
-    """ValueError when ``out`` holds a recommendation made from other inputs: another condition (for an own run
-    its name carries the hash of the run and qrels), or other input contents under the same name (a BEIR folder's
-    condition is named after the scorer alone), so a rerun never replaces it."""
+    """ValueError when ``out`` holds a recommendation made from other inputs: another condition (for a user's run,
+    BEIR folder or log its name carries a hash of the input files), or other input contents under the same name (the
+    sha256 digests in ``options``), so a rerun never replaces it."""
     config = out / "recommended" / "config.json"
     if out.is_dir() and not config.is_file():  # not a recommendation: only an earlier try's runs/ may be there
         other = sorted(p.name for p in out.iterdir() if p.name not in ("runs", "recommend.csv", "README.md"))
@@ -330,8 +330,8 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     """``shortlist recommend`` (module docstring)."""
     from benchmarks.names import ConditionId
     from experiments.io import atomic_write_csv, staged_folder
-    from experiments.pipeline import largest_list, run_with
-    from experiments.plan import PLANS, base_plan, cells_for, left_out_note, within_n
+    from experiments.pipeline import fixed_within_lists, run_with
+    from experiments.plan import PLANS, base_plan, cells_for
     from experiments.report.tables import aggregate_with_groups
     from experiments.runner import collect_runs
 
@@ -344,11 +344,7 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
                          f"{' '.join(map(str, la.split_seeds))}")  # fmt: skip
     every = recommend_methods(cid.benchmark)
     cells = cells_for([plan], seed, {plan.name: every}, learning=la.learning(), options=options)
-    n = largest_list(plan, cells[0], ca)  # a log's registry, a run's or a BEIR corpus's largest list
-    kept = within_n(plan, every, n)  # no fixed K above the lists' size (the whole list under another K's name)
-    if note := left_out_note([plan], lambda _: every, n):
-        print(note, flush=True)
-    cells = [c for c in cells if c.method in kept]
+    cells = fixed_within_lists(plan, every, cells, ca, refuse=False)  # (the grid's Ks above your lists' size: said)
     out = Path(ra.out)
     check_out_is_ours(out, cells[0].condition, dict(options))  # these inputs' name and contents
     inputs = " and ".join(p for p in (ra.run, ra.qrels, ra.beir_dir, ra.log) if p) or cid.name
@@ -361,7 +357,7 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     if ra.yours:  # your own depth rule's shortlists, judged beside every kind on the same test queries
         per_query, agg, notes = with_yours(ra, cells[0], ca, per_query, agg)
     t = recommend_table(per_query, agg)
-    condition = json.loads((auto_run / "config.json").read_text())["condition"]  # a run's name carries its hash
+    condition = cells[0].condition  # (a user's data: its name carries the hash of its inputs)
     chosen, why = verdict(t, auto_run)
     caveat = deployable(runs, per_query, t, cells, ca)
     atomic_write_csv(t, out / "recommend.csv")

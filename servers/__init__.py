@@ -21,7 +21,10 @@ httpx, msgspec). Servers bind 127.0.0.1 unless told otherwise.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agents.trained import TrainedPolicy
 
 #: Where a server binds unless told otherwise.
 DEFAULT_HOST = "127.0.0.1"
@@ -40,22 +43,24 @@ RECORD_TOOLS = "tools.json"
 CONNECT_TIMEOUT = 120.0
 
 
-def health(server: str, scorer: str, policy: Any, tools: int | None) -> dict[str, object]:
+def health(server: str, scorer: str, policy: TrainedPolicy, tools: int | None) -> dict[str, object]:
     """The JSON a server answers at :data:`HEALTH_PATH`: ``status`` ok, the server, its scorer and policy (the
-    method; ``policy`` a :class:`~agents.trained.TrainedPolicy`, or its method alone), the number of tools it searches
-    (None: each request brings its own) and, for a trained policy, :func:`policy_id` and the kind ``auto`` chose (so
-    two searchers ``recommend`` saved, both ``bor-auto``, are told apart after a ``--reload``)."""
-    method = policy if isinstance(policy, str) else policy.method
-    out: dict[str, object] = {"status": "ok", "server": server, "scorer": scorer, "policy": method, "tools": tools}
-    if not isinstance(policy, str):
-        out["policy_id"] = policy_id(policy)
-        chosen = getattr(policy.policy, "chosen", None)
-        if chosen:
-            out["chosen"] = chosen
+    method of the :class:`~agents.trained.TrainedPolicy` it serves), the number of tools it searches (None: each
+    request brings its own), :func:`policy_id` and the kind ``auto`` chose (:func:`chosen_kind`; so two searchers
+    ``recommend`` saved, both ``bor-auto``, are told apart after a ``--reload``)."""
+    out: dict[str, object] = {"status": "ok", "server": server, "scorer": scorer, "policy": policy.method,
+                              "tools": tools, "policy_id": policy_id(policy)}  # fmt: skip
+    if chosen := chosen_kind(policy):
+        out["chosen"] = chosen
     return out
 
 
-def policy_id(policy: Any) -> str:
+def chosen_kind(policy: TrainedPolicy) -> str | None:
+    """The kind an ``auto`` policy chose (None for any other policy)."""
+    return getattr(policy.policy, "chosen", None) or None
+
+
+def policy_id(policy: TrainedPolicy) -> str:
     """A short digest of a trained policy's method and config (what it was trained on, with which settings and
     seed): another training, another id."""
     import hashlib

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import anyio
 
-from servers import policy_id
+from servers import chosen_kind, policy_id
 from shortlist_depth.toolsearch import ToolSearch
 
 LOG = logging.getLogger("servers.reload")
@@ -59,7 +59,7 @@ def folder_stamp(folder: str | os.PathLike[str]) -> Stamp | None:
 def describe(search: ToolSearch, registry: bool = True) -> str:
     """``bor-auto (threshold; bm25, 370 tools; policy_id 3f2a...)``: what a searcher serves, for the log (``auto``'s
     pick; without the registry's size where the requests bring their own tools)."""
-    chosen = getattr(search.policy.policy, "chosen", None)
+    chosen = chosen_kind(search.policy)
     parts = [*([chosen] if chosen else []), search.scorer + (f", {len(search.tools)} tools" if registry else "")]
     return f"{search.policy.method} ({'; '.join(parts)}; policy_id {policy_id(search.policy)})"
 

@@ -592,7 +592,7 @@ class ToolSearch:
         out = []
         for i, (request, (query, order)) in enumerate(zip(requests, lists, strict=True)):
             tied = bool(np.all(query.scores == query.scores[0]))  # no ranking information: min_k tools
-            k = min(lo, int(ranked.size)) if tied else int(np.clip(depths[i], lo, min(hi, ranked.size)))
+            k = shown_k(int(depths[i]), tied, lo, hi, int(ranked.size))
             clipped = None if k == depths[i] else ("min_k" if k > depths[i] else ("max_k" if k == hi else "list"))
             why = self._why(int(depths[i]), "tied" if tied and clipped else clipped, int(ranked.size),
                             estimates[i] if estimates else None, max_k, tied)  # fmt: skip
@@ -685,6 +685,13 @@ class ToolSearch:
 
     def __repr__(self) -> str:
         return f"ToolSearch({len(self.tools)} tools, scorer={self.scorer!r}, policy={self.policy.method!r})"
+
+
+def shown_k(policy_k: int, tied: bool, lo: int, hi: int, n_ranked: int) -> int:
+    """How many of ``n_ranked`` ranked tools a search shows: the policy's K clipped to ``lo``..``hi`` (the
+    ``min_k`` / ``max_k`` bounds, :func:`_clip_bounds`) and to the tools there are, or ``lo`` where every score
+    tied (the ranking says nothing)."""
+    return min(lo, n_ranked) if tied else int(np.clip(policy_k, lo, min(hi, n_ranked)))
 
 
 def _clip_bounds(min_k: int | None, max_k: int | None) -> tuple[int, int]:
