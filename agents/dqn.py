@@ -98,6 +98,7 @@ from agents.sb3 import (
     Checkpoints,
     batched_stop,
     check_loss,
+    forward_rows,
     held_out_checkpoints,
     load_weights,
     policy_kwargs,
@@ -315,13 +316,9 @@ class DQNAgent:
 
     def q_values(self, feats: NDArray[np.float32]) -> NDArray[np.float32]:
         """Q(s, STOP), Q(s, CONTINUE) for a batch of observations, shape (B, 2)."""
-        import torch
-
         if self.model is None:
             raise RuntimeError(f"{self.name}: call fit() or load() first")
-        with torch.no_grad():
-            out = self.model.q_net(torch.as_tensor(feats, dtype=torch.float32))
-        return out.numpy()
+        return forward_rows(self.model.q_net, feats).numpy()
 
     def depths(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> NDArray[np.int64]:
         if self.model is None:

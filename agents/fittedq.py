@@ -70,6 +70,7 @@ from agents.dqn import DQNAgent, DQNConfig, _stop_rule, gradient_steps
 from agents.registry import register
 from agents.sb3 import (
     check_loss,
+    forward_rows,
     held_out_checkpoints,
     policy_kwargs,
     quiet,
@@ -263,8 +264,7 @@ class FittedQ(DQNAgent):
         with training_bar(s.gradient_steps, f"{self.name} s{seed}") as bar:
             while done < s.gradient_steps:
                 target.load_state_dict(q_net.state_dict())
-                with torch.no_grad():
-                    buffer.set_targets(data.targets(target(obs).double().numpy(), s.n_steps))
+                buffer.set_targets(data.targets(forward_rows(target, obs).double().numpy(), s.n_steps))
                 chunk = min(s.target_update_interval, s.gradient_steps - done)
                 self.model.train(gradient_steps=chunk, batch_size=s.batch_size)
                 done += chunk
