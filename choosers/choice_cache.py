@@ -131,6 +131,14 @@ class ChoiceCache:
             tmp.write_text(json.dumps(rec, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         return path
 
+    def drop(self, key: ChoiceKey) -> bool:
+        """Remove the record of ``key`` (so the request is asked again); whether there was one."""
+        try:
+            self.path(key).unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
     def records(self) -> Iterator[dict[str, Any]]:
         """Every readable record, in path order (temporary files and unreadable files skipped)."""
         if not self.root.is_dir():

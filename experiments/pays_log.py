@@ -234,13 +234,8 @@ def forget(chooser: Any, choices: pd.DataFrame) -> int:
     cache = getattr(chooser, "cache", None)
     if cache is None:
         return 0
-    gone = 0
-    for runtime, model, digest in zip(choices["runtime"], choices["model"], choices["digest"], strict=True):
-        path = cache.path(cache.key(str(runtime), str(model), str(digest)))
-        if path.is_file():
-            path.unlink()
-            gone += 1
-    return gone
+    rows = zip(choices["runtime"], choices["model"], choices["digest"], strict=True)
+    return sum(cache.drop(cache.key(str(runtime), str(model), str(digest))) for runtime, model, digest in rows)
 
 
 def run_pays_log(args: ToolsearchPaysArgs, command: str, count: TokenCount, tokenizer: dict[str, str]) -> Path:

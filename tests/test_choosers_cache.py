@@ -162,3 +162,19 @@ def test_bfcl_schemas_real_data() -> None:
     assert tools_from_schemas(["math.factorial"], schemas)[0].description == schemas["math.factorial"][0]
     with pytest.raises(ValueError, match="no schema for tool 'nope'"):
         tools_from_schemas(["nope"], schemas)
+
+
+def test_drop_removes_one_record_so_it_is_asked_again(tmp_path: Path) -> None:
+    cache = ChoiceCache(tmp_path)
+    chooser = Counting(cache)
+    chooser.choose("q", TOOLS[:2])
+    chooser.choose("other", TOOLS[:2])
+    (rec,) = [r for r in cache.records() if r["query"] == "q"]
+    key = cache.key(rec["runtime"], rec["model"], rec["digest"])
+    assert cache.drop(key) is True
+    assert cache.drop(key) is False  # already gone
+    assert cache.get(key) is None and len(list(cache.records())) == 1
+    chooser.choose("q", TOOLS[:2])
+    assert chooser.calls == [2, 2, 2]  # asked again; "other" stays cached
+    chooser.choose("other", TOOLS[:2])
+    assert chooser.calls == [2, 2, 2]
