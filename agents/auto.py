@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agents.base import DepthPolicy, net_objective
-from agents.registry import register
+from agents.registry import SETTING_ITEMS, register
 from envs import EpisodeConfig, RankedQuery
 
 __all__ = [
@@ -60,11 +60,13 @@ class AutoConfig:
     k-fold cross-validation (module docstring). 0: always one split."""
     cv_folds: int = 5
     """Folds of that cross-validation (at most the number of training queries: leave-one-out)."""
-    candidate_settings: tuple[str, ...] = ()
+    candidate_settings: tuple[str, ...] = field(default=(), metadata={SETTING_ITEMS: True})
     """Settings of the candidate kinds, as ``--set`` items (``cutoff.epochs=10``): each candidate is fitted, and the
     chosen one refitted, with its kind's items applied over its defaults. A command fills it from its own ``--set``
     items of the candidate kinds (:func:`with_candidate_settings`), so ``--set cutoff.epochs=10`` reaches the
-    cut-off that ``auto`` fits, and a run's config (and so its hash) records them."""
+    cut-off that ``auto`` fits, and a run's config (and so its hash) records them. As text (``--set
+    auto.candidate_settings=topp.temperatures=0.5,1.0,cutoff.epochs=3``) it splits only where a ``kind.key=`` item
+    starts (:data:`agents.registry.SETTING_ITEMS`), so an item's value may hold commas."""
 
     def __post_init__(self) -> None:
         if not self.candidates:

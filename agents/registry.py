@@ -268,6 +268,24 @@ def _field_type(kind: PolicyKind, key: str) -> Any:
     return hints[key]
 
 
+SETTING_ITEMS = "setting_items"
+"""Field metadata key (``field(metadata={SETTING_ITEMS: True})``): the field, a ``tuple[str, ...]``, holds ``--set``
+items ``kind.key=value`` (``auto``'s ``candidate_settings``). An item's value may hold commas
+(``topp.temperatures=0.5,1.0``), so the field's text is split only at a comma that starts the next item
+(:func:`split_items`), never at every comma: :func:`format_value` and :func:`parse_value` round-trip it."""
+
+_ITEM_START = re.compile(r",(?=\s*[^\s,=._]+\.[A-Za-z_][A-Za-z0-9_]*\s*=)")
+"""A comma followed by ``kind.key=`` (a kind name holds no ``_`` or ``.``, a key is an identifier): where one item
+of a :data:`SETTING_ITEMS` field ends and the next begins. No number, bool or ``none`` holds ``=``, so only a
+string value could hold such a comma."""
+
+
+def split_items(text: str) -> list[str]:
+    """The ``kind.key=value`` items of the text of a :data:`SETTING_ITEMS` field (their values may hold commas):
+    ``"topp.temperatures=0.5,1.0,cutoff.epochs=3"`` -> ``["topp.temperatures=0.5,1.0", "cutoff.epochs=3"]``."""
+    return [part.strip() for part in _ITEM_START.split(text) if part.strip()]
+
+
 _INT = re.compile(r"[+-]?[0-9]+")
 _FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
@@ -297,9 +315,11 @@ def parse_value(kind: PolicyKind, key: str, text: str) -> Any:
     """One setting's value from text, typed from the kind's settings dataclass.
 
     Booleans are ``true``/``false``; an optional field takes ``none``; a tuple field takes
-    comma-separated items (``net_arch=64,64``).
+    comma-separated items (``net_arch=64,64``), a :data:`SETTING_ITEMS` field ``--set`` items split where the
+    next one starts (:func:`split_items`).
     """
     typ = _field_type(kind, key)
+    holds_items = next(f for f in fields(kind.config) if f.name == key).metadata.get(SETTING_ITEMS, False)
     if key == kind.name_field:
         raise ValueError(
             f"policy kind {kind.name!r}: {key!r} names the method ({kind.name}-<{key}>); give it with --{key}"
@@ -312,14 +332,16 @@ def parse_value(kind: PolicyKind, key: str, text: str) -> Any:
             typ = next(a for a in args if a is not type(None))
             args = typing.get_args(typ)
         if typing.get_origin(typ) is tuple:
-            return tuple(_scalar(args[0], item.strip()) for item in text.split(",") if item.strip())
+            parts = split_items(text) if holds_items else text.split(",")
+            return tuple(_scalar(args[0], item.strip()) for item in parts if item.strip())
         return _scalar(typ, text)
     except ValueError as e:
         raise ValueError(f"policy kind {kind.name!r}, setting {key!r}: bad value {text!r} ({e})") from e
 
 
 def format_value(value: Any) -> str:
-    """The text :func:`parse_value` reads back as ``value`` (floats by ``repr``, so they round-trip)."""
+    """The text :func:`parse_value` reads back as ``value`` (floats by ``repr``, so they round-trip; a tuple's items
+    joined by commas, which a :data:`SETTING_ITEMS` field splits back where each item starts)."""
     if value is None:
         return "none"
     if isinstance(value, bool):

@@ -177,3 +177,37 @@ def test_the_commands_settings_reach_the_candidates_auto_fits(tmp_path: Path) ->
     cutoffs = [s for name, s in built if name == "cutoff"]
     assert cutoffs and all(s.epochs == 3 for s in cutoffs)
     assert all(s is None for name, s in built if name == "gap")
+
+
+def _auto_cell(settings: AutoConfig):
+    from agents.method import MethodSpec
+    from experiments.config import Cell
+    from experiments.plan import PLANS
+
+    plan = PLANS["bfcl-bm25"]
+    return Cell(plan.condition, MethodSpec("auto"), 7, plan.episode, settings)
+
+
+def test_candidate_settings_holding_commas_round_trip_through_the_command() -> None:
+    """An item whose value holds commas (``topp.temperatures=0.5,1.0``) in ``auto.candidate_settings``: the
+    printed ``shortlist train`` command's ``--set`` items parse back to the same settings and config hash, and
+    the ``--set`` text splits only where the next ``kind.key=`` item starts."""
+    import shlex
+
+    from agents.method import MethodSpec
+    from experiments.options import LearnArgs
+    from experiments.plan import PLANS, cells_for
+
+    cell = _auto_cell(AutoConfig(candidate_settings=("topp.temperatures=0.5,1.0", "cutoff.epochs=3")))
+    argv = shlex.split(cell.command())
+    items = tuple(argv[i + 1] for i, a in enumerate(argv) if a == "--set")
+    la = LearnArgs(seeds=(7,), set=items)
+    (back,) = cells_for([PLANS["bfcl-bm25"]], la.seeds, {"bfcl-bm25": [MethodSpec("auto")]}, learning=la.learning())
+    assert back.settings == cell.settings
+    assert back.config_hash() == cell.config_hash()
+    assert back.settings.kind_settings()["topp"].temperatures == (0.5, 1.0)
+    parsed = registry.parse_settings(["auto.candidate_settings=topp.temperatures=0.5,1.0"])["auto"]
+    assert parsed.candidate_settings == ("topp.temperatures=0.5,1.0",)
+    text = "auto.candidate_settings=cutoff.epochs=3, gap-tail10.buffer=2,topp.temperatures=0.5,1.0"
+    both = registry.parse_settings(["auto.candidates=gap-tail10,topp,cutoff", text])["auto"]
+    assert both.candidate_settings == ("cutoff.epochs=3", "gap-tail10.buffer=2", "topp.temperatures=0.5,1.0")
