@@ -277,7 +277,7 @@ items ``kind.key=value`` (``auto``'s ``candidate_settings``). An item's value ma
 _ITEM_START = re.compile(r",(?=\s*[^\s,=._]+\.[A-Za-z_][A-Za-z0-9_]*\s*=)")
 """A comma followed by ``kind.key=`` (a kind name holds no ``_`` or ``.``, a key is an identifier): where one item
 of a :data:`SETTING_ITEMS` field ends and the next begins. No number, bool or ``none`` holds ``=``, so only a
-string value could hold such a comma."""
+string value could hold such a comma; :func:`normal_items` refuses one."""
 
 
 def split_items(text: str) -> list[str]:
@@ -394,6 +394,20 @@ def parse_settings(items: Iterable[str], default_kind: str | None = None) -> dic
             out[name] = replace(kind.defaults, **values)
         except (TypeError, ValueError) as e:
             raise ValueError(f"policy kind {name!r}: bad settings {values} ({e})") from e
+    return out
+
+
+def normal_items(items: Iterable[str]) -> tuple[str, ...]:
+    """``--set`` items (each naming its kind) in their one standard form, so that equal settings are equal tuples
+    (and equal config hashes): one item per changed (kind, key), the last given winning, none equal to the kind's
+    default, kinds by name and keys in the field order of the kind's settings, values in :func:`format_value`'s text
+    (:func:`changed_items`). ValueError as :func:`parse_settings`, or when an item's value would read as the start
+    of another item in a :data:`SETTING_ITEMS` field's text."""
+    settings = parse_settings(items)
+    out = tuple(item for name in sorted(settings) for item in changed_items(get(name), settings[name]))
+    for item in out:
+        if len(split_items(item)) != 1:
+            raise ValueError(f"bad setting {item!r}: its value holds ',<kind>.<key>=', which reads as another item")
     return out
 
 

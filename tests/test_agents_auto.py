@@ -211,3 +211,31 @@ def test_candidate_settings_holding_commas_round_trip_through_the_command() -> N
     text = "auto.candidate_settings=cutoff.epochs=3, gap-tail10.buffer=2,topp.temperatures=0.5,1.0"
     both = registry.parse_settings(["auto.candidates=gap-tail10,topp,cutoff", text])["auto"]
     assert both.candidate_settings == ("cutoff.epochs=3", "gap-tail10.buffer=2", "topp.temperatures=0.5,1.0")
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        ("topp.temperatures=0.5,1.0", "cutoff.epochs=3"),  # another order
+        ("cutoff.epochs=5", "topp.temperatures=.5, 1", "cutoff.epochs=3"),  # the later item wins; other text
+        ("cutoff.hidden=32", "cutoff.epochs=+3", "gap.tail=0.0", "topp.temperatures=0.5,1.0"),  # defaults dropped
+    ],
+)
+def test_equal_candidate_settings_make_one_config(items: tuple[str, ...]) -> None:
+    """Item order, items equal to a kind's default and items overridden by a later one for the same key change
+    neither the AutoConfig nor the config hash: equal fits reuse one finished run."""
+    plain = AutoConfig(candidate_settings=("cutoff.epochs=3", "topp.temperatures=0.5,1.0"))
+    assert plain.candidate_settings == ("cutoff.epochs=3", "topp.temperatures=0.5,1.0")
+    other = AutoConfig(candidate_settings=items)
+    assert other == plain
+    assert _auto_cell(other).config_hash() == _auto_cell(plain).config_hash()
+    assert AutoConfig(candidate_settings=("cutoff.epochs=300", "gap.buffer=0")) == AutoConfig()
+
+
+def test_the_commands_item_overrides_autos_own() -> None:
+    """``--set auto.candidate_settings=cutoff.epochs=5 --set cutoff.epochs=3``: the command's item wins."""
+    from agents.auto import with_candidate_settings
+
+    base = AutoConfig(candidate_settings=("cutoff.epochs=5", "cutoff.hidden=8"))
+    chosen = with_candidate_settings(base, registry.parse_settings(["cutoff.epochs=3"]))
+    assert chosen.candidate_settings == ("cutoff.hidden=8", "cutoff.epochs=3")  # CutoffConfig's field order

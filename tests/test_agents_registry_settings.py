@@ -166,3 +166,25 @@ def test_a_number_setting_must_be_finite_decimal_text(text: str) -> None:
         registry.get("tabular").from_dict({"lr_power": float("inf")}, "config.json")
     assert registry.parse_settings(["tabular.lr_power=2e-1"])["tabular"].lr_power == 0.2
     assert registry.parse_settings(["tabular.episodes=300"])["tabular"].episodes == 300
+
+
+@dataclass(frozen=True)
+class NoteConfig:
+    """Settings of a kind with a free-text setting."""
+
+    note: str = ""
+    """Any text."""
+
+
+def test_an_item_whose_value_reads_as_another_item_has_no_standard_form() -> None:
+    """Only a string value can hold ``,<kind>.<key>=``; such an item would split in two in the text of a field of
+    ``--set`` items, so :func:`agents.registry.normal_items` refuses it rather than print text that reads back
+    otherwise."""
+    registry.register("note", lambda reward, settings: ToyPolicy(ToyConfig()), group="peer", stochastic=False,
+                      uses_reward=False, description="a test's kind", config=NoteConfig)  # fmt: skip
+    try:
+        assert registry.normal_items(["note.note=a,b", "note.note=c"]) == ("note.note=c",)
+        with pytest.raises(ValueError, match="reads as another item"):
+            registry.normal_items(["note.note=a,cutoff.epochs=3"])
+    finally:
+        del registry.KINDS["note"]
