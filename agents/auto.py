@@ -81,6 +81,11 @@ class AutoConfig:
                 f"{self.cv_folds}"
             )
 
+        given = self.candidate_settings
+        if not isinstance(given, tuple | list) or not all(isinstance(item, str) for item in given):
+            # one string is refused, not read as one item: "a,b" would be one item here but two in --set text
+            raise ValueError(f"AutoConfig.candidate_settings: expected a tuple of --set items, e.g. "
+                             f"('cutoff.epochs=3',), got {given!r}")  # fmt: skip
         # one standard form (agents.registry.normal_items), so equal fits have equal configs and hashes
         object.__setattr__(self, "candidate_settings", normal_items(self.candidate_settings))
         self.kind_settings()  # every item is for a candidate kind

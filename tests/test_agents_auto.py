@@ -239,3 +239,14 @@ def test_the_commands_item_overrides_autos_own() -> None:
     base = AutoConfig(candidate_settings=("cutoff.epochs=5", "cutoff.hidden=8"))
     chosen = with_candidate_settings(base, registry.parse_settings(["cutoff.epochs=3"]))
     assert chosen.candidate_settings == ("cutoff.hidden=8", "cutoff.epochs=3")  # CutoffConfig's field order
+
+
+def test_candidate_settings_must_be_a_sequence_of_items() -> None:
+    """One string is refused with the expected form (it is not read as characters, nor as one item: ``--set``
+    text is split by its parser, never here); a list (a run's config.json) is read as a tuple."""
+    with pytest.raises(ValueError, match=r"tuple of --set items.*\('cutoff\.epochs=3',\).*'cutoff\.epochs=3'"):
+        AutoConfig(candidate_settings="cutoff.epochs=3")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="tuple of --set items"):
+        AutoConfig(candidate_settings=(3,))  # type: ignore[arg-type]
+    read = registry.get("auto").from_dict({"candidate_settings": ["cutoff.epochs=3"]}, "config.json")
+    assert read == AutoConfig(candidate_settings=("cutoff.epochs=3",))
