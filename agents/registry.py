@@ -143,17 +143,20 @@ class PolicyKind:
 
     def from_dict(self, values: Mapping[str, Any], where: str = "") -> Any:
         """Settings from a plain mapping (a run's ``config.json``), over the defaults; ValueError naming
-        ``where`` and the kind on an unknown key or a bad value. JSON lists become tuples."""
+        ``where``, the kind and the key on an unknown key or a bad value. Each value is checked against its field's
+        type (:func:`_typed`: no bool for a number, no number for a bool); JSON lists become tuples, ints in a
+        float field floats."""
         known = {f.name for f in fields(self.config)}
         unknown = sorted(set(values) - known)
         at = f"{where}: " if where else ""
         if unknown:
             raise ValueError(f"{at}policy kind {self.name!r} has no setting {unknown[0]!r}{_known(self)}")
-        plain = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
-        for key, value in plain.items():
-            items = value if isinstance(value, tuple) else (value,)
-            if any(isinstance(v, float) and not math.isfinite(v) for v in items):
-                raise ValueError(f"{at}bad {self.name} settings ({key}={value!r}: NaN and infinity are not settings)")
+        plain = {}
+        for key, value in values.items():
+            try:
+                plain[key] = _typed(_field_type(self, key), value)
+            except ValueError as e:
+                raise ValueError(f"{at}bad {self.name} settings ({key}={value!r}: {e})") from e
         try:
             return replace(self.defaults, **plain)
         except (TypeError, ValueError) as e:
@@ -309,6 +312,38 @@ def _scalar(typ: Any, text: str) -> Any:
     if typ is str:
         return text
     raise ValueError(f"settings of type {typ} cannot be given as text")
+
+
+_EXPECTED = {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}
+
+
+def _typed(typ: Any, value: Any) -> Any:
+    """``value`` read from JSON, checked against the settings field type ``typ`` (ValueError saying what was
+    expected): an int field takes an int, a float field an int or a finite float (as a float), neither a bool; a
+    bool field a bool; a str field a str; a tuple field a list or tuple, each item checked; an optional field None."""
+    args = typing.get_args(typ)
+    if typing.get_origin(typ) in (typing.Union, types.UnionType) and type(None) in args:
+        if value is None:
+            return None
+        typ = next(a for a in args if a is not type(None))
+        args = typing.get_args(typ)
+    if typing.get_origin(typ) is tuple:
+        if not isinstance(value, list | tuple):
+            raise ValueError("expected a list")
+        return tuple(_typed(args[0], v) for v in value)
+    if typ not in _EXPECTED:
+        raise ValueError(f"settings of type {typ} cannot be read")
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if typ is float and number:
+        try:
+            if math.isfinite(value):
+                return float(value)
+        except OverflowError:  # an int too large for a float
+            pass
+        raise ValueError("expected a finite number; NaN and infinity are not settings")
+    if (typ is int and number and isinstance(value, int)) or (typ in (bool, str) and isinstance(value, typ)):
+        return value
+    raise ValueError(f"expected {_EXPECTED[typ]}")
 
 
 def parse_value(kind: PolicyKind, key: str, text: str) -> Any:
