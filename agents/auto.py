@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agents.base import DepthPolicy, net_objective
-from agents.registry import register
+from agents.registry import SETTING_ITEMS, normal_items, register
 from envs import EpisodeConfig, RankedQuery
 
 __all__ = [
@@ -60,11 +60,15 @@ class AutoConfig:
     k-fold cross-validation (module docstring). 0: always one split."""
     cv_folds: int = 5
     """Folds of that cross-validation (at most the number of training queries: leave-one-out)."""
-    candidate_settings: tuple[str, ...] = ()
+    candidate_settings: tuple[str, ...] = field(default=(), metadata={SETTING_ITEMS: True})
     """Settings of the candidate kinds, as ``--set`` items (``cutoff.epochs=10``): each candidate is fitted, and the
     chosen one refitted, with its kind's items applied over its defaults. A command fills it from its own ``--set``
     items of the candidate kinds (:func:`with_candidate_settings`), so ``--set cutoff.epochs=10`` reaches the
-    cut-off that ``auto`` fits, and a run's config (and so its hash) records them."""
+    cut-off that ``auto`` fits, and a run's config (and so its hash) records them. Kept in one standard form
+    (:func:`agents.registry.normal_items`: one item per changed setting, the last given winning, defaults dropped,
+    kinds by name), so equal fits are equal configs with equal hashes and a finished run is reused. As text (``--set
+    auto.candidate_settings=topp.temperatures=0.5,1.0,cutoff.epochs=3``) it splits only where a ``kind.key=`` item
+    starts (:data:`agents.registry.SETTING_ITEMS`), so an item's value may hold commas."""
 
     def __post_init__(self) -> None:
         if not self.candidates:
@@ -77,7 +81,14 @@ class AutoConfig:
                 f"{self.cv_folds}"
             )
 
-        self.kind_settings()  # every item parses, for a candidate kind
+        given = self.candidate_settings
+        if not isinstance(given, tuple | list) or not all(isinstance(item, str) for item in given):
+            # one string is refused, not read as one item: "a,b" would be one item here but two in --set text
+            raise ValueError(f"AutoConfig.candidate_settings: expected a tuple of --set items, e.g. "
+                             f"('cutoff.epochs=3',), got {given!r}")  # fmt: skip
+        # one standard form (agents.registry.normal_items), so equal fits have equal configs and hashes
+        object.__setattr__(self, "candidate_settings", normal_items(self.candidate_settings))
+        self.kind_settings()  # every item is for a candidate kind
 
     def kind_settings(self) -> dict[str, Any]:
         """Candidate kind -> its settings dataclass, from :attr:`candidate_settings` (kinds not named: absent)."""
@@ -100,14 +111,15 @@ class AutoConfig:
 def with_candidate_settings(base: AutoConfig | None, settings: Mapping[str, Any]) -> AutoConfig:
     """``base`` (or the defaults) with :attr:`AutoConfig.candidate_settings` holding, besides its own items, the
     changed settings of each candidate kind that ``settings`` (kind -> settings dataclass, a command's ``--set``)
-    names: the one path by which a command's settings reach the kinds ``auto`` fits."""
+    names: the one path by which a command's settings reach the kinds ``auto`` fits. The command's items come after
+    ``base``'s, so for the same setting they win (:func:`agents.registry.normal_items` keeps the last)."""
     from agents.registry import changed_items, get
 
     base = base or AutoConfig()
     items = [i for kind in base.candidates if kind in settings for i in changed_items(get(kind), settings[kind])]
     if not items:
         return base
-    return replace(base, candidate_settings=tuple(dict.fromkeys([*base.candidate_settings, *items])))
+    return replace(base, candidate_settings=(*base.candidate_settings, *items))
 
 
 def inner_split(queries: Sequence[RankedQuery], frac: float, seed: int) -> tuple[list[int], list[int]]:

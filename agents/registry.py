@@ -143,17 +143,20 @@ class PolicyKind:
 
     def from_dict(self, values: Mapping[str, Any], where: str = "") -> Any:
         """Settings from a plain mapping (a run's ``config.json``), over the defaults; ValueError naming
-        ``where`` and the kind on an unknown key or a bad value. JSON lists become tuples."""
+        ``where``, the kind and the key on an unknown key or a bad value. Each value is checked against its field's
+        type (:func:`_typed`: no bool for a number, no number for a bool); JSON lists become tuples, ints in a
+        float field floats."""
         known = {f.name for f in fields(self.config)}
         unknown = sorted(set(values) - known)
         at = f"{where}: " if where else ""
         if unknown:
             raise ValueError(f"{at}policy kind {self.name!r} has no setting {unknown[0]!r}{_known(self)}")
-        plain = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
-        for key, value in plain.items():
-            items = value if isinstance(value, tuple) else (value,)
-            if any(isinstance(v, float) and not math.isfinite(v) for v in items):
-                raise ValueError(f"{at}bad {self.name} settings ({key}={value!r}: NaN and infinity are not settings)")
+        plain = {}
+        for key, value in values.items():
+            try:
+                plain[key] = _typed(_field_type(self, key), value)
+            except ValueError as e:
+                raise ValueError(f"{at}bad {self.name} settings ({key}={value!r}: {e})") from e
         try:
             return replace(self.defaults, **plain)
         except (TypeError, ValueError) as e:
@@ -268,6 +271,24 @@ def _field_type(kind: PolicyKind, key: str) -> Any:
     return hints[key]
 
 
+SETTING_ITEMS = "setting_items"
+"""Field metadata key (``field(metadata={SETTING_ITEMS: True})``): the field, a ``tuple[str, ...]``, holds ``--set``
+items ``kind.key=value`` (``auto``'s ``candidate_settings``). An item's value may hold commas
+(``topp.temperatures=0.5,1.0``), so the field's text is split only at a comma that starts the next item
+(:func:`split_items`), never at every comma: :func:`format_value` and :func:`parse_value` round-trip it."""
+
+_ITEM_START = re.compile(r",(?=\s*[^\s,=._]+\.[A-Za-z_][A-Za-z0-9_]*\s*=)")
+"""A comma followed by ``kind.key=`` (a kind name holds no ``_`` or ``.``, a key is an identifier): where one item
+of a :data:`SETTING_ITEMS` field ends and the next begins. No number, bool or ``none`` holds ``=``, so only a
+string value could hold such a comma; :func:`normal_items` refuses one."""
+
+
+def split_items(text: str) -> list[str]:
+    """The ``kind.key=value`` items of the text of a :data:`SETTING_ITEMS` field (their values may hold commas):
+    ``"topp.temperatures=0.5,1.0,cutoff.epochs=3"`` -> ``["topp.temperatures=0.5,1.0", "cutoff.epochs=3"]``."""
+    return [part.strip() for part in _ITEM_START.split(text) if part.strip()]
+
+
 _INT = re.compile(r"[+-]?[0-9]+")
 _FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
@@ -293,13 +314,47 @@ def _scalar(typ: Any, text: str) -> Any:
     raise ValueError(f"settings of type {typ} cannot be given as text")
 
 
+_EXPECTED = {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}
+
+
+def _typed(typ: Any, value: Any) -> Any:
+    """``value`` read from JSON, checked against the settings field type ``typ`` (ValueError saying what was
+    expected): an int field takes an int, a float field an int or a finite float (as a float), neither a bool; a
+    bool field a bool; a str field a str; a tuple field a list or tuple, each item checked; an optional field None."""
+    args = typing.get_args(typ)
+    if typing.get_origin(typ) in (typing.Union, types.UnionType) and type(None) in args:
+        if value is None:
+            return None
+        typ = next(a for a in args if a is not type(None))
+        args = typing.get_args(typ)
+    if typing.get_origin(typ) is tuple:
+        if not isinstance(value, list | tuple):
+            raise ValueError("expected a list")
+        return tuple(_typed(args[0], v) for v in value)
+    if typ not in _EXPECTED:
+        raise ValueError(f"settings of type {typ} cannot be read")
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if typ is float and number:
+        try:
+            if math.isfinite(value):
+                return float(value)
+        except OverflowError:  # an int too large for a float
+            pass
+        raise ValueError("expected a finite number; NaN and infinity are not settings")
+    if (typ is int and number and isinstance(value, int)) or (typ in (bool, str) and isinstance(value, typ)):
+        return value
+    raise ValueError(f"expected {_EXPECTED[typ]}")
+
+
 def parse_value(kind: PolicyKind, key: str, text: str) -> Any:
     """One setting's value from text, typed from the kind's settings dataclass.
 
     Booleans are ``true``/``false``; an optional field takes ``none``; a tuple field takes
-    comma-separated items (``net_arch=64,64``).
+    comma-separated items (``net_arch=64,64``), a :data:`SETTING_ITEMS` field ``--set`` items split where the
+    next one starts (:func:`split_items`).
     """
     typ = _field_type(kind, key)
+    holds_items = next(f for f in fields(kind.config) if f.name == key).metadata.get(SETTING_ITEMS, False)
     if key == kind.name_field:
         raise ValueError(
             f"policy kind {kind.name!r}: {key!r} names the method ({kind.name}-<{key}>); give it with --{key}"
@@ -312,14 +367,16 @@ def parse_value(kind: PolicyKind, key: str, text: str) -> Any:
             typ = next(a for a in args if a is not type(None))
             args = typing.get_args(typ)
         if typing.get_origin(typ) is tuple:
-            return tuple(_scalar(args[0], item.strip()) for item in text.split(",") if item.strip())
+            parts = split_items(text) if holds_items else text.split(",")
+            return tuple(_scalar(args[0], item.strip()) for item in parts if item.strip())
         return _scalar(typ, text)
     except ValueError as e:
         raise ValueError(f"policy kind {kind.name!r}, setting {key!r}: bad value {text!r} ({e})") from e
 
 
 def format_value(value: Any) -> str:
-    """The text :func:`parse_value` reads back as ``value`` (floats by ``repr``, so they round-trip)."""
+    """The text :func:`parse_value` reads back as ``value`` (floats by ``repr``, so they round-trip; a tuple's items
+    joined by commas, which a :data:`SETTING_ITEMS` field splits back where each item starts)."""
     if value is None:
         return "none"
     if isinstance(value, bool):
@@ -372,6 +429,20 @@ def parse_settings(items: Iterable[str], default_kind: str | None = None) -> dic
             out[name] = replace(kind.defaults, **values)
         except (TypeError, ValueError) as e:
             raise ValueError(f"policy kind {name!r}: bad settings {values} ({e})") from e
+    return out
+
+
+def normal_items(items: Iterable[str]) -> tuple[str, ...]:
+    """``--set`` items (each naming its kind) in their one standard form, so that equal settings are equal tuples
+    (and equal config hashes): one item per changed (kind, key), the last given winning, none equal to the kind's
+    default, kinds by name and keys in the field order of the kind's settings, values in :func:`format_value`'s text
+    (:func:`changed_items`). ValueError as :func:`parse_settings`, or when an item's value would read as the start
+    of another item in a :data:`SETTING_ITEMS` field's text."""
+    settings = parse_settings(items)
+    out = tuple(item for name in sorted(settings) for item in changed_items(get(name), settings[name]))
+    for item in out:
+        if len(split_items(item)) != 1:
+            raise ValueError(f"bad setting {item!r}: its value holds ',<kind>.<key>=', which reads as another item")
     return out
 
 

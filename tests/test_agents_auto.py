@@ -177,3 +177,76 @@ def test_the_commands_settings_reach_the_candidates_auto_fits(tmp_path: Path) ->
     cutoffs = [s for name, s in built if name == "cutoff"]
     assert cutoffs and all(s.epochs == 3 for s in cutoffs)
     assert all(s is None for name, s in built if name == "gap")
+
+
+def _auto_cell(settings: AutoConfig):
+    from agents.method import MethodSpec
+    from experiments.config import Cell
+    from experiments.plan import PLANS
+
+    plan = PLANS["bfcl-bm25"]
+    return Cell(plan.condition, MethodSpec("auto"), 7, plan.episode, settings)
+
+
+def test_candidate_settings_holding_commas_round_trip_through_the_command() -> None:
+    """An item whose value holds commas (``topp.temperatures=0.5,1.0``) in ``auto.candidate_settings``: the
+    printed ``shortlist train`` command's ``--set`` items parse back to the same settings and config hash, and
+    the ``--set`` text splits only where the next ``kind.key=`` item starts."""
+    import shlex
+
+    from agents.method import MethodSpec
+    from experiments.options import LearnArgs
+    from experiments.plan import PLANS, cells_for
+
+    cell = _auto_cell(AutoConfig(candidate_settings=("topp.temperatures=0.5,1.0", "cutoff.epochs=3")))
+    argv = shlex.split(cell.command())
+    items = tuple(argv[i + 1] for i, a in enumerate(argv) if a == "--set")
+    la = LearnArgs(seeds=(7,), set=items)
+    (back,) = cells_for([PLANS["bfcl-bm25"]], la.seeds, {"bfcl-bm25": [MethodSpec("auto")]}, learning=la.learning())
+    assert back.settings == cell.settings
+    assert back.config_hash() == cell.config_hash()
+    assert back.settings.kind_settings()["topp"].temperatures == (0.5, 1.0)
+    parsed = registry.parse_settings(["auto.candidate_settings=topp.temperatures=0.5,1.0"])["auto"]
+    assert parsed.candidate_settings == ("topp.temperatures=0.5,1.0",)
+    text = "auto.candidate_settings=cutoff.epochs=3, gap-tail10.buffer=2,topp.temperatures=0.5,1.0"
+    both = registry.parse_settings(["auto.candidates=gap-tail10,topp,cutoff", text])["auto"]
+    assert both.candidate_settings == ("cutoff.epochs=3", "gap-tail10.buffer=2", "topp.temperatures=0.5,1.0")
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        ("topp.temperatures=0.5,1.0", "cutoff.epochs=3"),  # another order
+        ("cutoff.epochs=5", "topp.temperatures=.5, 1", "cutoff.epochs=3"),  # the later item wins; other text
+        ("cutoff.hidden=32", "cutoff.epochs=+3", "gap.tail=0.0", "topp.temperatures=0.5,1.0"),  # defaults dropped
+    ],
+)
+def test_equal_candidate_settings_make_one_config(items: tuple[str, ...]) -> None:
+    """Item order, items equal to a kind's default and items overridden by a later one for the same key change
+    neither the AutoConfig nor the config hash: equal fits reuse one finished run."""
+    plain = AutoConfig(candidate_settings=("cutoff.epochs=3", "topp.temperatures=0.5,1.0"))
+    assert plain.candidate_settings == ("cutoff.epochs=3", "topp.temperatures=0.5,1.0")
+    other = AutoConfig(candidate_settings=items)
+    assert other == plain
+    assert _auto_cell(other).config_hash() == _auto_cell(plain).config_hash()
+    assert AutoConfig(candidate_settings=("cutoff.epochs=300", "gap.buffer=0")) == AutoConfig()
+
+
+def test_the_commands_item_overrides_autos_own() -> None:
+    """``--set auto.candidate_settings=cutoff.epochs=5 --set cutoff.epochs=3``: the command's item wins."""
+    from agents.auto import with_candidate_settings
+
+    base = AutoConfig(candidate_settings=("cutoff.epochs=5", "cutoff.hidden=8"))
+    chosen = with_candidate_settings(base, registry.parse_settings(["cutoff.epochs=3"]))
+    assert chosen.candidate_settings == ("cutoff.hidden=8", "cutoff.epochs=3")  # CutoffConfig's field order
+
+
+def test_candidate_settings_must_be_a_sequence_of_items() -> None:
+    """One string is refused with the expected form (it is not read as characters, nor as one item: ``--set``
+    text is split by its parser, never here); a list (a run's config.json) is read as a tuple."""
+    with pytest.raises(ValueError, match=r"tuple of --set items.*\('cutoff\.epochs=3',\).*'cutoff\.epochs=3'"):
+        AutoConfig(candidate_settings="cutoff.epochs=3")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="tuple of --set items"):
+        AutoConfig(candidate_settings=(3,))  # type: ignore[arg-type]
+    read = registry.get("auto").from_dict({"candidate_settings": ["cutoff.epochs=3"]}, "config.json")
+    assert read == AutoConfig(candidate_settings=("cutoff.epochs=3",))

@@ -166,3 +166,67 @@ def test_a_number_setting_must_be_finite_decimal_text(text: str) -> None:
         registry.get("tabular").from_dict({"lr_power": float("inf")}, "config.json")
     assert registry.parse_settings(["tabular.lr_power=2e-1"])["tabular"].lr_power == 0.2
     assert registry.parse_settings(["tabular.episodes=300"])["tabular"].episodes == 300
+
+
+@dataclass(frozen=True)
+class NoteConfig:
+    """Settings of a kind with a free-text setting."""
+
+    note: str = ""
+    """Any text."""
+
+
+def test_an_item_whose_value_reads_as_another_item_has_no_standard_form() -> None:
+    """Only a string value can hold ``,<kind>.<key>=``; such an item would split in two in the text of a field of
+    ``--set`` items, so :func:`agents.registry.normal_items` refuses it rather than print text that reads back
+    otherwise."""
+    registry.register("note", lambda reward, settings: ToyPolicy(ToyConfig()), group="peer", stochastic=False,
+                      uses_reward=False, description="a test's kind", config=NoteConfig)  # fmt: skip
+    try:
+        assert registry.normal_items(["note.note=a,b", "note.note=c"]) == ("note.note=c",)
+        with pytest.raises(ValueError, match="reads as another item"):
+            registry.normal_items(["note.note=a,cutoff.epochs=3"])
+    finally:
+        del registry.KINDS["note"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "key", "value"),
+    [
+        ("cutoff", "epochs", 3.5),
+        ("cutoff", "epochs", True),
+        ("cutoff", "epochs", "3"),
+        ("cutoff", "epochs", None),
+        ("cutoff", "lr", True),
+        ("cutoff", "lr", "0.1"),
+        ("cutoff", "break_even", 1),
+        ("cutoff", "break_even", "true"),
+        ("greedyk", "by", 1),
+        ("threshold", "target", "0.9"),
+        ("threshold", "target", False),
+        ("dqn", "net_arch", 64),
+        ("dqn", "net_arch", [64, 6.5]),
+        ("dqn", "net_arch", [64, True]),
+        ("topp", "temperatures", [0.5, False]),
+        ("auto", "candidate_settings", "cutoff.epochs=3"),
+        ("auto", "candidate_settings", ["cutoff.epochs=3", 3]),
+    ],
+)
+def test_a_run_config_setting_of_the_wrong_type_is_refused(kind: str, key: str, value: Any) -> None:
+    """A run's ``config.json`` setting is checked against its field's type (a bool is no number, a number no
+    bool); the one-line error names the file, the kind and the key."""
+    with pytest.raises(ValueError, match=rf"^run/config\.json: bad {kind} settings \({key}=") as err:
+        registry.get(kind).from_dict({key: value}, "run/config.json")
+    assert "\n" not in str(err.value)
+
+
+def test_a_run_config_setting_of_the_right_type_is_read() -> None:
+    """Ints, floats (an int too: JSON writes ``1.0`` as ``1`` in hand-made files), bools, strings, lists for
+    tuples and null for an optional field."""
+    cutoff = registry.get("cutoff").from_dict({"epochs": 3, "lr": 1, "break_even": False}, "c.json")
+    assert (cutoff.epochs, cutoff.lr, cutoff.break_even) == (3, 1.0, False) and isinstance(cutoff.lr, float)
+    assert registry.get("threshold").from_dict({"target": None}).target is None
+    assert registry.get("threshold").from_dict({"target": 0.5}).target == 0.5
+    assert registry.get("dqn").from_dict({"net_arch": [32, 16]}).net_arch == (32, 16)
+    assert registry.get("topp").from_dict({"temperatures": [1, 0.5]}).temperatures == (1.0, 0.5)
+    assert registry.get("greedyk").from_dict({"by": "bits"}).by == "bits"
