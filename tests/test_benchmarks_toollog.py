@@ -89,8 +89,8 @@ def test_the_condition_ranks_the_whole_registry_by_the_tool_search_path(tmp_path
     with pytest.raises(ValueError, match="need at least 2 usable requests"):
         build_condition("log", "bm25", options={**options, "log": str(write_log(tmp_path / "one.jsonl", rows[:1]))})
     few = [rows[0], rows[0], {"request": "pizza", "tools": ["order_pizza"]}, {"request": "hi", "tools": []}]
-    message = (r"few\.jsonl: need at least 2 usable requests, got 1 \(4 lines read, 2 skipped \(1 requests naming a "
-               r"tool not in the registry: 'order_pizza' \(1 line\); 1 requests that called no tool\), 1 merged "
+    message = (r"few\.jsonl: need at least 2 usable requests, got 1 \(4 lines read, 2 skipped \(1 lines of requests "
+               r"naming a tool not in the registry: 'order_pizza' \(1 line\); 1 lines that called no tool\), 1 merged "
                r"into an earlier request\)")  # fmt: skip
     with pytest.raises(ValueError, match=message):
         build_condition("log", "bm25", options={**options, "log": str(write_log(tmp_path / "few.jsonl", few))})
@@ -182,3 +182,21 @@ def test_a_served_minilm_request_is_embedded_on_one_thread_and_the_threads_are_r
     cached, _ = ranker.scores(["weather in Paris"], cache_requests=True)  # a log's requests: batched, cached
     np.testing.assert_allclose(served, cached, atol=1e-6)
     assert int(np.argmax(served[0])) == 0
+
+
+@pytest.mark.parametrize("unknown_first", [True, False], ids=["unknown-line-first", "unknown-line-last"])
+def test_a_request_any_of_whose_lines_names_an_unknown_tool_is_skipped_whole(
+    tmp_path: Path, unknown_first: bool
+) -> None:
+    """The same request logged once with known tools and once with a tool the registry lacks keeps no partial label:
+    every line of it is skipped and counted, whichever comes first; a line of it that called no tool is counted as
+    such; the other requests are kept as they were."""
+    known = [{"request": "book a flight", "tools": ["book_flight"]}, {"request": "book a flight", "tool": "get_news"}]
+    unknown = {"request": "  book a flight ", "tools": ["search_flight", "order_pizza"]}
+    lines = [unknown, *known] if unknown_first else [*known, unknown]
+    rows = [{"request": "weather please", "tool": "get_weather"}, *lines, {"request": "book a flight", "tools": []}]
+    read = read_tool_log(write_log(tmp_path / "log.jsonl", rows), NAMES)
+    assert [(r.text, r.gold) for r in read.records] == [("weather please", ("get_weather",))]
+    assert read.skipped == {SKIP_UNKNOWN_TOOL: 3, SKIP_NO_TOOL: 1}  # lines, the no-tool line as such
+    assert read.unknown == {"order_pizza": 1} and read.duplicates == 0 and read.n_lines == 5
+    assert read.n_lines == len(read.records) + read.duplicates + sum(read.skipped.values())

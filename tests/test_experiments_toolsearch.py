@@ -144,7 +144,7 @@ def test_recommend_on_an_agent_log_saves_a_searcher_ready_to_serve(tmp_path: Pat
     assert "note: tools the log names but the registry lacks: 'order_pizza' (2 lines), 'make_tea' (1 line)" in err
     assert "note: 2 log lines repeat an earlier request: merged into it" in err
     assert "warning: only 27 test queries, under 30: intervals will be wide (here a paired 95% interval spans" in err
-    assert "skipped 3 requests naming a tool not in the registry, 1 requests that called no tool" in err
+    assert "skipped 3 lines of requests naming a tool not in the registry, 1 lines that called no tool" in err
     search = ToolSearch.load(out / "searcher")
     recommended = sd.load_policy(out / "recommended")
     assert search.policy.method == recommended.method == "bor-auto" and search.scorer == "bm25"
