@@ -64,7 +64,7 @@ class ToolLog:
     Attributes:
         records: one query per distinct request, in the order of their first lines: id ``R<hex>``
             (:func:`request_id`), its text, the called tools (union, sorted by name).
-        skipped: skipped lines by why (:data:`SKIP_NO_TOOL`, :data:`SKIP_UNKNOWN_TOOL`), non-zero only.
+        skipped: skipped lines by why (:data:`SKIP_UNKNOWN_TOOL`, then :data:`SKIP_NO_TOOL`), non-zero only.
         unknown: each unknown tool name -> the number of log lines naming it, in order of appearance.
         duplicates: lines whose request repeats an earlier line's (merged into it).
         n_lines: non-blank lines read.
@@ -145,27 +145,43 @@ def read_tool_log(path: str | os.PathLike[str], names: Collection[str]) -> ToolL
             first[text][1].extend(t for t in called if t not in first[text][1])
             continue
         first[text] = (lineno, called)
-    n_lines = len(lines)
+    skipped = {
+        k: skipped[k] for k in (SKIP_UNKNOWN_TOOL, SKIP_NO_TOOL) if k in skipped
+    }  # one order, whatever the lines'
     sha = hashlib.sha256(p.read_bytes()).hexdigest()
-    return ToolLog(_records(first, p), skipped, unknown, duplicates, n_lines, sha)
+    return ToolLog(_records(first, p), skipped, unknown, duplicates, len(lines), sha)
 
 
 def usable_summary(log: ToolLog) -> str:
-    """How a log's lines came to its requests: ``12 lines read, 9 skipped (8 requests naming a tool not in the
-    registry: 'order_pizza' (8 lines); 1 requests that called no tool), 1 merged into an earlier request``."""
-    why = [f"{n} {k}" + (": " + _unknown_names(log.unknown) if k == SKIP_UNKNOWN_TOOL and log.unknown else "")
+    """How a log's lines came to its requests: ``12 lines read, 9 skipped (8 lines of requests naming a tool not in
+    the registry: 'order_pizza' (8 lines); 1 line that called no tool), 1 line merged into an earlier request``;
+    every count with its noun in the singular when it is 1."""
+    why = [f"{n} {k if n != 1 else _ONE.get(k, k)}"
+           + (": " + _unknown_names(log.unknown) if k == SKIP_UNKNOWN_TOOL and log.unknown else "")
            for k, n in log.skipped.items() if n]  # fmt: skip
     n_skipped = sum(log.skipped.values())
-    out = f"{log.n_lines} line{'s' if log.n_lines != 1 else ''} read, {n_skipped} skipped"
+    out = f"{_lines(log.n_lines)} read, {n_skipped} skipped"
     out += f" ({'; '.join(why)})" if why else ""
     if log.duplicates:
-        out += f", {log.duplicates} merged into an earlier request"
+        out += f", {_lines(log.duplicates)} merged into an earlier request"
     return out
+
+
+#: The skip reasons said of one line (:func:`usable_summary`).
+_ONE = {
+    SKIP_NO_TOOL: "line that called no tool",
+    SKIP_UNKNOWN_TOOL: "line of a request naming a tool not in the registry",
+}
+
+
+def _lines(n: int) -> str:
+    """``1 line``, ``2 lines``."""
+    return f"{n} line{'' if n == 1 else 's'}"
 
 
 def _unknown_names(unknown: Mapping[str, int], first: int = 5) -> str:
     """The first ``first`` unknown tool names with their line counts, and how many more."""
-    names = ", ".join(f"{name!r} ({n} line{'s' if n > 1 else ''})" for name, n in list(unknown.items())[:first])
+    names = ", ".join(f"{name!r} ({_lines(n)})" for name, n in list(unknown.items())[:first])
     return names + (f" and {len(unknown) - first} more" if len(unknown) > first else "")
 
 
