@@ -263,4 +263,5 @@ register(
     "query (see agents/auto.py)",
     config=AutoConfig,
     objective=net_objective,
+    min_train=2,  # one to fit the candidates on, one to validate them
 )

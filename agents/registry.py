@@ -95,6 +95,9 @@ class PolicyKind:
             settings and seed (the P(found) stop: ``cutoff``, whose network it is): the fit is stored once
             (:mod:`agents.memo`), :func:`experiments.runner.run_cells` runs these cells after every other, and
             ``shortlist bench`` times the fit with that kind's network stored. Empty for every other kind.
+        min_train: the fewest training queries it fits on (``auto`` and the residual DQN hold some out: 2); a
+            command refuses a smaller training split of a user's data before it runs
+            (:func:`experiments.pipeline.check_training_size`).
     """
 
     name: str
@@ -114,6 +117,7 @@ class PolicyKind:
     torch_at_inference: bool = False
     view: View = "list"
     shares_fit: str = ""
+    min_train: int = 1
 
     @property
     def summary(self) -> str:
@@ -185,6 +189,7 @@ def register(
     torch_at_inference: bool = False,
     view: View = "list",
     shares_fit: str = "",
+    min_train: int = 1,
 ) -> PolicyKind:
     """Add a kind to :data:`KINDS` (names are unique and contain no ``_`` or ``.``).
 
@@ -199,6 +204,8 @@ def register(
         raise ValueError(f"policy kind {name!r}: view must be one of {VIEWS}, got {view!r}")
     if shares_fit and shares_fit not in KINDS:
         raise ValueError(f"policy kind {name!r}: shares_fit names no registered kind: {shares_fit!r}")
+    if min_train < 1:
+        raise ValueError(f"policy kind {name!r}: min_train must be at least 1, got {min_train}")
     if view == "stepwise" and not observes:
         raise ValueError(f"policy kind {name!r}: a stepwise kind reads an observation set (observes=True)")
     if not (dataclasses.is_dataclass(config) and isinstance(config, type)):
@@ -227,6 +234,7 @@ def register(
         torch_at_inference,
         view,
         shares_fit,
+        min_train,
     )
     KINDS[name] = kind
     return kind

@@ -299,4 +299,5 @@ register(
     objective=return_objective,
     budget="total_timesteps",
     torch_at_inference=True,
+    min_train=2,  # its beliefs are cross-fitted
 )

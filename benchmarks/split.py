@@ -53,8 +53,24 @@ def seeded_split(n: int, train_frac: float, seed: int) -> tuple[NDArray[np.int64
     if not 0.0 < train_frac < 1.0:
         raise ValueError(f"train_frac must lie in (0, 1), got {train_frac}")
     perm = np.random.default_rng(seed).permutation(n)
-    n_train = min(n - 1, max(1, round(train_frac * n)))
+    n_train = split_sizes(n, train_frac)[0]
     return np.sort(perm[:n_train]), np.sort(perm[n_train:])
+
+
+def split_sizes(n: int, train_frac: float) -> tuple[int, int]:
+    """The training and test sizes :func:`seeded_split` gives ``n >= 2`` queries: ``round(train_frac * n)``, at
+    least 1 and at most ``n - 1``, and the rest."""
+    n_train = min(n - 1, max(1, round(train_frac * n)))
+    return n_train, n - n_train
+
+
+def fewest_to_split(n_train: int, train_frac: float) -> int:
+    """The fewest queries whose :func:`seeded_split` at ``train_frac`` (in (0, 1)) puts at least ``n_train`` of
+    them in training (and one in test)."""
+    n = 2
+    while split_sizes(n, train_frac)[0] < n_train:
+        n += 1
+    return n
 
 
 def sha_lines(lines: list[str]) -> str:

@@ -13,9 +13,13 @@ Rules (:func:`read_tool_log`):
 
 - a line that is not JSON, not an object, without a non-blank string ``request`` or whose ``tools`` is not a
   list of strings: a :class:`~benchmarks.corpus.DataError` naming ``file:line``;
-- a request that called no tool (``"tools": []``): skipped, counted;
-- a request naming a tool the registry lacks: skipped as a whole (its label would be partial), counted, and
-  the unknown names kept (:attr:`ToolLog.unknown`) so the console names the first few;
+- a line that called no tool (``"tools": []``): skipped, counted (:data:`SKIP_NO_TOOL`);
+- a request any of whose lines names a tool the registry lacks: skipped as a whole (its label would be
+  partial), every line with its text, whichever order the lines come in (its other lines' known tools are not
+  kept on their own); its lines that called a tool are counted (:data:`SKIP_UNKNOWN_TOOL`), and the unknown
+  names kept (:attr:`ToolLog.unknown`) so the console names the first few;
+- the counts are of lines: every line read is a usable request's first line, a line merged into it, or a
+  skipped line (:attr:`ToolLog.n_lines` is their sum);
 - the same request text again (exactly, after stripping): one query, whose relevant tools are the union of
   the lines' (counted as duplicates), so a repeated request never lands in both the training and the test
   split;
@@ -49,8 +53,8 @@ from benchmarks.split import Condition, seeded_split, split_meta
 from benchmarks.tool_ranking import RegistryRanker, rank_records
 from benchmarks.tools import read_tools_file, registry_digest
 
-SKIP_NO_TOOL = "requests that called no tool"
-SKIP_UNKNOWN_TOOL = "requests naming a tool not in the registry"
+SKIP_NO_TOOL = "lines that called no tool"
+SKIP_UNKNOWN_TOOL = "lines of requests naming a tool not in the registry"
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,7 @@ class ToolLog:
     Attributes:
         records: one query per distinct request, in the order of their first lines: id ``R<hex>``
             (:func:`request_id`), its text, the called tools (union, sorted by name).
-        skipped: counted skips (:data:`SKIP_NO_TOOL`, :data:`SKIP_UNKNOWN_TOOL`), non-zero only.
+        skipped: skipped lines by why (:data:`SKIP_UNKNOWN_TOOL`, then :data:`SKIP_NO_TOOL`), non-zero only.
         unknown: each unknown tool name -> the number of log lines naming it, in order of appearance.
         duplicates: lines whose request repeats an earlier line's (merged into it).
         n_lines: non-blank lines read.
@@ -122,45 +126,62 @@ def read_tool_log(path: str | os.PathLike[str], names: Collection[str]) -> ToolL
     if not p.is_file():
         raise DataError(f"{p}: no such log file")
     known = set(names)
+    lines = [(lineno, *_called(row, f"{p}:{lineno}")) for lineno, row in iter_jsonl(p)]
+    partial = {text for _, text, called in lines if any(t not in known for t in called)}  # before any is kept
     first: dict[str, tuple[int, list[str]]] = {}
     skipped: dict[str, int] = {}
     unknown: dict[str, int] = {}
-    duplicates = n_lines = 0
-    for lineno, row in iter_jsonl(p):
-        n_lines += 1
-        text, called = _called(row, f"{p}:{lineno}")
-        missing = [t for t in called if t not in known]
-        if not called or missing:
-            key = SKIP_UNKNOWN_TOOL if missing else SKIP_NO_TOOL
+    duplicates = 0
+    for lineno, text, called in lines:
+        if not called or text in partial:
+            key = SKIP_UNKNOWN_TOOL if called else SKIP_NO_TOOL
             skipped[key] = skipped.get(key, 0) + 1
-            for t in missing:
-                unknown[t] = unknown.get(t, 0) + 1
+            for t in called:
+                if t not in known:
+                    unknown[t] = unknown.get(t, 0) + 1
             continue
         if text in first:
             duplicates += 1
             first[text][1].extend(t for t in called if t not in first[text][1])
             continue
         first[text] = (lineno, called)
+    skipped = {
+        k: skipped[k] for k in (SKIP_UNKNOWN_TOOL, SKIP_NO_TOOL) if k in skipped
+    }  # one order, whatever the lines'
     sha = hashlib.sha256(p.read_bytes()).hexdigest()
-    return ToolLog(_records(first, p), skipped, unknown, duplicates, n_lines, sha)
+    return ToolLog(_records(first, p), skipped, unknown, duplicates, len(lines), sha)
 
 
 def usable_summary(log: ToolLog) -> str:
-    """How a log's lines came to its requests: ``12 lines read, 9 skipped (8 requests naming a tool not in the
-    registry: 'order_pizza' (8 lines); 1 requests that called no tool), 1 merged into an earlier request``."""
-    why = [f"{n} {k}" + (": " + _unknown_names(log.unknown) if k == SKIP_UNKNOWN_TOOL and log.unknown else "")
+    """How a log's lines came to its requests: ``12 lines read, 9 skipped (8 lines of requests naming a tool not in
+    the registry: 'order_pizza' (8 lines); 1 line that called no tool), 1 line merged into an earlier request``;
+    every count with its noun in the singular when it is 1."""
+    why = [f"{n} {k if n != 1 else _ONE.get(k, k)}"
+           + (": " + _unknown_names(log.unknown) if k == SKIP_UNKNOWN_TOOL and log.unknown else "")
            for k, n in log.skipped.items() if n]  # fmt: skip
     n_skipped = sum(log.skipped.values())
-    out = f"{log.n_lines} line{'s' if log.n_lines != 1 else ''} read, {n_skipped} skipped"
+    out = f"{_lines(log.n_lines)} read, {n_skipped} skipped"
     out += f" ({'; '.join(why)})" if why else ""
     if log.duplicates:
-        out += f", {log.duplicates} merged into an earlier request"
+        out += f", {_lines(log.duplicates)} merged into an earlier request"
     return out
+
+
+#: The skip reasons said of one line (:func:`usable_summary`).
+_ONE = {
+    SKIP_NO_TOOL: "line that called no tool",
+    SKIP_UNKNOWN_TOOL: "line of a request naming a tool not in the registry",
+}
+
+
+def _lines(n: int) -> str:
+    """``1 line``, ``2 lines``."""
+    return f"{n} line{'' if n == 1 else 's'}"
 
 
 def _unknown_names(unknown: Mapping[str, int], first: int = 5) -> str:
     """The first ``first`` unknown tool names with their line counts, and how many more."""
-    names = ", ".join(f"{name!r} ({n} line{'s' if n > 1 else ''})" for name, n in list(unknown.items())[:first])
+    names = ", ".join(f"{name!r} ({_lines(n)})" for name, n in list(unknown.items())[:first])
     return names + (f" and {len(unknown) - first} more" if len(unknown) > first else "")
 
 

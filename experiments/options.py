@@ -1167,7 +1167,10 @@ def check_log_usable(tools: str, log: str) -> None:
 
     read = read_tool_log(log, [t.name for t in read_tools_file(tools)])
     if len(read.records) < 2:
-        raise ValueError(f"{log}: {len(read.records)} usable requests, at least 2 needed ({usable_summary(read)})")
+        n = len(read.records)
+        raise ValueError(
+            f"{log}: {n} usable request{'' if n == 1 else 's'}, at least 2 needed ({usable_summary(read)})"
+        )
 
 
 def source_options(sa: SourceArgs) -> tuple[tuple[str, str], ...]:

@@ -328,6 +328,34 @@ def largest_list(cell: Cell, co: CommonArgs) -> int | None:
     return max(q.n_candidates for q in cond.queries)
 
 
+def check_training_size(cell: Cell, co: CommonArgs, agent: str, inputs: str) -> None:
+    """ValueError, before anything is run or written, when ``cell``'s training split of a user's data
+    (:data:`USER_SOURCES`; the condition :func:`largest_list` builds too) holds fewer queries than ``agent``'s kind
+    fits on (:attr:`agents.registry.PolicyKind.min_train`: ``auto`` holds some out to validate), naming ``inputs``,
+    the usable queries they hold and how many are needed at the split's train fraction."""
+    from agents.registry import get
+    from benchmarks.split import fewest_to_split
+    from experiments.runner import get_condition
+
+    need = get(agent).min_train
+    if cell.benchmark not in USER_SOURCES or need < 2:
+        return
+    cond = get_condition(cell.benchmark, cell.scorer, cell.variant, cell.split_seed, co.data_dir, co.cache_dir,
+                         cell.options)  # fmt: skip
+    n, n_train = len(cond.queries), len(cond.train)
+    if n_train >= need:
+        return
+    frac = float(cond.meta["train_frac"])
+    one, many = ("request", "requests") if cell.benchmark == "log" else ("query", "queries")
+    usable = "usable" if cell.benchmark == "log" else "judged"
+    larger = ", or a larger --train-frac" if cell.benchmark != "beir" and n > need else ""
+    raise ValueError(
+        f"{inputs}: {n} {usable} {one if n == 1 else many} give {n_train} training {one if n_train == 1 else many} "
+        f"(train fraction {frac:g}); --agent {agent} needs at least {need} training {many}: at least "
+        f"{fewest_to_split(need, frac)} {usable} {many}{larger}"
+    )
+
+
 def fixed_within_lists(
     plan: Any, methods: Sequence[Any], cells: list[Cell], co: CommonArgs, refuse: bool
 ) -> list[Cell]:

@@ -166,6 +166,16 @@ def test_split_properties(n: int, frac: float, seed: int) -> None:
     assert np.array_equal(tr, tr2) and np.array_equal(te, te2)
 
 
+@given(need=st.integers(1, 40), frac=st.floats(0.01, 0.99))
+def test_fewest_to_split_is_the_fewest_that_gives_the_training_size(need: int, frac: float) -> None:
+    """What ``train`` tells a user whose split is too small for the kind (``auto`` needs 2 training queries)."""
+    from benchmarks.split import fewest_to_split
+
+    n = fewest_to_split(need, frac)
+    assert len(seeded_split(n, frac, 0)[0]) >= need and (n == 2 or len(seeded_split(n - 1, frac, 0)[0]) < need)
+    assert (fewest_to_split(2, 0.7), fewest_to_split(2, 0.5), fewest_to_split(2, 0.3)) == (3, 3, 5)
+
+
 def test_tied_tail_stats_by_hand() -> None:
     """Two lists: [3, 2, 0, 0, 0] with the gold at rank 4 (in the 3-item tied tail) and
     [3, 2, 1] with a unique lowest score (no tail) and the gold at rank 1."""

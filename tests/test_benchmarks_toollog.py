@@ -17,7 +17,7 @@ from benchmarks.conditions import build_condition, data_notes
 from benchmarks.corpus import DataError
 from benchmarks.names import log_condition_name
 from benchmarks.tool_ranking import RegistryRanker, identity_mismatch, rank_records, resolve_scorer
-from benchmarks.toollog import SKIP_NO_TOOL, SKIP_UNKNOWN_TOOL, read_tool_log, request_id
+from benchmarks.toollog import SKIP_NO_TOOL, SKIP_UNKNOWN_TOOL, read_tool_log, request_id, usable_summary
 
 NAMES = [t["function"]["name"] for t in openai_tools()]
 
@@ -89,9 +89,9 @@ def test_the_condition_ranks_the_whole_registry_by_the_tool_search_path(tmp_path
     with pytest.raises(ValueError, match="need at least 2 usable requests"):
         build_condition("log", "bm25", options={**options, "log": str(write_log(tmp_path / "one.jsonl", rows[:1]))})
     few = [rows[0], rows[0], {"request": "pizza", "tools": ["order_pizza"]}, {"request": "hi", "tools": []}]
-    message = (r"few\.jsonl: need at least 2 usable requests, got 1 \(4 lines read, 2 skipped \(1 requests naming a "
-               r"tool not in the registry: 'order_pizza' \(1 line\); 1 requests that called no tool\), 1 merged "
-               r"into an earlier request\)")  # fmt: skip
+    message = (r"few\.jsonl: need at least 2 usable requests, got 1 \(4 lines read, 2 skipped \(1 line of a request "
+               r"naming a tool not in the registry: 'order_pizza' \(1 line\); 1 line that called no tool\), 1 line "
+               r"merged into an earlier request\)")  # fmt: skip
     with pytest.raises(ValueError, match=message):
         build_condition("log", "bm25", options={**options, "log": str(write_log(tmp_path / "few.jsonl", few))})
     with pytest.raises(ValueError, match="one variant, hybrid"):
@@ -182,3 +182,54 @@ def test_a_served_minilm_request_is_embedded_on_one_thread_and_the_threads_are_r
     cached, _ = ranker.scores(["weather in Paris"], cache_requests=True)  # a log's requests: batched, cached
     np.testing.assert_allclose(served, cached, atol=1e-6)
     assert int(np.argmax(served[0])) == 0
+
+
+@pytest.mark.parametrize("unknown_first", [True, False], ids=["unknown-line-first", "unknown-line-last"])
+def test_a_request_any_of_whose_lines_names_an_unknown_tool_is_skipped_whole(
+    tmp_path: Path, unknown_first: bool
+) -> None:
+    """The same request logged once with known tools and once with a tool the registry lacks keeps no partial label:
+    every line of it is skipped and counted, whichever comes first; a line of it that called no tool is counted as
+    such; the other requests are kept as they were."""
+    known = [{"request": "book a flight", "tools": ["book_flight"]}, {"request": "book a flight", "tool": "get_news"}]
+    unknown = {"request": "  book a flight ", "tools": ["search_flight", "order_pizza"]}
+    lines = [unknown, *known] if unknown_first else [*known, unknown]
+    rows = [{"request": "weather please", "tool": "get_weather"}, *lines, {"request": "book a flight", "tools": []}]
+    read = read_tool_log(write_log(tmp_path / "log.jsonl", rows), NAMES)
+    assert [(r.text, r.gold) for r in read.records] == [("weather please", ("get_weather",))]
+    assert read.skipped == {SKIP_UNKNOWN_TOOL: 3, SKIP_NO_TOOL: 1}  # lines, the no-tool line as such
+    assert read.unknown == {"order_pizza": 1} and read.duplicates == 0 and read.n_lines == 5
+    assert read.n_lines == len(read.records) + read.duplicates + sum(read.skipped.values())
+
+
+def test_the_usable_summary_says_one_line_and_two_lines(tmp_path: Path) -> None:
+    """Every count ``usable_summary`` prints agrees with its noun: one line, request or merge, and two of each; the
+    reasons in one order, whichever line comes first."""
+    one = [{"request": "hi", "tools": []}, {"request": "pizza", "tools": ["order_pizza"]}]
+    one += [{"request": "news", "tools": ["get_news"]}] * 2
+    read = read_tool_log(write_log(tmp_path / "one.jsonl", one[1:2]), NAMES)
+    assert usable_summary(read) == (
+        "1 line read, 1 skipped (1 line of a request naming a tool not in the registry: 'order_pizza' (1 line))"
+    )
+    read = read_tool_log(write_log(tmp_path / "each.jsonl", one), NAMES)
+    assert usable_summary(read) == (
+        "4 lines read, 2 skipped (1 line of a request naming a tool not in the registry: 'order_pizza' (1 line); "
+        "1 line that called no tool), 1 line merged into an earlier request"
+    )
+    two = [*one, *one]
+    read = read_tool_log(write_log(tmp_path / "two.jsonl", two), NAMES)
+    assert usable_summary(read) == (
+        "8 lines read, 4 skipped (2 lines of requests naming a tool not in the registry: 'order_pizza' (2 lines); "
+        "2 lines that called no tool), 3 lines merged into an earlier request"
+    )
+
+
+def test_a_log_with_one_usable_request_says_request(tmp_path: Path) -> None:
+    """``check_log_usable`` (before a command builds anything): its count, too, agrees with its noun."""
+    from experiments.options import check_log_usable
+
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(openai_tools()))
+    log = write_log(tmp_path / "log.jsonl", [{"request": "news", "tools": ["get_news"]}])
+    with pytest.raises(ValueError, match=r"log\.jsonl: 1 usable request, at least 2 needed \(1 line read, 0 skipped\)"):
+        check_log_usable(str(tools), str(log))

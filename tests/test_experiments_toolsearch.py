@@ -144,7 +144,7 @@ def test_recommend_on_an_agent_log_saves_a_searcher_ready_to_serve(tmp_path: Pat
     assert "note: tools the log names but the registry lacks: 'order_pizza' (2 lines), 'make_tea' (1 line)" in err
     assert "note: 2 log lines repeat an earlier request: merged into it" in err
     assert "warning: only 27 test queries, under 30: intervals will be wide (here a paired 95% interval spans" in err
-    assert "skipped 3 requests naming a tool not in the registry, 1 requests that called no tool" in err
+    assert "skipped 3 lines of requests naming a tool not in the registry, 1 lines that called no tool" in err
     search = ToolSearch.load(out / "searcher")
     recommended = sd.load_policy(out / "recommended")
     assert search.policy.method == recommended.method == "bor-auto" and search.scorer == "bm25"
@@ -219,6 +219,37 @@ def test_recommend_on_a_log_refuses_bad_input_and_writes_nothing(tmp_path: Path)
         assert code == 2 and f"{renamed}: 0 usable requests, at least 2 needed ({len(lines)} lines read, " in err, err
         assert "requests naming a tool not in the registry: 'srv_" in err, err
         assert len(err.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_train_auto_on_too_small_a_log_says_so_before_it_writes(tmp_path: Path) -> None:
+    """``auto`` holds training requests out to validate, so it needs 2 of them: on a log whose split leaves it 1,
+    ``train --agent auto`` fails before it runs or writes anything, naming the log, its usable requests and how
+    many are needed (it failed at fit time, "auto: needs at least 2 training queries ..."); ``recommend`` refuses
+    the same log as it did; a log that gives 2 training requests trains."""
+    tools, _ = write_agent_log(tmp_path / "data", n=1)
+    rows = [{"request": "could you get weather today", "tools": ["get_weather"]},
+            {"request": "could you book hotel today", "tools": ["book_hotel"]},
+            {"request": "could you cancel taxi today", "tools": ["cancel_taxi"]}]  # fmt: skip
+    two, three = tmp_path / "two.jsonl", tmp_path / "three.jsonl"
+    two.write_text("".join(json.dumps(r) + "\n" for r in rows[:2]))
+    three.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    code, _, err = run(["train", "--tools", str(tools), "--log", str(two), "--agent", "auto", "--out", str(out)])
+    assert code == 2 and not out.exists(), err
+    assert (f"{two}: 2 usable requests give 1 training request (train fraction 0.7); --agent auto needs at least 2 "
+            "training requests: at least 3 usable requests" in err), err  # fmt: skip
+    assert "--train-frac" not in err and len(err.strip().splitlines()) == 1, err  # (2 requests: 1 to train, whatever)
+    flags = ["--agent", "auto", "--train-frac", "0.3", "--out", str(out)]
+    code, _, err = run(["train", "--tools", str(tools), "--log", str(three), *flags])
+    assert code == 2 and not out.exists(), err
+    assert (f"{three}: 3 usable requests give 1 training request (train fraction 0.3); --agent auto needs at least 2 "
+            "training requests: at least 5 usable requests, or a larger --train-frac" in err), err  # fmt: skip
+    code, _, err = run(["recommend", "--tools", str(tools), "--log", str(two), "--out", str(out)])
+    assert code == 2 and f"{two}: 2 judged queries give 1 training and 1 test queries" in err and not out.exists()
+    code, _, err = run(
+        ["train", "--tools", str(tools), "--log", str(three), *TINY, "--agent", "auto", "--out", str(out)]
+    )
+    assert code == 0 and (out / "summary.csv").is_file(), err
 
 
 # ------------------------------------------------------------------------------------------ default policy
