@@ -727,11 +727,10 @@ def data_notes(
         more = int(meta.get("n_unknown_tools", len(unknown))) - min(5, len(unknown))
         tail = f" and {more} more" if more else ""
         lines.append(f"note: tools the log names but the registry lacks: {first}{tail} (those requests are skipped)")
-    if int(meta.get("duplicates_merged", 0)):
-        lines.append(
-            f"note: {meta['duplicates_merged']} log lines repeat an earlier request: merged into it (one query, "
-            "the union of the tools called)"
-        )
+    if merged := int(meta.get("duplicates_merged", 0)):
+        repeat = "log line repeats" if merged == 1 else "log lines repeat"
+        lines.append(f"note: {merged} {repeat} an earlier request: merged into it (one query, the union of the tools "
+                     "called)")  # fmt: skip
     absent, n = int(meta.get("n_relevant_not_in_run", 0)), int(meta.get("n_queries", 0))
     tied, ranked = int(meta.get("n_tied_lists", 0)), int(meta.get("n_lists_of_two_or_more", 0))
     if tied and tied == ranked:

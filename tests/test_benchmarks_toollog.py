@@ -50,6 +50,8 @@ def test_the_rules_of_a_log(tmp_path: Path) -> None:
     )
     assert "note: tools the log names but the registry lacks: 'order_pizza' (2 lines)" in notes[1]
     assert notes[2].startswith("note: 2 log lines repeat an earlier request: merged")
+    one = data_notes({"duplicates_merged": 1}, 40)
+    assert one[0].startswith("note: 1 log line repeats an earlier request: merged")
 
 
 @pytest.mark.parametrize(
