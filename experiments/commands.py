@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int:
     """Train one condition's policies (one run per seed), evaluate them and write the tables."""
     from benchmarks.names import ConditionId
-    from experiments.pipeline import check_training_size, fixed_within_lists, run_with
+    from experiments.pipeline import USER_SOURCES, check_split, fixed_within_lists, inputs_label, run_with
     from experiments.plan import FIXED_KS, PLANS, base_plan, cells_for
     from experiments.runner import collect_runs, run_index
 
@@ -53,8 +53,8 @@ def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int
     learning = la.learning(ta.agent)
     cells = cells_for([plan], seeds, {plan.name: methods}, learning=learning, buckets=ta.buckets, options=options)
     cells = fixed_within_lists(plan, methods, cells, ca, refuse=tuple(ta.k) != tuple(FIXED_KS))  # --k named
-    inputs = " and ".join(p for p in (ta.run, ta.qrels, ta.beir_dir, ta.log) if p) or cid.name
-    check_training_size(cells[0], ca, ta.agent, inputs)  # (auto on a 2-request log: before anything is written)
+    if cid.benchmark in USER_SOURCES and kind.min_train > 1:  # (auto on a 2-request log: before anything is written)
+        check_split(cells[0], ca, inputs_label(ta, cid.name), f"--agent {ta.agent}", kind.min_train, 1)
     out = Path(ta.out)
     _refuse_a_manifest(out, "train")
     runs = run_with(cells, out, ca, command)

@@ -28,7 +28,7 @@ import pandas as pd
 
 from experiments.config import Cell
 from experiments.io import staged_folder, write_manifest, write_tables
-from experiments.options import CommonArgs
+from experiments.options import CommonArgs, SourceArgs
 
 
 @dataclass(frozen=True)
@@ -317,42 +317,43 @@ USER_SOURCES = ("run", "beir", "log")
 
 def largest_list(cell: Cell, co: CommonArgs) -> int | None:
     """The largest candidate list of ``cell``'s condition where only its data says it (:data:`USER_SOURCES`), from
-    the condition the cells build (:func:`experiments.runner.get_condition`, memoised, so it is built once); None
+    the condition the cells build (:func:`experiments.runner.cell_condition`, memoised, so it is built once); None
     for a benchmark, whose plan knows its size (:func:`experiments.plan.fixed_n`)."""
-    from experiments.runner import get_condition
+    from experiments.runner import cell_condition
 
     if cell.benchmark not in USER_SOURCES:
         return None
-    cond = get_condition(cell.benchmark, cell.scorer, cell.variant, cell.split_seed, co.data_dir, co.cache_dir,
-                         cell.options)  # fmt: skip
-    return max(q.n_candidates for q in cond.queries)
+    return max(q.n_candidates for q in cell_condition(cell, co.data_dir, co.cache_dir).queries)
 
 
-def check_training_size(cell: Cell, co: CommonArgs, agent: str, inputs: str) -> None:
-    """ValueError, before anything is run or written, when ``cell``'s training split of a user's data
-    (:data:`USER_SOURCES`; the condition :func:`largest_list` builds too) holds fewer queries than ``agent``'s kind
-    fits on (:attr:`agents.registry.PolicyKind.min_train`: ``auto`` holds some out to validate), naming ``inputs``,
-    the usable queries they hold and how many are needed at the split's train fraction."""
-    from agents.registry import get
-    from benchmarks.split import fewest_to_split
-    from experiments.runner import get_condition
+def inputs_label(sa: SourceArgs, name: str) -> str:
+    """How an error names a command's inputs: its run and qrels, BEIR folder or log, else the condition ``name``."""
+    return " and ".join(p for p in (sa.run, sa.qrels, sa.beir_dir, sa.log) if p) or name
 
-    need = get(agent).min_train
-    if cell.benchmark not in USER_SOURCES or need < 2:
-        return
-    cond = get_condition(cell.benchmark, cell.scorer, cell.variant, cell.split_seed, co.data_dir, co.cache_dir,
-                         cell.options)  # fmt: skip
-    n, n_train = len(cond.queries), len(cond.train)
-    if n_train >= need:
+
+def check_split(cell: Cell, co: CommonArgs, inputs: str, who: str, min_train: int, min_test: int) -> None:
+    """ValueError, before anything is run or written, when ``cell``'s train/test split holds fewer than
+    ``min_train`` training or ``min_test`` test queries (``who`` needs them: ``recommend`` to rank, ``--agent auto``
+    to hold some out), naming ``inputs``, the counts and the fewest queries that would do at the split's train
+    fraction."""
+    from benchmarks.split import fewest_to_split, split_sizes
+    from experiments.runner import cell_condition
+
+    cond = cell_condition(cell, co.data_dir, co.cache_dir)
+    n, n_train, n_test = len(cond.queries), len(cond.train), len(cond.test)
+    if n_train >= min_train and n_test >= min_test:
         return
     frac = float(cond.meta["train_frac"])
+    fewest = fewest_to_split(min_train, frac)
+    while split_sizes(fewest, frac)[1] < min_test:
+        fewest += 1
     one, many = ("request", "requests") if cell.benchmark == "log" else ("query", "queries")
     usable = "usable" if cell.benchmark == "log" else "judged"
-    larger = ", or a larger --train-frac" if cell.benchmark != "beir" and n > need else ""
+    other = ", or another --train-frac" if cell.benchmark != "beir" and n >= min_train + min_test else ""
     raise ValueError(
-        f"{inputs}: {n} {usable} {one if n == 1 else many} give {n_train} training {one if n_train == 1 else many} "
-        f"(train fraction {frac:g}); --agent {agent} needs at least {need} training {many}: at least "
-        f"{fewest_to_split(need, frac)} {usable} {many}{larger}"
+        f"{inputs}: {n} {usable} {one if n == 1 else many} give {n_train} training and {n_test} test "
+        f"{one if n_test == 1 else many} (train fraction {frac:g}); {who} needs at least {min_train} training and "
+        f"{min_test} test {one if min_test == 1 else many}: at least {fewest} {usable} {many}{other}"
     )
 
 

@@ -151,21 +151,6 @@ def check_out_is_ours(out: Path, condition: str, options: dict | None = None) ->
 MIN_TEST, MIN_TRAIN = 2, 2
 
 
-def check_sizes(cells: list, ca: CommonArgs, inputs: str) -> None:
-    """ValueError before anything is run when the split is too small to rank on (:data:`MIN_TEST`,
-    :data:`MIN_TRAIN`), naming the inputs and the counts."""
-    from experiments.runner import get_condition
-
-    c = cells[0]
-    cond = get_condition(c.benchmark, c.scorer, c.variant, c.split_seed, ca.data_dir, ca.cache_dir, c.options)
-    n_train, n_test = len(cond.train), len(cond.test)
-    if n_test < MIN_TEST or n_train < MIN_TRAIN:
-        raise ValueError(
-            f"{inputs}: {len(cond.queries)} judged queries give {n_train} training and {n_test} test queries; "
-            f"recommend needs at least {MIN_TRAIN} and {MIN_TEST} (more judged queries, or another --train-frac)"
-        )
-
-
 def interval_width(t: pd.DataFrame) -> float:
     """The median width of the paired 95% intervals of the table's policies (the best's, 0 by construction, and
     the limits' left out): how far apart two policies must be for the test set to tell them apart."""
@@ -192,10 +177,10 @@ def deployable(runs: list[Path], per_query: pd.DataFrame, t: pd.DataFrame, cells
     scores (``predict`` reads one)."""
     from agents import score_depths
     from agents.trained import load_policy
-    from experiments.runner import get_condition
+    from experiments.runner import cell_condition
 
     c = cells[0]
-    test = get_condition(c.benchmark, c.scorer, c.variant, c.split_seed, ca.data_dir, ca.cache_dir, c.options).test
+    test = cell_condition(c, ca.data_dir, ca.cache_dir).test
     several = sum(q.n_relevant > 1 for q in test)
     if not several or any(q.aux_scores is not None for q in test):
         return []
@@ -285,10 +270,10 @@ def with_yours(
     of the condition of ``cell``, one of the table's cells), and the console's notes."""
     from agents.evaluation import summarise
     from experiments.report.tables import aggregate
-    from experiments.runner import get_condition
+    from experiments.runner import cell_condition
 
     c = cell
-    cond = get_condition(c.benchmark, c.scorer, c.variant, c.split_seed, ca.data_dir, ca.cache_dir, c.options)
+    cond = cell_condition(c, ca.data_dir, ca.cache_dir)
     assert ra.run is not None  # (--yours goes with --run: RecommendArgs)
     mine, notes = yours_rows(ra.yours, ra.run, cond, cell)
     agg = pd.concat([agg, aggregate(summarise(mine), mine).assign(group="yours")[agg.columns]], ignore_index=True)
@@ -330,7 +315,7 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     """``shortlist recommend`` (module docstring)."""
     from benchmarks.names import ConditionId
     from experiments.io import atomic_write_csv, staged_folder
-    from experiments.pipeline import fixed_within_lists, run_with
+    from experiments.pipeline import check_split, fixed_within_lists, inputs_label, run_with
     from experiments.plan import PLANS, base_plan, cells_for
     from experiments.report.tables import aggregate_with_groups
     from experiments.runner import collect_runs
@@ -347,8 +332,8 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     cells = fixed_within_lists(plan, every, cells, ca, refuse=False)  # (the grid's Ks above your lists' size: said)
     out = Path(ra.out)
     check_out_is_ours(out, cells[0].condition, dict(options))  # these inputs' name and contents
-    inputs = " and ".join(p for p in (ra.run, ra.qrels, ra.beir_dir, ra.log) if p) or cid.name
-    check_sizes(cells, ca, inputs)
+    inputs = inputs_label(ra, cid.name)
+    check_split(cells[0], ca, inputs, "recommend", MIN_TRAIN, MIN_TEST)  # (to rank: paired intervals need 2 tests)
     runs = run_with(cells, out, ca, command)
     per_query, summary, _ = collect_runs(runs)
     agg = aggregate_with_groups(summary, per_query)

@@ -236,16 +236,17 @@ def test_train_auto_on_too_small_a_log_says_so_before_it_writes(tmp_path: Path) 
     out = tmp_path / "out"
     code, _, err = run(["train", "--tools", str(tools), "--log", str(two), "--agent", "auto", "--out", str(out)])
     assert code == 2 and not out.exists(), err
-    assert (f"{two}: 2 usable requests give 1 training request (train fraction 0.7); --agent auto needs at least 2 "
-            "training requests: at least 3 usable requests" in err), err  # fmt: skip
+    assert (f"{two}: 2 usable requests give 1 training and 1 test request (train fraction 0.7); --agent auto needs "
+            "at least 2 training and 1 test request: at least 3 usable requests" in err), err  # fmt: skip
     assert "--train-frac" not in err and len(err.strip().splitlines()) == 1, err  # (2 requests: 1 to train, whatever)
     flags = ["--agent", "auto", "--train-frac", "0.3", "--out", str(out)]
     code, _, err = run(["train", "--tools", str(tools), "--log", str(three), *flags])
     assert code == 2 and not out.exists(), err
-    assert (f"{three}: 3 usable requests give 1 training request (train fraction 0.3); --agent auto needs at least 2 "
-            "training requests: at least 5 usable requests, or a larger --train-frac" in err), err  # fmt: skip
+    assert (f"{three}: 3 usable requests give 1 training and 2 test requests (train fraction 0.3); --agent auto "
+            "needs at least 2 training and 1 test request: at least 5 usable requests, or another --train-frac"
+            in err), err  # fmt: skip
     code, _, err = run(["recommend", "--tools", str(tools), "--log", str(two), "--out", str(out)])
-    assert code == 2 and f"{two}: 2 judged queries give 1 training and 1 test queries" in err and not out.exists()
+    assert code == 2 and f"{two}: 2 usable requests give 1 training and 1 test request" in err and not out.exists()
     code, _, err = run(
         ["train", "--tools", str(tools), "--log", str(three), *TINY, "--agent", "auto", "--out", str(out)]
     )
