@@ -20,6 +20,7 @@ from experiments.report.causes import (
     rl_goal,
     rl_goal_bullets,
     run_objectives,
+    tabular_sentence,
 )
 from experiments.report.page import section_lines
 from experiments.report.tables import GOAL_BASE_CONDITIONS, GOAL_TWO_SCORER_CONDITIONS
@@ -191,3 +192,49 @@ def test_the_fine_tuning_row_says_how_often_the_hold_out_kept_the_untrained_star
     broken = write_run(tmp_path / "broken", "bor-residual")
     with pytest.raises(ValueError, match="broken/agent.zip: no checkpoint record in the saved residual DQN"):
         run_objectives([broken])
+
+
+def test_tabular_qs_state_and_its_learning_are_measured_apart() -> None:
+    """bor-dp (the DP optimum of tabular Q's state on train) minus the best supervised model, and tabular Q minus
+    bor-dp: the sentence names which one keeps tabular Q behind."""
+    capped = {**REWARDS, "bor-dp": [5.0, 6.0] * 5}  # the state's best rule is itself 2.5 behind; tabular Q 0.5 below it
+    t = cause_table(per_query(capped), pd.DataFrame(), n_boot=500)
+    assert list(t["cause"])[-2:] == ["tabular state", "tabular learning"]
+    by = t.set_index(["cause", "first", "second"])
+    state = by.loc[("tabular state", "bor-dp", "bor-posterior")]  # against the best supervised model
+    assert state["diff"] == pytest.approx(-2.5) and state["diff_hi"] < 0
+    assert state["detail"] == "the DP optimum of tabular Q's state on the training queries"
+    assert by.loc[("tabular learning", "bor-tabular", "bor-dp"), "diff"] == pytest.approx(-0.5)
+    sentence = tabular_sentence(t)
+    assert sentence.startswith("Tabular Q's state keeps it behind (bor-dp (the DP optimum of bor-tabular's "
+                               "discretised state on the training queries) minus bor-posterior: -2.500")  # fmt: skip
+    assert sentence.endswith("and tabular Q is also significantly below that rule.")
+    assert cause_sentence(t) == cause_sentence(t[~t["cause"].str.startswith("tabular")])  # (the RL gap's own)
+    lines = section_lines(cause_section(t))
+    assert sentence in lines and any(
+        line.startswith("| tabular state | bor-dp minus bor-posterior |") for line in lines
+    )
+    # the state's rule as good as the supervised model, tabular Q below it: the learning
+    t = cause_table(per_query({**REWARDS, "bor-dp": [8.0, 8.0, 7.0, 9.0] * 2 + [8.0, 8.0]}), pd.DataFrame(), n_boot=500)
+    assert tabular_sentence(t).startswith("Tabular Q's learning keeps it below what its state allows")
+    t = cause_table(per_query({**REWARDS, "bor-tabular": [8.0] * 10, "bor-dp": [8.0] * 10}), pd.DataFrame(), n_boot=500)
+    assert tabular_sentence(t).startswith("Neither its state nor its learning is significantly short here")
+    assert tabular_sentence(cause_table(per_query(REWARDS), pd.DataFrame(), n_boot=500)) == ""  # no bor-dp ran
+
+
+def test_the_goal_says_on_how_many_conditions_tabular_qs_state_caps_it() -> None:
+    agg, paired = goal_frames(
+        lambda c: {"bor-posterior": 7.0, "bor-dqn": 6.5, "bor-tabular": 6.4},
+        {"bor-dqn": -0.5, "bor-tabular": -0.6},
+    )
+    frames = [per_query({**REWARDS, "bor-dp": [5.0, 6.0] * 5}, "bfcl-bm25"),
+              per_query({**REWARDS, "bor-dp": [8.0, 8.0, 7.0, 9.0] * 2 + [8.0, 8.0]}, "bfcl-minilm"),
+              per_query({**REWARDS, "bor-dp": [1.0] * 10}, "metatool-bm25-multi")]  # (no goal condition) # fmt: skip
+    causes = cause_table(pd.concat(frames), pd.DataFrame(), n_boot=500)
+    ((line,),) = (b.items for b in rl_goal_bullets(rl_goal(agg, paired), causes))
+    assert line.endswith("The best rule on bor-tabular's own discretised state (bor-dp, exact dynamic programming on "
+                         "the training queries) is itself significantly behind the best supervised model on 1 of 2: "
+                         "on those, better learning on that state would not close the gap, in the model estimated "
+                         "from the training queries (the cause table).")  # fmt: skip
+    ((without,),) = (b.items for b in rl_goal_bullets(rl_goal(agg, paired)))
+    assert line.startswith(without) and "discretised" not in without

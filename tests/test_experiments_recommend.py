@@ -12,6 +12,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -182,7 +183,9 @@ def test_predict_cuts_as_the_table_judged_on_several_relevant_items(
 ) -> None:
     """On data with several relevant items per query, the cut-off and the posterior choose their test depths with
     the R they fitted on the training queries (never a test query's own R), so ``predict``, which reads scores
-    alone, cuts each test query where the table judged it, and recommend has no depth difference to report."""
+    alone, cuts each test query where the table judged it, and recommend has no depth difference to report. Its
+    guard is shown to fire: a policy whose depths from the scores alone differ (as if it had read a label) is said,
+    on the console and the page."""
     from test_experiments_sources import write_run as write_several
 
     run, qrels = write_several(tmp_path, n_queries=60)  # (odd queries: 1 to 3 relevant documents)
@@ -198,6 +201,49 @@ def test_predict_cuts_as_the_table_judged_on_several_relevant_items(
         assert main(["predict", "--run-dir", str(learned), "--run", str(run), "--out", str(cut)]) == 0
         k = pd.read_csv(cut, sep=" ", header=None, dtype={0: str})[0].value_counts().reindex(rows.index).to_numpy()
         assert (k == rows["k"].to_numpy()).all(), method
+
+    # The guard fires: were the posterior's depths from the scores alone not those the table judged (as if it had
+    # read a test query's R), the same command says so, on how many queries, and the net reward at predict's depths.
+    import agents.trained
+    import experiments.runner
+    from agents import score_depths
+
+    real_policy, real_condition = agents.trained.load_policy, experiments.runner.cell_condition
+    seen: dict[str, Any] = {}
+
+    class OneDeeper:  # the loaded policy, one rank deeper on the first test query (the posterior only)
+        def __init__(self, run: Path) -> None:
+            self.policy, self.deeper = real_policy(run), run.name.endswith("__bor-posterior__s42")
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.policy, name)
+
+        def depths(self, scores: list, n: list) -> Any:
+            k = self.policy.depths(scores, n).copy()
+            if self.deeper:
+                k[0] += 1
+                seen["k"], seen["step_cost"] = k, self.policy.episode.step_cost
+            return k
+
+    def condition(*args: Any) -> Any:
+        seen["test"] = real_condition(*args).test
+        return real_condition(*args)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(agents.trained, "load_policy", OneDeeper)
+        m.setattr(experiments.runner, "cell_condition", condition)
+        assert main(["recommend", "--run", str(run), "--qrels", str(qrels), *TINY, "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    table = pd.read_csv(out / "recommend.csv").set_index("method")
+    test = seen["test"]
+    net = float(score_depths(test, seen["k"], step_cost=seen["step_cost"])["reward_net"].mean())
+    judged = table.loc["bor-posterior", "mean_reward_net"]
+    assert net != pytest.approx(judged, abs=5e-4)  # (one query deeper moves the mean: the line shows both)
+    assert "have more than one relevant item, and these policies' test depths are not those" in err, err
+    assert (f"bor-posterior: depths differ on 1 of {len(test)} test queries; net reward at predict's depths "
+            f"{net:.3f} (table: {judged:.3f})") in err, err  # fmt: skip
+    assert "bor-cutoff: depths differ" not in err, err
+    assert f"bor-posterior: depths differ on 1 of {len(test)} test queries" in (out / "README.md").read_text()
 
 
 def cut_run(run: Path, out: Path, keep: Callable[[str, int], bool]) -> Path:

@@ -13,7 +13,13 @@ the mean over seeds; resampled over units, stratified by split):
   Q-values (:mod:`agents.residual`), minus that posterior model (:data:`FINE_TUNING_PAIRS`): what RL on the rewards
   adds to the supervised model it starts from;
 - **objective**: whether every RL cell of the condition trained on the judged net reward, gamma 1 and the
-  condition's step cost, as its run config records (a check, not a difference).
+  condition's step cost, as its run config records (a check, not a difference);
+- **tabular Q's own state** (:data:`TABULAR_PAIRS`): ``bor-dp``, the best stationary rule on tabular Q's
+  discretised state by exact dynamic programming in the model estimated from the training queries
+  (:mod:`agents.oracle`), minus the best supervised model (``tabular state``: what that state leaves, with the
+  learning taken out), and tabular Q minus ``bor-dp`` (``tabular learning``: what the learning leaves on that
+  state). :func:`tabular_sentence` says which of the two keeps tabular Q behind. ``bor-dp`` is a reference, not a
+  bound: optimal inside the estimated model, where pooled states are treated as Markov.
 
 Beside them the remaining **gap**: the best RL agent minus the best supervised model (each chosen by its mean
 test net reward). :func:`cause_sentence` says in one sentence which measured cause explains a gap that remains.
@@ -62,6 +68,8 @@ INFORMATION_PAIRS: tuple[tuple[str, str], ...] = ((INFORMATION_LABEL, INFORMATIO
 OPTIMISATION_PAIRS: tuple[tuple[str, str], ...] = (("bor-fqi", "bor-dqn"), ("bor-ppo", "bor-dqn"))
 #: (RL agent that starts from a supervised model, that model): the residual DQN and the posterior it starts from.
 FINE_TUNING_PAIRS: tuple[tuple[str, str], ...] = (("bor-residual", "bor-posterior"),)
+#: The tabular agent and the DP optimum of its own discretised state (the reference of its two rows).
+TABULAR_PAIRS: tuple[tuple[str, str], ...] = (("bor-tabular", "bor-dp"),)
 #: The heading of :func:`cause_section`.
 CAUSES_HEADING = "Why RL trails the supervised models: information, optimisation, objective"
 #: The columns of :func:`cause_table`.
@@ -129,6 +137,10 @@ def _pair(
             **diff_interval(d, idx), "detail": detail}  # fmt: skip
 
 
+#: The detail of a ``tabular state`` row (:func:`cause_table`).
+TABULAR_STATE_DETAIL = "the DP optimum of tabular Q's state on the training queries"
+
+
 def _kept(objectives: pd.DataFrame, cond: str, method: str) -> str:
     """ "kept its untrained start in k of n runs" for ``method``'s runs on ``cond`` (empty without the record)."""
     if objectives.empty or "kept_prior" not in objectives:
@@ -158,9 +170,15 @@ def cause_table(per_query: pd.DataFrame, objectives: pd.DataFrame, seed: int = 0
             ("fine-tuning", FINE_TUNING_PAIRS),
         ):
             rows += [r for a, b in pairs if (r := _pair(cond, cause, by, idx, a, b, _kept(objectives, cond, a)))]
+        for agent, dp in TABULAR_PAIRS:
+            if agent in by.index and dp in by.index and sup:
+                best_sup = max(sup, key=lambda m: means[m])
+                rows += [r for r in (_pair(cond, "tabular state", by, idx, dp, best_sup, TABULAR_STATE_DETAIL),
+                                     _pair(cond, "tabular learning", by, idx, agent, dp)) if r]  # fmt: skip
     out = pd.DataFrame(rows, columns=list(CAUSE_COLUMNS))
     order = {c: i for i, c in enumerate(condition_order(out["condition"].unique()))} if len(out) else {}
-    kinds = {"gap": 0, "information": 1, "optimisation": 2, "fine-tuning": 3, "objective": 4}
+    kinds = {"gap": 0, "information": 1, "optimisation": 2, "fine-tuning": 3, "objective": 4, "tabular state": 5,
+             "tabular learning": 6}  # fmt: skip
     return (
         out.assign(_c=out["condition"].map(order), _k=out["cause"].map(kinds))
         .sort_values(["_c", "_k"], kind="stable")
@@ -198,6 +216,31 @@ def cause_sentence(rows: pd.DataFrame) -> str:
     )
 
 
+def tabular_sentence(rows: pd.DataFrame) -> str:
+    """One sentence for one condition's rows of :func:`cause_table` on tabular Q (empty without its two rows):
+    whether the best rule on its discretised state (``bor-dp``) is itself significantly behind the best supervised
+    model, in which case better learning on that state does not close the gap in the estimated model, and where
+    tabular Q stands against that rule."""
+    state = rows[rows["cause"] == "tabular state"]
+    learning = rows[rows["cause"] == "tabular learning"]
+    if state.empty or learning.empty:
+        return ""
+    s, le = state.iloc[0], learning.iloc[0]
+    head = (f"{s['first']} (the DP optimum of {le['first']}'s discretised state on the training queries) minus "
+            f"{s['second']}: {signed_ci(s)}; {le['first']} minus {s['first']}: {signed_ci(le)}")  # fmt: skip
+    if s["diff_hi"] < 0:
+        learned = ("and tabular Q is also significantly below that rule" if le["diff_hi"] < 0 else
+                   "and tabular Q is within noise of that rule or above it")  # fmt: skip
+        return (f"Tabular Q's state keeps it behind ({head}): the best rule on that state is itself significantly "
+                f"behind, {learned}.")  # fmt: skip
+    if le["diff_hi"] < 0:
+        return (
+            f"Tabular Q's learning keeps it below what its state allows ({head}): that state's best rule is "
+            "within noise of the supervised model or ahead, and tabular Q is significantly below it."
+        )
+    return f"Neither its state nor its learning is significantly short here ({head})."
+
+
 def cause_section(causes: pd.DataFrame) -> Section:
     """The page's section: one table of the measured causes per condition, then its sentence (empty, so left
     out, without causes)."""
@@ -213,7 +256,10 @@ def cause_section(causes: pd.DataFrame) -> Section:
         "model's own Q-values, `agents/residual.py`) minus the posterior model: what RL on the rewards adds to the "
         "supervised model it starts from (and in how many runs its hold-out kept the untrained start, the "
         "posterior itself); **objective**, whether every RL run's config records the judged objective (net BoR "
-        "reward, gamma 1, the condition's step cost)."
+        "reward, gamma 1, the condition's step cost); **tabular state**, bor-dp (the best stationary rule on "
+        "tabular Q's discretised state, by exact dynamic programming in the model estimated from the training "
+        "queries: a reference, not a bound) minus the best supervised model, and **tabular learning**, tabular Q "
+        "minus bor-dp: whether tabular Q's state or its learning keeps it behind."
     )
     subsections = []
     for cond in condition_order(causes["condition"].unique()):
@@ -224,7 +270,9 @@ def cause_section(causes: pd.DataFrame) -> Section:
             for _, r in rows.iterrows()
         ]  # fmt: skip
         table = Table(["cause", "comparison", "difference [95% paired]"], cells)
-        subsections.append(Section(cond, [table, Paragraph(cause_sentence(rows))]))
+        tabular = tabular_sentence(rows)
+        subsections.append(Section(cond, [table, Paragraph(cause_sentence(rows)),
+                                          *([Paragraph(tabular)] if tabular else [])]))  # fmt: skip
     return Section(CAUSES_HEADING, [what], subsections)
 
 
@@ -255,11 +303,28 @@ def rl_goal(agg: pd.DataFrame, paired: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def rl_goal_bullets(goal: pd.DataFrame) -> list[Block]:
+def _tabular_state_count(causes: pd.DataFrame | None, conds: set[str]) -> str:
+    """The sentence of :func:`rl_goal_bullets` on tabular Q's state over the goal conditions ``conds`` (empty
+    without its rows)."""
+    if causes is None or causes.empty:
+        return ""
+    state = causes[(causes["cause"] == "tabular state") & causes["condition"].isin(conds)]
+    if state.empty:
+        return ""
+    ((agent, dp),) = TABULAR_PAIRS
+    n = int((state["diff_hi"] < 0).sum())
+    return (f" The best rule on {agent}'s own discretised state ({dp}, exact dynamic programming on the training "
+            f"queries) is itself significantly behind the best supervised model on {n} of {len(state)}: on those, "
+            "better learning on that state would not close the gap, in the model estimated from the training queries "
+            "(the cause table).")  # fmt: skip
+
+
+def rl_goal_bullets(goal: pd.DataFrame, causes: pd.DataFrame | None = None) -> list[Block]:
     """The verdicts of :func:`rl_goal` on the goal conditions: the best RL agent within noise of the best
     supervised model, and the counted (condition, RL agent) pairs significantly behind it. The goal's counts are
     stated on all 10 base and two-scorer conditions: on fewer (a comparison of some of them) the counts are
-    shown and the goal is not judged."""
+    shown and the goal is not judged. With ``causes`` (:func:`cause_table`), also on how many of them the best
+    rule on tabular Q's own state (``bor-dp``) is itself significantly behind the best supervised model."""
     g = goal[goal["goal_condition"]] if len(goal) else goal
     if g.empty:
         return []
@@ -299,7 +364,9 @@ def rl_goal_bullets(goal: pd.DataFrame) -> list[Block]:
                 f"RL against the best supervised model (goal of issue 39, {where}): the best RL agent is within noise "
                 f"of it or ahead on {n_ok} of {len(best)} ({within}); {' and '.join(GOAL_RL_AGENTS)} are significantly "
                 f"behind it in {n_behind} of {len(counted)} (condition, RL agent) pairs ({pairs}). "
-                f"Significantly behind, per RL agent: {per_agent} (`rl_goal.csv`)." + without
+                f"Significantly behind, per RL agent: {per_agent} (`rl_goal.csv`)."
+                + without
+                + _tabular_state_count(causes, conds)
             ]
         )
     ]
@@ -314,4 +381,5 @@ __all__ = [
     "rl_goal",
     "rl_goal_bullets",
     "run_objectives",
+    "tabular_sentence",
 ]

@@ -168,7 +168,7 @@ def write_compare_report(
             [
                 *(examined_lines(examined, t["aggregate"], observation) if examined is not None else []),
                 *answer_lines(t["best"], t["split_goal"], t["paired"], every=examined is not None),
-                *rl_goal_bullets(t["rl_goal"]),
+                *rl_goal_bullets(t["rl_goal"], t["causes"]),
             ],
         ),
         sections=(
