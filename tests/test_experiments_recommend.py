@@ -226,8 +226,9 @@ def test_predict_cuts_as_the_table_judged_on_several_relevant_items(
             return k
 
     def condition(*args: Any) -> Any:
-        seen["test"] = real_condition(*args).test
-        return real_condition(*args)
+        built = real_condition(*args)
+        seen["test"] = built.test
+        return built
 
     with pytest.MonkeyPatch.context() as m:
         m.setattr(agents.trained, "load_policy", OneDeeper)

@@ -14,7 +14,7 @@ the mean over seeds; resampled over units, stratified by split):
   adds to the supervised model it starts from;
 - **objective**: whether every RL cell of the condition trained on the judged net reward, gamma 1 and the
   condition's step cost, as its run config records (a check, not a difference);
-- **tabular Q's own state** (:data:`TABULAR_PAIRS`): ``bor-dp``, the best stationary rule on tabular Q's
+- **tabular Q's own state** (:data:`TABULAR_AGENT`, :data:`TABULAR_OPTIMUM`): ``bor-dp``, the best stationary rule on tabular Q's
   discretised state by exact dynamic programming in the model estimated from the training queries
   (:mod:`agents.oracle`), minus the best supervised model (``tabular state``: what that state leaves, with the
   learning taken out), and tabular Q minus ``bor-dp`` (``tabular learning``: what the learning leaves on that
@@ -68,8 +68,8 @@ INFORMATION_PAIRS: tuple[tuple[str, str], ...] = ((INFORMATION_LABEL, INFORMATIO
 OPTIMISATION_PAIRS: tuple[tuple[str, str], ...] = (("bor-fqi", "bor-dqn"), ("bor-ppo", "bor-dqn"))
 #: (RL agent that starts from a supervised model, that model): the residual DQN and the posterior it starts from.
 FINE_TUNING_PAIRS: tuple[tuple[str, str], ...] = (("bor-residual", "bor-posterior"),)
-#: The tabular agent and the DP optimum of its own discretised state (the reference of its two rows).
-TABULAR_PAIRS: tuple[tuple[str, str], ...] = (("bor-tabular", "bor-dp"),)
+#: The tabular agent, and the DP optimum of its own discretised state (the reference of its two rows).
+TABULAR_AGENT, TABULAR_OPTIMUM = "bor-tabular", "bor-dp"
 #: The heading of :func:`cause_section`.
 CAUSES_HEADING = "Why RL trails the supervised models: information, optimisation, objective"
 #: The columns of :func:`cause_table`.
@@ -161,8 +161,9 @@ def cause_table(per_query: pd.DataFrame, objectives: pd.DataFrame, seed: int = 0
         means = by.mean(axis=1)
         rl = [m for m in by.index if _rl(m)]
         sup = [m for m in SUPERVISED_AGENTS if m in by.index]
-        if rl and sup:
-            gap = _pair(cond, "gap", by, idx, max(rl, key=lambda m: means[m]), max(sup, key=lambda m: means[m]))
+        best_sup = max(sup, key=lambda m: means[m]) if sup else None
+        if rl and best_sup:
+            gap = _pair(cond, "gap", by, idx, max(rl, key=lambda m: means[m]), best_sup)
             rows.append(gap) if gap else None
         for cause, pairs in (
             ("information", INFORMATION_PAIRS),
@@ -170,11 +171,9 @@ def cause_table(per_query: pd.DataFrame, objectives: pd.DataFrame, seed: int = 0
             ("fine-tuning", FINE_TUNING_PAIRS),
         ):
             rows += [r for a, b in pairs if (r := _pair(cond, cause, by, idx, a, b, _kept(objectives, cond, a)))]
-        for agent, dp in TABULAR_PAIRS:
-            if agent in by.index and dp in by.index and sup:
-                best_sup = max(sup, key=lambda m: means[m])
-                rows += [r for r in (_pair(cond, "tabular state", by, idx, dp, best_sup, TABULAR_STATE_DETAIL),
-                                     _pair(cond, "tabular learning", by, idx, agent, dp)) if r]  # fmt: skip
+        if best_sup and {TABULAR_AGENT, TABULAR_OPTIMUM} <= set(by.index):
+            rows += [r for r in (_pair(cond, "tabular state", by, idx, TABULAR_OPTIMUM, best_sup, TABULAR_STATE_DETAIL),
+                                 _pair(cond, "tabular learning", by, idx, TABULAR_AGENT, TABULAR_OPTIMUM)) if r]  # fmt: skip
     out = pd.DataFrame(rows, columns=list(CAUSE_COLUMNS))
     order = {c: i for i, c in enumerate(condition_order(out["condition"].unique()))} if len(out) else {}
     kinds = {"gap": 0, "information": 1, "optimisation": 2, "fine-tuning": 3, "objective": 4, "tabular state": 5,
@@ -311,9 +310,8 @@ def _tabular_state_count(causes: pd.DataFrame | None, conds: set[str]) -> str:
     state = causes[(causes["cause"] == "tabular state") & causes["condition"].isin(conds)]
     if state.empty:
         return ""
-    ((agent, dp),) = TABULAR_PAIRS
     n = int((state["diff_hi"] < 0).sum())
-    return (f" The best rule on {agent}'s own discretised state ({dp}, exact dynamic programming on the training "
+    return (f" The best rule on {TABULAR_AGENT}'s own discretised state ({TABULAR_OPTIMUM}, exact dynamic programming on the training "
             f"queries) is itself significantly behind the best supervised model on {n} of {len(state)}: on those, "
             "better learning on that state would not close the gap, in the model estimated from the training queries "
             "(the cause table).")  # fmt: skip
