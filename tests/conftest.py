@@ -56,6 +56,26 @@ TINY_REPRODUCE_ARGS = [
 #: Its cells: 3 DQN rewards, tabular, cut-off, posterior and 6 fixed K.
 TINY_REPRODUCE_CELLS = 12
 
+#: A tiny learning budget for every learned kind whose defaults train for seconds or more. A test that checks wiring
+#: (a command, a table, a round trip), not what a learner learns, puts these ``--set`` items before its own, which win
+#: (the last item of a key wins). ``test_every_learned_kind_has_a_tiny_budget`` checks that every registered kind with a
+#: budget setting is here, so no test trains a new kind at its full budget by omission (fitted Q, PPO and the residual
+#: DQN were, in eight tests: about four CPU-minutes of the suite).
+TINY_BUDGETS = (
+    "dqn.total_timesteps=300",
+    "dqn.learning_starts=50",
+    "tabular.episodes=100",
+    "cutoff.epochs=5",
+    "choppy.epochs=5",
+    "pfound.epochs=5",
+    "fqi.gradient_steps=50",
+    "ppo.total_timesteps=256",
+    "ppo.n_steps=64",
+    "ppo.batch_size=64",
+    "residual.total_timesteps=300",
+    "residual.learning_starts=50",
+)
+
 
 def cli_env() -> dict[str, str]:
     """The environment of a ``python -m experiments.cli`` subprocess: offline, this checkout first."""

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import TINY_BUDGETS
 from numpy.typing import NDArray
 
 from agents import registry
@@ -45,6 +46,18 @@ def test_unknown_setting_is_one_line_naming_kind_and_key(kind: str) -> None:
         LearnArgs(set=(f"{kind}.no_such_setting=1",))
     message = str(err.value)
     assert f"'{kind}'" in message and "'no_such_setting'" in message and "\n" not in message
+
+
+def test_every_learned_kind_has_a_tiny_budget() -> None:
+    """Every registered kind with a budget (the integer setting its training cost grows with) has a smaller one in
+    the tests' shared :data:`TINY_BUDGETS`."""
+    tiny = registry.parse_settings(TINY_BUDGETS)
+    budgets = {name: kind for name, kind in registry.KINDS.items() if kind.budget}
+    for name, kind in budgets.items():
+        default = getattr(kind.defaults, kind.budget)
+        assert name in tiny, f"{name} trains for {kind.budget}={default}: add a tiny one to TINY_BUDGETS"
+        assert getattr(tiny[name], kind.budget) < default, name
+    assert {"dqn", "tabular", "fqi", "ppo", "residual", "cutoff"} <= set(budgets)
 
 
 def test_changed_settings_print_and_parse_back() -> None:
@@ -137,6 +150,8 @@ def test_a_kind_registered_outside_experiments_trains_evaluates_and_compares(
     assert main(argv) == 0
     assert set(pd.read_csv(evaluation / "per_query.csv")["k"]) <= {3, 6}
     tiny = [
+        "--set",
+        *TINY_BUDGETS,
         "--set",
         "dqn.total_timesteps=300",
         "dqn.learning_starts=100",

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import TINY_BUDGETS
 
 from agents.method import MethodSpec, method_group
 from experiments.cli import add_dataclass_args, build
@@ -26,6 +27,7 @@ TINY = {
     "seeds": (1, 2),
     "split_seeds": (0,),
     "set": (
+        *TINY_BUDGETS,
         "dqn.total_timesteps=400",
         "dqn.learning_starts=100",
         "tabular.episodes=200",

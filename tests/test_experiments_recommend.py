@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from conftest import TINY_BUDGETS
 from test_experiments_own_run import write_run
 
 from experiments.cli import main
@@ -23,8 +24,9 @@ from experiments.recommend import interval_width, recommend_methods
 from experiments.report.page import split_page
 
 #: Tiny learner budgets: the test checks the command's wiring, not the learners.
-TINY = ["--set", "dqn.total_timesteps=600", "dqn.learning_starts=100", "tabular.episodes=300", "cutoff.epochs=20",
-        "choppy.epochs=20", "auto.candidates=gap,threshold,posterior", "--seeds", "42", "--no-progress"]  # fmt: skip
+TINY = ["--set", *TINY_BUDGETS, "--set", "dqn.total_timesteps=600", "dqn.learning_starts=100", "tabular.episodes=300",
+        "cutoff.epochs=20", "choppy.epochs=20", "auto.candidates=gap,threshold,posterior", "--seeds", "42",
+        "--no-progress"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")

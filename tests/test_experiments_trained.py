@@ -14,7 +14,7 @@ import ir_measures
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import cli_env  # noqa: E402
+from conftest import TINY_BUDGETS, cli_env  # noqa: E402
 
 from agents import registry
 from experiments import load_policy
@@ -22,7 +22,16 @@ from experiments.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 SYN = "n20-sep2.0-normal-q200"  # a generated condition: no data, builds in well under a second
-TINY = ["--set", "dqn.total_timesteps=400", "dqn.learning_starts=100", "--set", "tabular.episodes=300", "--no-progress"]
+TINY = [
+    "--set",
+    *TINY_BUDGETS,
+    "--set",
+    "dqn.total_timesteps=400",
+    "dqn.learning_starts=100",
+    "--set",
+    "tabular.episodes=300",
+    "--no-progress",
+]
 
 
 def shortlist(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

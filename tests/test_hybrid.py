@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import TINY_BUDGETS
 
 from agents import DQNAgent, DQNConfig, TabularConfig, TabularQ, registry
 from agents.choppy import ChoppyConfig, CutoffModel
@@ -151,7 +152,7 @@ def test_dqn_on_the_hybrid_observation_saves_and_loads_its_width(tmp_path: Path)
 def test_every_registered_agent_runs_on_hybrid_queries() -> None:
     qs = hybrid_queries(12, seed=4)
     cfg = EpisodeConfig(max_depth=10)
-    small = {"dqn": DQNConfig(total_timesteps=300, learning_starts=50), "tabular": TabularConfig(episodes=200)}
+    small = registry.parse_settings([*TINY_BUDGETS, "tabular.episodes=200"])
     for name in registry.kinds("agent"):
         pol = registry.make(name, "bor", small.get(name)).fit(qs, cfg, 0)
         k = pol.depths(qs, cfg)

@@ -424,14 +424,11 @@ def test_the_kinds_that_decide_without_torch_load_and_decide_where_torch_cannot_
     import subprocess
     import sys
 
-    from conftest import cli_env
+    from conftest import TINY_BUDGETS, cli_env
 
     from agents import registry
 
-    tiny = registry.parse_settings(["dqn.total_timesteps=300", "dqn.learning_starts=50", "tabular.episodes=100",
-                                    "cutoff.epochs=5", "choppy.epochs=5", "pfound.epochs=5", "fqi.gradient_steps=50",
-                                    "ppo.total_timesteps=256", "ppo.n_steps=64", "ppo.batch_size=64",
-                                    "residual.total_timesteps=300", "residual.learning_starts=50"])  # fmt: skip
+    tiny = registry.parse_settings(TINY_BUDGETS)
     lists = labelled_lists(openai_tools(), n=40)
     kinds = [k for k, v in registry.KINDS.items() if not (v.reads_labels or v.only_benchmarks or v.name_field)]
     for kind in kinds:
