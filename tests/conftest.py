@@ -60,7 +60,7 @@ TINY_REPRODUCE_CELLS = 12
 #: (a command, a table, a round trip), not what a learner learns, puts these ``--set`` items before its own, which win
 #: (the last item of a key wins). ``test_every_learned_kind_has_a_tiny_budget`` checks that every registered kind with a
 #: budget setting is here, so no test trains a new kind at its full budget by omission (fitted Q, PPO and the residual
-#: DQN were, in eight tests: about four CPU-minutes of the suite).
+#: DQN were, in eight test files: about four CPU-minutes of the suite).
 TINY_BUDGETS = (
     "dqn.total_timesteps=300",
     "dqn.learning_starts=50",
