@@ -75,6 +75,10 @@ TINY_BUDGETS = (
     "residual.total_timesteps=300",
     "residual.learning_starts=50",
 )
+#: The ``--set`` items of the tests' tiny ``shortlist recommend`` runs (recommend, toolsearch, toolsearch pays):
+#: :data:`TINY_BUDGETS` with their own DQN, tabular, cut-off and Choppy budgets and three ``auto`` candidates.
+TINY_RECOMMEND_SET = (*TINY_BUDGETS, "dqn.total_timesteps=600", "dqn.learning_starts=100", "tabular.episodes=300",
+                      "cutoff.epochs=20", "choppy.epochs=20", "auto.candidates=gap,threshold,posterior")  # fmt: skip
 
 
 def cli_env() -> dict[str, str]:

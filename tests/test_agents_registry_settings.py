@@ -149,17 +149,7 @@ def test_a_kind_registered_outside_experiments_trains_evaluates_and_compares(
     argv = ["evaluate", "--run-dir", str(run), "--scorer", "minilm", "--out", str(evaluation), "--cache-dir", cache]
     assert main(argv) == 0
     assert set(pd.read_csv(evaluation / "per_query.csv")["k"]) <= {3, 6}
-    tiny = [
-        "--set",
-        *TINY_BUDGETS,
-        "--set",
-        "dqn.total_timesteps=300",
-        "dqn.learning_starts=100",
-        "tabular.episodes=100",
-        "cutoff.epochs=5",
-        "choppy.epochs=5",
-        "toy.depth=4",
-    ]
+    tiny = ["--set", *TINY_BUDGETS, "dqn.learning_starts=100", "toy.depth=4"]
     peers = tmp_path / "peers"
     compare = ["compare", "--only", "bfcl-bm25", "--seeds", "1", "--split-seeds", "0", "--max-depth", "20"]
     assert main([*compare, *tiny, "--out", str(peers), "--runs-dir", str(tmp_path / "runs"), *quiet]) == 0

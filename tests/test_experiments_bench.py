@@ -36,9 +36,8 @@ TINY: dict[str, Any] = {
     "recommend_queries": 30,
     # tiny budgets: the test checks what the page holds, not what a full fit costs (the heavy kinds' full budgets
     # took about a minute here; P(found)'s, which trains the cut-off's network untimed first, 20 s)
-    "set": (*TINY_BUDGETS, "dqn.total_timesteps=400", "dqn.learning_starts=50", "tabular.episodes=100",
-            "cutoff.epochs=4", "choppy.epochs=4", "fqi.gradient_steps=100", "ppo.total_timesteps=512", "ppo.n_steps=64",
-            "residual.total_timesteps=400", "residual.learning_starts=50"),
+    "set": (*TINY_BUDGETS, "dqn.total_timesteps=400", "cutoff.epochs=4", "choppy.epochs=4", "fqi.gradient_steps=100",
+            "ppo.total_timesteps=512", "residual.total_timesteps=400"),
 }  # fmt: skip
 
 

@@ -34,9 +34,6 @@ TINY = {
         "cutoff.epochs=10",
         "choppy.epochs=10",
         "fqi.gradient_steps=100",
-        "ppo.total_timesteps=256",
-        "ppo.n_steps=64",
-        "ppo.batch_size=64",
     ),
     "max_depth": 20,
 }

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import TINY_BUDGETS
+from conftest import TINY_RECOMMEND_SET
 from test_experiments_own_run import write_run
 
 from experiments.cli import main
@@ -24,9 +24,7 @@ from experiments.recommend import interval_width, recommend_methods
 from experiments.report.page import split_page
 
 #: Tiny learner budgets: the test checks the command's wiring, not the learners.
-TINY = ["--set", *TINY_BUDGETS, "--set", "dqn.total_timesteps=600", "dqn.learning_starts=100", "tabular.episodes=300",
-        "cutoff.epochs=20", "choppy.epochs=20", "auto.candidates=gap,threshold,posterior", "--seeds", "42",
-        "--no-progress"]  # fmt: skip
+TINY = ["--set", *TINY_RECOMMEND_SET, "--seeds", "42", "--no-progress"]
 
 
 @pytest.fixture(scope="module")

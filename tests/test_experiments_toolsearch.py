@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import TINY_BUDGETS, cli_env
+from conftest import TINY_RECOMMEND_SET, cli_env
 from test_toolsearch import TOPICS, VERBS, labelled_lists, openai_tools, requests
 
 import shortlist_depth as sd
@@ -24,9 +24,7 @@ from experiments.cli import main
 from shortlist_depth.toolsearch import ToolSearch, policy_scorer
 
 #: Tiny learner budgets: these tests check the wiring, not the learners.
-TINY = ["--set", *TINY_BUDGETS, "--set", "dqn.total_timesteps=600", "dqn.learning_starts=100", "tabular.episodes=300",
-        "cutoff.epochs=20", "choppy.epochs=20", "auto.candidates=gap,threshold,posterior", "--seeds", "42",
-        "--no-progress"]  # fmt: skip
+TINY = ["--set", *TINY_RECOMMEND_SET, "--seeds", "42", "--no-progress"]
 
 
 def run(args: list[str], stdin: str = "") -> tuple[int, str, str]:

@@ -15,7 +15,7 @@ import httpx
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import TINY_BUDGETS
+from conftest import TINY_RECOMMEND_SET
 from test_experiments_toolsearch import run
 from test_toolsearch import labelled_lists, openai_tools
 
@@ -43,8 +43,7 @@ from experiments.toolsearch import (
 
 REPO = Path(__file__).resolve().parents[1]
 #: Tiny learner budgets for the recommend run: these tests check the wiring, not the learners.
-TINY_SET = (*TINY_BUDGETS, "dqn.total_timesteps=600", "dqn.learning_starts=100", "tabular.episodes=300",
-            "cutoff.epochs=20", "choppy.epochs=20", "auto.candidates=gap,threshold,posterior")  # fmt: skip
+TINY_SET = TINY_RECOMMEND_SET
 FAKE_TOKENIZER = {"model": "fake (characters)", "gguf_sha256": "-", "tokenizer": "len", "tokenizer_json_sha256": "-",
                   "transformers": "-"}  # fmt: skip
 

@@ -22,16 +22,8 @@ from experiments.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 SYN = "n20-sep2.0-normal-q200"  # a generated condition: no data, builds in well under a second
-TINY = [
-    "--set",
-    *TINY_BUDGETS,
-    "--set",
-    "dqn.total_timesteps=400",
-    "dqn.learning_starts=100",
-    "--set",
-    "tabular.episodes=300",
-    "--no-progress",
-]
+TINY = ["--set", *TINY_BUDGETS, "dqn.total_timesteps=400", "dqn.learning_starts=100", "tabular.episodes=300",
+        "--no-progress"]  # fmt: skip
 
 
 def shortlist(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
