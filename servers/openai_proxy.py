@@ -50,7 +50,9 @@ upstream call, parsing, searching and serialising included, plus its work on the
 for the client or the upstream); when
 the request went with all its tools or unchanged, ``x-shortlist-fallback`` says why: ``no tools``, ``no
 function tools`` (Anthropic: ``no client tools``), ``no user text`` (the latest user message has no text; a
-Responses continuation the proxy does not know), ``searcher error: <exception type>``
+Responses continuation the proxy does not know), ``tied scores`` (the text scores every tool alike, e.g. "yes,
+go ahead", which shares no word with any tool: the library would show ``min_k`` tools in registry order, which
+would drop the tool the conversation needs), ``searcher error: <exception type>``
 (the searcher failed: logged with the reason; the request goes with every tool, never dropped).
 
 Passed through: the upstream's status, body and headers (hop-by-hop headers aside); ``stream: true`` responses
@@ -690,6 +692,10 @@ class Shortlister:
             # top-level one has it (pinning more than it meant never sends less than the model may be forced to call)
             pinned = ready.resolve(api.pins(_value(top.get("tool_choice"))))
             shortlist = search.search(text, min_k=self.config.min_k, max_k=self.config.max_k, pinned=pinned)
+            if shortlist.why["tied"]:  # the text ranks nothing (no word of it in any tool): nothing to improve
+                LOG.info("%s request with %d tools whose text scores every tool alike: all tools forwarded",
+                         api.name, len(items))  # fmt: skip
+                return Plan(raw, {"x-shortlist-fallback": "tied scores"})
             # a tool in use that the shortlist left out goes at its end: the list's order, and so a provider's
             # prompt cache, stays as it was when the shortlist holds it already (the usual case in a tool loop)
             missing = [n for n in ready.resolve(called_tools(conversation)) if n not in shortlist.names]

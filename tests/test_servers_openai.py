@@ -193,6 +193,21 @@ def test_requests_without_tools_or_user_text_pass_unchanged(
     assert last(upstream[1])["body"] == body and "x-shortlist-k" not in r.headers
 
 
+def test_a_text_that_scores_every_tool_alike_goes_with_every_tool(
+    proxy: TestClient, upstream: Any, searcher: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """"yes, go ahead" after a request shares no word with any tool: the library would show min_k tools in registry
+    order (its tie rule), dropping the tool the conversation needs; the proxy sends every tool instead."""
+    body = chat("please book my flight now")
+    body["messages"] += [{"role": "assistant", "content": "Shall I?"}, {"role": "user", "content": "yes, go ahead"}]
+    assert searcher.with_tools(openai_tools()).search("yes, go ahead").why["tied"]  # the premise
+    with caplog.at_level(logging.INFO, logger="servers.openai_proxy"):
+        r = proxy.post("/v1/chat/completions", json=body)
+    assert r.status_code == 200 and r.headers["x-shortlist-fallback"] == "tied scores"
+    assert last(upstream[1])["body"] == body and "x-shortlist-k" not in r.headers
+    assert "scores every tool alike" in caplog.text
+
+
 def test_a_failing_searcher_forwards_every_tool_and_logs_why(
     proxy: TestClient, upstream: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
