@@ -178,7 +178,8 @@ def _serving(a: o.ServeArgs, tools: str | None = None) -> Any:
     from experiments.toolsearch import resolve_search
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("httpx2").setLevel(logging.WARNING)  # the MCP SDK's client logs each url: a url may hold a key
+    for client in ("httpx", "httpx2"):  # the proxy's and the MCP SDK's clients log each url: a url may hold a key
+        logging.getLogger(client).setLevel(logging.WARNING)
     return resolve_search(a, tools)
 
 

@@ -70,13 +70,27 @@ def policy_id(policy: TrainedPolicy) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def redact_url(url: str) -> str:
+    """``url`` fit for a log line or an error message: its user info (``user:key@``) and its query and fragment
+    (``?api-key=...``) shown as ``***``, so a credential written into a URL is never logged."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<a URL that does not parse>"
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, f"***@{host}" if "@" in parts.netloc else host, parts.path,
+                       "***" if parts.query else "", "***" if parts.fragment else ""))  # fmt: skip
+
+
 def check_url(url: str, where: str, base: bool = False, shown: str | None = None) -> None:
     """ValueError naming ``where`` unless ``url`` is http(s) with a host and a valid port; with ``base`` (a base URL,
     as an OpenAI client's ``base_url``), also without a query or fragment. The message shows ``shown`` (default: the
-    url), e.g. the url as a config file wrote it, before its ``${VAR}`` were read."""
+    url; e.g. the url as a config file wrote it, before its ``${VAR}`` were read), :func:`redact_url`'d."""
     from urllib.parse import urlsplit
 
-    said = url if shown is None else shown
+    said = redact_url(url if shown is None else shown)
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{where} must be an http(s) URL with a host, got {said!r}")

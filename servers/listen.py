@@ -174,11 +174,25 @@ class _Announcing(uvicorn.Server):
                             "default --host 127.0.0.1 does not expose it)", self.name, where)  # fmt: skip
 
 
+class _NoQuery(logging.Filter):
+    """uvicorn's access log line with the request's query shown as ``***``: a client may put a key in it
+    (``?key=...``), and no key is ever logged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str) and "?" in args[2]:
+            record.args = (*args[:2], args[2].partition("?")[0] + "?***", *args[3:])  # (client, method, path, ...)
+        return True
+
+
 def server(app: Any, listener: Listener, path: str, name: str, **config: Any) -> uvicorn.Server:
     """A uvicorn server of ``app`` for ``listener``'s sockets (``config``: more :class:`uvicorn.Config` settings),
     announcing ``listener.url(path)`` as ``name`` once it answers; start it with ``.serve(listener.sockets)`` or
-    ``.run(listener.sockets)``."""
+    ``.run(listener.sockets)``. Its access log shows no query string (:class:`_NoQuery`)."""
     cfg = uvicorn.Config(app, host=listener.host, port=listener.port, **config)
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, _NoQuery) for f in access.filters):
+        access.addFilter(_NoQuery())
     return _Announcing(cfg, listener, path, name)
 
 

@@ -91,7 +91,7 @@ from starlette.routing import Route
 
 from benchmarks.corpus import DataError
 from benchmarks.tools import ToolSchema, parse_tool
-from servers import HEALTH_PATH, SERVER_TIMING, health, listen
+from servers import HEALTH_PATH, SERVER_TIMING, health, listen, redact_url
 from servers.listen import Listener
 from servers.record import Recorder
 from shortlist_depth.toolsearch import DEFAULT_MAX_K, SearchSpec, ToolSearch
@@ -922,7 +922,7 @@ def serve(
 ) -> None:
     """Run the proxy on ``listener`` (:func:`servers.listen.bind`) until interrupted; once it answers, it logs
     ``shortlist serve openai listening on http://host:port/v1``."""
-    LOG.info("shortlist proxy: %r in front of %s", searcher, config.upstream)
+    LOG.info("shortlist proxy: %r in front of %s", searcher, redact_url(config.upstream))
     # a client's idle connection is kept 75 s (nginx's default), not uvicorn's 5: on a saturated event loop the
     # keep-alive timer can fire in the same turn as the client's next request arrives, closing it unread
     listen.run(create_app(searcher, config, recorder), listener, "/v1", "shortlist serve openai", log_level="info",

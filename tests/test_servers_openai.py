@@ -196,7 +196,7 @@ def test_requests_without_tools_or_user_text_pass_unchanged(
 def test_a_text_that_scores_every_tool_alike_goes_with_every_tool(
     proxy: TestClient, upstream: Any, searcher: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """"yes, go ahead" after a request shares no word with any tool: the library would show min_k tools in registry
+    """A "yes, go ahead" after a request shares no word with any tool: the library would show min_k tools in registry
     order (its tie rule), dropping the tool the conversation needs; the proxy sends every tool instead."""
     body = chat("please book my flight now")
     body["messages"] += [{"role": "assistant", "content": "Shall I?"}, {"role": "user", "content": "yes, go ahead"}]
@@ -827,6 +827,36 @@ def test_the_readme_command_serves_and_streams_chunk_by_chunk(
         proc.wait(timeout=30)
     text = log.read_text()
     assert "chat request: k=" in text and KEY not in text
+
+
+def test_a_key_in_a_url_is_never_logged(searcher_dir: Path, upstream: Any, tmp_path: Path) -> None:
+    """A key in the upstream's URL (user info) or in a client's query string: in no log line of the proxy (its
+    start, its HTTP client's request lines, uvicorn's access log), nor in the error refusing a bad --upstream."""
+    from servers import check_url, redact_url
+
+    secret, query = "UPSECRET-999", "QUERYSECRET-888"
+    with_key = upstream[0].replace("http://", f"http://tok:{secret}@") + "/v1"
+    assert redact_url(with_key) == upstream[0].replace("http://", "http://***@") + "/v1"
+    assert redact_url("https://h/v1?api-key=k#f") == "https://h/v1?***#***"
+    assert redact_url("http://h:1/") == "http://h:1/"
+    with pytest.raises(ValueError, match=r"no query or fragment") as refused:
+        check_url(f"{with_key}?api-key={secret}", "--upstream", base=True)
+    assert secret not in str(refused.value)
+    log = tmp_path / "proxy.log"
+    cmd = [sys.executable, "-m", "experiments.cli", "serve", "openai", "--searcher", str(searcher_dir),
+           "--upstream", with_key, "--port", "0"]  # fmt: skip
+    with log.open("w") as err:
+        proc = subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, env=cli_env())
+    try:
+        base = wait_announced(log, proc)
+        assert httpx.get(f"{base}/models?key={query}", timeout=30).status_code == 200
+        assert httpx.post(f"{base}/chat/completions", json=chat(), timeout=30).status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    text = log.read_text()
+    assert "GET /v1/models?*** HTTP" in text and "chat request: k=" in text  # the lines are there, without the keys
+    assert secret not in text and query not in text
 
 
 def test_the_readme_base_url_is_the_proxys_default_address() -> None:
