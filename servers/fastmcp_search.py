@@ -52,7 +52,7 @@ from fastmcp.tools.base import Tool, ToolResult
 from fastmcp.tools.function_tool import FunctionTool
 
 from servers.record import Recorder
-from shortlist_depth.toolsearch import DEFAULT_MAX_K, SEARCH_DESCRIPTION, SearchSpec, ToolSearch
+from shortlist_depth.toolsearch import DEFAULT_MAX_K, SEARCH_DESCRIPTION, SearchSpec, ToolSearch, k_bounds
 
 LOG = logging.getLogger("servers.fastmcp_search")
 #: What ``search_tools`` tells the model under FastMCP: the tool search's description, the found tools called through
@@ -111,6 +111,7 @@ class ShortlistSearchTransform(BaseSearchTransform):
             self.spec = searcher.spec
         else:
             self.spec = ToolSearch.load(searcher).spec
+        k_bounds(min_k, max_k)  # a bad pair stops here, not in every search (each would then return every tool)
         self.min_k, self.max_k = min_k, max_k
         self.recorder = record if isinstance(record, Recorder) or record is None else Recorder(record)
         if self.recorder is not None and not isinstance(record, Recorder):  # its own: closed when the process ends

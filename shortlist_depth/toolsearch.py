@@ -77,6 +77,7 @@ __all__ = [
     "Shortlist",
     "ToolSearch",
     "default_policy_path",
+    "k_bounds",
     "policy_scorer",
     "responses_function",
 ]
@@ -570,7 +571,7 @@ class ToolSearch:
         for i, r in enumerate(requests):
             if not isinstance(r, str) or not r.strip():
                 raise ValueError(f"request {i} has no text ({r!r}): a request must be a non-blank string")
-        lo, hi = _clip_bounds(min_k, max_k)
+        lo, hi = k_bounds(min_k, max_k)
         pins, ranked = self._candidates(pinned, exclude)
         if len(requests) == 0:
             return []
@@ -689,13 +690,14 @@ class ToolSearch:
 
 def shown_k(policy_k: int, tied: bool, lo: int, hi: int, n_ranked: int) -> int:
     """How many of ``n_ranked`` ranked tools a search shows: the policy's K clipped to ``lo``..``hi`` (the
-    ``min_k`` / ``max_k`` bounds, :func:`_clip_bounds`) and to the tools there are, or ``lo`` where every score
+    ``min_k`` / ``max_k`` bounds, :func:`k_bounds`) and to the tools there are, or ``lo`` where every score
     tied (the ranking says nothing)."""
     return min(lo, n_ranked) if tied else int(np.clip(policy_k, lo, min(hi, n_ranked)))
 
 
-def _clip_bounds(min_k: int | None, max_k: int | None) -> tuple[int, int]:
-    """(lowest, highest) K from ``min_k`` / ``max_k`` (None: 1 / no bound); ValueError for a bad pair."""
+def k_bounds(min_k: int | None, max_k: int | None) -> tuple[int, int]:
+    """(lowest, highest) K from ``min_k`` / ``max_k`` (None: 1 / no bound); ValueError for a bad pair, as
+    :meth:`ToolSearch.search` raises it (a server or transform checks its bounds with it when it is made)."""
     for name, v in (("min_k", min_k), ("max_k", max_k)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1):
             raise ValueError(f"{name} must be an integer >= 1, got {v!r}")

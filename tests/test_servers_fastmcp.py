@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,22 @@ def test_a_saved_searchers_policy_and_the_bounds_are_used(tmp_path: Path) -> Non
         library.search(query, min_k=4).names)  # fmt: skip
     assert len(found(server(ShortlistSearchTransform(max_k=2)), query)) <= 2
     assert "bor-posterior" in repr(ShortlistSearchTransform(saved))
+
+
+@pytest.mark.parametrize(
+    ("bounds", "said"),
+    [
+        ({"max_k": 0}, "max_k must be an integer >= 1, got 0"),
+        ({"min_k": 0}, "min_k must be an integer >= 1"),
+        ({"max_k": "5"}, "max_k must be an integer"),
+        ({"max_k": 2.5}, "max_k must be an integer"),
+        ({"min_k": 25}, "min_k=25 exceeds max_k="),
+    ],  # fmt: skip
+)
+def test_bad_bounds_are_refused_when_the_transform_is_made(bounds: dict, said: str) -> None:
+    """Not in every search, where each would fall back to every tool."""
+    with pytest.raises(ValueError, match=re.escape(said)):
+        ShortlistSearchTransform(**bounds)
 
 
 def test_a_catalog_the_searcher_refuses_returns_every_tool_and_says_why(caplog: pytest.LogCaptureFixture) -> None:
