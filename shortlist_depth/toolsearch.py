@@ -656,6 +656,7 @@ class ToolSearch:
                 "files": {f: _sha256(tmp / f) for f in files},
             }
             (tmp / "searcher.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            _folders_as_umask(tmp)
             _replace_folder(tmp, final)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -734,6 +735,16 @@ def _read_meta(folder: Path) -> dict[str, Any]:
         if name not in files or _sha256(file) != files[name]:
             raise ValueError(f"{file}: changed after the searcher was saved (its sha256 differs from searcher.json's)")
     return meta
+
+
+def _folders_as_umask(top: Path) -> None:
+    """``top`` and the folders in it with the mode a plain ``mkdir`` gives (``0o777`` less the umask): the temporary
+    folders they were made as are their owner's only (``tempfile.mkdtemp``: 0o700), and a server running as another
+    user could not read a saved searcher. (Its files were written with the umask's mode already.)"""
+    mask = os.umask(0)
+    os.umask(mask)
+    for folder in [top, *(p for p in top.rglob("*") if p.is_dir())]:
+        folder.chmod(0o777 & ~mask)
 
 
 def _replace_folder(tmp: Path, final: Path) -> None:

@@ -6,6 +6,8 @@ input refused in one line."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -253,6 +255,17 @@ def test_save_and_load_give_the_same_shortlists(search: ToolSearch, tmp_path: Pa
     with pytest.raises(FileExistsError, match="exists and is not empty"):
         search.save(folder)
     assert search.save(folder, overwrite=True) == folder
+
+
+def test_a_saved_searcher_has_the_modes_the_umask_gives(search: ToolSearch, tmp_path: Path) -> None:
+    """Not its owner's only (tempfile.mkdtemp's 0o700): a server running as another user reads it."""
+    mask = os.umask(0o022)
+    try:
+        folder = search.save(tmp_path / "searcher")
+    finally:
+        os.umask(mask)
+    for path in [folder, *folder.rglob("*")]:
+        assert stat.S_IMODE(path.stat().st_mode) == (0o755 if path.is_dir() else 0o644), path
 
 
 def test_a_tampered_or_incomplete_searcher_is_refused(search: ToolSearch, tmp_path: Path) -> None:
