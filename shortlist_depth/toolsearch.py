@@ -342,9 +342,10 @@ class SearchSpec:
         return cls(canonical, trained, record, Path(cache_dir) if cache_dir else None)
 
     def over(self, tools: object) -> ToolSearch:
-        """The searcher of ``tools`` (any shape of :mod:`benchmarks.tools`; prepared once per distinct registry for
-        the last few: a registry seen again costs its digest only)."""
-        return self.over_parsed(parse_tools(tools))
+        """The searcher of ``tools`` (any shape of :mod:`benchmarks.tools`, or the MCP SDK's objects:
+        :func:`plain_tools`; prepared once per distinct registry for the last few: a registry seen again costs its
+        digest only)."""
+        return self.over_parsed(parse_tools(plain_tools(tools)))
 
     def over_parsed(self, tools: tuple[ToolSchema, ...]) -> ToolSearch:
         """:meth:`over` for tools already parsed (:func:`benchmarks.tools.parse_tools`, ``read_tools_file``)."""
@@ -384,7 +385,8 @@ class ToolSearch:
         """A searcher over ``tools`` (any shape of :mod:`benchmarks.tools`).
 
         Args:
-            tools: an OpenAI ``tools`` list, bare function dicts, an MCP ``tools/list`` result or its list.
+            tools: an OpenAI ``tools`` list, bare function dicts, an MCP ``tools/list`` result or its list, as
+                JSON or as the MCP SDK's objects (``await session.list_tools()``, or its ``.tools``).
             scorer: ``bm25`` (default), ``minilm``, ``hybrid`` (= ``bm25-hybrid``) or ``minilm-hybrid``.
             policy: None (the default shipped for ``scorer``), a trained policy or a run directory.
             cache_dir: the cache folder of tool embeddings (default ``$SHORTLIST_CACHE_DIR`` or the per-user one).
@@ -393,7 +395,7 @@ class ToolSearch:
             DataError: a malformed tool (naming its index and name), duplicate names, an empty registry.
             ValueError: an unknown scorer, no default policy for it, or a policy of another scorer.
         """
-        parsed = parse_tools(tools)
+        parsed = parse_tools(plain_tools(tools))
         return SearchSpec.create(scorer, policy, cache_dir=cache_dir).over_parsed(parsed)
 
     @classmethod
@@ -687,6 +689,16 @@ class ToolSearch:
 
     def __repr__(self) -> str:
         return f"ToolSearch({len(self.tools)} tools, scorer={self.scorer!r}, policy={self.policy.method!r})"
+
+
+def plain_tools(tools: object) -> object:
+    """``tools`` as JSON: the MCP SDK's ``ListToolsResult`` or a list of its ``Tool`` objects (pydantic models) as
+    the dicts of their wire format (``inputSchema``, ...); anything else as it is."""
+    if not isinstance(tools, dict | list | tuple) and hasattr(tools, "model_dump"):
+        tools = tools.model_dump(by_alias=True, exclude_none=True)  # a tools/list result: {"tools": [...]}
+    if isinstance(tools, list | tuple) and any(hasattr(t, "model_dump") for t in tools):
+        return [t.model_dump(by_alias=True, exclude_none=True) if hasattr(t, "model_dump") else t for t in tools]
+    return tools
 
 
 def shown_k(policy_k: int, tied: bool, lo: int, hi: int, n_ranked: int) -> int:

@@ -244,6 +244,21 @@ def test_with_tools_reuses_the_scorer_and_policy_and_a_repeated_registry_costs_n
 # ------------------------------------------------------------------------------------------ save / load
 
 
+def test_the_mcp_sdks_objects_are_read_as_their_json(fitted: TrainedPolicy) -> None:
+    """``await session.list_tools()`` (a ListToolsResult) or its ``.tools`` given as they are: the same searcher as
+    their JSON, the schemas shown as the wire format's dicts."""
+    import mcp.types
+
+    listed = mcp.types.ListToolsResult.model_validate(mcp_tools())
+    texts = requests(8)
+    reference = ToolSearch.from_tools(mcp_tools(), policy=fitted)
+    for given in (listed, listed.tools, tuple(listed.tools)):
+        searcher = ToolSearch.from_tools(given, policy=fitted)
+        assert searcher.digest == reference.digest
+        assert searcher.search_many(texts) == reference.search_many(texts)
+    assert reference.with_tools(listed).digest == reference.digest
+
+
 def test_save_and_load_give_the_same_shortlists(search: ToolSearch, tmp_path: Path) -> None:
     folder = search.save(tmp_path / "searcher")
     assert sorted(p.name for p in folder.iterdir()) == ["policy", "searcher.json", "tools.json"]
