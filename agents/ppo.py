@@ -51,6 +51,7 @@ from agents.sb3 import (
     read_sb3,
     save_sb3,
     spaces_env,
+    unchecked_distributions,
     vector_env,
 )
 from envs import EpisodeConfig, RankedQuery
@@ -184,7 +185,7 @@ class PPOAgent:
                 verbose=0,
             )
         )
-        with training_bar(s.total_timesteps, f"{self.name} s{seed}") as bar:
+        with training_bar(s.total_timesteps, f"{self.name} s{seed}") as bar, unchecked_distributions():
             self.model.learn(total_timesteps=s.total_timesteps, callback=_Rollouts(bar, self.checkpoints))
         if self.checkpoints is not None:
             self.checkpoints.finish(self.model.num_timesteps, self.model.policy)

@@ -196,12 +196,18 @@ def test_listwise_extractor_shares_its_weights_across_ranks(hybrid: bool, tmp_pa
 
 @pytest.mark.parametrize("kind", ["dqn", "ppo"])
 def test_lean_sb3_loop_trains_the_weights_sb3s_own_loop_trains(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The two cuts of SB3's per-step overhead (:func:`agents.sb3.steady_mode` skips a training-mode switch to the
-    mode already set; :func:`agents.sb3.vector_env` copies the info dicts shallowly) change no number: the same fit with
-    SB3's own ``DummyVecEnv`` and mode switch gives the same weights bit for bit, and the DQN's loop does skip."""
+    """The cuts of SB3's per-step overhead (:func:`agents.sb3.steady_mode` skips a training-mode switch to the mode
+    already set; :func:`agents.sb3.vector_env` copies the info dicts shallowly; PPO trains with
+    :func:`agents.sb3.unchecked_distributions`) change no number: the same fit with SB3's own ``DummyVecEnv`` and
+    mode switch, and torch's distribution checks on, gives the same weights bit for bit, and the DQN's loop does
+    skip."""
+    import contextlib
+
     import stable_baselines3.common.vec_env as sb3_vec
     import torch
+    from torch.distributions import Distribution
 
+    import agents.ppo
     import agents.sb3
 
     qs, cfg = toy_queries(3, seed=6), EpisodeConfig()
@@ -221,11 +227,13 @@ def test_lean_sb3_loop_trains_the_weights_sb3s_own_loop_trains(kind: str, monkey
 
     monkeypatch.setattr(agents.sb3, "steady_mode", lambda policy: None)  # SB3's own switch, every time
     monkeypatch.setattr(agents.sb3, "_vec_env_class", lambda: sb3_vec.DummyVecEnv)
+    monkeypatch.setattr(agents.ppo, "unchecked_distributions", contextlib.nullcontext)  # torch's checks on
     switches.clear()
     plain = registry.make(kind, "bor", small).fit(qs, cfg, seed=3)
     sa, sb = lean.model.policy.state_dict(), plain.model.policy.state_dict()  # type: ignore[attr-defined]
     assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
     np.testing.assert_array_equal(lean.depths(qs, cfg), plain.depths(qs, cfg))
+    assert Distribution._validate_args, "torch's default (checks on) is restored after a fit"
     if kind == "dqn":  # SB3's DQN switches before every action it predicts; PPO once per rollout either way
         assert lean_switches < 0.75 * len(switches), (lean_switches, len(switches))
 
