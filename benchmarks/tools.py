@@ -6,26 +6,29 @@ Shapes read (:func:`parse_tools`; each tool keeps the dict it was given, :attr:`
 - bare function dicts: ``{"name", "description", "parameters"}`` (also OpenAI's flat Responses-API form,
   ``{"type": "function", "name", ...}``);
 - an MCP ``tools/list`` result: ``{"tools": [{"name", "description", "inputSchema"}]}`` or its list;
+- Anthropic's client tools: ``{"name", "description", "input_schema"}`` (the Messages API's ``tools``);
 - a JSON object with a ``tools`` list of any of the above (e.g. an OpenAI request body).
 
 Tool text (:func:`tool_text`; SPEC: "description + parameter names"), exactly::
 
     "<description> Parameters: <p1>, <p2>, ..."
 
-with the parameter names in the order of the schema's ``properties`` (an MCP ``inputSchema`` is the
-parameters schema). ``kind="rich"`` puts the function name first
+with the parameter names in the order of the schema's ``properties`` (an MCP ``inputSchema`` and an Anthropic
+``input_schema`` are the parameters schema). ``kind="rich"`` puts the function name first
 (``"<name with _ and . as spaces>. <description> Parameters: ..."``; BFCL's ``richtext`` variant). It is the
 text of every BFCL condition (:mod:`benchmarks.bfcl` reads it from here) and of every tool search
 (:class:`shortlist_depth.ToolSearch`), so a depth policy trained on BFCL sees the same kind of text.
 
 Errors are one line naming the tool's index and name (``tools[3] ('get_weather'): 'parameters' must be an
-object``), duplicate names (with the first index), and an empty registry.
+object``; a NaN or infinite number anywhere in a tool, which is not JSON), duplicate names (with the first index),
+and an empty registry; a file's malformed JSON names its line (:func:`read_tools_file`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -61,8 +64,8 @@ class ToolSchema:
         description: its description ("" when absent).
         parameters: its parameters JSON schema (``{}`` when absent; an MCP tool's ``inputSchema``).
         schema: the dict it was given, unchanged (OpenAI or MCP shape): what a shortlist returns.
-        shape: ``openai`` (``{"type": "function", "function": ...}``), ``mcp`` (``inputSchema``) or
-            ``function`` (a bare ``{name, description, parameters}``).
+        shape: ``openai`` (``{"type": "function", "function": ...}``), ``mcp`` (``inputSchema``),
+            ``anthropic`` (``input_schema``) or ``function`` (a bare ``{name, description, parameters}``).
     """
 
     name: str
@@ -92,10 +95,14 @@ def parse_tool(item: object, where: str) -> ToolSchema:
             raise DataError(f"{where}: 'function' must be an object, got {type(fn).__name__}")
     elif "inputSchema" in item:
         shape, params_key = "mcp", "inputSchema"
+    elif "input_schema" in item:
+        shape, params_key = "anthropic", "input_schema"
     name = fn.get("name")
     if not isinstance(name, str) or not name.strip():
         raise DataError(f"{where}: no tool name (a non-empty string 'name' is required)")
     at = _label(where, name)
+    if (bad := _non_finite(item)) is not None:
+        raise DataError(f"{at}: {bad} (NaN and infinite numbers are not JSON; a tool is sent as JSON)")
     desc = fn.get("description")
     if desc is not None and not isinstance(desc, str):
         raise DataError(f"{at}: 'description' must be a string, got {type(desc).__name__}")
@@ -108,6 +115,19 @@ def parse_tool(item: object, where: str) -> ToolSchema:
     if props is not None and not isinstance(props, dict):
         raise DataError(f"{at}: '{params_key}.properties' must be an object, got {type(props).__name__}")
     return ToolSchema(name, (desc or "").strip(), params, item, shape)
+
+
+def _non_finite(node: object, path: str = "") -> str | None:
+    """Where the first NaN or infinite number in ``node`` (a tool's dict) is, said as ``'key.key[i]' is nan``;
+    None when there is none."""
+    if isinstance(node, float) and not math.isfinite(node):
+        return f"{path.lstrip('.') or 'the tool'!r} is {node}"
+    children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list | tuple) else ()
+    for key, child in children:
+        found = _non_finite(child, f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}")
+        if found is not None:
+            return found
+    return None
 
 
 def tool_items(tools: object, source: str = "tools") -> list[Any]:
@@ -149,7 +169,7 @@ def read_tools_file(path: str | os.PathLike[str]) -> tuple[ToolSchema, ...]:
     """A registry from a file: JSON (any shape of the module docstring) or JSON lines, one tool per line.
 
     Raises:
-        DataError: a missing or unreadable file, malformed JSON (naming the line for JSON lines), or what
+        DataError: a missing or unreadable file, malformed JSON (naming its line), or what
             :func:`parse_tools` rejects (naming ``file[index]``, or ``file:line`` for JSON lines).
     """
     p = Path(path)
@@ -163,8 +183,10 @@ def read_tools_file(path: str | os.PathLike[str]) -> tuple[ToolSchema, ...]:
         raise DataError(f"{p}: not UTF-8 ({e.reason} at byte {e.start})") from e
     try:
         whole = json.loads(text)
-    except json.JSONDecodeError:
-        whole = None
+    except json.JSONDecodeError as e:
+        if text.strip() and not _first_line_is_an_object(text):  # one JSON document (pretty-printed): its line
+            raise DataError(f"{p}:{e.lineno}: malformed JSON ({e.msg})") from e
+        whole = None  # JSON lines: each line its own object, an error named by its line below
     if whole is not None:
         if isinstance(whole, dict) and "tools" not in whole:
             whole = [whole]  # one tool
@@ -172,6 +194,16 @@ def read_tools_file(path: str | os.PathLike[str]) -> tuple[ToolSchema, ...]:
     lines = list(iter_jsonl(p))
     where = [f"{p}:{lineno}" for lineno, _ in lines]
     return _checked([parse_tool(row, w) for (_, row), w in zip(lines, where, strict=True)], str(p), where)
+
+
+def _first_line_is_an_object(text: str) -> bool:
+    """Whether the first non-blank line of ``text`` is a JSON object by itself: a JSON-lines file's is, a
+    pretty-printed document's (``[`` or ``{`` alone, or an object's first key) is not."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    try:
+        return isinstance(json.loads(first), dict)
+    except json.JSONDecodeError:
+        return False
 
 
 def registry_digest(tools: Sequence[ToolSchema]) -> str:

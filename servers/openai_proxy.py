@@ -295,13 +295,6 @@ class Api:
         name = tool_choice.get("name") if named and isinstance(tool_choice, dict) else None
         return [name] if isinstance(name, str) else []
 
-    def readable(self, tool: object) -> object:
-        """A ranked tool as :func:`benchmarks.tools.parse_tool` reads it (Anthropic's ``input_schema`` as the
-        parameters)."""
-        if self.family == "anthropic" and isinstance(tool, dict) and "input_schema" in tool:
-            return {**{k: tool.get(k) for k in ("name", "description")}, "parameters": tool["input_schema"]}
-        return tool
-
     def error(self, status: int, message: str, code: str) -> JSONResponse:
         """The proxy's own error, in this family's shape (Anthropic's: its error type for the status, the proxy's
         code in ``details``)."""
@@ -649,7 +642,7 @@ class Shortlister:
                 namespaces[i] = namespace
             elif api.ranks(tool):
                 ranked.append((i, None))
-                readable.append((f"tools[{i}]", api.readable(tool)))
+                readable.append((f"tools[{i}]", tool))  # (as the library reads it: Anthropic's input_schema too)
             else:
                 kept.append(i)
             inside = tool.get("tools") if isinstance(tool, dict) and tool.get("type") == "namespace" else None

@@ -398,6 +398,51 @@ def test_malformed_registries_are_refused_naming_the_tool(tools: Any, match: str
         ToolSearch.from_tools(tools, policy=fitted)
 
 
+def test_anthropic_client_tools_are_read_with_their_input_schema(fitted: TrainedPolicy, tmp_path: Path) -> None:
+    """Anthropic's ``{"name", "description", "input_schema"}`` (a ``custom`` type or none): the same text, so the
+    same shortlists, as the OpenAI shape of the same functions, in the library, a file and the proxy alike (the
+    proxy reads them through the library)."""
+    fns = function_dicts()
+    anthropic = [{"name": f["name"], "description": f["description"], "input_schema": f["parameters"]} for f in fns]
+    anthropic[0] = {"type": "custom", **anthropic[0]}
+    (tmp_path / "anthropic.json").write_text(json.dumps(anthropic, indent=2))
+    parsed = parse_tools(anthropic)
+    assert {t.shape for t in parsed} == {"anthropic"}
+    assert [t.text for t in parsed] == [t.text for t in parse_tools(openai_tools())]
+    assert "Parameters: " + next(iter(fns[0]["parameters"]["properties"])) in parsed[0].text
+    texts = requests(12)
+    reference = ToolSearch.from_tools(openai_tools(), policy=fitted).search_many(texts)
+    for searcher in (ToolSearch.from_tools(anthropic, policy=fitted),
+                     ToolSearch.from_file(tmp_path / "anthropic.json", policy=fitted)):  # fmt: skip
+        got = searcher.search_many(texts)
+        assert [(s.names, s.k, s.scores) for s in got] == [(s.names, s.k, s.scores) for s in reference]
+        assert got[0].tools[0] == anthropic[[f["name"] for f in fns].index(got[0].names[0])]  # as given
+
+
+def test_a_tools_file_is_refused_naming_the_line_or_the_tool(tmp_path: Path) -> None:
+    """A pretty-printed file's syntax error at its own line (not line 1, as JSON lines would say); a NaN or an
+    infinite number anywhere in a tool, from a file or from Python, naming the tool and where in it."""
+    bad = tmp_path / "tools.json"
+    lines = json.dumps(openai_tools()[:3], indent=2).splitlines()
+    at = next(i for i, line in enumerate(lines) if '"required"' in line or '"limit"' in line)
+    lines[at] = lines[at] + ","  # a stray comma
+    bad.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=rf"tools\.json:{at + 1}: malformed JSON"):
+        read_tools_file(bad)
+    bad.write_text('[{"name": "a", "parameters": {"type": "object", "properties": {"x": {"default": NaN}}}}]')
+    with pytest.raises(DataError, match=r"tools\.json\[0\] \('a'\): 'parameters\.properties\.x\.default' is nan"):
+        read_tools_file(bad)
+    tools = openai_tools()[:2]
+    tools[1]["function"]["parameters"]["properties"]["limit"]["enum"] = [1, float("inf")]
+    with pytest.raises(
+        DataError, match=r"tools\[1\] \('search_weather'\): 'function\.parameters\.properties\.limit\.enum\[1\]' is inf"
+    ):
+        parse_tools(tools)
+    bad.write_text("")
+    with pytest.raises(DataError, match=r"tools\.json: no entries"):
+        read_tools_file(bad)
+
+
 def test_malformed_files_and_requests_are_refused(search: ToolSearch, tmp_path: Path) -> None:
     bad = tmp_path / "tools.jsonl"
     bad.write_text('{"name": "a"}\n{"name": "b", "parameters": 1}\n')
