@@ -312,3 +312,27 @@ def test_scores_digest_names_the_score_matrix_not_the_order() -> None:
     assert scores_digest([RankedQuery([0.9, 0.5, 0.2], [1], "a"), a[1]]) != digest
     with_aux = [RankedQuery([0.9, 0.5, 0.1], [1], "a", aux_scores=[0.1, 0.2, 0.3]), a[1]]
     assert scores_digest(with_aux) != digest
+
+
+def test_the_unknown_r_table_prints_no_infinity() -> None:
+    """BoR bits (all) with no query complete is log2 0 (R assumed 1) or 0/0 (no depth could show the true R):
+    both are *none complete* on the page, never ``-inf``; an exact estimate is said."""
+    from experiments.report.multi import unknown_r_lines
+    from experiments.report.page import Paragraph, Table
+
+    base = {"condition": "c", "method": "fixed-1", "bor_bits": 5.36, "r_exact_pct": 100.0, "complete_pct": 0.0}
+    ur = pd.DataFrame([
+        {**base, "assumption": "R=1", "bor_bits_minus_true": 1.0, "bor_bits_all": -np.inf,
+         "bor_bits_all_minus_true": np.nan},
+        {**base, "assumption": "estimated", "bor_bits_minus_true": 0.0, "bor_bits_all": np.nan,
+         "bor_bits_all_minus_true": np.nan},
+        {**base, "method": "fixed-5", "assumption": "true", "complete_pct": 7.4, "bor_bits_minus_true": 0.0,
+         "bor_bits_all": 7.05, "bor_bits_all_minus_true": 0.0},
+    ])  # fmt: skip
+    blocks = unknown_r_lines(ur)
+    table = next(b for b in blocks if isinstance(b, Table))
+    cells = [list(row[5:]) for row in table.rows]
+    assert cells == [["none complete", "-"], ["none complete", "-"], ["7.05", "0.00"]]
+    assert not any("inf" in str(c) for row in table.rows for c in row)
+    text = " ".join(b.text for b in blocks if isinstance(b, Paragraph))
+    assert "none complete" in text and "estimate was exact on every query" in text

@@ -137,18 +137,34 @@ def unknown_r_lines(ur: pd.DataFrame) -> list[Block]:
     header = ["condition", "method", "assumed R", "BoR bits (any)", "minus true", "BoR bits (all)", "minus true"]
     rows = [
         [r["condition"], r["method"], r["assumption"], fmt(r["bor_bits"]), fmt(r["bor_bits_minus_true"]),
-         fmt(r["bor_bits_all"]), fmt(r["bor_bits_all_minus_true"])]
+         *_all_bits(r)]
         for _, r in ur.iterrows()
     ]  # fmt: skip
+    estimated = ur[ur["assumption"] == "estimated"]
+    exact = (
+        " The estimate was exact on every query here (`r_exact_pct` 100), so its rows equal the true R's."
+        if len(estimated) and bool((estimated["r_exact_pct"] == 100).all())
+        else ""
+    )
     return [
         Paragraph(
             "**The cost of not knowing R.** The same depths (first seed) scored with the chance term "
             "assuming R = 1 (as the paper does), an R estimated from the scores (ridge regression of log R "
             "on score statistics, fitted on the training split) and the true R. Positive differences mean "
-            "the assumption overstates the bits. `unknown_r.csv` holds every column."
+            "the assumption overstates the bits. BoR bits (all) is log2(mean complete / mean chance of "
+            "complete): where no query showed all its relevant tools it has no finite value (*none "
+            f"complete*).{exact} `unknown_r.csv` holds every column."
         ),
         Table(header, rows),
     ]
+
+
+def _all_bits(r: pd.Series) -> list[str]:
+    """The BoR bits (all) cell and its difference from the true R's: *none complete* (and ``-``) where no query
+    showed all of its relevant tools (log2 0, or 0/0 where no depth could), never an infinity."""
+    if r["complete_pct"] == 0:
+        return ["none complete", "-"]
+    return [fmt(r["bor_bits_all"]), fmt(r["bor_bits_all_minus_true"])]
 
 
 def equivalence_lines(sw: pd.DataFrame) -> list[Block]:
