@@ -564,15 +564,14 @@ class BenchArgs(FolderArgs):
 
 
 @dataclass(frozen=True)
-class TuneArgs:
-    """``shortlist tune``: agent settings compared on an inner validation split of the training queries."""
+class TuneArgs(SourceArgs):
+    """``shortlist tune``: agent settings compared on an inner validation split of the training queries of a
+    benchmark's condition or of the user's own data (``--run/--qrels``, ``--beir-dir``, ``--tools/--log``: the
+    data options of ``train``)."""
 
     HELP_GROUP: ClassVar[str] = "tuning"
 
     agent: str = opt("dqn", "policy kind whose settings are tuned", choices=tuple(registry.KINDS))
-    benchmark: str = opt("bfcl", "benchmark")
-    scorer: str = opt("bm25", "scorer")
-    variant: str = opt("", "candidate-set variant (empty: the benchmark's main rule)")
     grid: tuple[str, ...] = opt(
         (),
         "settings of --agent and their values, key=v1,v2 (e.g. train_freq=1,4 for DQN; a tuple setting's "
@@ -591,6 +590,9 @@ class TuneArgs:
     cache_dir: str | None = opt(None, "cache folder ($SHORTLIST_CACHE_DIR, else ~/.cache/shortlist-depth/cache)")
 
     def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.buckets:
+            raise ValueError("--buckets does not apply to tune (it compares settings on their validation means)")
         _check_seeds("--seeds", self.seeds)
         if self.observation not in OBSERVATION_CHOICES:
             raise ValueError(f"--observation must be one of {', '.join(OBSERVATION_CHOICES)}, got {self.observation!r}")

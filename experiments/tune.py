@@ -6,7 +6,9 @@ and every seed on 70% of the condition's training queries, evaluates it on the o
 30%, and writes one row per (setting, seed) plus a per-setting mean to ``OUT/<condition>.csv``
 and ``OUT/<condition>_mean.csv``. ``--agent tabular`` (or any registered kind with a settings
 dataclass) tunes that kind instead; its files are ``OUT/<condition>__<kind>*``. Choose settings
-from these, then report test numbers.
+from these, then report test numbers. The user's own data are tuned on as ``train`` reads them
+(``--run/--qrels``, ``--beir-dir``, ``--tools/--log``): their condition's name holds the file's name and
+digest, so two data sets never share a file.
 """
 
 from __future__ import annotations
@@ -75,12 +77,14 @@ def tune(
     command: str = "",
     agent: str = "dqn",
     settings: Any = None,
+    options: tuple[tuple[str, str], ...] = (),
 ) -> pd.DataFrame:
     """Train/evaluate every grid point x seed on the inner split; write the rows, the per-setting
     means and a manifest (``OUT/<condition>_manifest.json``: command, grid, git state, fit times);
-    return the rows."""
+    return the rows. ``options``: the user's own data (:func:`experiments.options.source_options`), with
+    ``benchmark`` ``run``, ``beir`` or ``log``."""
     base = registry.get(agent).settings(settings)
-    cond = get_condition(benchmark, scorer, variant, 0, data_dir, cache_dir)
+    cond = get_condition(benchmark, scorer, variant, 0, data_dir, cache_dir, options)
     train = cond.train
     inner_train, inner_val = seeded_split(len(train), 0.7, INNER_SPLIT_SEED)
     fit_q, val_q = [train[i] for i in inner_train], [train[i] for i in inner_val]
@@ -127,6 +131,7 @@ def tune(
         seeds=[int(s) for s in seeds],
         episode=asdict(episode),
         inner_split_seed=INNER_SPLIT_SEED,
+        inputs=dict(options),  # the user's files and their sha256 (none on a benchmark)
         n_fit=len(fit_q),
         n_validation=len(val_q),
         fit_seconds={f"{r['setting']} s{r['seed']}": r["fit_seconds"] for r in rows},
@@ -137,18 +142,20 @@ def tune(
 def cmd_tune(ta: TuneArgs, command: str = "") -> int:
     """``shortlist tune``: every grid point x seed on the inner validation split of one condition."""
     from benchmarks.names import ConditionId
+    from experiments.options import source_options
     from experiments.plan import PLANS, base_plan
 
-    cid = ConditionId(ta.benchmark, ta.scorer, ta.variant)
+    options = source_options(ta)  # (empty on a benchmark)
+    cid = ConditionId(ta.source, ta.scorer if ta.source != "run" else "run", ta.variant)
     plan = PLANS.get(cid.name) or base_plan(cid)
     observation = None if ta.observation == "auto" else ta.observation
     overrides = EpisodeOverrides(step_cost=ta.step_cost, gamma=ta.gamma, observation=observation)
     episode = replace(overrides.apply(plan.episode), reward=ta.reward)
     out = Path(ta.out)
     tune(
-        ta.benchmark,
-        ta.scorer,
-        ta.variant,
+        cid.benchmark,
+        cid.scorer,
+        cid.variant,
         parse_grid(ta.grid, ta.agent),
         ta.seeds,
         episode,
@@ -158,6 +165,7 @@ def cmd_tune(ta: TuneArgs, command: str = "") -> int:
         command,
         ta.agent,
         ta.settings,
+        options,
     )
     print(f"wrote {out}")
     return 0

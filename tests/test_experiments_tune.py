@@ -69,3 +69,25 @@ def test_tune_writes_rows_means_and_a_manifest(tmp_path: Path, cache_dir: str) -
     assert {"git_sha", "git_dirty", "code_fingerprint", "versions", "machine"} <= set(man)
     assert len(man["fit_seconds"]) == 2
     assert {"median_k", "p90_k", "whole_list_pct"} <= set(rows.columns)
+
+
+def test_tune_runs_on_your_own_run_and_names_it(tmp_path: Path) -> None:
+    """``--run/--qrels`` as ``train`` takes them: the files are named by the condition (file name and digest) and
+    in the manifest with their sha256; a changed run is another condition, never the same file; a bare
+    ``--benchmark run`` is refused naming the options tune has."""
+    from test_experiments_own_run import write_run
+
+    run, qrels = write_run(tmp_path, seed=1)
+    out = tmp_path / "tuning"
+    args = ["tune", "--agent", "threshold", "--run", str(run), "--qrels", str(qrels), "--seeds", "1", "2"]
+    assert main([*args, "--out", str(out)]) == 0
+    (manifest,) = out.glob("run-my-*__threshold_manifest.json")
+    man = json.loads(manifest.read_text())
+    assert man["inputs"]["run"] == str(run.resolve()) and len(man["inputs"]["run_sha256"]) == 64
+    assert man["n_fit"] + man["n_validation"] == round(0.7 * 40)  # the training split of the run's 40 queries
+    assert len(pd.read_csv(manifest.with_name(manifest.name.replace("_manifest.json", ".csv")))) == 2
+    other, _ = write_run(tmp_path / "b", seed=2)
+    assert main(["tune", "--agent", "threshold", "--run", str(other), "--qrels", str(qrels), "--seeds", "1",
+                 "--out", str(out)]) == 0  # fmt: skip
+    assert len(list(out.glob("run-my-*__threshold_manifest.json"))) == 2
+    assert main(["tune", "--benchmark", "run", "--out", str(out)]) == 2  # needs --run/--qrels, which tune has
