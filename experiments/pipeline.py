@@ -315,15 +315,18 @@ def run_with(
 USER_SOURCES = ("run", "beir", "log")
 
 
-def largest_list(cell: Cell, co: CommonArgs) -> int | None:
-    """The largest candidate list of ``cell``'s condition where only its data says it (:data:`USER_SOURCES`), from
-    the condition the cells build (:func:`experiments.runner.cell_condition`, memoised, so it is built once); None
-    for a benchmark, whose plan knows its size (:func:`experiments.plan.fixed_n`)."""
+def largest_list(cell: Cell, co: CommonArgs) -> tuple[int, str] | None:
+    """The longest ranked list of ``cell``'s condition where only its data says it (:data:`USER_SOURCES`), and the
+    condition's name (a run's holds its file's name and digest), from the condition the cells build
+    (:func:`experiments.runner.cell_condition`, memoised, so it is built once); None for a benchmark, whose plan
+    knows its size (:func:`experiments.plan.fixed_n`). The list's length, not N: a run truncated at 30 of
+    ``--n-candidates`` 1,000,000 shows 30 tools at most, so a fixed K of 50 there is the whole list."""
     from experiments.runner import cell_condition
 
     if cell.benchmark not in USER_SOURCES:
         return None
-    return max(q.n_candidates for q in cell_condition(cell, co.data_dir, co.cache_dir).queries)
+    cond = cell_condition(cell, co.data_dir, co.cache_dir)
+    return max(q.length for q in cond.queries), cond.name
 
 
 def inputs_label(sa: SourceArgs, name: str) -> str:
@@ -367,12 +370,13 @@ def fixed_within_lists(
 
     if not cells or not any(m.agent == "fixed" for m in methods):
         return cells
-    n = largest_list(cells[0], co)
+    found = largest_list(cells[0], co)
+    n, name = found if found is not None else (None, plan.name)
     drop = beyond_n(plan, methods, n)
     if drop and refuse:
-        raise ValueError(f"--k {' '.join(str(m.k) for m in drop)}: above the lists' size N = "
-                         f"{fixed_n(plan) if n is None else n} on {plan.name} (every list shown whole, under another "
-                         "K's name); give K <= N")  # fmt: skip
-    if note := left_out_note([plan], lambda _: methods, n):
+        size = f"N = {fixed_n(plan)}" if n is None else f"{n} ranked items at most"
+        raise ValueError(f"--k {' '.join(str(m.k) for m in drop)}: above the lists' size ({size}) on {name} (every "
+                         "list shown whole, under another K's name); give a K within it")  # fmt: skip
+    if note := left_out_note([plan], lambda _: methods, n, name):
         print(note, flush=True)
     return [c for c in cells if c.method not in drop]

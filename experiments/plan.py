@@ -295,15 +295,20 @@ def within_n(plan: ConditionPlan, methods: Sequence[MethodSpec], n: int | None =
 
 
 def left_out_note(
-    plans: Sequence[ConditionPlan], methods: Callable[[ConditionPlan], Sequence[MethodSpec]], n: int | None = None
+    plans: Sequence[ConditionPlan],
+    methods: Callable[[ConditionPlan], Sequence[MethodSpec]],
+    n: int | None = None,
+    name: str = "",
 ) -> str:
     """One console line naming the fixed-K methods the plans leave out (:func:`beyond_n`) with ``methods`` (a
-    plan's full method list), or "" when none is."""
+    plan's full method list), or "" when none is; ``name``: the condition's full name where the plan's is a stub
+    (a user's run: ``run-<file>-<digest>``, known once its data are read)."""
     out = []
     for plan in plans:
         drop = beyond_n(plan, methods(plan), n)
         if drop:
-            out.append(f"{', '.join(m.name for m in drop)} on {plan.name} (N = {fixed_n(plan) if n is None else n})")
+            size = f"N = {fixed_n(plan)}" if n is None else f"lists of {n} at most"
+            out.append(f"{', '.join(m.name for m in drop)} on {name or plan.name} ({size})")
     if not out:
         return ""
     return f"left out, a fixed K above the list's size (the whole list under another K's name): {'; '.join(out)}"

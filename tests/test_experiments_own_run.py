@@ -5,6 +5,7 @@ for small or skipped data, tied and one-candidate lists."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -448,3 +449,16 @@ def test_one_candidate_lists_count_as_chance_not_worse_than_random(
     assert "note: 40 of 40 lists leave no choice" in err and "BoR counts them as chance (0 bits" in err
     summary = pd.read_csv(tmp_path / "o" / "summary.csv")
     assert 0 < summary.loc[0, "found_pct"] < 100 and summary.loc[0, "bor_bits"] == 0.0
+
+
+def test_a_fixed_k_above_a_truncated_runs_lists_is_left_out_naming_the_condition(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Lists of 20 from a candidate set of a million (``--n-candidates``): fixed-50 would show the 20, under
+    another K's name, so it is left out as on a list of 20; the console names the run's condition in full."""
+    run, qrels = write_run(tmp_path, seed=3)
+    args = ["train", "--run", str(run), "--qrels", str(qrels), "--n-candidates", "1000000", "--agent", "fixed"]
+    assert main([*args, "--no-progress", "--out", str(tmp_path / "out")]) == 0
+    said = capsys.readouterr().out
+    assert re.search(r"fixed-50 on run-my-[0-9a-f]{6}-n1000000 \(lists of 20 at most\)", said), said
+    assert "fixed-50" not in set(pd.read_csv(tmp_path / "out" / "summary.csv")["method"])
