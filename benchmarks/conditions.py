@@ -755,7 +755,8 @@ def data_notes(
         what = {"test": "test ", "train": "training "}.get(split, "")
         width = "" if interval_width is None else f" (here a paired 95% interval spans {interval_width:.2f} bits)"
         lines.append(
-            f"warning: only {n_evaluated} {what}queries, under {SMALL_QUERY_SET}: intervals will be wide{width}"
+            f"warning: only {n_evaluated} {what}{'query' if n_evaluated == 1 else 'queries'}, under "
+            f"{SMALL_QUERY_SET}: intervals will be wide{width}"
         )
     return lines
 

@@ -52,6 +52,7 @@ def test_the_rules_of_a_log(tmp_path: Path) -> None:
     assert notes[2].startswith("note: 2 log lines repeat an earlier request: merged")
     one = data_notes({"duplicates_merged": 1}, 40)
     assert one[0].startswith("note: 1 log line repeats an earlier request: merged")
+    assert data_notes({}, 1)[0].startswith("warning: only 1 test query, under 30")  # one query, not "1 queries"
 
 
 @pytest.mark.parametrize(
