@@ -5,7 +5,9 @@ built-in benchmark), every registered kind that
 applies is trained on the training split and scored on the test split, with the same split for all (fixed K
 over the study's grid, the gap rules, the threshold, top-p, greedy K, the Choppy-style model, the cut-off, the
 posterior model, tabular Q, DQN, the limits as references, and ``auto``: the kind picked on an inner validation
-split of the training queries, never on test). Prints one ranked table (net reward and its paired interval
+split of the training queries, never on test). Each kind is trained once, with one seed, on one train/test split: a
+decision, not a study, so several ``--seeds`` or ``--split-seeds`` are refused before anything runs (their spread
+is ``shortlist train``'s and ``compare``'s). Prints one ranked table (net reward and its paired interval
 against the best, the cost-free mean reward, found %, mean / median / p90 K, whole-list %), says which policy it
 recommends and why (``auto``'s pick, made without seeing the test queries) and whether that pick is also the best
 on test, and copies the recommended run directory to ``OUT/recommended`` ready for ``shortlist predict``. With
@@ -320,15 +322,18 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     from experiments.report.tables import aggregate_with_groups
     from experiments.runner import collect_runs
 
-    options = source_options(ra)
-    cid = ConditionId(ra.source, ra.scorer if ra.source != "run" else "run", ra.variant)
-    plan = PLANS.get(cid.name) or base_plan(cid)
-    seed = la.seeds[:1]  # a decision, not a study: one seed
+    if len(la.seeds) > 1:  # a decision, not a study: one seed (never a silent first of several)
+        raise ValueError(f"recommend trains each kind once, with one seed: give one --seeds value, not "
+                         f"{' '.join(map(str, la.seeds))} (a spread over seeds: shortlist train or "
+                         "compare)")  # fmt: skip
     if la.split_seeds is not None and len(la.split_seeds) > 1:  # (its table is of one test split)
         raise ValueError(f"recommend ranks on one train/test split: give one --split-seeds value, not "
                          f"{' '.join(map(str, la.split_seeds))}")  # fmt: skip
+    options = source_options(ra)
+    cid = ConditionId(ra.source, ra.scorer if ra.source != "run" else "run", ra.variant)
+    plan = PLANS.get(cid.name) or base_plan(cid)
     every = recommend_methods(cid.benchmark)
-    cells = cells_for([plan], seed, {plan.name: every}, learning=la.learning(), options=options)
+    cells = cells_for([plan], la.seeds, {plan.name: every}, learning=la.learning(), options=options)
     cells = fixed_within_lists(plan, every, cells, ca, refuse=False)  # (the grid's Ks above your lists' size: said)
     out = Path(ra.out)
     check_out_is_ours(out, cells[0].condition, dict(options))  # these inputs' name and contents

@@ -101,6 +101,26 @@ def test_bad_input_is_refused_and_leaves_nothing(tmp_path: Path, capsys: pytest.
     assert not out.exists()
 
 
+def test_several_seeds_are_refused_before_anything_runs_and_one_is_used(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """recommend trains each kind once: ``--seeds 1 2`` is one line naming the option (it silently trained seed 1
+    alone), as ``--split-seeds 0 1`` is, with nothing written; one ``--seeds`` value is the seed every run has."""
+    run, qrels = write_run(tmp_path / "data", seed=1, n_queries=20)
+    out = tmp_path / "out"
+    args = ["recommend", "--run", str(run), "--qrels", str(qrels), "--set", *TINY_RECOMMEND_SET, "--no-progress"]
+    seeds = ("recommend trains each kind once, with one seed: give one --seeds value, not 1 2 (a spread over seeds: "
+             "shortlist train or compare)")  # fmt: skip
+    for many, said in ((["--seeds", "1", "2"], seeds),
+                       (["--split-seeds", "0", "1"], "give one --split-seeds value, not 0 1")):  # fmt: skip
+        assert main([*args, *many, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert said in err and len(err.strip().splitlines()) == 1 and not out.exists(), err
+    assert main([*args, "--seeds", "7", "--out", str(out)]) == 0
+    assert {d.name.rsplit("__", 1)[1] for d in (out / "runs").iterdir() if not d.name.startswith(".")} == {"s7"}
+    assert json.loads((out / "recommended" / "config.json").read_text())["seed"] == 7
+
+
 def test_a_recommendation_from_other_inputs_is_never_replaced(
     recommended: tuple[Path, Path, Path, str], tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
