@@ -265,21 +265,27 @@ def yours_rows(paths: tuple[str, ...], run: str, cond: Any, cell: Any) -> tuple[
     return pd.concat(frames, ignore_index=True), notes
 
 
-def with_yours(
-    ra: RecommendArgs, cell: Any, ca: CommonArgs, per_query: pd.DataFrame, agg: pd.DataFrame
-) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
-    """The table's per-query rows and aggregate with the rows of ``--yours`` (:func:`yours_rows`, on the test split
-    of the condition of ``cell``, one of the table's cells), and the console's notes."""
-    from agents.evaluation import summarise
-    from experiments.report.tables import aggregate
+def read_yours(ra: RecommendArgs, cell: Any, ca: CommonArgs) -> tuple[pd.DataFrame | None, list[str]]:
+    """The per-query rows of ``--yours`` (:func:`yours_rows`, on the test split of the condition of ``cell``, one
+    of the table's cells) and the console's notes; (None, []) without ``--yours``. Called before anything is
+    trained: the files need only ``--run``, its qrels and the split, so a file that is not a run, lacks a test query
+    or is not the top K of the run is refused in seconds with ``--out`` as it was (it was minutes later, after every
+    kind had trained, leaving their run folders and no page)."""
     from experiments.runner import cell_condition
 
-    c = cell
-    cond = cell_condition(c, ca.data_dir, ca.cache_dir)
+    if not ra.yours:
+        return None, []
     assert ra.run is not None  # (--yours goes with --run: RecommendArgs)
-    mine, notes = yours_rows(ra.yours, ra.run, cond, cell)
+    return yours_rows(ra.yours, ra.run, cell_condition(cell, ca.data_dir, ca.cache_dir), cell)
+
+
+def with_yours(per_query: pd.DataFrame, agg: pd.DataFrame, mine: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The table's per-query rows and aggregate with the rows of ``--yours`` (``mine``: :func:`read_yours`)."""
+    from agents.evaluation import summarise
+    from experiments.report.tables import aggregate
+
     agg = pd.concat([agg, aggregate(summarise(mine), mine).assign(group="yours")[agg.columns]], ignore_index=True)
-    return pd.concat([per_query, mine], ignore_index=True), agg, notes
+    return pd.concat([per_query, mine], ignore_index=True), agg
 
 
 def yours_line(paths: tuple[str, ...], t: pd.DataFrame) -> str:
@@ -339,13 +345,13 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     check_out_is_ours(out, cells[0].condition, dict(options))  # these inputs' name and contents
     inputs = inputs_label(ra, cid.name)
     check_split(cells[0], ca, inputs, "recommend", MIN_TRAIN, MIN_TEST)  # (to rank: paired intervals need 2 tests)
+    mine, notes = read_yours(ra, cells[0], ca)  # (checked before training: its errors leave --out as it was)
     runs = run_with(cells, out, ca, command)
     per_query, summary, _ = collect_runs(runs)
     agg = aggregate_with_groups(summary, per_query)
     auto_run = next(r for r in runs if json.loads((r / "config.json").read_text())["agent"] == "auto")
-    notes: list[str] = []
-    if ra.yours:  # your own depth rule's shortlists, judged beside every kind on the same test queries
-        per_query, agg, notes = with_yours(ra, cells[0], ca, per_query, agg)
+    if mine is not None:  # your own depth rule's shortlists, judged beside every kind on the same test queries
+        per_query, agg = with_yours(per_query, agg, mine)
     t = recommend_table(per_query, agg)
     condition = cells[0].condition  # (a user's data: its name carries the hash of its inputs)
     chosen, why = verdict(t, auto_run)

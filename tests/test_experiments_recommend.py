@@ -309,6 +309,9 @@ def test_your_own_shortlists_are_ranked_beside_every_kind(
 def test_your_shortlists_must_be_the_top_k_of_the_run_for_every_test_query(
     recommended: tuple[Path, Path, Path, str], tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
+    """Each bad --yours file is refused naming it and the query, into a finished recommendation (nothing rewritten)
+    and into a new --out, before anything trains: nothing is written there (it failed after every kind had trained,
+    leaving their run folders and no page)."""
     done, run, qrels, _ = recommended
     out = shutil.copytree(done, tmp_path / "out")
     before = (out / "recommend.csv").read_bytes()
@@ -316,17 +319,21 @@ def test_your_shortlists_must_be_the_top_k_of_the_run_for_every_test_query(
     test = sorted(set(t["qid"]))
     cases = [
         (cut_run(run, tmp_path / "skip.run", lambda q, r: r <= 2 and r != 1), "is not among the top 1 of --run"),
+        (cut_run(run, tmp_path / "gap.run", lambda q, r: r in (1, 3)), "is not among the top 2 of --run"),
         (cut_run(run, tmp_path / "less.run", lambda q, r: r <= 2 and q != test[0]),
          f"no shortlist for test query {test[0]!r}"),
     ]  # fmt: skip
     stray = tmp_path / "stray.run"
     stray.write_text((tmp_path / "less.run").read_text().replace(f"{test[1]} Q0", "nobody Q0", 1) + "\n")
     cases.append((stray, "query 'nobody' is not in --run"))
+    fresh = tmp_path / "fresh"
     for path, message in cases:
-        code = main(["recommend", "--run", str(run), "--qrels", str(qrels), *TINY, "--yours", str(path), "--out",
-                     str(out)])  # fmt: skip
-        err = capsys.readouterr().err
-        assert code == 2 and message in err and "Traceback" not in err, (path, err)
+        for into in (out, fresh):
+            code = main(["recommend", "--run", str(run), "--qrels", str(qrels), *TINY, "--yours", str(path), "--out",
+                         str(into)])  # fmt: skip
+            err = capsys.readouterr().err
+            assert code == 2 and message in err and "Traceback" not in err, (path, err)
+            assert not fresh.exists(), path  # (checked before training: no run folder, no half-written --out)
     assert (out / "recommend.csv").read_bytes() == before  # nothing rewritten
     code = main(["recommend", "--benchmark", "bfcl", "--yours", str(stray), "--out", str(tmp_path / "x")])
     assert code == 2 and "--yours goes with --run/--qrels" in capsys.readouterr().err
