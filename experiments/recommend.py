@@ -8,9 +8,10 @@ posterior model, tabular Q, DQN, the limits as references, and ``auto``: the kin
 split of the training queries, never on test). Each kind is trained once, with one seed, on one train/test split: a
 decision, not a study, so several ``--seeds`` or ``--split-seeds`` are refused before anything runs (their spread
 is ``shortlist train``'s and ``compare``'s). Prints one ranked table (net reward and its paired interval
-against the best, the cost-free mean reward, found %, mean / median / p90 K, whole-list %), says which policy it
-recommends and why (``auto``'s pick, made without seeing the test queries) and whether that pick is also the best
-on test, and copies the recommended run directory to ``OUT/recommended`` ready for ``shortlist predict``. With
+against the best, the cost-free mean reward and BoR bits, which can rank methods differently, found %, mean /
+median / p90 K, whole-list %), says which policy it recommends and why (``auto``'s pick, made without seeing the
+test queries) and whether that pick is also the best on test, and copies the recommended run directory to
+``OUT/recommended`` ready for ``shortlist predict``. With
 ``--tools TOOLS --log LOG`` it also saves a searcher ready to serve (``OUT/searcher``: the registry, the scorer and
 that policy; :class:`shortlist_depth.ToolSearch`). On the user's own data the console then says what was skipped,
 what repeated and, for a test set under 30 queries, how wide the intervals are.
@@ -48,7 +49,11 @@ def recommend_methods(benchmark: str) -> list[MethodSpec]:
 
 def recommend_table(per_query: pd.DataFrame, agg: pd.DataFrame, n_boot: int = 10_000) -> pd.DataFrame:
     """Methods ranked by mean test net reward (limits last: they read labels), each with the paired difference
-    from the best policy (a method that reads no labels), the cost-free mean reward and the depth spread."""
+    from the best policy (a method that reads no labels), the cost-free mean reward, BoR bits (the aggregate
+    ``log2(mean found / mean P_rand)``, ``bor_bits`` of :func:`agents.evaluation.summary_row`: it can rank methods
+    otherwise than the mean reward, so both are shown; the ranking stays on the net reward) and the depth spread.
+    BoR bits are NaN where no test query was found (``log2 0``: no finite value), never infinite."""
+    from agents.evaluation import finite_or_nan
     from experiments.report.tables import JUDGED, JUDGED_ROW, diff_interval, unit_resamples
 
     a = agg.assign(_limit=agg["group"] == "limit").sort_values(["_limit", JUDGED], ascending=[True, False])
@@ -58,21 +63,43 @@ def recommend_table(per_query: pd.DataFrame, agg: pd.DataFrame, n_boot: int = 10
     rows = []
     for rank, (_, r) in enumerate(a.iterrows(), start=1):
         d = diff_interval((wide.loc[r["method"]] - wide.loc[best]).to_numpy(), idx)
-        keep = ("mean_reward", "found_pct", "mean_k", "median_k", "p90_k", "whole_list_pct")
+        spread = ("found_pct", "mean_k", "median_k", "p90_k", "whole_list_pct")
         rows.append({"rank": rank, "method": r["method"], "group": r["group"], JUDGED: r[JUDGED],
                      "diff_to_best": d["diff"], "diff_lo": d["diff_lo"], "diff_hi": d["diff_hi"],
-                     **{c: r[c] for c in keep}})  # fmt: skip
+                     "mean_reward": r["mean_reward"], "bor_bits": finite_or_nan(float(r["bor_bits"])),
+                     **{c: r[c] for c in spread}})  # fmt: skip
     return pd.DataFrame(rows)
 
 
 def table_lines(t: pd.DataFrame) -> Table:
+    """The page's and the console's table of :func:`recommend_table`; a BoR bits of no finite value shows ``-``
+    (:func:`bits_note` says why)."""
     rows = [[str(r["rank"]), r["method"], r["group"], f"{r['mean_reward_net']:.3f}",
              f"{r['diff_to_best']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]", f"{r['mean_reward']:.3f}",
-             fmt(r["found_pct"], nd=1), fmt(r["mean_k"]), f"{fmt(r['median_k'], nd=0)} / {fmt(r['p90_k'], nd=0)}",
+             fmt(r["bor_bits"]), fmt(r["found_pct"], nd=1), fmt(r["mean_k"]),
+             f"{fmt(r['median_k'], nd=0)} / {fmt(r['p90_k'], nd=0)}",
              fmt(r["whole_list_pct"], nd=1)] for _, r in t.iterrows()]  # fmt: skip
-    header = ["#", "method", "group", "net reward", "minus the best [95% paired]", "mean reward", "found %", "mean K",
-              "median / p90 K", "whole list %"]  # fmt: skip
+    header = ["#", "method", "group", "net reward", "minus the best [95% paired]", "mean reward", "BoR bits",
+              "found %", "mean K", "median / p90 K", "whole list %"]  # fmt: skip
     return Table(header, rows)
+
+
+def unfound_line(t: pd.DataFrame) -> str:
+    """The methods whose BoR bits have no finite value (no test query found), as a sentence; empty when none."""
+    none = list(t.loc[t["bor_bits"].isna(), "method"])
+    if not none:
+        return ""
+    return (f'BoR bits shown "-" (empty in recommend.csv): {", ".join(none)} found no test query, and log2 of a zero '
+            "found rate has no finite value.")  # fmt: skip
+
+
+def bits_note(t: pd.DataFrame) -> str:
+    """What the page says of the BoR bits column: what it is, that it can rank methods otherwise than the mean
+    reward (SPEC: report both), and the methods shown ``-`` (:func:`unfound_line`)."""
+    said = ('"BoR bits" is the aggregate log2(mean found / mean P_rand) over the test queries, beside the mean '
+            "reward (the mean per-query BoR reward, cost-free): the two can rank methods differently. The table and "
+            "the recommendation go by the net reward.")  # fmt: skip
+    return f"{said} {unfound_line(t)}".strip()
 
 
 def recommend_title(condition: str) -> str:
@@ -368,7 +395,7 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
         group="comparison",
         lede="Which depth rule to use on this data: every kind that applies, trained on the training split and "
         "ranked on the test split.",
-        answer=Section("", [Paragraph(why), table_lines(t),
+        answer=Section("", [Paragraph(why), table_lines(t), Paragraph(bits_note(t)),
                             *([Paragraph(yours_line(ra.yours, t))] if ra.yours else []),
                             *([Paragraph(caveat[0] + " " + "; ".join(caveat[1:]) + ".")] if caveat else [])]),
         sections=(
@@ -383,7 +410,8 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
     write_page(out, page)
     print("\n".join(block_lines(table_lines(t))))
     print(why.replace("**", ""))
-    for line in [*caveat, *notes]:
+    unfound = unfound_line(t)  # (the console's table shows "-" too)
+    for line in [*caveat, *notes, *([unfound] if unfound else [])]:
         print(f"shortlist: note: {line}", file=sys.stderr)
     print(f"wrote {out}/README.md, recommend.csv and the recommended run directory {recommended}")
     if searcher is not None:

@@ -53,6 +53,61 @@ def test_every_applicable_kind_is_ranked_on_the_net_reward(recommended: tuple[Pa
     assert t[["found_pct", "mean_k", "median_k", "p90_k", "whole_list_pct"]].notna().all().all()
 
 
+def test_the_table_shows_bor_bits_beside_the_mean_reward(recommended: tuple[Path, Path, Path, str]) -> None:
+    """SPEC asks for both "BoR bits" and "mean reward" (they can rank methods differently): recommend.csv and the
+    page's table carry each run's ``bor_bits`` (its summary.csv) next to the mean reward."""
+    out, *_ = recommended
+    t = pd.read_csv(out / "recommend.csv").set_index("method")
+    assert list(t.columns[list(t.columns).index("mean_reward") :][:2]) == ["mean_reward", "bor_bits"]
+    runs = pd.concat(pd.read_csv(d / "summary.csv") for d in (out / "runs").iterdir() if not d.name.startswith("."))
+    bits = runs.set_index("method")["bor_bits"]
+    assert t["bor_bits"].to_dict() == pytest.approx(bits.loc[t.index].to_dict(), rel=1e-9, nan_ok=True)
+    answer = split_page((out / "README.md").read_text())[1]
+    assert "| mean reward | BoR bits | found % |" in answer
+    assert '"BoR bits" is the aggregate log2(mean found / mean P_rand) over the test queries' in answer
+
+
+def test_bor_bits_of_a_method_that_finds_nothing_show_as_missing_and_are_said(tmp_path: Path) -> None:
+    """BoR bits = log2(mean found / mean P_rand) over the test queries (the oracle, by hand); a method that finds no
+    test query has none (log2 0): empty in recommend.csv, ``-`` on the page and the console, and said, never -inf
+    or nan. The ranking is the net reward's whatever the bits."""
+    import math
+
+    from agents.evaluation import summarise
+    from experiments.io import write_csv
+    from experiments.recommend import bits_note, recommend_table, table_lines, unfound_line
+    from experiments.report.tables import aggregate_with_groups
+
+    found = {"gap": [1, 1, 0, 1], "fixed-1": [0, 0, 0, 0], "fixed-3": [1, 1, 1, 0]}
+    k = {"gap": [2, 1, 4, 2], "fixed-1": [1, 1, 1, 1], "fixed-3": [3, 3, 3, 3]}
+    rows = []
+    for method in found:
+        for q, (f, kk) in enumerate(zip(found[method], k[method], strict=True)):
+            p = kk / 10  # (N = 10, R = 1)
+            reward = f * -math.log2(p)
+            rows.append({"condition": "c", "method": method, "seed": 0, "qid": f"q{q}", "k": kk, "found": f,
+                         "p_random": p, "reward": reward, "reward_net": reward - 0.01 * (kk - 1), "n": 10,
+                         "r": 1})  # fmt: skip
+    per_query = pd.DataFrame(rows)
+    t = recommend_table(per_query, aggregate_with_groups(summarise(per_query), per_query), n_boot=200).set_index(
+        "method"
+    )
+    for method in ("gap", "fixed-3"):
+        expected = math.log2(sum(found[method]) / 4 / (sum(k[method]) / 10 / 4))
+        assert t.loc[method, "bor_bits"] == pytest.approx(expected, rel=1e-12)
+    assert math.isnan(t.loc["fixed-1", "bor_bits"])
+    assert list(t.index) == list(t.sort_values("mean_reward_net", ascending=False).index)
+    shown = dict(zip(t.index, (row[6] for row in table_lines(t.reset_index()).rows), strict=True))
+    assert shown["fixed-1"] == "-" and shown["fixed-3"] == f"{t.loc['fixed-3', 'bor_bits']:.2f}"
+    write_csv(t.reset_index(), tmp_path / "recommend.csv")  # (as recommend writes it)
+    csv = (tmp_path / "recommend.csv").read_text()
+    assert "inf" not in csv and "nan" not in csv.lower()
+    assert math.isnan(pd.read_csv(tmp_path / "recommend.csv").set_index("method").loc["fixed-1", "bor_bits"])
+    said = 'BoR bits shown "-" (empty in recommend.csv): fixed-1 found no test query'
+    assert unfound_line(t.reset_index()).startswith(said) and said in bits_note(t.reset_index())
+    assert unfound_line(t.drop(index="fixed-1").reset_index()) == ""
+
+
 def test_the_recommendation_is_autos_pick_and_is_ready_for_predict(
     recommended: tuple[Path, Path, Path, str], tmp_path: Path
 ) -> None:
