@@ -719,7 +719,13 @@ def data_notes(
     lines = []
     skipped = {k: int(v) for k, v in sorted((meta.get("skipped") or {}).items()) if int(v)}
     if skipped:
-        counts = ", ".join(f"{v} {k}" for k, v in skipped.items())
+        examples = meta.get("skipped_examples") or {}
+
+        def named(key: str, n: int) -> str:  # the first skipped ids, where the loader kept them
+            ids = list(examples.get(key) or [])
+            return f" ({', '.join(map(repr, ids))}{', ...' if n > len(ids) else ''})" if ids else ""
+
+        counts = ", ".join(f"{v} {k}{named(k, v)}" for k, v in skipped.items())
         lines.append(f"note: skipped {counts} (counted in manifest.json)")
     unknown = dict(meta.get("unknown_tools") or [])  # [name, lines] pairs, in order of appearance
     if unknown:
@@ -784,6 +790,7 @@ def _run_condition(opts: Mapping[str, str], split_seed: int, train_frac: float) 
             "benchmark": "run",
             "inputs_sha256": dict(loaded.inputs_sha256),
             "skipped": dict(loaded.skipped),
+            "skipped_examples": dict(loaded.skipped_examples),
             "n_candidates": sorted({q.n_candidates for q in queries}),
             "n_queries": len(queries),
             "n_relevant_not_in_run": sum(q.relevant_ranks.size == 0 for q in queries),

@@ -13,7 +13,7 @@ import json
 import os
 import sys
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -92,10 +92,24 @@ class ToolCorpus:
         return h.hexdigest()
 
 
-def count_skip(skipped: dict[str, int], key: str, n: int = 1) -> None:
-    """Add ``n`` to the skip counter ``key`` of ``skipped``; a counter appears only once it is non-zero."""
+#: How many skipped ids a skip counter keeps as examples (:func:`count_skip`), for the console to name.
+SKIP_EXAMPLES = 3
+
+
+def count_skip(
+    skipped: dict[str, int],
+    key: str,
+    n: int = 1,
+    ids: Sequence[str] = (),
+    examples: dict[str, list[str]] | None = None,
+) -> None:
+    """Add ``n`` to the skip counter ``key`` of ``skipped``; a counter appears only once it is non-zero. With
+    ``examples``, the first :data:`SKIP_EXAMPLES` of the skipped ``ids`` are kept under ``key`` too."""
     if n:
         skipped[key] = skipped.get(key, 0) + n
+        if examples is not None and ids:
+            kept = examples.setdefault(key, [])
+            kept.extend(list(ids)[: max(0, SKIP_EXAMPLES - len(kept))])
 
 
 def sha256_file(path: str) -> str:

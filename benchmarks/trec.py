@@ -263,8 +263,10 @@ def ranked_queries_from_run(
     *,
     n_candidates: int | None = None,
     on_missing_qrels: Literal["skip", "error"] = "skip",
+    examples: dict[str, list[str]] | None = None,
 ) -> tuple[list[RankedQuery], dict[str, int]]:
-    """Turn a run and its qrels into ranked queries.
+    """Turn a run and its qrels into ranked queries (with ``examples``, the first skipped qids of each counter
+    are kept there too: :func:`benchmarks.corpus.count_skip`).
 
     For each run query (in run order): documents are ranked by score descending,
     ties by docid ascending (see the module docstring); ``relevant_ranks`` are the
@@ -314,14 +316,15 @@ def ranked_queries_from_run(
         if not judged:
             if on_missing_qrels == "error":
                 raise DataError(f"query {qid!r}: in the run but has no qrels")
-            count_skip(skipped, SKIP_NO_QRELS)
+            count_skip(skipped, SKIP_NO_QRELS, ids=[qid], examples=examples)
             continue
         n_rel = sum(1 for r in judged.values() if r > 0)
         if n_rel == 0:
-            count_skip(skipped, SKIP_NO_RELEVANT)
+            count_skip(skipped, SKIP_NO_RELEVANT, ids=[qid], examples=examples)
             continue
         out.append(_ranked_query(qid, docs, judged, n_rel, n_candidates))
-    count_skip(skipped, SKIP_QRELS_NOT_IN_RUN, sum(1 for q in qrels if q not in run))
+    absent = sorted(q for q in qrels if q not in run)
+    count_skip(skipped, SKIP_QRELS_NOT_IN_RUN, len(absent), ids=absent, examples=examples)
     return out, skipped
 
 
@@ -370,11 +373,13 @@ class LoadedRun(NamedTuple):
         queries: the ranked queries (run order).
         skipped: skip counters (see :func:`ranked_queries_from_run`).
         inputs_sha256: sha256 of the run and qrels files, keyed by the given paths.
+        skipped_examples: the first skipped qids of each counter (sorted for ``qrels queries not in run``).
     """
 
     queries: list[RankedQuery]
     skipped: dict[str, int]
     inputs_sha256: dict[str, str]
+    skipped_examples: dict[str, list[str]] = {}  # noqa: RUF012  (a NamedTuple's default, never mutated)
 
 
 def load_run_queries(
@@ -401,10 +406,13 @@ def load_run_queries(
     """
     run = read_run(run_path)
     qrels = read_qrels(qrels_path)
-    queries, skipped = ranked_queries_from_run(run, qrels, n_candidates=n_candidates, on_missing_qrels=on_missing_qrels)
+    examples: dict[str, list[str]] = {}
+    queries, skipped = ranked_queries_from_run(
+        run, qrels, n_candidates=n_candidates, on_missing_qrels=on_missing_qrels, examples=examples
+    )
     shas = {str(Path(run_path)): sha256_file(str(run_path))}
     shas[str(Path(qrels_path))] = sha256_file(str(qrels_path))
-    return LoadedRun(queries, skipped, shas)
+    return LoadedRun(queries, skipped, shas, examples)
 
 
 def same_inputs(a: Mapping[str, str], b: Mapping[str, str]) -> bool:

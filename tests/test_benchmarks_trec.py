@@ -284,11 +284,11 @@ def test_load_run_queries(tmp_path: Path) -> None:
     run_p = _write(tmp_path, "run.txt", "q1 Q0 a 1 2.0 t\nq1 Q0 b 2 1.0 t\nq9 Q0 a 1 1.0 t\n")
     qrels_p = _write(tmp_path, "qrels.tsv", "query-id\tcorpus-id\tscore\nq1\tb\t1\nq1\tc\t1\n")
     loaded = load_run_queries(run_p, qrels_p, n_candidates=100)
-    queries, skipped, shas = loaded
+    queries, skipped, shas, examples = loaded
     assert [q.qid for q in queries] == ["q1"]
     assert queries[0].relevant_ranks.tolist() == [2]
     assert (queries[0].n_candidates, queries[0].n_relevant) == (100, 2)
-    assert skipped == {SKIP_NO_QRELS: 1}
+    assert skipped == {SKIP_NO_QRELS: 1} and examples == {SKIP_NO_QRELS: ["q9"]}
     assert shas == {
         str(run_p): hashlib.sha256(run_p.read_bytes()).hexdigest(),
         str(qrels_p): hashlib.sha256(qrels_p.read_bytes()).hexdigest(),
@@ -648,3 +648,18 @@ def test_run_condition_name_hashes_the_contents_not_the_paths() -> None:
     assert ConditionId.parse(f"run-my-{h}").name == f"run-my-{h}"
     with pytest.raises(ValueError, match="run_sha256"):
         run_condition_name({"run": "my.run", "qrels_sha256": b})
+
+
+def test_skipped_queries_keep_their_first_ids_for_the_console() -> None:
+    """Five judged queries the run lacks: counted 5, the first three (sorted) kept; the note names them, then '...'."""
+    from benchmarks.conditions import data_notes
+    from benchmarks.trec import SKIP_QRELS_NOT_IN_RUN, ranked_queries_from_run
+
+    run = {"q1": [("d1", 1.0), ("d2", 0.5)]}
+    qrels = {"q1": {"d1": 1}, **{f"z{i}": {"d1": 1} for i in (5, 3, 1, 4, 2)}}
+    examples: dict[str, list[str]] = {}
+    queries, skipped = ranked_queries_from_run(run, qrels, examples=examples)
+    assert len(queries) == 1 and skipped == {SKIP_QRELS_NOT_IN_RUN: 5}
+    assert examples == {SKIP_QRELS_NOT_IN_RUN: ["z1", "z2", "z3"]}
+    note = data_notes({"skipped": skipped, "skipped_examples": examples}, 40)[0]
+    assert note == "note: skipped 5 qrels queries not in run ('z1', 'z2', 'z3', ...) (counted in manifest.json)"

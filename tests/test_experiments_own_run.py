@@ -382,12 +382,18 @@ def test_small_test_sets_and_skipped_queries_are_said_on_the_console(
     capsys.readouterr()
     assert train(run, qrels, tmp_path / "o") == 0
     err = capsys.readouterr().err
-    assert "note: skipped 1 qrels queries not in run, 2 run queries without qrels (counted in manifest.json)" in err
+    said = "note: skipped 1 qrels queries not in run ('x1'), 2 run queries without qrels ('q10', 'q11')"
+    assert f"{said} (counted in manifest.json)" in err  # each skip named by its first ids
     assert "warning: only 3 test queries, under 30: intervals will be wide" in err  # 10 judged queries: 7 train, 3 test
     (run_dir,) = run_dirs(tmp_path / "o")
+    manifest = json.loads((run_dir / "manifest.json").read_text())["condition"]
+    assert manifest["skipped_examples"] == {
+        "qrels queries not in run": ["x1"],
+        "run queries without qrels": ["q10", "q11"],
+    }
     assert evaluate(run_dir, tmp_path / "e", "--split", "all") == 0
     err = capsys.readouterr().err
-    assert "skipped 1 qrels queries not in run, 2 run queries without qrels" in err
+    assert said in err
     assert "warning: only 10 queries, under 30: intervals will be wide" in err
 
 
