@@ -309,7 +309,8 @@ COMMANDS: tuple[Command, ...] = (
         "evaluate a trained run's policy (optionally with another scorer or benchmark)",
         "Loads the policy saved in a run directory (SB3 zips are read for their weights only, never "
         "unpickled) and evaluates it: on the run's own test split, with another scorer or benchmark, or on "
-        "your own TREC run + qrels. Writes per_query.csv, summary.csv (this evaluation only), buckets.csv "
+        "your own TREC run + qrels (by default none of the queries it was trained on, left out by query id and "
+        "counted). Writes per_query.csv, summary.csv (this evaluation only), buckets.csv "
         "and manifest.json to --out; says when the inputs differ from those the run was trained on.",
     ),
     Command(

@@ -175,16 +175,20 @@ def _recorded_condition(run: Path) -> dict:
     return recorded if isinstance(recorded, dict) else {}
 
 
-def _own_run_condition(ea: EvaluateArgs, cfg: dict, ca: FolderArgs, run: Path) -> tuple[Condition, str, list[str]]:
-    """The condition of ``--run/--qrels``, which of its queries to evaluate, and the console lines saying why.
+def _own_run_condition(
+    ea: EvaluateArgs, cfg: dict, ca: FolderArgs, run: Path
+) -> tuple[Condition, str, list[str], dict]:
+    """The condition of ``--run/--qrels``, which of its queries to evaluate, the console lines saying why, and the
+    manifest's record of the policy's training queries among them (:func:`_training_record`).
 
     On the data the policy was trained on, the run's own split (its train fraction and split seed) and by default
     its test queries; training queries only with ``--split train|all``, and then with a warning. The data are the
     trained ones when the run and qrels contents are (by sha256), or when, split as the policy's data were, they
     give the same queries (by the recorded digest of the test split's query ids, and the same number of training
     queries: the same run gzipped, reordered or with other line ends, or another retriever's run of the same
-    queries). On other data, every query by default. ``--n-candidates`` unset: the N the policy was trained with
-    on its own data (said), each query's run length on other data.
+    queries). On other data, :func:`_other_data`: by default every query but those whose ids the policy was trained
+    on. ``--n-candidates`` unset: the N the policy was trained with on its own data (said), each query's run length
+    on other data.
     """
     from benchmarks.trec import same_inputs
     from experiments.runner import get_condition
@@ -223,17 +227,106 @@ def _own_run_condition(ea: EvaluateArgs, cfg: dict, ca: FolderArgs, run: Path) -
         if own_n != ea.n_candidates:
             notes.append(f"shortlist: note: N = {own_n} candidates per query, as the policy was trained (its "
                          "--n-candidates); give --n-candidates to change it")  # fmt: skip
-        return cond, split, notes + _leakage(split, len(cond.train), len(cond.queries))
-    cond = condition(ea.train_frac or DEFAULT_TRAIN_FRAC, ea.n_candidates)
-    split = ea.split or "all"
-    notes = [
-        f"shortlist: note: {ea.run} and {ea.qrels} are not the data this policy was trained on (sha256 differ): "
-        f"no training query among them, {'every query' if split == 'all' else f'the {split} split'} is evaluated"
-    ]
+        record = _training_record([q.qid for q in cond.train], split == "test")
+        return cond, split, notes + _leakage(split, len(cond.train), len(cond.queries)), record
+    cond, split, notes, record = _other_data(ea, cfg, ca, run, condition(ea.train_frac or DEFAULT_TRAIN_FRAC,
+                                                                           ea.n_candidates))  # fmt: skip
     if trained_n and ea.n_candidates is None:
         notes.append(f"shortlist: note: the policy was trained with N = {trained_n} candidates per query; here N is "
                      f"each query's run length (give --n-candidates {trained_n} to keep it)")  # fmt: skip
-    return cond, split, notes
+    return cond, split, notes, record
+
+
+def _other_data(
+    ea: EvaluateArgs, cfg: dict, ca: FolderArgs, run: Path, cond: Condition
+) -> tuple[Condition, str, list[str], dict]:
+    """:func:`_own_run_condition` on data other than the policy's own (other files, a subset or a superset of its
+    queries, another retriever's run): the policy's training queries among them, by query id
+    (:func:`_policy_training_qids`), are left out by default and are the ``--split train`` queries (``--split all``:
+    every query, with the leakage warning); none among them: every query by default, and ``--train-frac`` splits
+    them. Training queries that cannot be looked for are said, never assumed absent."""
+    files = f"{ea.run} and {ea.qrels}"
+    trained, why = _policy_training_qids(cfg, run, ca)
+    if trained is None:
+        split = ea.split or "all"
+        level = "warning" if cfg.get("benchmark") else "note"  # (a run that recorded its data, unreadable now)
+        return cond, split, [
+            f"shortlist: {level}: {files}: whether they hold this policy's training queries cannot be checked "
+            f"({why}), so none is left out: {'every query' if split == 'all' else f'the {split} split'} is evaluated"
+        ], {"checked": False, "why": why}  # fmt: skip
+    among = [q.qid for q in cond.queries if q.qid in trained]
+    if not among:
+        split = ea.split or "all"
+        return cond, split, [
+            f"shortlist: note: {files} are not the data this policy was trained on and share no query id with its "
+            f"{len(trained)} training queries: {'every query' if split == 'all' else f'the {split} split'} is "
+            "evaluated"
+        ], _training_record([], False)  # fmt: skip
+    if ea.train_frac is not None:
+        raise ValueError(f"--train-frac {ea.train_frac}: {files} hold {len(among)} of this policy's training queries "
+                         "(by query id), which make the split; drop --train-frac")  # fmt: skip
+    split = ea.split or "test"
+    cond = _split_on(cond, frozenset(among))
+    if split == "test" and not cond.test:
+        raise ValueError(f"--run {ea.run}: all {len(among)} of its judged queries trained this policy (by query "
+                         "id): none is left to evaluate (--split train or all evaluates them, with a leakage "
+                         "warning)")  # fmt: skip
+    said = (f"those {len(among)} are left out, the other {len(cond.test)} evaluated (--split all to include them)"
+            if split == "test" else f"--split {split} evaluates them")  # fmt: skip
+    notes = [f"shortlist: note: {files} are not the data this policy was trained on (sha256 differ) but hold "
+             f"{len(among)} of its {len(trained)} training queries (by query id): {said}"]  # fmt: skip
+    return cond, split, notes + _leakage(split, len(among), len(cond.queries)), _training_record(among, split == "test")
+
+
+def _policy_training_qids(cfg: dict, run: Path, ca: FolderArgs) -> tuple[frozenset[str] | None, str]:
+    """The ids of the queries the policy was trained on, rebuilt from what its run directory recorded (config.json:
+    the benchmark, scorer, variant, source options and split seed), and checked against its manifest.json (the same
+    input sha256, the same digest of the test split's query ids and the same number of training queries); None and
+    why when they cannot be (a policy saved from Python names no data; data moved, changed or unreadable since)."""
+    from experiments.runner import get_condition
+
+    if not cfg.get("benchmark"):
+        return None, f"{run / 'config.json'} names no training data (a policy saved from Python)"
+    recorded = _recorded_condition(run)
+    if not recorded.get("test_qids_sha256"):
+        return None, f"{run / 'manifest.json'}: no recorded split to check its data against"
+    options = tuple(sorted((cfg.get("options") or {}).items()))
+    args = (cfg["benchmark"], cfg.get("scorer", ""), cfg.get("variant", ""), cfg.get("split_seed", 0))
+    try:
+        cond = get_condition(*args, ca.data_dir, ca.cache_dir, options)
+    except (OSError, ValueError, KeyError) as e:  # (moved, deleted or unreadable since)
+        return None, f"its training data cannot be read: {e}"
+    meta = cond.meta
+    if (meta.get("inputs_sha256"), meta.get("test_qids_sha256"), meta.get("n_train")) != (
+        recorded.get("inputs_sha256"), recorded["test_qids_sha256"], recorded.get("n_train")):  # fmt: skip
+        return None, f"its training data differ by sha256 from those {run / 'manifest.json'} recorded"
+    return frozenset(q.qid for q in cond.train), ""
+
+
+def _split_on(cond: Condition, train: frozenset[str]) -> Condition:
+    """``cond`` split into the queries whose ids are in ``train`` and the rest, its manifest record saying so."""
+    import dataclasses
+
+    import numpy as np
+
+    from benchmarks.split import sha_lines
+
+    inside = np.array([q.qid in train for q in cond.queries], dtype=bool)
+    train_idx, test_idx = np.flatnonzero(inside).astype(np.int64), np.flatnonzero(~inside).astype(np.int64)
+    meta = {**cond.meta, "train_frac": None, "split_rule": "the policy's training queries (by query id), the rest",
+            "n_train": len(train_idx), "n_test": len(test_idx),
+            "test_qids_sha256": sha_lines([cond.queries[i].qid for i in test_idx])}  # fmt: skip
+    return dataclasses.replace(cond, train_idx=train_idx, test_idx=test_idx, meta=meta)
+
+
+def _training_record(qids: list[str], left_out: bool) -> dict:
+    """The manifest's record of the policy's training queries among the evaluated data: how many, whether they were
+    left out (the default) or evaluated (``--split train|all``), their ids and the sha256 of the sorted ids."""
+    from benchmarks.split import sha_lines
+
+    ids = sorted(qids)
+    return {"checked": True, "n": len(ids), "left_out": left_out and bool(ids), "qids_sha256": sha_lines(ids),
+            "qids": ids}  # fmt: skip
 
 
 def _refuse_a_manifest(out: Path, command: str) -> None:
@@ -302,8 +395,9 @@ def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
                              "--run RUN --qrels QRELS") from e  # fmt: skip
     policy = load_run_policy(run, cfg)
     episode = EpisodeConfig(**cfg["episode"])
+    training: dict
     if ea.run:
-        cond, split, notes = _own_run_condition(ea, cfg, ca, run)
+        cond, split, notes, training = _own_run_condition(ea, cfg, ca, run)
         changes: list[str] = []
     else:
         benchmark = ea.benchmark or cfg["benchmark"]
@@ -316,6 +410,7 @@ def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
         own = same and variant == cfg.get("variant", "")
         changes = _input_changes(run, cond.meta) if own else []
         notes = _leakage(split, len(cond.train), len(cond.queries)) if own else []
+        training = {}  # (the run's own split: its manifest records it)
     target = _study_step_cost(cond.name)
     if target is not None and not math.isclose(target, episode.step_cost):
         notes.append(f"shortlist: note: the net reward charges the run's step cost {episode.step_cost:g} per extra "
@@ -346,6 +441,7 @@ def cmd_evaluate(ea: EvaluateArgs, ca: FolderArgs, command: str) -> int:
         input_changes=changes,
         step_cost=episode.step_cost,
         buckets=buckets,
+        **({"training_queries": training} if training else {}),
     )
     print(summary.to_string(index=False, float_format=lambda x: f"{x:.2f}", na_rep="n/a"))
     print(f"wrote {out}")

@@ -417,12 +417,14 @@ class EvaluateArgs:
     train_frac: float | None = opt(
         None,
         "share of --run's judged queries in the training split (unset: the run's own when --run/--qrels are the "
-        f"data the policy was trained on, else {DEFAULT_TRAIN_FRAC})",
+        f"data the policy was trained on, else {DEFAULT_TRAIN_FRAC}); refused when other data hold training "
+        "queries of the policy, which then make the split",
     )
     split: str = opt(
         "",
-        "which queries: test, train or all (unset: the test split of the data the policy was trained on, "
-        "every query of other --run/--qrels data); train and all on the training data warn of leakage",
+        "which queries: test, train or all (unset: those the policy was not trained on: the test split of its own "
+        "data; of other --run/--qrels data, every query but those whose ids it was trained on, left out and "
+        "counted); train and all warn of leakage when they hold training queries",
         choices=("test", "train", "all"),
     )
     out: str = opt("", "output folder (unset: evaluations/<run_id>/<condition>-<split>); never a run directory")

@@ -19,16 +19,19 @@ from experiments.cli import main
 FAST = ["--agent", "threshold", "--seeds", "42", "--no-progress"]
 
 
-def write_run(folder: Path, seed: int, n_queries: int = 40, depth: int = 20, name: str = "my") -> tuple[Path, Path]:
-    """A TREC run (grouped by query) and its qrels: one relevant document per query, most often near the top."""
+def write_run(
+    folder: Path, seed: int, n_queries: int = 40, depth: int = 20, name: str = "my", prefix: str = "q"
+) -> tuple[Path, Path]:
+    """A TREC run (grouped by query) and its qrels: one relevant document per query, most often near the top;
+    query ids ``<prefix>0``, ``<prefix>1``, ..."""
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
     lines, qrels = [], []
     for q in range(n_queries):
         scores = np.sort(rng.normal(size=depth))[::-1]
         gold = min(int(rng.geometric(0.3)), depth)
-        lines += [f"q{q} Q0 d{q}_{r} {r} {s:.6f} bm25" for r, s in enumerate(scores, 1)]
-        qrels.append(f"q{q} 0 d{q}_{gold} 1")
+        lines += [f"{prefix}{q} Q0 d{q}_{r} {r} {s:.6f} bm25" for r, s in enumerate(scores, 1)]
+        qrels.append(f"{prefix}{q} 0 d{q}_{gold} 1")
     run, qrels_path = folder / f"{name}.run", folder / f"{name}.qrels"
     run.write_text("\n".join(lines) + "\n")
     qrels_path.write_text("\n".join(qrels) + "\n")
@@ -255,14 +258,63 @@ def test_evaluate_on_the_training_data_defaults_to_its_test_queries(
 
 
 def test_evaluate_on_other_data_takes_every_query_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Other queries (no query id in common with the training queries, checked): every one, said."""
     assert train(*write_run(tmp_path / "data", seed=0), tmp_path / "o") == 0
     (run_dir,) = run_dirs(tmp_path / "o")
-    other, other_qrels = write_run(tmp_path / "other", seed=1, n_queries=35)
+    other, other_qrels = write_run(tmp_path / "other", seed=1, n_queries=35, prefix="o")
     capsys.readouterr()
     assert evaluate(run_dir, tmp_path / "e", "--run", str(other), "--qrels", str(other_qrels)) == 0
     err = capsys.readouterr().err
-    assert "not the data this policy was trained on" in err and "every query" in err and "leakage" not in err
+    assert "not the data this policy was trained on and share no query id with its 28 training queries" in err
+    assert "every query" in err and "leakage" not in err
     assert len(pd.read_csv(tmp_path / "e" / "per_query.csv")) == 35
+    record = json.loads((tmp_path / "e" / "manifest.json").read_text())["training_queries"]
+    assert (record["checked"], record["n"], record["left_out"], record["qids"]) == (True, 0, False, [])
+
+
+def test_other_files_holding_training_queries_leave_them_out(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The trained run less one query, or with other queries added (another sha256, so another split): the policy's
+    training queries among them (by query id) are left out by default, said with their number on the console and
+    recorded in the manifest (how many, their ids); ``--split all`` evaluates them with the leakage warning, and data
+    of training queries alone are refused by default. Before, every query was evaluated with a note claiming no
+    training query among them."""
+    run, qrels = write_run(tmp_path / "data", seed=0)
+    assert train(run, qrels, tmp_path / "o") == 0
+    (run_dir,) = run_dirs(tmp_path / "o")
+    tested = set(pd.read_csv(run_dir / "per_query.csv", dtype={"qid": str})["qid"])  # its 12 test queries
+    trained = {f"q{i}" for i in range(40)} - tested
+    dropped = min(tested)
+    lines = run.read_text().splitlines(keepends=True)
+    less = tmp_path / "less.run"
+    less.write_text("".join(line for line in lines if line.split()[0] != dropped))
+    extra_run, extra_qrels = write_run(tmp_path / "extra", seed=3, n_queries=10, prefix="x")
+    more, more_qrels = tmp_path / "more.run", tmp_path / "more.qrels"
+    more.write_text(run.read_text() + extra_run.read_text())
+    more_qrels.write_text(qrels.read_text() + extra_qrels.read_text())
+    extra = {f"x{i}" for i in range(10)}
+    for name, files, evaluated in (
+        ("less", (less, qrels), tested - {dropped}),
+        ("more", (more, more_qrels), tested | extra),
+    ):
+        capsys.readouterr()
+        assert evaluate(run_dir, tmp_path / name, "--run", str(files[0]), "--qrels", str(files[1])) == 0
+        err = capsys.readouterr().err
+        assert (f"hold 28 of its 28 training queries (by query id): those 28 are left out, the other {len(evaluated)} "
+                "evaluated (--split all to include them)") in err, err  # fmt: skip
+        assert "no training query" not in err and "leakage" not in err
+        rows = pd.read_csv(tmp_path / name / "per_query.csv", dtype={"qid": str})
+        assert set(rows["qid"]) == evaluated
+        record = json.loads((tmp_path / name / "manifest.json").read_text())["training_queries"]
+        assert (record["checked"], record["n"], record["left_out"], set(record["qids"])) == (True, 28, True, trained)
+
+    assert evaluate(run_dir, tmp_path / "all", "--run", str(less), "--qrels", str(qrels), "--split", "all") == 0
+    assert "warning: --split all: 28 of these 39 queries were used in training" in capsys.readouterr().err
+    assert len(pd.read_csv(tmp_path / "all" / "per_query.csv")) == 39
+    only = tmp_path / "trained.run"
+    only.write_text("".join(line for line in lines if line.split()[0] in trained))
+    assert evaluate(run_dir, tmp_path / "none", "--run", str(only), "--qrels", str(qrels)) == 2
+    assert f"--run {only}: all 28 of its judged queries trained this policy" in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()
 
 
 def test_the_same_queries_in_another_file_are_the_training_data(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -335,8 +387,9 @@ def test_an_evaluation_of_other_inputs_is_never_replaced(tmp_path: Path, capsys:
 
 
 def test_a_policy_saved_from_python_is_evaluated_on_your_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    """``sd.fit(...).save(DIR)`` names no data of its own: ``evaluate --run --qrels`` evaluates it (every query: not
-    its training data as far as the CLI can know); without ``--run`` the error says to give one."""
+    """``sd.fit(...).save(DIR)`` names no data of its own: ``evaluate --run --qrels`` evaluates it (every query,
+    saying that whether its training queries are among them cannot be checked); without ``--run`` the error says
+    to give one."""
     import shortlist_depth as sd
 
     run, qrels = write_run(tmp_path / "data", seed=0)
@@ -345,7 +398,9 @@ def test_a_policy_saved_from_python_is_evaluated_on_your_run(tmp_path: Path, cap
     saved = sd.fit("threshold", queries, seed=0).save(tmp_path / "py-policy")
     capsys.readouterr()
     assert evaluate(saved, tmp_path / "e", "--run", str(run), "--qrels", str(qrels)) == 0
-    assert "not the data this policy was trained on" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "whether they hold this policy's training queries cannot be checked" in err, err
+    assert "names no training data (a policy saved from Python)" in err and "no training query" not in err
     assert len(pd.read_csv(tmp_path / "e" / "per_query.csv")) == 40
     assert evaluate(saved, tmp_path / "e2") == 2
     err = capsys.readouterr().err
