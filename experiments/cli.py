@@ -319,7 +319,8 @@ COMMANDS: tuple[Command, ...] = (
         _lazy("cmd_predict"),
         "truncate your TREC run at the depth a trained policy chooses per query",
         "Streams the run query by query (memory bounded by the longest query) and writes a TREC run "
-        "readable by trec_eval, ir_measures and ranx.",
+        "readable by trec_eval, ir_measures and ranx, and OUT.json naming the policy that wrote it; never replaces "
+        "another policy's run.",
     ),
     Command(
         "reproduce",

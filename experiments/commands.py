@@ -456,21 +456,57 @@ def _study_step_cost(condition: str) -> float | None:
     return None if plan is None else float(plan.episode.step_cost)
 
 
+def _predict_record(out: Path) -> Path:
+    """The manifest ``shortlist predict`` writes beside a truncated run, ``<out>.json``: which policy wrote it (its
+    :func:`servers.policy_id`, method and run directory), from which run, with which N and tag."""
+    return out.with_name(f"{out.name}.json")
+
+
+def _check_predict_out(out: Path, given: bool, pid: str) -> None:
+    """Never replace a truncated run another policy wrote: an existing output is rewritten only when its
+    :func:`_predict_record` names this policy (a rerun); otherwise (another policy's, or a file no record says this
+    policy wrote) a one-line error naming it, and the file is left as it is."""
+    if not out.exists():
+        return
+    where, record = f"--out {out}" if given else str(out), _predict_record(out)
+    try:
+        there = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        there = None
+    if not isinstance(there, dict) or not there.get("policy_id"):
+        raise ValueError(f"{where}: exists, and no {record} says this policy wrote it; give another --out or remove "
+                         "it (it is left as it is)")  # fmt: skip
+    if there["policy_id"] != pid:
+        raise ValueError(f"{where}: holds the run of another policy ({there.get('method')}, id {there['policy_id']}, "
+                         f"run dir {there.get('run_dir')}); give another --out or remove it (it is left as it "
+                         "is)")  # fmt: skip
+
+
 def cmd_predict(pa: PredictArgs, command: str) -> int:
-    """Truncate a TREC run at each query's chosen depth (streamed: memory bounded by one query)."""
+    """Truncate a TREC run at each query's chosen depth (streamed: memory bounded by one query).
+
+    Writes ``--out`` (default ``<run stem>.<method>.<policy id>.trec`` here, so two policies of one method never
+    share a default name) and :func:`_predict_record` beside it; an existing output is replaced only when its record
+    names this policy (:func:`_check_predict_out`).
+    """
     from agents.trained import load_policy
     from benchmarks.corpus import STDIN, DataError
     from benchmarks.trec import truncate_run
+    from servers import policy_id
 
     policy = load_policy(pa.run_dir)
+    pid = policy_id(policy)
     stdin = pa.run == STDIN  # `--run -`: the run comes on the standard input, streamed as a file is
-    out = Path(pa.out) if pa.out else Path(f"{'stdin' if stdin else Path(pa.run).stem}.{policy.method}.trec")
+    out = Path(pa.out) if pa.out else Path(f"{'stdin' if stdin else Path(pa.run).stem}.{policy.method}.{pid}.trec")
     if not stdin and out.resolve() == Path(pa.run).resolve():
         raise ValueError(f"--out {out}: would overwrite the input run")
+    if not stdin and _predict_record(out).resolve() == Path(pa.run).resolve():
+        raise ValueError(f"--out {out}: its record {_predict_record(out)} would overwrite the input run")
     if not stdin and Path(pa.run).is_dir():
         raise ValueError(f"--run {pa.run}: is a folder; give the run file (or - to read it from the standard input)")
     if not stdin and not Path(pa.run).is_file():
         raise FileNotFoundError(f"--run {pa.run}: no such file (give - to read the run from the standard input)")
+    _check_predict_out(out, bool(pa.out), pid)
     tag = pa.tag or f"shortlist-{policy.method}"
     n = pa.n_candidates
     trained_n = (policy.config.get("options") or {}).get("n_candidates")
@@ -492,7 +528,20 @@ def cmd_predict(pa: PredictArgs, command: str) -> int:
         written = truncate_run(pa.run, out, depth, tag)
     except DataError as e:  # name the standard input as such, not as a file called "-"
         raise DataError(f"stdin{str(e)[1:]}" if stdin and str(e).startswith(f"{STDIN}:") else str(e)) from e
-    print(f"wrote {out}: {written.n_queries} queries, {written.n_docs} shortlisted documents (tag {tag})")
+    write_manifest(
+        _predict_record(out),
+        command=command,
+        policy_id=pid,
+        method=policy.method,
+        run_dir=str(Path(pa.run_dir).resolve()),
+        run=STDIN if stdin else str(Path(pa.run).resolve()),
+        n_candidates=n,
+        tag=tag,
+        n_queries=written.n_queries,
+        n_docs=written.n_docs,
+    )
+    print(f"wrote {out}: {written.n_queries} queries, {written.n_docs} shortlisted documents (tag {tag}), and "
+          f"{_predict_record(out).name} (policy {pid})")  # fmt: skip
     return 0
 
 

@@ -457,7 +457,12 @@ class PredictArgs:
     run: str = opt(
         "", "a TREC run file (qid Q0 docid rank score tag), grouped by query; - reads it from stdin", required=True
     )
-    out: str = opt("", "the truncated TREC run to write (unset: <run stem>.<method>.trec here; stdin.<method>.trec)")
+    out: str = opt(
+        "",
+        "the truncated TREC run to write, with OUT.json beside it naming the policy that wrote it (unset: "
+        "<run stem>.<method>.<policy id>.trec here; stdin.<method>.<policy id>.trec); an existing OUT is replaced "
+        "only when its OUT.json names this policy, never another policy's run",
+    )
     n_candidates: int | None = opt(None, "candidate-set size N of every query (unset: each query's run length)")
     tag: str = opt("", "run tag of the written lines (unset: shortlist-<method>)")
 

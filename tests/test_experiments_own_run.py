@@ -140,6 +140,48 @@ def test_predict_reads_the_run_from_stdin(
     assert "no such file (give - to read the run from the standard input)" in capsys.readouterr().err
 
 
+def test_predict_never_replaces_another_policys_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """Two policies of one method (trained on other data): their default outputs differ by the policy id in the name,
+    each with OUT.json naming its policy; a rerun by the same policy rewrites its file; an --out holding the other
+    policy's run, or a file no record says this policy wrote, is refused in one line naming it and left as it was.
+    Before, both defaults were my.bor-threshold.trec, the second silently replacing the first."""
+    from servers import policy_id
+
+    run, qrels = write_run(tmp_path / "data", seed=0)
+    assert train(run, qrels, tmp_path / "a") == 0
+    assert train(*write_run(tmp_path / "other", seed=1), tmp_path / "b") == 0
+    (a,), (b,) = run_dirs(tmp_path / "a"), run_dirs(tmp_path / "b")
+    ids = {d: policy_id(load_policy(d)) for d in (a, b)}
+    assert ids[a] != ids[b]
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    for d in (a, b):
+        assert main(["predict", "--run-dir", str(d), "--run", str(run)]) == 0
+    names = {d: f"my.bor-threshold.{ids[d]}.trec" for d in (a, b)}
+    assert sorted(p.name for p in here.iterdir()) == sorted(n + x for n in names.values() for x in ("", ".json"))
+    for d, name in names.items():
+        record = json.loads((here / f"{name}.json").read_text())
+        assert (record["policy_id"], record["method"], record["run_dir"]) == (ids[d], "bor-threshold", str(d.resolve()))
+
+    out = here / "short.run"
+    assert main(["predict", "--run-dir", str(a), "--run", str(run), "--out", str(out)]) == 0
+    assert main(["predict", "--run-dir", str(a), "--run", str(run), "--out", str(out)]) == 0  # its own: rewritten
+    kept = {f: f.read_bytes() for f in (out, here / "short.run.json")}
+    capsys.readouterr()
+    assert main(["predict", "--run-dir", str(b), "--run", str(run), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"shortlist: error: --out {out}: holds the run of another policy (bor-threshold, id {ids[a]}")
+    assert len(err.splitlines()) == 1 and {f: f.read_bytes() for f in kept} == kept
+    mine = here / "mine.run"
+    mine.write_text("made by hand\n")
+    assert main(["predict", "--run-dir", str(a), "--run", str(run), "--out", str(mine)]) == 2
+    assert f"--out {mine}: exists, and no {mine}.json says this policy wrote it" in capsys.readouterr().err
+    assert mine.read_text() == "made by hand\n" and not (here / "mine.run.json").exists()
+
+
 # ---------------------------------------------------------------- 2. the split is on the query ids
 
 
