@@ -26,7 +26,8 @@ from servers.listen import wait_announced
 from servers.mcp_server import SEARCH_TOOL
 from shortlist_depth import DEFAULT_MAX_K, ToolSearch
 
-#: Requests: two ordinary ones, one that shares no word with any tool (no ranking information: 1 tool).
+#: Requests: two ordinary ones, one that shares no word with any tool (no ranking information: the library shows 1
+#: tool, the OpenAI proxy passes the request on with every tool).
 REQUESTS = ("please book my flight now", "what is the weather and the news today", "zebra quokka xylophone")
 
 
@@ -66,12 +67,18 @@ def test_serve_openai_without_a_searcher_sends_the_python_apis_shortlist(tmp_pat
             for text in REQUESTS:
                 body = {"model": "m", "messages": [{"role": "user", "content": text}], "tools": openai_tools()}
                 r = httpx.post(f"{base}/chat/completions", json=body, timeout=60)
-                assert r.status_code == 200 and r.headers["x-shortlist-policy"] == "bor-topp", r.text
+                tied = text == REQUESTS[2]
+                assert r.status_code == 200, r.text
+                assert r.headers.get("x-shortlist-fallback" if tied else "x-shortlist-policy") == (
+                    "tied scores" if tied else "bor-topp"
+                ), r.headers
                 sent.append([t["function"]["name"] for t in received.requests[-1]["body"]["tools"]])
         finally:
             proc.terminate()
             proc.wait(timeout=30)
-    assert sent == api_names() and len(sent[2]) == 1
+    expected = api_names()
+    assert sent[:2] == expected[:2] and len(expected[2]) == 1  # the library's shortlists; its tie rule's 1 tool
+    assert sent[2] == [t["function"]["name"] for t in openai_tools()]  # the proxy: every tool, as sent
 
 
 def test_serve_mcp_without_a_searcher_answers_the_python_apis_shortlist(tmp_path: Path) -> None:
