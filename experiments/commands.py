@@ -39,13 +39,12 @@ if TYPE_CHECKING:
 
 def cmd_train(ta: TrainArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int:
     """Train one condition's policies (one run per seed), evaluate them and write the tables."""
-    from benchmarks.names import ConditionId
     from experiments.pipeline import USER_SOURCES, check_split, fixed_within_lists, inputs_label, run_with
     from experiments.plan import FIXED_KS, PLANS, base_plan, cells_for
     from experiments.runner import collect_runs, run_index
 
     options = source_options(ta)
-    cid = ConditionId(ta.source, ta.scorer if ta.source != "run" else "run", ta.variant)
+    cid = ta.condition_id
     plan = PLANS.get(cid.name) or base_plan(cid)
     kind = registry.get(ta.agent)
     methods = [MethodSpec(ta.agent, "bor", k) for k in ta.k] if kind.name_field else [MethodSpec(ta.agent, ta.reward)]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agents import registry
-from benchmarks.names import DEFAULT_TRAIN_FRAC
+from benchmarks.names import DEFAULT_TRAIN_FRAC, ConditionId
 from envs import EpisodeOverrides
 from envs.features import OBSERVATION_CHOICES
 from experiments.plan import (
@@ -287,6 +287,12 @@ class SourceArgs:
         if self.tools or self.log:
             return "log"
         return "run" if self.run or self.qrels else self.benchmark
+
+    @property
+    def condition_id(self) -> ConditionId:
+        """The condition these data options name (a run's scorer is ``run``: it brings its own scores); its plan is
+        ``PLANS.get(cid.name) or base_plan(cid)`` (:mod:`experiments.plan`)."""
+        return ConditionId(self.source, self.scorer if self.source != "run" else "run", self.variant)
 
 
 @dataclass(frozen=True)

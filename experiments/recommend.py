@@ -348,7 +348,6 @@ def save_searcher(ra: RecommendArgs, recommended: Path, out: Path, ca: CommonArg
 
 def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str) -> int:
     """``shortlist recommend`` (module docstring)."""
-    from benchmarks.names import ConditionId
     from experiments.io import atomic_write_csv, staged_folder
     from experiments.pipeline import check_split, fixed_within_lists, inputs_label, run_with
     from experiments.plan import PLANS, base_plan, cells_for
@@ -363,7 +362,7 @@ def cmd_recommend(ra: RecommendArgs, la: LearnArgs, ca: CommonArgs, command: str
         raise ValueError(f"recommend ranks on one train/test split: give one --split-seeds value, not "
                          f"{' '.join(map(str, la.split_seeds))}")  # fmt: skip
     options = source_options(ra)
-    cid = ConditionId(ra.source, ra.scorer if ra.source != "run" else "run", ra.variant)
+    cid = ra.condition_id
     plan = PLANS.get(cid.name) or base_plan(cid)
     every = recommend_methods(cid.benchmark)
     cells = cells_for([plan], la.seeds, {plan.name: every}, learning=la.learning(), options=options)

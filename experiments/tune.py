@@ -141,12 +141,11 @@ def tune(
 
 def cmd_tune(ta: TuneArgs, command: str = "") -> int:
     """``shortlist tune``: every grid point x seed on the inner validation split of one condition."""
-    from benchmarks.names import ConditionId
     from experiments.options import source_options
     from experiments.plan import PLANS, base_plan
 
     options = source_options(ta)  # (empty on a benchmark)
-    cid = ConditionId(ta.source, ta.scorer if ta.source != "run" else "run", ta.variant)
+    cid = ta.condition_id
     plan = PLANS.get(cid.name) or base_plan(cid)
     observation = None if ta.observation == "auto" else ta.observation
     overrides = EpisodeOverrides(step_cost=ta.step_cost, gamma=ta.gamma, observation=observation)
