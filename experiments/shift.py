@@ -34,6 +34,7 @@ import pandas as pd
 from agents import registry
 from agents.method import MethodSpec
 from agents.trained import load_run_policy
+from benchmarks.conditions import Condition, source_memo
 from benchmarks.names import ConditionId
 from benchmarks.query_shift import QUERY_SHIFTS
 from envs import EpisodeConfig
@@ -109,31 +110,44 @@ def shift_rows(groups: dict[tuple[str, int], list[tuple[Path, dict]]], fa: Folde
     """Per-query rows of every shifted run (``groups``, from :func:`shifted_runs`) on every target (see
     the module docstring)."""
     frames = []
-    for (source, split), runs in groups.items():
-        policies = [(load_run_policy(run, cfg), cfg) for run, cfg in runs]
-        if not any(cfg["method"] == GAP_RULE for _, cfg in runs):  # untrained: built here when no run has it
-            plan = base_plan(ConditionId.parse(source))
-            episode = asdict(plan.episode)
-            policies.append(
-                (registry.make(GAP_RULE), {"method": GAP_RULE, "seed": DEFAULT_SEEDS[0], "episode": episode})
-            )
-        for kind, target in shift_targets(source):
-            cid = ConditionId.parse(target)
-            cond = get_condition(cid.benchmark, cid.scorer, cid.variant, split, fa.data_dir, fa.cache_dir)
-            for policy, cfg in policies:
-                labels = {
-                    "condition": f"{source}@{target}",
-                    "source": source,
-                    "shift": kind,
-                    "target": target,
-                    "method": cfg["method"],
-                    "seed": cfg["seed"],
-                    "split_seed": split,
-                }
-                frames.append(labelled_rows(policy, cond.test, EpisodeConfig(**cfg["episode"]), cond.buckets, **labels))
-        print(f"shifted {len(runs)} runs of {source} split {split}", flush=True)
+    with source_memo():  # each target's corpus, scores and candidates once, whichever sources shift to it
+        conditions: dict[tuple[str, int], Condition] = {}  # each (target, split) built once: sources share targets
+        for (source, split), runs in groups.items():
+            frames += _shifted_group(source, split, runs, conditions, fa)
     per_query = pd.concat(frames, ignore_index=True)
     return per_query.sort_values([*RUN_KEYS, "qid"], kind="stable").reset_index(drop=True)
+
+
+def _shifted_group(
+    source: str, split: int, runs: list[tuple[Path, dict]], conditions: dict[tuple[str, int], Condition], fa: FolderArgs
+) -> list[pd.DataFrame]:
+    """The per-query rows of one (source, split) group's runs on each of the source's targets."""
+    frames = []
+    policies = [(load_run_policy(run, cfg), cfg) for run, cfg in runs]
+    if not any(cfg["method"] == GAP_RULE for _, cfg in runs):  # untrained: built here when no run has it
+        plan = base_plan(ConditionId.parse(source))
+        episode = asdict(plan.episode)
+        policies.append((registry.make(GAP_RULE), {"method": GAP_RULE, "seed": DEFAULT_SEEDS[0], "episode": episode}))
+    for kind, target in shift_targets(source):
+        if (target, split) not in conditions:
+            cid = ConditionId.parse(target)
+            conditions[(target, split)] = get_condition(
+                cid.benchmark, cid.scorer, cid.variant, split, fa.data_dir, fa.cache_dir
+            )
+        cond = conditions[(target, split)]
+        for policy, cfg in policies:
+            labels = {
+                "condition": f"{source}@{target}",
+                "source": source,
+                "shift": kind,
+                "target": target,
+                "method": cfg["method"],
+                "seed": cfg["seed"],
+                "split_seed": split,
+            }
+            frames.append(labelled_rows(policy, cond.test, EpisodeConfig(**cfg["episode"]), cond.buckets, **labels))
+    print(f"shifted {len(runs)} runs of {source} split {split}", flush=True)
+    return frames
 
 
 def shift_plan(groups: dict[tuple[str, int], list[tuple[Path, dict]]]) -> list[tuple[str, str]]:

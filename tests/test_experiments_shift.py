@@ -199,3 +199,31 @@ def test_shift_onto_the_real_targets_toolbench_included(shifted: tuple[Path, Pat
     man = json.loads((full / "manifest.json").read_text())
     assert man["n_runs"] == len(METHODS) * 7 and man["targets"]["bfcl-bm25"] == [t for _, t in targets]
     assert "of 6 (source, shifted target) pairs" in (full / "README.md").read_text()
+
+
+def test_shift_builds_each_target_once_for_the_sources_that_share_it(
+    shifted: tuple[Path, Path], shared_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two sources shifting onto the same targets on the same split: each (target, split) condition is built once
+    and both sources get the same rows (sources of one benchmark share every target but their own)."""
+    from experiments.options import FolderArgs
+    from experiments.shift import shift_rows, shifted_runs
+
+    study, _ = shifted
+    (key, runs), *_ = shifted_runs(study / "runs", ("bfcl-bm25",), ("all",)).items()
+    built: list[tuple[str, str, str, int]] = []
+    real = shift_module.get_condition
+
+    def counted(benchmark: str, scorer: str, variant: str, split: int, *args: object) -> object:
+        built.append((benchmark, scorer, variant, split))
+        return real(benchmark, scorer, variant, split, *args)
+
+    monkeypatch.setattr(shift_module, "get_condition", counted)
+    monkeypatch.setattr(shift_module, "shift_targets", lambda source: TARGETS[:2])
+    groups = {("bfcl-bm25", key[1]): runs, ("bfcl-minilm", key[1]): runs}
+    pq = shift_rows(groups, FolderArgs(cache_dir=str(shared_cache)))
+    assert sorted(built) == sorted({(t.split("-")[0], t.split("-")[1], "", key[1]) for _, t in TARGETS[:2]})
+    assert len(built) == 2
+    a, b = (pq[pq["source"] == s].drop(columns=["condition", "source"]).reset_index(drop=True)
+            for s in ("bfcl-bm25", "bfcl-minilm"))  # fmt: skip
+    pd.testing.assert_frame_equal(a, b)

@@ -336,3 +336,67 @@ def test_the_unknown_r_table_prints_no_infinity() -> None:
     assert not any("inf" in str(c) for row in table.rows for c in row)
     text = " ".join(b.text for b in blocks if isinstance(b, Paragraph))
     assert "none complete" in text and "estimate was exact on every query" in text
+
+
+@pytest.mark.parametrize("n_boot", [1, 255, 256, 257, 1000])
+def test_resampled_means_are_the_one_shot_gather_bit_for_bit(n_boot: int) -> None:
+    from experiments.report.tables import resampled_means, unit_resamples
+
+    rng = np.random.default_rng(7)
+    splits = np.repeat([0, 1, 2], [40, 33, 27])
+    idx = unit_resamples(splits, n_boot, 3)
+    one = rng.normal(size=splits.size) * 1e3
+    rows = rng.normal(size=(3, splits.size))
+    assert np.array_equal(resampled_means(one, idx), one[idx].mean(axis=1))
+    assert np.array_equal(resampled_means(rows, idx[:, 40:73]), rows[:, idx[:, 40:73]].mean(axis=2))
+    assert resampled_means(rows, idx).shape == (3, n_boot)
+
+
+def test_report_tables_are_the_same_on_one_thread_and_on_several(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The threaded bootstraps (:func:`parallel_map`) put every interval on its own row: the tables equal the
+    single-threaded ones exactly, and every row's interval is recomputed here from its own differences."""
+    from experiments.report import tables
+    from experiments.report.tables import diff_interval, limits_table, paired_differences, unit_resamples
+
+    rng = np.random.default_rng(0)
+    methods = ("bor-dqn", "bor-tabular", "bor-posterior", "bor-cutoff", "bor-dp", "oracle", "gap", "fixed-3")
+    rows = []
+    for ci, cond in enumerate(("bfcl-bm25", "metatool-bm25")):
+        for split in (0, 1):
+            for mi, m in enumerate(methods):
+                n_q = 30 + 10 * ci
+                ks = rng.integers(1, N + 1, n_q).tolist()
+                found = (rng.random(n_q) < 0.3 + 0.08 * mi).astype(int).tolist()
+                df = _rows(m, 42, ks, found, [f * math.log2(N / k) for k, f in zip(ks, found, strict=True)])
+                rows.append(df.assign(condition=cond, split_seed=split, qid=[f"s{split}q{i}" for i in range(n_q)]))
+    pq = pd.concat(rows, ignore_index=True)
+    summary = summarise(pq, ("condition", "method", "seed", "split_seed"))
+
+    def tables_now() -> tuple[pd.DataFrame, ...]:
+        return paired_differences(pq, n_boot=500), limits_table(pq, n_boot=300), aggregate(summary, pq, n_boot=300)
+
+    monkeypatch.setattr(tables, "report_threads", lambda: 4)
+    many = tables_now()
+    monkeypatch.setattr(tables, "report_threads", lambda: 1)
+    one = tables_now()
+    for a, b in zip(many, one, strict=True):
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+    paired = many[0]
+    assert len(paired) > 10 and paired["diff_lo"].nunique() == len(paired)
+    assert many[2]["mean_reward_net_lo"].nunique() == len(many[2]) == 2 * len(methods)
+    for cond, g in pq.groupby("condition"):
+        wide = g.pivot_table(index="method", columns=["split_seed", "qid"], values="reward_net", sort=True)
+        idx = unit_resamples(wide.columns.get_level_values(0).to_numpy(), 500, 0)
+        for _, r in paired[paired["condition"] == cond].iterrows():
+            want = diff_interval((wide.loc[r["agent"]] - wide.loc[r["peer"]]).to_numpy(), idx)
+            assert (r["diff"], r["diff_lo"], r["diff_hi"]) == (want["diff"], want["diff_lo"], want["diff_hi"])
+
+
+def test_parallel_map_keeps_the_order_of_its_items(monkeypatch: pytest.MonkeyPatch) -> None:
+    from experiments.report import tables
+
+    monkeypatch.setattr(tables, "report_threads", lambda: 3)
+    assert tables.parallel_map(lambda x: x * x, range(50)) == [x * x for x in range(50)]
+    assert tables.parallel_map(str, []) == []
+    monkeypatch.undo()
+    assert 1 <= tables.report_threads() <= tables.MAX_REPORT_THREADS
