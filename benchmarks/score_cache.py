@@ -7,6 +7,10 @@ changing any of them never reuses a stale matrix. Matrices are ``.npy`` files
 folder and renamed, so a reader never sees a partial file and two processes
 filling the same entry at once both leave a complete, identical file.
 
+Embeddings are computed on :data:`EMBED_THREADS` torch threads, whatever the machine or the calling process set:
+float32 embeddings differ in their last bits with the thread count, and the count is part of the key of every
+cached embedding and embedding score matrix.
+
 Default location: ``<cache dir>/scores`` with the cache dir of :func:`benchmarks.data.resolve_cache_dir`
 (``$SHORTLIST_CACHE_DIR`` or ``~/.cache/shortlist-depth/cache``). Embeddings (``emb-<model>-<key>.npy``)
 sit in the same folder as score matrices: a text set is embedded once per cache dir, whether a score
@@ -16,10 +20,11 @@ asks for it first.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +32,33 @@ from numpy.typing import NDArray
 
 from benchmarks.atomic import atomic_path
 from benchmarks.scorers import EmbeddingScorer, Scorer
+
+EMBED_THREADS = 2
+"""Torch threads every cached embedding is computed on (:func:`embedding_threads`). float32 embeddings differ in
+their last bits with the number of threads: ToolBench's 3,406 tool texts embedded on 1, 2 and 4 threads give three
+different matrices. Torch's default is the machine's core count, so without a fixed count a 4-core laptop, or a cache
+an earlier 1-thread process filled, gave other scores than the committed results (made on 2 threads), and those
+last bits moved learned cut-offs: on ToolBench with MiniLM, ``shortlist recommend``'s residual DQN had test net
+reward 2.784 from 2-thread embeddings and 2.879 from 1-thread ones. Two is what every committed MiniLM number was
+made with, so pinning it moves none of them."""
+
+
+@contextlib.contextmanager
+def embedding_threads(n: int | None = None) -> Iterator[None]:
+    """Run the block on ``n`` torch threads (default :data:`EMBED_THREADS`), then restore the caller's count."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(EMBED_THREADS if n is None else n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _embedding_kind(kind: str) -> str:
+    """The cache-key kind of an embedding-derived entry: the thread count it was computed on is part of it."""
+    return f"{kind}@{EMBED_THREADS}threads"
 
 
 def scores_dir(cache_dir: Path | None = None) -> Path:
@@ -77,12 +109,13 @@ def cached_embeddings(
 ) -> NDArray[np.float32]:
     """L2-normalised embeddings of ``texts`` (one row per text), cached like score matrices."""
     folder = scores_dir(cache_dir)
-    key = cache_key(scorer.identity(), texts, (), kind="embeddings")
+    key = cache_key(scorer.identity(), texts, (), kind=_embedding_kind("embeddings"))
     path = folder / f"emb-{scorer.name.replace('/', '_')}-{key[:32]}.npy"
     cached = _load_matrix(path, (len(texts), None))
     if cached is not None:
         return cached.astype(np.float32)
-    e = np.asarray(scorer.embed(texts), dtype=np.float32)
+    with embedding_threads():
+        e = np.asarray(scorer.embed(texts), dtype=np.float32)
     if e.ndim != 2 or e.shape[0] != len(texts) or not np.all(np.isfinite(e)):
         raise ValueError(f"scorer {scorer.name} produced malformed or non-finite embeddings")
     atomic_save_npy(path, e)
@@ -101,7 +134,8 @@ def cached_scores(
         The matrix and whether it came from the cache.
     """
     folder = scores_dir(cache_dir)
-    key = cache_key(scorer.identity(), queries, tools)
+    embedded = isinstance(scorer, EmbeddingScorer)
+    key = cache_key(scorer.identity(), queries, tools, kind=_embedding_kind("scores") if embedded else "scores")
     path = folder / f"{scorer.name.replace('/', '_')}-{key[:32]}.npy"
     m = _load_matrix(path, (len(queries), len(tools)))
     if m is not None:

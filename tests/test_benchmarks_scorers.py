@@ -515,3 +515,34 @@ def test_two_processes_fill_the_same_entry(tmp_path: Path) -> None:
     assert len(files) == 1 and files[0].suffix == ".npy", files
     np.testing.assert_array_equal(np.load(files[0], allow_pickle=False), _expected(Q, T))
     assert cached_scores(CountingScorer(), Q, T, tmp_path)[1] is True
+
+
+def test_cached_embeddings_are_made_on_the_pinned_thread_count_and_keyed_by_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """float32 embeddings differ in their last bits with torch's thread count (the default is the machine's cores):
+    a cached embedding is computed on EMBED_THREADS threads whatever the caller set, the caller's count comes back
+    after it, and an entry made under another count is a miss (the count is in the key)."""
+    import torch
+
+    from benchmarks import score_cache
+
+    class ThreadRecorder(CountingEmbedder):
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
+            self.threads = torch.get_num_threads()
+            return super().embed(texts)
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        first = ThreadRecorder()
+        cached_scores(first, Q, T, tmp_path)
+        assert first.threads == score_cache.EMBED_THREADS == 2
+        assert torch.get_num_threads() == 1
+        assert cached_scores(ThreadRecorder(), Q, T, tmp_path)[1] is True
+        monkeypatch.setattr(score_cache, "EMBED_THREADS", 3)
+        again = ThreadRecorder()
+        assert cached_scores(again, Q, T, tmp_path)[1] is False
+        assert again.threads == 3 and again.embedded == [Q, T]  # neither the matrix nor the embeddings were reused
+    finally:
+        torch.set_num_threads(before)
