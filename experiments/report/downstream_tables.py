@@ -46,7 +46,7 @@ def table1(rows: pd.DataFrame, by: Sequence[str] = ("condition", "method"), n_bo
     """Per group: queries, mean K, presented %, choice % given presented (the e2e share of presented: a ratio
     of means) and end-to-end %, each with a 95% query bootstrap (every seed's rows of a query averaged first;
     the same resamples for every method of a condition)."""
-    from experiments.report.tables import query_resamples, ratio_interval
+    from experiments.report.tables import query_resamples, ratio_interval, resampled_means
 
     qm = query_means(rows, tuple(by))
     out = []
@@ -56,7 +56,7 @@ def table1(rows: pd.DataFrame, by: Sequence[str] = ("condition", "method"), n_bo
         row: dict[str, Any] = dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True))
         row["n_queries"] = len(g)
         for name, v in (("mean_k", k), ("presented_pct", 100 * pres), ("e2e_pct", 100 * e2e)):
-            boot = v[idx].mean(axis=1)
+            boot = resampled_means(v, idx)
             lo, hi = np.quantile(boot, [0.025, 0.975])
             row[name], row[f"{name}_lo"], row[f"{name}_hi"] = float(v.mean()), float(lo), float(hi)
         c, lo, hi = ratio_interval(e2e, pres, idx) if pres.sum() else (np.nan,) * 3
