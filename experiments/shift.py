@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import asdict
 from pathlib import Path
 
@@ -110,10 +110,15 @@ def shift_rows(groups: dict[tuple[str, int], list[tuple[Path, dict]]], fa: Folde
     """Per-query rows of every shifted run (``groups``, from :func:`shifted_runs`) on every target (see
     the module docstring)."""
     frames = []
+    uses = Counter((target, split) for source, split in groups for _, target in shift_targets(source))
     with source_memo():  # each target's corpus, scores and candidates once, whichever sources shift to it
         conditions: dict[tuple[str, int], Condition] = {}  # each (target, split) built once: sources share targets
         for (source, split), runs in groups.items():
             frames += _shifted_group(source, split, runs, conditions, fa)
+            for _, target in shift_targets(source):  # freed once no later group shifts to it
+                uses[(target, split)] -= 1
+                if not uses[(target, split)]:
+                    del conditions[(target, split)]
     per_query = pd.concat(frames, ignore_index=True)
     return per_query.sort_values([*RUN_KEYS, "qid"], kind="stable").reset_index(drop=True)
 

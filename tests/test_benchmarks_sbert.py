@@ -10,6 +10,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -28,10 +29,15 @@ MODEL = resolve_model("minilm")
 
 
 @pytest.fixture(scope="module")
-def both() -> tuple[object, BertMeanEncoder]:
-    """sentence-transformers' model and the plain-torch encoder of the same folder, on one torch thread."""
+def both() -> Iterator[tuple[object, BertMeanEncoder]]:
+    """sentence-transformers' model and the plain-torch encoder of the same folder, on one torch thread (the
+    worker's own count restored afterwards: the module's tests share their process with others)."""
+    before = torch.get_num_threads()
     torch.set_num_threads(1)
-    return _load_model(MODEL, "minilm", "sentence-transformers"), BertMeanEncoder(MODEL)
+    try:
+        yield _load_model(MODEL, "minilm", "sentence-transformers"), BertMeanEncoder(MODEL)
+    finally:
+        torch.set_num_threads(before)
 
 
 def st_embed(model: object, texts: list[str], batch_size: int = 64) -> np.ndarray:
