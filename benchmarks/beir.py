@@ -29,7 +29,9 @@ because published BEIR data has such rows (e.g. ArguAna's qrels name a document
 absent from its corpus; NFCorpus's qrels name queries absent from ``queries.jsonl``).
 Such a document simply does not count towards the query's gold set / R_q. With
 ``strict=True`` they are a DataError naming ``file:line`` instead. Skip keys (only
-non-zero ones appear in ``ToolCorpus.skipped``): see the ``SKIP_*`` constants.
+non-zero ones appear in ``ToolCorpus.skipped``): see the ``SKIP_*`` constants. The first
+skipped ids of each (``ToolCorpus.skipped_examples``) go to the condition's meta, so the
+console names them beside the count.
 """
 
 from __future__ import annotations
@@ -104,8 +106,9 @@ def load_beir(folder: str | PathLike[str], split: str = "test", *, strict: bool 
     docs = dict(sorted(_read_by_id(corpus_p, "document", _document_text).items()))  # by id (module docstring)
     queries = _read_by_id(queries_p, "query", _query_text)
     skipped: dict[str, int] = {}
-    judged = _judged(qrels_p, queries, docs, strict, skipped)
-    records = _judged_queries(queries, judged, queries_p, skipped)
+    examples: dict[str, list[str]] = {}  # the first skipped query ids of each counter, for the console
+    judged = _judged(qrels_p, queries, docs, strict, skipped, examples)
+    records = _judged_queries(queries, judged, queries_p, skipped, examples)
     if not records:
         raise DataError(f"{qrels_p}: no query with a relevant document")
     return ToolCorpus(
@@ -119,6 +122,7 @@ def load_beir(folder: str | PathLike[str], split: str = "test", *, strict: bool 
             f"{folder_name}/qrels/{split}.tsv": sha256_file(str(qrels_p)),
         },
         skipped=skipped,
+        skipped_examples=examples,
     )
 
 
@@ -152,10 +156,12 @@ def _judged(
     docs: Mapping[str, object],
     strict: bool,
     skipped: dict[str, int],
+    examples: dict[str, list[str]],
 ) -> dict[str, dict[str, int]]:
     """The split's judgments ``{query id: {doc id: relevance}}`` of known queries and documents, in qrels
     order. A repeated ``(query, doc)`` pair is a DataError; a row naming an unknown query or document is a
-    DataError when ``strict``, else counted in ``skipped``."""
+    DataError when ``strict``, else counted in ``skipped`` (the first unknown ids kept in ``examples``: the
+    query id, or ``query/doc`` for an unknown document)."""
     judged: dict[str, dict[str, int]] = {}
     first_line: dict[tuple[str, str], int] = {}
     for lineno, qid, did, rel in iter_qrels(qrels_p):
@@ -168,12 +174,12 @@ def _judged(
         if qid not in queries:
             if strict:
                 raise DataError(f"{where}: query id {qid!r} is not in queries.jsonl")
-            count_skip(skipped, SKIP_UNKNOWN_QUERY)
+            count_skip(skipped, SKIP_UNKNOWN_QUERY, ids=[qid], examples=examples)
             continue
         if did not in docs:
             if strict:
                 raise DataError(f"{where}: document id {did!r} is not in corpus.jsonl")
-            count_skip(skipped, SKIP_UNKNOWN_DOC)
+            count_skip(skipped, SKIP_UNKNOWN_DOC, ids=[f"{qid}/{did}"], examples=examples)
             continue
         judged.setdefault(qid, {})[did] = rel
     return judged
@@ -184,19 +190,21 @@ def _judged_queries(
     judged: Mapping[str, Mapping[str, int]],
     queries_p: Path,
     skipped: dict[str, int],
+    examples: dict[str, list[str]],
 ) -> list[QueryRecord]:
     """The queries (file order) with at least one relevant document (relevance > 0), all of them gold in
-    qrels order; queries without judgments or without a relevant one are counted in ``skipped``. A kept
+    qrels order; queries without judgments or without a relevant one are counted in ``skipped`` (the first ids
+    kept in ``examples``). A kept
     query with an empty text is a DataError naming its line."""
     out: list[QueryRecord] = []
     for qid, (line, text) in queries.items():
         rels = judged.get(qid)
         if rels is None:
-            count_skip(skipped, SKIP_NOT_IN_QRELS)
+            count_skip(skipped, SKIP_NOT_IN_QRELS, ids=[qid], examples=examples)
             continue
         gold = tuple(d for d, r in rels.items() if r > 0)
         if not gold:
-            count_skip(skipped, SKIP_NO_RELEVANT)
+            count_skip(skipped, SKIP_NO_RELEVANT, ids=[qid], examples=examples)
             continue
         if not text:
             raise DataError(f"{queries_p}:{line}: query {qid!r} has empty text")

@@ -670,6 +670,7 @@ def _queries_meta(corpus: ToolCorpus, records: Sequence[QueryRecord], queries: S
         "inputs_sha256": corpus.inputs_sha256,
         "corpus_fingerprint": corpus.fingerprint(),
         "skipped": corpus.skipped,
+        **({"skipped_examples": corpus.skipped_examples} if corpus.skipped_examples else {}),
         "n_tools": len(corpus.tool_names),
         "n_candidates": sorted({q.n_candidates for q in queries}),
         "n_queries_available": len(corpus.queries),

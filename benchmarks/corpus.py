@@ -51,6 +51,8 @@ class ToolCorpus:
         queries: the queries, each with gold tools present in the registry.
         inputs_sha256: sha256 of every input file read, keyed by a display path.
         skipped: documented skips, e.g. ``{"csv rows with tool missing from registry": 3}``.
+        skipped_examples: the first skipped ids of a counter, where the loader names them (a BEIR folder's
+            query ids: :func:`count_skip`), for the console to name.
     """
 
     name: str
@@ -59,6 +61,7 @@ class ToolCorpus:
     queries: tuple[QueryRecord, ...]
     inputs_sha256: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
+    skipped_examples: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if len(self.tool_names) != len(self.tool_texts):

@@ -144,19 +144,13 @@ class RegistryRanker:
                 return np.zeros((0, len(self.texts)))
             return np.stack([self._bm25.scores(r) for r in requests])
         assert self._embedder is not None and self._tool_embeddings is not None
-        if cache_requests:
-            from benchmarks.score_cache import cached_embeddings
+        from benchmarks.score_cache import cached_embeddings, embedding_threads
 
+        if cache_requests:
             emb = cached_embeddings(self._embedder, list(requests), self.cache_dir)
         else:
-            import torch
-
-            before = torch.get_num_threads()
-            torch.set_num_threads(self.embed_threads)
-            try:
+            with embedding_threads(self.embed_threads):
                 emb = self._embedder.embed(list(requests))
-            finally:
-                torch.set_num_threads(before)
         return np.asarray(emb @ self._tool_embeddings.T, dtype=np.float64)
 
     def scores(

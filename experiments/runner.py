@@ -272,8 +272,9 @@ def run_cells(
     """Run every cell (skipping finished ones): serially, in ``workers`` local processes, or as
     Ray tasks (``backend="ray"``; ``ray_address`` points at a cluster, default a local instance).
 
-    Conditions are built once in the parent first, so a bad input fails before
-    any cell runs and the score cache is warm for the workers. The cells of kinds that reuse another kind's
+    The conditions of the cells to run are built once in the parent first, so a bad input fails before
+    any cell runs and the score cache is warm for the workers; cells with a finished run are reused without
+    building theirs. The cells of kinds that reuse another kind's
     fitted network (``PolicyKind.shares_fit``: the P(found) stop) run after every other, so the network they
     reuse is stored by then (:data:`FIT_MEMO` in the cache directory, :mod:`agents.memo`). Every backend runs the
     same :func:`run_cell`, whose atomic directory rename makes results identical
@@ -290,12 +291,12 @@ def run_cells(
     cells = list({c.run_id: c for c in cells}.values())
     remove_stale_temporaries(runs)
     remove_stale_temporaries(out)
-    with held_conditions(cells, data_dir, cache_dir):
-        for c in cells:  # bad inputs and impossible depth caps fail before anything is written
+    todo = sorted(pending(cells, runs), key=lambda c: bool(c.method.kind.shares_fit))  # after the fits they reuse
+    fresh = {c.run_id for c in todo}
+    done = [runs / c.run_id for c in cells if c.run_id not in fresh]
+    with held_conditions(todo, data_dir, cache_dir):  # only what runs: a reused cell needs no condition
+        for c in todo:  # bad inputs and impossible depth caps fail before anything is written
             c.episode.check_queries(cell_condition(c, data_dir, cache_dir).queries)
-        todo = sorted(pending(cells, runs), key=lambda c: bool(c.method.kind.shares_fit))  # after the fits they reuse
-        fresh = {c.run_id for c in todo}
-        done = [runs / c.run_id for c in cells if c.run_id not in fresh]
         bar = tqdm(total=len(cells), initial=len(done), desc="cells", disable=not progress, file=sys.stderr)
         if backend == "ray" and todo:
             for path, cell in _run_ray(todo, runs, data_dir, cache_dir, command, workers, ray_address):

@@ -136,6 +136,12 @@ def test_queries_restricted_and_skips_counted(tmp_path: Path) -> None:
         SKIP_NOT_IN_QRELS: 1,
         SKIP_NO_RELEVANT: 1,
     }
+    assert c.skipped_examples == {  # the first ids of each skip, for the console to name
+        SKIP_UNKNOWN_QUERY: ["ghost"],
+        SKIP_UNKNOWN_DOC: ["q3/d404", "q3/d405"],
+        SKIP_NOT_IN_QRELS: ["q4"],
+        SKIP_NO_RELEVANT: ["q5"],
+    }
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -406,3 +407,10 @@ def test_pool_workers_run_on_the_conditions_the_parent_built(
     assert len(made) == 4
     assert log.read_text().split() == [str(os.getpid())] * 2  # two splits, built by the parent only
     assert runner._HELD == {}  # noqa: SLF001
+    again = runner.run_cells(  # every cell finished: reused without building a condition
+        cells, tmp_path / "o", data_dir=None, cache_dir=cache_dir, command="t", workers=2, progress=False
+    )
+    assert again == made and log.read_text().split() == [str(os.getpid())] * 2
+    shutil.rmtree(made[0])  # one cell to run again: only its condition (split) is built
+    assert runner.run_cells(cells, tmp_path / "o", data_dir=None, cache_dir=cache_dir, command="t") == made
+    assert log.read_text().split() == [str(os.getpid())] * 3

@@ -264,6 +264,27 @@ def test_a_beir_folder_is_split_on_its_query_ids(tmp_path: Path) -> None:
     assert test_ids[0] == test_ids[1] == test_ids[2]
 
 
+def test_a_beir_folders_skipped_queries_are_named_on_the_console(tmp_path: Path) -> None:
+    """A BEIR folder's skips were counted, never named: the console names the first ids, as for a TREC run."""
+    from benchmarks.conditions import build_condition, data_notes
+
+    docs = [{"_id": f"d{i}", "text": f"topic {i % 4} words {i}"} for i in range(12)]
+    queries = [{"_id": f"q{i}", "text": f"topic {i % 4} words {i}"} for i in range(14)]
+    qrels = "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(10))
+    qrels += "q10\td1\t0\nghost\td2\t1\n"  # q10 judged with nothing relevant; ghost is no query
+    folder = tmp_path / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    (folder / "qrels" / "test.tsv").write_text(qrels)
+    cond = build_condition("beir", "bm25", cache_dir=tmp_path / "cache", options={"beir_dir": str(folder)})
+    (note,) = [line for line in data_notes(cond.meta, len(cond.test)) if line.startswith("note: skipped")]
+    assert note == (
+        "note: skipped 1 qrels rows with query id not in queries.jsonl ('ghost'), 1 queries with no relevant doc "
+        "in split ('q10'), 3 queries without qrels in split ('q11', 'q12', 'q13') (counted in manifest.json)"
+    )
+
+
 # ---------------------------------------------------------------- 3. no silent leakage in evaluate
 
 
