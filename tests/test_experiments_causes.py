@@ -89,6 +89,21 @@ def test_differences_are_paired_means_and_the_objective_check_reads_the_configs(
     assert "### bfcl-minilm" in lines and sentence in lines
 
 
+def test_a_cause_explains_a_gap_only_in_the_agent_that_carries_its_fix() -> None:
+    """The gap is the best RL agent's: fitted Q's gain over the DQN explains part of it only when fitted Q is that
+    agent. Held by the residual DQN (which starts from the posterior) or by PPO, the gain is said as one below it."""
+    residual = {**REWARDS, "bor-residual": [7.5, 7.9] * 5}  # best RL agent, significantly below the posterior
+    sentence = cause_sentence(cause_table(per_query(residual), pd.DataFrame(), n_boot=500))
+    assert sentence.startswith("A gap remains (best RL agent bor-residual minus best supervised model bor-posterior")
+    assert "held by an agent that starts from bor-posterior" in sentence and "explains part of it" not in sentence
+    assert sentence.endswith("gain significantly from optimisation (bor-fqi minus bor-dqn +1.000 [+1.000, +1.000]).")
+    ppo = {**REWARDS, "bor-fqi": [6.5, 7.5] * 5, "bor-ppo": [7.9, 6.3] * 5}  # PPO best, within noise of the DQN
+    sentence = cause_sentence(cause_table(per_query(ppo), pd.DataFrame(), n_boot=500))
+    assert sentence.startswith("A gap remains (best RL agent bor-ppo minus best supervised model bor-posterior")
+    assert "that none of the three measured causes explains in the best RL agent" in sentence
+    assert sentence.endswith("gain significantly from optimisation (bor-fqi minus bor-dqn +0.500 [+0.500, +0.500]).")
+
+
 def test_no_gap_and_an_unexplained_gap_are_said_so() -> None:
     close = {**REWARDS, "bor-fqi": [8.0, 8.0, 7.0, 9.0] * 2 + [8.0, 8.0]}  # the best RL agent within noise
     t = cause_table(per_query(close), pd.DataFrame(), n_boot=500)

@@ -188,9 +188,12 @@ def cause_table(per_query: pd.DataFrame, objectives: pd.DataFrame, seed: int = 0
 
 def cause_sentence(rows: pd.DataFrame) -> str:
     """One sentence for one condition's rows of :func:`cause_table`: whether a gap to the supervised models
-    remains and, if so, which measured cause explains it. The gap is the best RL agent's, so a cause whose fix is
-    in that agent (a significantly positive information or optimisation difference) explains part of a gap it did
-    not close; a failed objective check explains it outright; with neither, none of the three does."""
+    remains and, if so, which measured cause explains it. The gap is the best RL agent's, so a cause explains
+    part of it only when that agent carries the cause's fix (it is the first of a significantly positive
+    information or optimisation pair: fitted Q, PPO or the listwise view over the online DQN); a gain of another
+    agent, below the best one, is said as that, not as explaining the gap. A gap held by an agent that starts
+    from a supervised model (the residual DQN) is its fine-tuning's, which the three causes, about agents that
+    learn on their own, do not address. A failed objective check explains a gap outright."""
     gap = rows[rows["cause"] == "gap"]
     if gap.empty:
         return "No RL agent or no supervised model ran here, so no gap is measured."
@@ -198,15 +201,30 @@ def cause_sentence(rows: pd.DataFrame) -> str:
     head = f"best RL agent {g['first']} minus best supervised model {g['second']}: {signed_ci(g)}"
     if g["diff_hi"] >= 0:
         return f"No significant gap remains ({head})."
-    measured = rows[rows["cause"].isin(["information", "optimisation"])]
-    gains = measured[measured["diff_lo"] > 0]
     if len(rows[(rows["cause"] == "objective") & (rows["diff"] > 0)]):
         return f"A gap remains ({head}); it is explained by the objective: some RL runs did not train on the judged net reward."
+    measured = rows[rows["cause"].isin(["information", "optimisation"])]
+    gains = measured[measured["diff_lo"] > 0]
+    carried = gains[gains["first"] == g["first"]]
+
+    def said(frame: pd.DataFrame) -> str:  # "optimisation (a minus b +x [lo, hi]; c minus b ...) and information (...)"
+        parts = []
+        for cause, group in frame.groupby("cause", sort=False):
+            pairs = "; ".join(f"{r['first']} minus {r['second']} {signed_ci(r)}" for _, r in group.iterrows())
+            parts.append(f"{cause} ({pairs})")
+        return " and ".join(parts)
+
+    if len(carried):
+        return (f"A gap remains ({head}); {said(carried)} explains part of it, in the best RL agent itself, and none "
+                "of the three measured causes closes it.")  # fmt: skip
+    others = (
+        f"; below it, the agents that learn on their own gain significantly from {said(gains)}" if len(gains) else ""
+    )
+    if (start := dict(FINE_TUNING_PAIRS).get(g["first"])) is not None:
+        return (f"A gap remains ({head}), held by an agent that starts from {start} (its fine-tuning row says what "
+                f"RL added to that start), which none of the three causes addresses{others}.")  # fmt: skip
     if len(gains):
-        parts = "; ".join(
-            f"{r['cause']} ({r['first']} minus {r['second']} {signed_ci(r)})" for _, r in gains.iterrows()
-        )
-        return f"A gap remains ({head}); {parts} explains part of it, and none of the three measured causes closes it."
+        return f"A gap remains ({head}) that none of the three measured causes explains in the best RL agent{others}."
     tried = ", ".join(f"{r['first']} minus {r['second']} {signed_ci(r)}" for _, r in measured.iterrows())
     return (
         f"A gap remains ({head}) that none of the three measured causes explains: "
