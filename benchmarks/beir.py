@@ -160,8 +160,8 @@ def _judged(
 ) -> dict[str, dict[str, int]]:
     """The split's judgments ``{query id: {doc id: relevance}}`` of known queries and documents, in qrels
     order. A repeated ``(query, doc)`` pair is a DataError; a row naming an unknown query or document is a
-    DataError when ``strict``, else counted in ``skipped`` (the first unknown ids kept in ``examples``: the
-    query id, or ``query/doc`` for an unknown document)."""
+    DataError when ``strict``, else counted in ``skipped`` (the first distinct unknown query or document ids
+    kept in ``examples``)."""
     judged: dict[str, dict[str, int]] = {}
     first_line: dict[tuple[str, str], int] = {}
     for lineno, qid, did, rel in iter_qrels(qrels_p):
@@ -179,7 +179,7 @@ def _judged(
         if did not in docs:
             if strict:
                 raise DataError(f"{where}: document id {did!r} is not in corpus.jsonl")
-            count_skip(skipped, SKIP_UNKNOWN_DOC, ids=[f"{qid}/{did}"], examples=examples)
+            count_skip(skipped, SKIP_UNKNOWN_DOC, ids=[did], examples=examples)
             continue
         judged.setdefault(qid, {})[did] = rel
     return judged

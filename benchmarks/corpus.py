@@ -107,12 +107,17 @@ def count_skip(
     examples: dict[str, list[str]] | None = None,
 ) -> None:
     """Add ``n`` to the skip counter ``key`` of ``skipped``; a counter appears only once it is non-zero. With
-    ``examples``, the first :data:`SKIP_EXAMPLES` of the skipped ``ids`` are kept under ``key`` too."""
+    ``examples``, the first :data:`SKIP_EXAMPLES` distinct skipped ``ids`` are kept under ``key`` too (a counter of
+    rows may name one id on several rows)."""
     if n:
         skipped[key] = skipped.get(key, 0) + n
         if examples is not None and ids:
             kept = examples.setdefault(key, [])
-            kept.extend(list(ids)[: max(0, SKIP_EXAMPLES - len(kept))])
+            for i in ids:
+                if len(kept) >= SKIP_EXAMPLES:
+                    break
+                if i not in kept:
+                    kept.append(i)
 
 
 def sha256_file(path: str) -> str:

@@ -124,6 +124,7 @@ def test_queries_restricted_and_skips_counted(tmp_path: Path) -> None:
         ("q5", "d1", 0),
         ("q5", "d2", 0),
         ("ghost", "d1", 1),
+        ("ghost", "d2", 1),  # one unknown query on two rows: counted twice, named once
         ("q3", "d404", 1),
         ("q3", "d405", 1),
     ]
@@ -131,14 +132,14 @@ def test_queries_restricted_and_skips_counted(tmp_path: Path) -> None:
     assert [q.qid for q in c.queries] == ["q1", "q2", "q3"]
     assert c.queries[2].gold == ("d2",)  # unknown docs do not count towards R_q
     assert c.skipped == {
-        SKIP_UNKNOWN_QUERY: 1,
+        SKIP_UNKNOWN_QUERY: 2,
         SKIP_UNKNOWN_DOC: 2,
         SKIP_NOT_IN_QRELS: 1,
         SKIP_NO_RELEVANT: 1,
     }
     assert c.skipped_examples == {  # the first ids of each skip, for the console to name
         SKIP_UNKNOWN_QUERY: ["ghost"],
-        SKIP_UNKNOWN_DOC: ["q3/d404", "q3/d405"],
+        SKIP_UNKNOWN_DOC: ["d404", "d405"],
         SKIP_NOT_IN_QRELS: ["q4"],
         SKIP_NO_RELEVANT: ["q5"],
     }
