@@ -189,23 +189,27 @@ def cause_table(per_query: pd.DataFrame, objectives: pd.DataFrame, seed: int = 0
 def cause_sentence(rows: pd.DataFrame) -> str:
     """One sentence for one condition's rows of :func:`cause_table`: whether a gap to the supervised models
     remains and, if so, which measured cause explains it. The gap is the best RL agent's, so a cause explains
-    part of it only when that agent carries the cause's fix (it is the first of a significantly positive
-    information or optimisation pair: fitted Q, PPO or the listwise view over the online DQN); a gain of another
-    agent, below the best one, is said as that, not as explaining the gap. A gap held by an agent that starts
-    from a supervised model (the residual DQN) is its fine-tuning's, which the three causes, about agents that
-    learn on their own, do not address. A failed objective check explains a gap outright."""
+    part of it only when that agent carries the cause's fix: it is the first agent of a significantly positive
+    information or optimisation pair (fitted Q or PPO over the online DQN; fitted Q on the listwise view over
+    fitted Q on the summary features), or that agent on another observation set (fitted Q on the listwise view
+    carries fitted Q's fix too). Other significant gains, of agents below the best one, are said as that. A gap
+    held by an agent that starts from a supervised model (the residual DQN) is its fine-tuning's, which the three
+    causes, about agents that learn on their own, do not address. A failed objective check explains a gap
+    outright."""
     gap = rows[rows["cause"] == "gap"]
     if gap.empty:
         return "No RL agent or no supervised model ran here, so no gap is measured."
     g = gap.iloc[0]
-    head = f"best RL agent {g['first']} minus best supervised model {g['second']}: {signed_ci(g)}"
+    best = str(g["first"])
+    head = f"best RL agent {best} minus best supervised model {g['second']}: {signed_ci(g)}"
     if g["diff_hi"] >= 0:
         return f"No significant gap remains ({head})."
     if len(rows[(rows["cause"] == "objective") & (rows["diff"] > 0)]):
         return f"A gap remains ({head}); it is explained by the objective: some RL runs did not train on the judged net reward."
     measured = rows[rows["cause"].isin(["information", "optimisation"])]
     gains = measured[measured["diff_lo"] > 0]
-    carried = gains[gains["first"] == g["first"]]
+    in_best = gains["first"].isin({best, best.partition("@")[0]})
+    carried, below = gains[in_best], gains[~in_best]
 
     def said(frame: pd.DataFrame) -> str:  # "optimisation (a minus b +x [lo, hi]; c minus b ...) and information (...)"
         parts = []
@@ -214,22 +218,24 @@ def cause_sentence(rows: pd.DataFrame) -> str:
             parts.append(f"{cause} ({pairs})")
         return " and ".join(parts)
 
+    others = f"; other RL agents, below it, gain significantly from {said(below)}" if len(below) else ""
     if len(carried):
-        return (f"A gap remains ({head}); {said(carried)} explains part of it, in the best RL agent itself, and none "
-                "of the three measured causes closes it.")  # fmt: skip
-    others = (
-        f"; below it, the agents that learn on their own gain significantly from {said(gains)}" if len(gains) else ""
-    )
-    if (start := dict(FINE_TUNING_PAIRS).get(g["first"])) is not None:
-        return (f"A gap remains ({head}), held by an agent that starts from {start} (its fine-tuning row says what "
-                f"RL added to that start), which none of the three causes addresses{others}.")  # fmt: skip
-    if len(gains):
+        verb = "explain" if len(carried) > 1 else "explains"
+        return (f"A gap remains ({head}); {said(carried)} {verb} part of it, in the best RL agent itself, and none "
+                f"of the three measured causes closes it{others}.")  # fmt: skip
+    if best in FROM_SUPERVISED_AGENTS:
+        start = FROM_SUPERVISED_AGENTS[best]
+        row = " (its fine-tuning row says what RL added to it)" if (rows["cause"] == "fine-tuning").any() else ""
+        return (f"A gap remains ({head}), held by an agent that starts from {start}{row}, which none of the three "
+                f"causes, about agents that learn on their own, addresses{others}.")  # fmt: skip
+    if len(below):
         return f"A gap remains ({head}) that none of the three measured causes explains in the best RL agent{others}."
     tried = ", ".join(f"{r['first']} minus {r['second']} {signed_ci(r)}" for _, r in measured.iterrows())
-    return (
-        f"A gap remains ({head}) that none of the three measured causes explains: "
-        + (f"{tried} (none significantly positive), " if tried else "")
-        + "and every RL run trained on the judged objective."
+    checked = (rows["cause"] == "objective").any()  # the objective rows exist only where RL runs were read
+    reasons = [f"{tried} (none significantly positive)"] if tried else []
+    reasons += ["every RL run trained on the judged objective"] if checked else []
+    return f"A gap remains ({head}) that none of the three measured causes explains" + (
+        f": {' and '.join(reasons)}." if reasons else "."
     )
 
 
