@@ -15,12 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from conftest import cli_env
 from test_toolsearch import openai_tools
 
 from benchmarks.bfcl import load_bfcl
 from benchmarks.sbert import BertMeanEncoder, unsupported
+from benchmarks.score_cache import embedding_threads
 from benchmarks.scorers import EmbeddingScorer, _load_model, resolve_model
 from benchmarks.toolbench import load_toolbench
 from shortlist_depth.toolsearch import ToolSearch
@@ -32,12 +32,8 @@ MODEL = resolve_model("minilm")
 def both() -> Iterator[tuple[object, BertMeanEncoder]]:
     """sentence-transformers' model and the plain-torch encoder of the same folder, on one torch thread (the
     worker's own count restored afterwards: the module's tests share their process with others)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with embedding_threads(1):
         yield _load_model(MODEL, "minilm", "sentence-transformers"), BertMeanEncoder(MODEL)
-    finally:
-        torch.set_num_threads(before)
 
 
 def st_embed(model: object, texts: list[str], batch_size: int = 64) -> np.ndarray:

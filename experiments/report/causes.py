@@ -211,12 +211,11 @@ def cause_sentence(rows: pd.DataFrame) -> str:
     in_best = gains["first"].isin({best, best.partition("@")[0]})
     carried, below = gains[in_best], gains[~in_best]
 
-    def said(frame: pd.DataFrame) -> str:  # "optimisation (a minus b +x [lo, hi]; c minus b ...) and information (...)"
-        parts = []
-        for cause, group in frame.groupby("cause", sort=False):
-            pairs = "; ".join(f"{r['first']} minus {r['second']} {signed_ci(r)}" for _, r in group.iterrows())
-            parts.append(f"{cause} ({pairs})")
-        return " and ".join(parts)
+    def pairs(frame: pd.DataFrame, sep: str) -> str:  # "a minus b +x [lo, hi]<sep>c minus b ..."
+        return sep.join(f"{r['first']} minus {r['second']} {signed_ci(r)}" for _, r in frame.iterrows())
+
+    def said(frame: pd.DataFrame) -> str:  # "optimisation (a minus b ...; c minus b ...) and information (...)"
+        return " and ".join(f"{cause} ({pairs(group, '; ')})" for cause, group in frame.groupby("cause", sort=False))
 
     others = f"; other RL agents, below it, gain significantly from {said(below)}" if len(below) else ""
     if len(carried):
@@ -230,7 +229,7 @@ def cause_sentence(rows: pd.DataFrame) -> str:
                 f"causes, about agents that learn on their own, addresses{others}.")  # fmt: skip
     if len(below):
         return f"A gap remains ({head}) that none of the three measured causes explains in the best RL agent{others}."
-    tried = ", ".join(f"{r['first']} minus {r['second']} {signed_ci(r)}" for _, r in measured.iterrows())
+    tried = pairs(measured, ", ")
     checked = (rows["cause"] == "objective").any()  # the objective rows exist only where RL runs were read
     reasons = [f"{tried} (none significantly positive)"] if tried else []
     reasons += ["every RL run trained on the judged objective"] if checked else []
