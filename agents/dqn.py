@@ -264,7 +264,7 @@ class DQNAgent:
         self.observation = observation_of(queries[0], config.observation)
         observer = self._training_observer(queries, config)
         train, self.checkpoints = held_out_checkpoints(
-            queries, s.held_out, s.held_out_seed, config, _stop_rule, observer
+            queries, s.held_out, s.held_out_seed, config, _stop_rule, observer, self._checkpoint_margin()
         )
         self.model = quiet(
             value_dqn_class(s.double_q, s.loss)(
@@ -288,6 +288,8 @@ class DQNAgent:
                 verbose=0,
             )
         )
+        if self.checkpoints is not None and self.checkpoints.margin is not None:
+            self.checkpoints.see(0, self.model.q_net)  # the start, the reference of the margin, before any step
         with training_bar(s.total_timesteps, f"{self.name} s{seed}") as bar:
             self.model.learn(
                 total_timesteps=s.total_timesteps, callback=_BarCallback(bar, self.checkpoints, s.eval_every)
@@ -304,6 +306,10 @@ class DQNAgent:
 
     def _observer(self, queries: Sequence[RankedQuery], config: EpisodeConfig) -> Observer | None:
         """What the policy observes when it chooses depths for ``queries`` (None: the named set)."""
+        return None
+
+    def _checkpoint_margin(self) -> float | None:
+        """The hold-out's margin over the first weights (:class:`agents.sb3.Checkpoints`; None: the best wins)."""
         return None
 
     def _policy(self) -> Any:

@@ -33,9 +33,11 @@ Beliefs on the training queries are cross-fitted (``folds`` folds of the sorted 
 folds, so the DQN trains on beliefs as wrong as they will be on unseen queries, not on a posterior that has seen
 the query's label. At inference the belief comes from the posterior fitted on every training query (saved inside
 the agent). Checkpoints: ``held_out`` (default 0.3) of the training queries score the greedy policy every
-``eval_every`` steps and the best weights are kept; the first score comes before any gradient step
-(``learning_starts`` = ``eval_every`` = 1,000 by default), so the selection can keep the posterior itself, and a
-fit records which step it kept (:attr:`ResidualDQN.chosen_step`, saved with the agent).
+``eval_every`` steps and at step 0, before any gradient step, where it scores the posterior itself; trained
+weights replace it only when they are significantly better on those queries (``start_margin``, a paired one-sided
+test; the best such weights win). Without that margin the best mean won outright, and the trained weights it
+kept did not carry over to the test queries (docs/policies.md). A fit records which step it kept
+(:attr:`ResidualDQN.chosen_step`, saved with the agent).
 
 Every other setting is the DQN's (:class:`agents.dqn.DQNConfig`: SB3's DQN, squared-error loss, 4-step returns,
 15,000 steps, gamma 1 on the judged net reward). The posterior is fitted with its kind's default settings.
@@ -74,13 +76,18 @@ class ResidualConfig(DQNConfig):
 
     held_out: float = 0.3
     """Share of the training queries held out to choose the weights (0: the last weights). The first score comes
-    before any gradient step, so the selection can keep the untrained residual, i.e. the posterior."""
+    at step 0, before any gradient step, so the selection can keep the untrained residual, i.e. the posterior."""
     folds: int = 5
     """Folds of the cross-fitted training beliefs (each query's belief from a posterior fitted on the others)."""
     fold_seed: int = 7
     """Seed of the folds (a seeded permutation of the sorted query ids)."""
     prior_scale: float = 10.0
     """s: the belief columns are the prior's Q-values divided by s (to keep them near [-1, 1] for the MLP)."""
+    start_margin: float = 1.96
+    """Trained weights replace the start (the posterior) only when they are significantly better on the hold-out:
+    their mean return minus the start's, paired over the held-out queries, above this many standard errors
+    (1.96: the lower end of a paired 95% interval above 0; :class:`agents.sb3.Checkpoints`). 0: the best mean
+    wins (the weights the selection kept before this setting existed)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -88,6 +95,8 @@ class ResidualConfig(DQNConfig):
             raise ValueError(f"ResidualConfig.folds must be >= 2, got {self.folds}")
         if not (math.isfinite(self.prior_scale) and self.prior_scale > 0):
             raise ValueError(f"ResidualConfig.prior_scale must be finite and > 0, got {self.prior_scale}")
+        if not (math.isfinite(self.start_margin) and self.start_margin >= 0):
+            raise ValueError(f"ResidualConfig.start_margin must be finite and >= 0, got {self.start_margin}")
 
 
 def beliefs(
@@ -190,6 +199,9 @@ class ResidualDQN(DQNAgent):
         return BeliefObserver(
             self.observation, queries, beliefs(self.prior, queries, config, self.settings.prior_scale)
         )
+
+    def _checkpoint_margin(self) -> float | None:
+        return self.settings.start_margin
 
     def _policy(self) -> Any:
         return residual_policy_class()

@@ -20,6 +20,7 @@ import contextlib
 import copy
 import functools
 import json
+import math
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -383,10 +384,14 @@ class HeldOut:
 
     def score(self, stop: Callable[[NDArray[np.float32]], NDArray[np.bool_]]) -> float:
         """The mean return of the rule ``stop`` on the held-out queries."""
+        return float(self.returns(stop).mean())
+
+    def returns(self, stop: Callable[[NDArray[np.float32]], NDArray[np.bool_]]) -> NDArray[np.float64]:
+        """The return of the rule ``stop`` on each held-out query (in the order given)."""
         from agents.base import first_stop
 
         k = first_stop(np.asarray(stop(self.feats), dtype=bool), self.offsets)
-        return float(self.table[np.arange(len(k)), np.minimum(k, self.caps) - 1].mean())
+        return np.asarray(self.table[np.arange(len(k)), np.minimum(k, self.caps) - 1], dtype=np.float64)
 
 
 def held_out_split(
@@ -401,24 +406,55 @@ def held_out_split(
 
 class Checkpoints:
     """The best weights of a torch module by held-out score (ties: the earlier), and when they were seen; ``rule``
-    is the agent's stop rule of a module (``rule(module, feats)``: STOP per row, e.g. :func:`batched_stop`)."""
+    is the agent's stop rule of a module (``rule(module, feats)``: STOP per row, e.g. :func:`batched_stop`).
 
-    def __init__(self, held_out: HeldOut | None, rule: Callable[[Any, NDArray[np.float32]], NDArray[np.bool_]]) -> None:
+    With ``margin`` (a number of standard errors), the first weights scored are the start the agent trusts, and
+    later weights replace them only when they are significantly better on the held-out queries: their mean
+    return minus the start's, paired per query, exceeds ``margin`` times its standard error (the normal
+    approximation; 1.96 is a one-sided 97.5% test, the lower end of a paired 95% interval above 0). Among the
+    weights that pass, the best mean wins. Without it (None) the best mean wins outright: picking the maximum of
+    many noisy scores favours weights that only look better, which costs nothing when the first weights are a
+    random network and can cost a start that is already good (:mod:`agents.residual`)."""
+
+    def __init__(
+        self,
+        held_out: HeldOut | None,
+        rule: Callable[[Any, NDArray[np.float32]], NDArray[np.bool_]],
+        margin: float | None = None,
+    ) -> None:
+        if margin is not None and not (math.isfinite(margin) and margin >= 0):
+            raise ValueError(f"Checkpoints margin must be finite and >= 0 standard errors, got {margin}")
         self.held_out = held_out
         self.rule = rule
+        self.margin = margin
         self.best = -np.inf
         self.state: dict | None = None
         self.at = 0
         self.history: list[tuple[int, float]] = []
+        self._start: NDArray[np.float64] | None = None
 
     def see(self, step: int, module: Any) -> None:
-        """Score ``module``'s current weights by its stop rule and keep them when they beat the best."""
+        """Score ``module``'s current weights by its stop rule and keep them when they beat the best (with a
+        margin: only when they are also significantly better than the first weights scored)."""
         if self.held_out is None:
             return
-        value = self.held_out.score(lambda feats: self.rule(module, feats))
+        returns = self.held_out.returns(lambda feats: self.rule(module, feats))
+        value = float(returns.mean())
         self.history.append((int(step), value))
+        if self.margin is not None:
+            if self._start is None:
+                self._start = returns
+            elif not self._significantly_better(returns - self._start):
+                return
         if value > self.best:
             self.best, self.at, self.state = value, int(step), copy.deepcopy(module.state_dict())
+
+    def _significantly_better(self, diff: NDArray[np.float64]) -> bool:
+        """Whether the paired differences' mean exceeds ``margin`` standard errors (a single query: never)."""
+        assert self.margin is not None
+        if len(diff) < 2:
+            return False
+        return bool(diff.mean() > self.margin * diff.std(ddof=1) / math.sqrt(len(diff)))
 
     def restore(self, module: Any) -> None:
         """Load the best weights seen into ``module`` (nothing when none was scored)."""
@@ -438,11 +474,12 @@ def held_out_checkpoints(
     config: EpisodeConfig,
     rule: Callable[[Any, Any], Any],
     observer: Observer | None = None,
+    margin: float | None = None,
 ) -> tuple[list[RankedQuery], Checkpoints | None]:
     """The queries to train on and the checkpoints that judge the weights on the held-out rest
-    (:func:`held_out_split`; observed through ``observer`` when given); every query and no checkpoints when
-    ``frac`` is 0."""
+    (:func:`held_out_split`; observed through ``observer`` when given; ``margin``: :class:`Checkpoints`); every
+    query and no checkpoints when ``frac`` is 0."""
     if frac <= 0:
         return list(queries), None
     train, val = held_out_split(queries, frac, seed)
-    return train, Checkpoints(HeldOut(val, config, observer), rule)
+    return train, Checkpoints(HeldOut(val, config, observer), rule, margin)

@@ -106,7 +106,7 @@ def load_beir(folder: str | PathLike[str], split: str = "test", *, strict: bool 
     docs = dict(sorted(_read_by_id(corpus_p, "document", _document_text).items()))  # by id (module docstring)
     queries = _read_by_id(queries_p, "query", _query_text)
     skipped: dict[str, int] = {}
-    examples: dict[str, list[str]] = {}  # the first skipped query ids of each counter, for the console
+    examples: dict[str, list[str]] = {}  # the first skipped ids (query or doc) of each counter, for the console
     judged = _judged(qrels_p, queries, docs, strict, skipped, examples)
     records = _judged_queries(queries, judged, queries_p, skipped, examples)
     if not records:

@@ -52,7 +52,7 @@ class ToolCorpus:
         inputs_sha256: sha256 of every input file read, keyed by a display path.
         skipped: documented skips, e.g. ``{"csv rows with tool missing from registry": 3}``.
         skipped_examples: the first skipped ids of a counter, where the loader names them (a BEIR folder's
-            query ids: :func:`count_skip`), for the console to name.
+            query ids, and doc ids for unknown docs: :func:`count_skip`), for the console to name.
     """
 
     name: str
