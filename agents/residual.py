@@ -35,9 +35,9 @@ the query's label. At inference the belief comes from the posterior fitted on ev
 the agent). Checkpoints: ``held_out`` (default 0.3) of the training queries score the greedy policy every
 ``eval_every`` steps and at step 0, before any gradient step, where it scores the posterior itself; trained
 weights replace it only when they are significantly better on those queries (``start_margin``, a paired one-sided
-test; the best such weights win). Without that margin the best mean won outright, and the trained weights it
-kept did not carry over to the test queries (docs/policies.md). A fit records which step it kept
-(:attr:`ResidualDQN.chosen_step`, saved with the agent).
+test of each checkpoint, uncorrected for how many are scored; the best such weights win). Without that margin the
+best mean won outright, and the trained weights it kept did not carry over to the test queries (docs/policies.md).
+A fit records which step it kept (:attr:`ResidualDQN.chosen_step`, saved with the agent).
 
 Every other setting is the DQN's (:class:`agents.dqn.DQNConfig`: SB3's DQN, squared-error loss, 4-step returns,
 15,000 steps, gamma 1 on the judged net reward). The posterior is fitted with its kind's default settings.
@@ -86,8 +86,10 @@ class ResidualConfig(DQNConfig):
     start_margin: float = 1.96
     """Trained weights replace the start (the posterior) only when they are significantly better on the hold-out:
     their mean return minus the start's, paired over the held-out queries, above this many standard errors
-    (1.96: the lower end of a paired 95% interval above 0; :class:`agents.sb3.Checkpoints`). 0: the best mean
-    wins (the weights the selection kept before this setting existed)."""
+    (1.96: the lower end of a paired 95% interval above 0, each checkpoint tested on its own;
+    :class:`agents.sb3.Checkpoints`). 0: any trained weights whose paired mean beats the start's can win, the best
+    of them: the best-mean rule used before this setting existed, except that with a single held-out query the
+    start is always kept."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -304,8 +306,8 @@ register(
     stochastic=True,
     uses_reward=True,
     description="SB3 DQN whose Q-network is the listwise posterior's own Q (its belief observed beside the score "
-    "features, cross-fitted on train) plus a zero-initialised MLP: RL fine-tuning of the supervised model, the "
-    "weights chosen on a 30% hold-out (see agents/residual.py)",
+    "features, cross-fitted on train) plus a zero-initialised MLP: RL fine-tuning of the supervised model, which "
+    "keeps the posterior unless trained weights are significantly better on a 30% hold-out (see agents/residual.py)",
     config=ResidualConfig,
     observes=True,
     objective=return_objective,

@@ -405,16 +405,17 @@ def held_out_split(
 
 
 class Checkpoints:
-    """The best weights of a torch module by held-out score (ties: the earlier), and when they were seen; ``rule``
-    is the agent's stop rule of a module (``rule(module, feats)``: STOP per row, e.g. :func:`batched_stop`).
+    """The weights of a torch module kept by their held-out scores, and when they were seen; ``rule`` is the agent's
+    stop rule of a module (``rule(module, feats)``: STOP per row, e.g. :func:`batched_stop`).
 
-    With ``margin`` (a number of standard errors), the first weights scored are the start the agent trusts, and
-    later weights replace them only when they are significantly better on the held-out queries: their mean
-    return minus the start's, paired per query, exceeds ``margin`` times its standard error (the normal
-    approximation; 1.96 is a one-sided 97.5% test, the lower end of a paired 95% interval above 0). Among the
-    weights that pass, the best mean wins. Without it (None) the best mean wins outright: picking the maximum of
-    many noisy scores favours weights that only look better, which costs nothing when the first weights are a
-    random network and can cost a start that is already good (:mod:`agents.residual`)."""
+    Without ``margin`` (None) the best mean return wins (ties: the earlier). With ``margin`` (a number of standard
+    errors) the first weights scored are the reference, the start; later weights are candidates only when their
+    returns minus the start's, paired over the held-out queries, have a mean above ``margin`` standard errors
+    (sample standard deviation / sqrt(n), the normal approximation: 1.96 puts the lower end of a paired 95% interval
+    above 0). Each checkpoint is tested on its own, uncorrected for how many are scored; with one held-out query
+    none passes, and differences that are all equal and positive pass at any margin. Among the candidates the best
+    mean wins. Picking the best of many noisy scores favours weights that only look better; the margin asks for
+    evidence before leaving a start that is already good (:mod:`agents.residual`)."""
 
     def __init__(
         self,
@@ -435,7 +436,7 @@ class Checkpoints:
 
     def see(self, step: int, module: Any) -> None:
         """Score ``module``'s current weights by its stop rule and keep them when they beat the best (with a
-        margin: only when they are also significantly better than the first weights scored)."""
+        margin: only when they also pass the paired test against the first weights scored)."""
         if self.held_out is None:
             return
         returns = self.held_out.returns(lambda feats: self.rule(module, feats))

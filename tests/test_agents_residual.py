@@ -233,8 +233,12 @@ def test_trained_weights_replace_the_start_only_when_significantly_better() -> N
     high_noise = [9.0, -5.0, 9.0, -5.0, 9.0, -5.0, 9.0, -5.0]  # mean 2.0 > 1.5, but +1.5 on the start is 0.6 SE
     assert scripted_choice([start, better, high_noise], 1.96)[0] == 2
     assert scripted_choice([start, better, high_noise], None)[0] == 3
-    # a single held-out query can never show significance
+    # a single held-out query can never show significance, even at margin 0 (the best-mean rule takes it)
     assert scripted_choice([[0.0], [5.0]], 1.96)[0] == 1
+    assert scripted_choice([[0.0], [5.0]], 0.0)[0] == 1
+    assert scripted_choice([[0.0], [5.0]], None)[0] == 2
+    # differences that are all equal and positive have no spread: they pass at any margin
+    assert scripted_choice([[0.0, 1.0], [0.5, 1.5]], 1e9)[0] == 2
 
 
 def test_a_fit_that_finds_nothing_significant_keeps_the_posterior() -> None:
