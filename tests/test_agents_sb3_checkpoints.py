@@ -10,6 +10,11 @@ import pytest
 from agents.sb3 import Checkpoints
 
 
+def no_rule(module: object, feats: np.ndarray) -> np.ndarray:
+    """The stop rule the scripted hold-out never calls (its returns are given)."""
+    return np.zeros(len(feats), dtype=bool)
+
+
 class Scripted:
     """A stand-in for :class:`agents.sb3.HeldOut` whose per-query returns are given in the order they are asked for."""
 
@@ -35,7 +40,7 @@ class Weights:
 
 def scripted_choice(returns: list[list[float]], margin: float | None) -> tuple[int, list[tuple[int, float]]]:
     """The step kept from checkpoints scored at steps 1, 2, ... with these per-query returns."""
-    ck = Checkpoints(Scripted(returns), lambda module, feats: None, margin)  # type: ignore[arg-type]
+    ck = Checkpoints(Scripted(returns), no_rule, margin)  # type: ignore[arg-type]  # a stand-in HeldOut
     module = Weights()
     for step in range(1, len(returns)):
         module.step = step
@@ -77,4 +82,4 @@ def test_trained_weights_replace_the_start_only_when_significantly_better() -> N
 def test_a_bad_margin_is_refused() -> None:
     for bad in (-0.5, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="margin must be finite and >= 0"):
-            Checkpoints(None, lambda module, feats: None, bad)
+            Checkpoints(None, no_rule, bad)
