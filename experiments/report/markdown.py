@@ -101,3 +101,16 @@ def judged(checks: Sequence[tuple[str, str, bool | None]]) -> list[list[str]]:
     for what, shown, ok in checks:
         print(f"target {what}: {shown} -> {verdict[ok][0]}")
     return [[what, shown, verdict[ok][1]] for what, shown, ok in checks]
+
+
+def same_as_best(r: pd.Series, lead: str) -> str:
+    """``lead`` + "the same test rewards as ..." when other methods of a :func:`best_methods` row are the same policy
+    on its condition (its ``same_as_best``), else nothing."""
+    same = r.get("same_as_best")
+    return f"{lead}the same test rewards as {same.replace(';', ',')}" if isinstance(same, str) and same else ""
+
+
+def runner_up_cells(r: pd.Series) -> list[str]:
+    """The runner-up of a :func:`best_methods` row and best minus it with its interval ("-" when every method is the
+    same policy as the best)."""
+    return [r["runner_up"], signed_ci(r)] if isinstance(r["runner_up"], str) else ["-", "-"]

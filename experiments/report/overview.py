@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.report.markdown import ci, fmt, signed_ci
+from experiments.report.markdown import ci, fmt, runner_up_cells, same_as_best
 from experiments.report.page import (
     Block,
     Bullets,
@@ -99,8 +99,13 @@ def answer_table(rows: list[tuple[str, pd.Series]]) -> Block:
     """The answer table: one row per condition of :func:`answer_rows`."""
     if not rows:
         return Paragraph("No method table yet: run `shortlist reproduce` (and `shortlist compare` for every peer).")
-    cells = [[r["condition"], f"**{r['best']}**", ci(r, JUDGED, 3), f"{fmt(r['median_k'], nd=0)} / {fmt(r['p90_k'], nd=0)}",
-              r["runner_up"], signed_ci(r), source]
+
+    def use(r: pd.Series) -> str:
+        same = same_as_best(r, "")
+        return f"**{r['best']}**" + (f" ({same})" if same else "")
+
+    cells = [[r["condition"], use(r), ci(r, JUDGED, 3), f"{fmt(r['median_k'], nd=0)} / {fmt(r['p90_k'], nd=0)}",
+              *runner_up_cells(r), source]
              for source, r in rows]  # fmt: skip
     header = ["condition", "use", "net reward [95%]", "median / p90 K", "runner-up", "best - runner-up [95% paired]",
               "among"]  # fmt: skip

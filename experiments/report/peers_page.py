@@ -24,7 +24,16 @@ from experiments.figures import bucket_figure, candidate_set_size, pareto_figure
 from experiments.io import atomic_write_csv
 from experiments.plan import BOR_AGENTS, COMPARE_BUCKET_METHODS, RL_AGENTS, SUPERVISED_AGENTS, condition_order
 from experiments.report.causes import cause_section, cause_table, rl_goal, rl_goal_bullets, run_objectives
-from experiments.report.markdown import bucket_table, ci, fmt, observation_blocks, reads_second_scorer, signed_ci
+from experiments.report.markdown import (
+    bucket_table,
+    ci,
+    fmt,
+    observation_blocks,
+    reads_second_scorer,
+    runner_up_cells,
+    same_as_best,
+    signed_ci,
+)
 from experiments.report.page import MAX_TITLE, Block, Bullets, Figure, Page, Paragraph, Section, Table, write_page
 from experiments.report.study import HYBRID_HEADING, HYBRID_METHODS, hybrid_blocks
 from experiments.report.tables import (
@@ -298,11 +307,10 @@ def answer_lines(best: pd.DataFrame, sg: pd.DataFrame, paired: pd.DataFrame, eve
     rows = [
         [
             r["condition"],
-            f"**{r['best']}** ({r['group']})",
+            f"**{r['best']}** ({r['group']}{same_as_best(r, '; ')})",
             ci(r, JUDGED, 3),
             f"{fmt(r['median_k'], nd=0)} / {fmt(r['p90_k'], nd=0)}",
-            r["runner_up"],
-            signed_ci(r),
+            *runner_up_cells(r),
         ]
         for _, r in best.iterrows()
     ]
@@ -312,7 +320,8 @@ def answer_lines(best: pd.DataFrame, sg: pd.DataFrame, paired: pd.DataFrame, eve
             ("**Every method.** " if every else "**Answer.** ")
             + "Per condition, the method with the highest mean test net reward among those that read no "
             "labels (net reward: found x -log2 P_rand(K) minus the condition's cost per extra shown tool; chosen on "
-            "the test split), its typical depth and how far it is from the runner-up (`best.csv`):"
+            "the test split), its typical depth and how far it is from the runner-up, the best method that differs from it "
+            "on some test query (`best.csv`):"
         ),
         Table(header, rows),
         Bullets(verdict_lines(sg, paired)),

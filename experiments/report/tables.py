@@ -739,8 +739,8 @@ def split_goal(agg: pd.DataFrame, paired: pd.DataFrame, limits: pd.DataFrame) ->
     """The goal over repeated splits, per condition (reported either way), on the judged net reward.
 
     The best learned policy of a condition is the BoR agent (:data:`BOR_AGENTS`) with the largest mean
-    test net reward (choosing it on the test split favours it slightly); the best peer the non-oracle
-    peer with the largest. ``diff`` is the first minus the second with a paired query-bootstrap interval
+    test net reward (ties: the first by name; choosing it on the test split favours it slightly); the best peer the
+    non-oracle peer with the largest. ``diff`` is the first minus the second with a paired query-bootstrap interval
     over the test units of all splits: ``ahead`` when it lies above 0, ``behind`` when below.
     Goals: on the two-scorer conditions (:data:`GOAL_TWO_SCORER_CONDITIONS`) ahead on at least
     :data:`GOAL_MIN_SIGNIFICANT`; on the single-scorer ones (:data:`GOAL_BASE_CONDITIONS`) never
@@ -752,7 +752,7 @@ def split_goal(agg: pd.DataFrame, paired: pd.DataFrame, limits: pd.DataFrame) ->
         peers = a[a["group"] == "peer"]
         if not agents or peers.empty:
             continue
-        best = max(agents, key=lambda m: a.loc[m, JUDGED])
+        best = min(agents, key=lambda m: (-a.loc[m, JUDGED], m))  # ties by name, as :func:`by_judged`
         best_peer = str(peers[JUDGED].idxmax())
         pr = paired[(paired["condition"] == cond) & (paired["agent"] == best) & (paired["peer"] == best_peer)]
         lim = limits[(limits["condition"] == cond) & (limits["method"] == best)]
@@ -798,27 +798,48 @@ def _paired(per_query: pd.DataFrame, cond: str, seed: int, n_boot: int) -> Calla
     return lambda first, second: diff_interval((by.loc[first] - by.loc[second]).to_numpy(), idx)
 
 
+def by_judged(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame``'s rows by mean test net reward (:data:`JUDGED`), highest first, ties by method name: the order every
+    "best" of the tables reads, so equal means never depend on the order the rows came in."""
+    return frame.sort_values([JUDGED, "method"], ascending=[False, True], kind="mergesort")
+
+
 def best_methods(per_query: pd.DataFrame, agg: pd.DataFrame, seed: int = 0, n_boot: int = 10_000) -> pd.DataFrame:
     """Per condition, the method to use: the highest mean test net reward (:data:`JUDGED`) among every
     method that reads no labels (agents, peers, fixed K; not the limits), beside the runner-up, with the
     paired query-bootstrap interval of best minus runner-up (stratified by split) and the best method's
     typical depth (median and 90th percentile K, whole-list rate). Chosen on the test split, so it favours
-    the best a little; the intervals say how far apart the two are."""
+    the best a little; the intervals say how far apart the two are.
+
+    Methods with the same net reward as the best on every test unit (e.g. the residual DQN where it kept the
+    posterior model it starts from) are one policy here: the first of them by name is the best, the others are
+    named in ``same_as_best`` (``; ``-separated, empty when none), and the runner-up is the best method that
+    differs from it on some unit (none when every method is the same)."""
     rows = []
     for cond in condition_order(agg["condition"].unique()):
-        a = agg[(agg["condition"] == cond) & (agg["group"] != "limit")].sort_values(JUDGED, ascending=False)
+        a = by_judged(agg[(agg["condition"] == cond) & (agg["group"] != "limit")])
         if len(a) < 2:
             continue
-        best, second = a.iloc[0], a.iloc[1]
+        by = _unit_wide(per_query[per_query["condition"] == cond], JUDGED_ROW, "method")
+        best = a.iloc[0]
+        top = by.loc[best["method"]].to_numpy()
+        same = [m for m in a["method"].iloc[1:] if np.array_equal(by.loc[m].to_numpy(), top)]
+        rest = a[~a["method"].isin(same)].iloc[1:]
+        second = rest.iloc[0] if len(rest) else None
         rows.append(
             {
                 "condition": cond,
                 "best": best["method"],
                 "group": best["group"],
                 **_depth_columns(best),
-                "runner_up": second["method"],
-                f"runner_up_{JUDGED}": second[JUDGED],
-                **_paired(per_query, cond, seed, n_boot)(best["method"], second["method"]),
+                "runner_up": None if second is None else second["method"],
+                f"runner_up_{JUDGED}": np.nan if second is None else second[JUDGED],
+                **(
+                    _paired(per_query, cond, seed, n_boot)(best["method"], second["method"])
+                    if second is not None
+                    else dict.fromkeys(DIFF_KEYS, np.nan)
+                ),
+                "same_as_best": "; ".join(same),
             }
         )
     return pd.DataFrame(rows)
@@ -850,7 +871,7 @@ def best_examined_only(
     (``rl_behind``, ``;``-separated; all empty or NaN when either side has no examined-only method)."""
     rows = []
     for cond in condition_order(agg["condition"].unique()):
-        a = agg[(agg["condition"] == cond) & (agg["group"] != "limit")].sort_values(JUDGED, ascending=False)
+        a = by_judged(agg[(agg["condition"] == cond) & (agg["group"] != "limit")])
         ok = a[[examined_view(m, observation) is not None for m in a["method"]]]
         if ok.empty:
             continue
