@@ -198,6 +198,26 @@ def test_the_goal_says_where_the_best_rl_agent_stands_without_the_residual() -> 
     assert "within noise of it or ahead on 1 of 2" in line
     assert line.endswith("Without bor-residual, which starts from the posterior model, the best RL agent is within "
                          "noise of it or ahead on 0 of 2.")  # fmt: skip
+    # with the runs' records: how often it kept its untrained start, summed over the goal conditions
+    objectives = pd.DataFrame(
+        [
+            {"condition": c, "method": m, "kept_prior": kept}
+            for c, m, kept in [
+                ("bfcl-bm25", "bor-residual", True),
+                ("bfcl-bm25", "bor-residual", False),
+                ("bfcl-minilm", "bor-residual", True),
+                ("bfcl-minilm", "bor-dqn", None),
+                ("metatool-bm25-multi", "bor-residual", True),
+            ]
+        ]  # (no goal condition) # fmt: skip
+    )
+    g = rl_goal(agg, paired, objectives)
+    counts = g.set_index(["condition", "agent"])[["runs", "kept_start"]]
+    assert counts.loc[("bfcl-bm25", "bor-residual")].tolist() == [2.0, 1.0]
+    assert counts.loc[("bfcl-minilm", "bor-residual")].tolist() == [1.0, 1.0]
+    assert counts.loc[("bfcl-minilm", "bor-dqn")].isna().all()  # not an agent that starts from a supervised model
+    ((kept,),) = (b.items for b in rl_goal_bullets(g))
+    assert kept == line + " bor-residual kept that start, untrained, in 2 of its 3 runs."
 
 
 def residual_run(folder: Path, chosen_step: int, observation: str = "auto") -> Path:

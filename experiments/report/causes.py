@@ -298,12 +298,14 @@ def cause_section(causes: pd.DataFrame) -> Section:
     return Section(CAUSES_HEADING, [what], subsections)
 
 
-def rl_goal(agg: pd.DataFrame, paired: pd.DataFrame) -> pd.DataFrame:
+def rl_goal(agg: pd.DataFrame, paired: pd.DataFrame, objectives: pd.DataFrame | None = None) -> pd.DataFrame:
     """The goal of issue 39 per condition and RL agent, from :func:`experiments.report.tables.aggregate` and
     :func:`~experiments.report.tables.paired_differences`: each RL agent minus the condition's best supervised
     model (largest mean test net reward), with the paired interval; ``best_rl`` marks the condition's best RL
     agent, ``counted`` the agents of :data:`experiments.plan.GOAL_RL_AGENTS`, ``goal_condition`` the 10 base and
-    two-scorer conditions. ``behind`` / ``within_noise``: the interval lies below 0 / does not."""
+    two-scorer conditions. ``behind`` / ``within_noise``: the interval lies below 0 / does not. With the runs'
+    ``objectives`` (:func:`run_objectives`), an agent that starts from a supervised model also gets ``runs`` and
+    ``kept_start``: how many of its runs on the condition kept that untrained start (NaN for the others)."""
     rows = []
     goal_conds = set(GOAL_BASE_CONDITIONS) | set(GOAL_TWO_SCORER_CONDITIONS)
     for cond in condition_order(agg["condition"].unique()):
@@ -321,8 +323,20 @@ def rl_goal(agg: pd.DataFrame, paired: pd.DataFrame) -> pd.DataFrame:
                          "counted": agent in GOAL_RL_AGENTS, "best_rl": agent == best_rl, "supervised": best_sup,
                          JUDGED: float(a.loc[agent, JUDGED]), f"supervised_{JUDGED}": float(a.loc[best_sup, JUDGED]),
                          "diff": float(pr["diff"].iloc[0]) if len(pr) else np.nan, "diff_lo": lo, "diff_hi": hi,
-                         "behind": bool(hi < 0), "within_noise": bool(hi >= 0)})  # fmt: skip
+                         "behind": bool(hi < 0), "within_noise": bool(hi >= 0), **_kept_counts(objectives, cond, agent)})  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def _kept_counts(objectives: pd.DataFrame | None, cond: str, method: str) -> dict[str, float]:
+    """``runs`` and ``kept_start`` of ``method`` on ``cond`` (:func:`rl_goal`; NaN without a record)."""
+    kept = (
+        objectives[(objectives["condition"] == cond) & (objectives["method"] == method)]["kept_prior"].dropna()
+        if objectives is not None and not objectives.empty and "kept_prior" in objectives
+        else pd.Series(dtype=object)
+    )
+    if kept.empty:
+        return {"runs": np.nan, "kept_start": np.nan}
+    return {"runs": float(len(kept)), "kept_start": float(kept.astype(bool).sum())}
 
 
 def _tabular_state_count(causes: pd.DataFrame | None, conds: set[str]) -> str:
@@ -356,8 +370,13 @@ def rl_goal_bullets(goal: pd.DataFrame, causes: pd.DataFrame | None = None) -> l
     own_best = own.loc[own.groupby("condition", sort=False)[JUDGED].idxmax()] if len(own) else own
     n_own = int(own_best["within_noise"].sum())
     starts = "; ".join(f"{a}, which starts from {m}" for a, m in FROM_SUPERVISED_AGENTS.items() if a in set(g["agent"]))
+    kept = "".join(
+        f" {a} kept that start, untrained, in {int(r['kept_start'].sum())} of its {int(r['runs'].sum())} runs."
+        for a in FROM_SUPERVISED_AGENTS
+        if "runs" in g and (r := g[(g["agent"] == a) & g["runs"].notna()]).size
+    )
     without = (
-        f" Without {starts}, the best RL agent is within noise of it or ahead on {n_own} of {len(own_best)}."
+        f" Without {starts}, the best RL agent is within noise of it or ahead on {n_own} of {len(own_best)}.{kept}"
         if starts
         else ""
     )

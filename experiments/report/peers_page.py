@@ -123,6 +123,7 @@ def compare_tables(
     agg = aggregate_with_groups(summary, per_query)
     limits = limits_table(per_query)
     paired = paired_differences(per_query)
+    objectives = untag(run_objectives(runs), observation)
     return {
         "aggregate": agg,
         "buckets_aggregate": bucket_aggregate(buckets),
@@ -132,8 +133,8 @@ def compare_tables(
         "paired": paired,
         "split_goal": split_goal(agg, paired, limits),
         "best": best_methods(per_query, agg),
-        "rl_goal": rl_goal(agg, paired),
-        "causes": cause_table(per_query, untag(run_objectives(runs), observation)),
+        "rl_goal": rl_goal(agg, paired, objectives),
+        "causes": cause_table(per_query, objectives),
     }
 
 
