@@ -379,7 +379,10 @@ def measured_runs(results: Path) -> pd.DataFrame:
     """One row per committed results folder of :data:`MEASURED` that has a manifest: ``folder`` (relative to
     ``results``), ``command``, ``runs``, ``cells_run`` (how many of them the command ran; the others it reused
     from earlier commands; NaN when the manifest does not say), ``cells_min`` (wall minutes of the cells this
-    invocation ran, NaN when not recorded), ``total_min`` and ``commit``, from the folder's manifest; ``whole``:
+    invocation ran, NaN when not recorded), ``total_min`` and ``commit``, from the folder's manifest (from its
+    ``produced_by`` when it has one: its report was remade from finished runs, and those fields are the invocation
+    that ran them, :func:`experiments.pipeline.produced_by`; ``report_commit`` then names the rerun's commit, else
+    it is empty); ``whole``:
     the command ran every one of its runs, so its times are what the folder costs from nothing (False when it
     reused cells or does not say: a manifest written before ``cells_run`` was recorded). For
     :func:`measured_study_minutes`: ``run_ids`` (the runs, a frozenset), ``reused`` (the run ids it reused, a
@@ -393,21 +396,24 @@ def measured_runs(results: Path) -> pd.DataFrame:
         if not path.is_file():
             continue
         m = json.loads(path.read_text(encoding="utf-8"))
-        t = m.get("timings_seconds") or {}
+        made = m["produced_by"] if isinstance(m.get("produced_by"), dict) else m  # a report rerun: who ran the runs
+        t = made.get("timings_seconds") or {}
         produce = t.get("produce", t.get("cells", t.get("cells (this invocation)")))
-        total = t.get("total", m.get("wall_seconds"))
-        ran, reused, where = m.get("cells_run"), m.get("runs_reused"), m.get("runs_folder")
-        rows.append({"folder": rel, "command": m.get("command", "?"), "runs": len(m.get("runs", [])),
+        total = t.get("total", made.get("wall_seconds"))
+        ran, reused, where = made.get("cells_run"), made.get("runs_reused"), made.get("runs_folder")
+        rows.append({"folder": rel, "command": made.get("command", m.get("command", "?")),
+                     "runs": len(m.get("runs", [])),
                      "cells_run": np.nan if ran is None else float(ran),
                      "cells_min": np.nan if produce is None else produce / 60,
                      "total_min": np.nan if total is None else total / 60,
-                     "commit": str(m.get("git_sha", "?"))[:7],
+                     "commit": str(made.get("git_sha", "?"))[:7],
+                     "report_commit": str(m.get("git_sha", "?"))[:7] if made is not m else "",
                      "run_ids": frozenset(m.get("runs", [])),
                      "reused": None if reused is None else frozenset(reused),
                      "runs_at": None if where is None else (results / rel / where).resolve(),
                      "fingerprint": m.get("code_fingerprint"), "unit": m.get("unit", "cells")})  # fmt: skip
-    columns = ["folder", "command", "runs", "cells_run", "cells_min", "total_min", "commit", "run_ids", "reused",
-               "runs_at", "fingerprint", "unit"]  # fmt: skip
+    columns = ["folder", "command", "runs", "cells_run", "cells_min", "total_min", "commit", "report_commit",
+               "run_ids", "reused", "runs_at", "fingerprint", "unit"]  # fmt: skip
     out = pd.DataFrame(rows, columns=columns)
     return out.assign(whole=out["cells_run"] == out["runs"])
 
@@ -459,7 +465,8 @@ def measured_lines(runs: pd.DataFrame, study: Measured | None) -> Section:
     def minutes(v: float) -> str:
         return "-" if np.isnan(v) else f"{v:.1f}"
 
-    rows = [[_label(r.folder), f"`{r.command}`", str(r.runs), minutes(r.cells_min), minutes(r.total_min), r.commit]
+    rows = [[_label(r.folder), f"`{r.command}`", str(r.runs), minutes(r.cells_min), minutes(r.total_min),
+             r.commit + (f" (report remade at {r.report_commit})" if r.report_commit else "")]
             for r in runs.itertuples()]  # fmt: skip
     header = ["folder", "command", "runs", "cells run (min)", "total (min)", "commit"]
     judged = study is not None and study[1]  # the comparison reused only the study's own runs, if any
@@ -475,7 +482,9 @@ def measured_lines(runs: pd.DataFrame, study: Measured | None) -> Section:
         "`runs_reused`, in the same run folder, at the same code fingerprint)."
     )
     what = Paragraph(
-        "A folder's times are those of the command that wrote it last. Where it reused cells of earlier commands "
+        "A folder's times are those of the command that wrote it last, or, where that command only remade the "
+        "report from the same finished runs at the same code, of the command that ran them (the manifest's "
+        "`produced_by`; the commit column says when the report was remade). Where it reused cells of earlier commands "
         "(its manifest's `cells_run` below its runs, or not recorded) or only evaluates runs an earlier command "
         "trained, they are not what the folder costs from nothing, and no target is judged on them: "
         f"{unjudged or 'none'}. {how}"

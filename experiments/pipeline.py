@@ -96,12 +96,14 @@ def run_pipeline(p: Pipeline, dry_run: bool = False) -> int:
     check_out_is_ours(p, units)
     t0 = time.perf_counter()
     produced = p.produce()
+    index = run_index(produced.runs)
+    made_by = produced_by(p, index, produced.ran)  # read before the staged folder replaces the manifest
     with staged_folder(p.out, merge=True, owned=p.owned) as tmp:
         tables = {
             "per_query.csv": produced.per_query,
             "summary.csv": produced.summary,
             "buckets.csv": produced.buckets,
-            "runs.csv": run_index(produced.runs),
+            "runs.csv": index,
         }
         write_tables(tmp, {name: df for name, df in tables.items() if name in p.tables})
         t_report = time.perf_counter()
@@ -116,6 +118,7 @@ def run_pipeline(p: Pipeline, dry_run: bool = False) -> int:
             **({} if produced.ran is None else {"cells_run": produced.ran}),
             **({} if produced.reused is None else {"runs_reused": list(produced.reused)}),
             **({} if produced.runs_folder is None else {"runs_folder": produced.runs_folder}),
+            **({} if made_by is None else {"produced_by": made_by}),
             **fields,
             timings_seconds={
                 "produce": produced.seconds,
@@ -128,6 +131,50 @@ def run_pipeline(p: Pipeline, dry_run: bool = False) -> int:
     made = f" ({len(produced.runs) - reused} trained, {reused} reused)" if reused else ""
     print(f"wrote {len(produced.runs)} runs{made}, tables and README.md to {p.out}")
     return 0
+
+
+PRODUCED_BY = ("command", "cells_run", "runs_reused", "runs_folder", "timings_seconds", "git_sha", "git_dirty",
+               "finished_utc", "machine")  # fmt: skip
+"""The fields of a folder's manifest that say what making its runs cost, carried as ``produced_by``."""
+
+
+def produced_by(p: Pipeline, index: pd.DataFrame, ran: int | None) -> dict[str, Any] | None:
+    """What making the runs of a rerun that ran none of them cost: the :data:`PRODUCED_BY` fields of the invocation
+    that ran them (``cells_run`` above 0), read from the manifest ``p.out`` holds (its own, or the ``produced_by`` it
+    carries), recorded in the new manifest as ``produced_by``; None when this invocation ran some of its runs (its
+    own times say it) or does not count them.
+
+    Carried only when nothing but the report can have changed: the folder's manifest was written by this pipeline
+    at this code fingerprint, and its ``runs.csv`` equals ``index`` (this invocation's run index: the same runs,
+    their config hashes, score digests and table hashes) on every column but ``float_path``. So a report remade
+    from finished runs keeps the record of what computing them cost (``shortlist bench`` reads it), and a folder
+    whose runs or code changed never borrows a time it did not pay."""
+    import io
+    import json
+
+    from experiments.io import FLOAT_FORMAT, code_fingerprint
+
+    manifest, table = p.out / "manifest.json", p.out / "runs.csv"
+    if ran != 0 or index.empty or not manifest.is_file() or not table.is_file():
+        return None
+    try:
+        there = json.loads(manifest.read_text(encoding="utf-8"))
+        before = pd.read_csv(table, dtype=str, keep_default_na=False)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(there, dict) or there.get("pipeline") != p.name:
+        return None
+    if there.get("code_fingerprint") != code_fingerprint():
+        return None
+    written = index.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n")  # as write_tables writes it
+    now = pd.read_csv(io.StringIO(written), dtype=str, keep_default_na=False)
+    if not before.drop(columns="float_path", errors="ignore").equals(now.drop(columns="float_path", errors="ignore")):
+        return None
+    if isinstance(there.get("produced_by"), dict):
+        return dict(there["produced_by"])
+    if not there.get("cells_run"):  # it ran none of them either, or did not say
+        return None
+    return {k: there[k] for k in PRODUCED_BY if k in there}
 
 
 def check_out_is_ours(p: Pipeline, units: Sequence[str]) -> None:

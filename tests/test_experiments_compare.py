@@ -164,6 +164,7 @@ def test_paired_differences_match_per_query_means(result: tuple[Path, str]) -> N
 def test_rerun_resumes_every_cell(result: tuple[Path, str]) -> None:
     out, cache = result
     stamps = {p.name: (p / "manifest.json").stat().st_mtime_ns for p in (out / "runs").iterdir()}
+    before = json.loads((out / "manifest.json").read_text())
     assert (
         cmd_compare(
             CompareArgs(only=("bfcl-bm25",), out=str(out), runs_dir=str(out / "runs")),
@@ -177,6 +178,9 @@ def test_rerun_resumes_every_cell(result: tuple[Path, str]) -> None:
     manifest = json.loads((out / "manifest.json").read_text())  # nothing ran: its time is not a from-nothing time
     assert manifest["cells_run"] == 0 and len(manifest["runs"]) == 42
     assert manifest["runs_reused"] == sorted(manifest["runs"])  # which ones, so bench can tell who made them
+    made = manifest["produced_by"]  # the same runs at the same code: the invocation that ran them is carried
+    assert made["cells_run"] == before["cells_run"] == 42 and made["command"] == before["command"]
+    assert made["timings_seconds"] == before["timings_seconds"] and made["finished_utc"] == before["finished_utc"]
 
 
 def test_argparse_wiring_and_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
