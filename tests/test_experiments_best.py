@@ -5,11 +5,16 @@ is the best method that differs, ties go to the first by name whatever the row o
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
+import pytest
 
+from experiments.io import write_csv
 from experiments.report.markdown import runner_up_cells, same_as_best
-from experiments.report.tables import JUDGED, best_methods
+from experiments.report.tables import JUDGED, best_methods, best_of, same_policy, split_goal
 
 REWARDS = {
     "bor-residual": [3.0, 1.0, 2.0, 2.0],  # the posterior's rewards exactly: the residual kept its start
@@ -79,3 +84,66 @@ def test_every_method_the_same_leaves_no_runner_up() -> None:
     assert same_as_best(row, "") == "the same test rewards as bor-residual, fixed-3"
     without = pd.Series({"same_as_best": float("nan"), "runner_up": "x"})  # as read back from a CSV: NaN, not ""
     assert same_as_best(without, "; ") == ""
+
+
+def test_the_same_policy_needs_the_same_rewards_in_every_run_not_only_on_average() -> None:
+    """Two seeds whose rewards swap between two methods average to the same per query: not one policy."""
+    per_query, agg = frames(REWARDS, list(REWARDS))
+    second = per_query.assign(seed=123)
+    swap = second["method"].isin(["bor-residual", "bor-posterior"])
+    second.loc[swap, "method"] = second.loc[swap, "method"].map({"bor-residual": "bor-posterior",
+                                                                  "bor-posterior": "bor-residual"})  # fmt: skip
+    first = per_query.copy()
+    first.loc[first["method"] == "bor-residual", "reward_net"] += [1.0, 0.0, 0.0, 0.0]
+    second.loc[second["method"] == "bor-posterior", "reward_net"] += [1.0, 0.0, 0.0, 0.0]
+    both = pd.concat([first, second], ignore_index=True)
+    assert same_policy(both, "c", "bor-posterior", ["bor-residual"]) == []  # the seed means agree; the runs do not
+    assert same_policy(per_query, "c", "bor-posterior", ["bor-residual", "bor-threshold"]) == ["bor-residual"]
+    one_seed = pd.concat([per_query, per_query[per_query["method"] == "bor-posterior"].assign(seed=123)])
+    assert same_policy(one_seed, "c", "bor-posterior", ["bor-residual"]) == []  # a run the other lacks: differs
+
+
+def test_best_of_breaks_equal_means_by_name_whatever_the_order() -> None:
+    means = pd.Series({"b": 1.0, "a": 1.0, "c": 0.5})
+    assert best_of(means) == best_of(means.iloc[::-1]) == "a"
+    assert best_of(means, ["c", "b"]) == "b"
+    with pytest.raises(ValueError, match="no names"):
+        best_of(means, [])
+
+
+def test_the_examined_only_runner_up_differs_from_the_best(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The examined-only table skips the same policy too (``same_as_best``) and its runner-up is one that differs."""
+    import experiments.report.tables as tables
+
+    monkeypatch.setattr(tables, "examined_view", lambda m, observation: "examined" if m != "fixed-3" else None)
+    for order in (list(REWARDS), list(reversed(REWARDS))):
+        row = tables.best_examined_only(*frames(REWARDS, order), "auto", n_boot=200).iloc[0]
+        assert row["method"] == "bor-posterior" and row["same_as_best"] == "bor-residual"
+        assert row["runner_up"] == "bor-threshold"
+
+
+def test_the_answer_cells_read_back_from_best_csv(tmp_path: Path) -> None:
+    """best.csv as written and read back (None and "" become NaN) still gives the answer cells."""
+    rewards = {m: [1.0, 1.0, 1.0, 1.0] for m in ("bor-residual", "bor-posterior")}
+    rows = pd.concat([best_methods(*frames(r, list(r)), n_boot=200) for r in (rewards, REWARDS)])
+    write_csv(rows, tmp_path / "best.csv")
+    back = pd.read_csv(tmp_path / "best.csv")
+    alone, usual = back.iloc[0], back.iloc[1]
+    assert runner_up_cells(alone) == ["-", "-"] and same_as_best(alone, "") == "the same test rewards as bor-residual"
+    assert runner_up_cells(usual)[0] == "bor-threshold" and same_as_best(usual, "; ").endswith("bor-residual")
+    no_twin = pd.read_csv(io.StringIO(back.assign(same_as_best="").to_csv(index=False))).iloc[1]
+    assert same_as_best(no_twin, "; ") == ""  # an empty cell reads back as NaN
+
+
+def test_split_goal_breaks_equal_means_by_name() -> None:
+    """The best BoR agent and the best peer of the split goal: equal means go to the first by name."""
+    agg = pd.DataFrame([{"condition": "bfcl-bm25", "method": m, "group": g, JUDGED: 2.0}
+                        for m, g in (("bor-tabular", "agent"), ("bor-dqn", "agent"), ("threshold-cov90", "peer"),
+                                     ("bor-threshold", "peer"))])  # fmt: skip
+    paired = pd.DataFrame([{"condition": "bfcl-bm25", "agent": a, "peer": p, "diff": 0.0, "diff_lo": -1.0,
+                            "diff_hi": 1.0} for a in ("bor-tabular", "bor-dqn")
+                           for p in ("threshold-cov90", "bor-threshold")])  # fmt: skip
+    limits = pd.DataFrame(columns=["condition", "method", "frac_oracle"])
+    for frame in (agg, agg.iloc[::-1]):
+        row = split_goal(frame, paired, limits).iloc[0]
+        assert row["best_agent"] == "bor-dqn" and row["best_peer"] == "bor-threshold"

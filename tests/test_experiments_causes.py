@@ -217,7 +217,7 @@ def test_the_goal_says_where_the_best_rl_agent_stands_without_the_residual() -> 
     assert counts.loc[("bfcl-minilm", "bor-residual")].tolist() == [1.0, 1.0]
     assert counts.loc[("bfcl-minilm", "bor-dqn")].isna().all()  # not an agent that starts from a supervised model
     ((kept,),) = (b.items for b in rl_goal_bullets(g))
-    assert kept == line + " bor-residual kept that start, untrained, in 2 of its 3 runs."
+    assert kept == line + " bor-residual kept that start, untrained, in 2 of its 3 runs on these conditions."
 
 
 def residual_run(folder: Path, chosen_step: int, observation: str = "auto") -> Path:

@@ -58,6 +58,7 @@ from experiments.report.tables import (
     JUDGED,
     JUDGED_ROW,
     _unit_wide,
+    best_of,
     diff_interval,
     unit_resamples,
 )
@@ -161,9 +162,9 @@ def cause_table(per_query: pd.DataFrame, objectives: pd.DataFrame, seed: int = 0
         means = by.mean(axis=1)
         rl = [m for m in by.index if _rl(m)]
         sup = [m for m in SUPERVISED_AGENTS if m in by.index]
-        best_sup = max(sup, key=lambda m: means[m]) if sup else None
+        best_sup = best_of(means, sup) if sup else None
         if rl and best_sup:
-            gap = _pair(cond, "gap", by, idx, max(rl, key=lambda m: means[m]), best_sup)
+            gap = _pair(cond, "gap", by, idx, best_of(means, rl), best_sup)
             rows.append(gap) if gap else None
         for cause, pairs in (
             ("information", INFORMATION_PAIRS),
@@ -314,8 +315,7 @@ def rl_goal(agg: pd.DataFrame, paired: pd.DataFrame, objectives: pd.DataFrame | 
         rl = [m for m in RL_AGENTS if m in a.index]
         if not sup or not rl:
             continue
-        best_sup = max(sup, key=lambda m: a.loc[m, JUDGED])
-        best_rl = max(rl, key=lambda m: a.loc[m, JUDGED])
+        best_sup, best_rl = best_of(a[JUDGED], sup), best_of(a[JUDGED], rl)
         for agent in rl:
             pr = paired[(paired["condition"] == cond) & (paired["agent"] == agent) & (paired["peer"] == best_sup)]
             lo, hi = (float(pr["diff_lo"].iloc[0]), float(pr["diff_hi"].iloc[0])) if len(pr) else (np.nan, np.nan)
@@ -359,7 +359,10 @@ def rl_goal_bullets(goal: pd.DataFrame, causes: pd.DataFrame | None = None) -> l
     supervised model, and the counted (condition, RL agent) pairs significantly behind it. The goal's counts are
     stated on all 10 base and two-scorer conditions: on fewer (a comparison of some of them) the counts are
     shown and the goal is not judged. With ``causes`` (:func:`cause_table`), also on how many of them the best
-    rule on tabular Q's own state (``bor-dp``) is itself significantly behind the best supervised model."""
+    rule on tabular Q's own state (``bor-dp``) is itself significantly behind the best supervised model. Where
+    ``goal`` records the runs of an agent that starts from a supervised model (:func:`rl_goal`'s ``runs`` and
+    ``kept_start``), the count without such agents is followed by how many of their runs on these conditions kept
+    that start untrained. Every "best" breaks equal means by name (:func:`experiments.report.tables.best_of`)."""
     g = goal[goal["goal_condition"]] if len(goal) else goal
     if g.empty:
         return []
@@ -367,11 +370,13 @@ def rl_goal_bullets(goal: pd.DataFrame, causes: pd.DataFrame | None = None) -> l
     counted = g[g["counted"]]
     n_ok, n_behind = int(best["within_noise"].sum()), int(counted["behind"].sum())
     own = g[~g["agent"].isin(list(FROM_SUPERVISED_AGENTS))]
-    own_best = own.loc[own.groupby("condition", sort=False)[JUDGED].idxmax()] if len(own) else own
-    n_own = int(own_best["within_noise"].sum())
+    by_cond = [g.set_index("agent") for _, g in own.groupby("condition", sort=False)]
+    own_best = [g.loc[best_of(g[JUDGED])] for g in by_cond]  # each condition's best, equal means by name
+    n_own = sum(bool(r["within_noise"]) for r in own_best)
     starts = "; ".join(f"{a}, which starts from {m}" for a, m in FROM_SUPERVISED_AGENTS.items() if a in set(g["agent"]))
     kept = "".join(
-        f" {a} kept that start, untrained, in {int(r['kept_start'].sum())} of its {int(r['runs'].sum())} runs."
+        f" {a} kept that start, untrained, in {int(r['kept_start'].sum())} of its {int(r['runs'].sum())} runs on "
+        "these conditions."
         for a in FROM_SUPERVISED_AGENTS
         if "runs" in g and (r := g[(g["agent"] == a) & g["runs"].notna()]).size
     )

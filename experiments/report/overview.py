@@ -29,7 +29,7 @@ from experiments.report.page import (
     site_pages,
     write_page,
 )
-from experiments.report.tables import GOAL_BASE_CONDITIONS, GOAL_TWO_SCORER_CONDITIONS, JUDGED
+from experiments.report.tables import GOAL_BASE_CONDITIONS, GOAL_TWO_SCORER_CONDITIONS, JUDGED, best_of
 
 #: The overview's figure (PNG; its CSV beside it).
 ANSWER_FIGURE = "figures/answer.png"
@@ -129,7 +129,7 @@ def answer_points(folder: Path, rows: list[tuple[str, pd.Series]]) -> pd.DataFra
         picks = [(m, "learned") for m in a.index[a["group"] == "agent"]]
         for group, role in (("peer", "best peer"), ("baseline", "best fixed K")):
             if (a["group"] == group).any():
-                picks.append((a.loc[a["group"] == group, JUDGED].idxmax(), role))
+                picks.append((best_of(a.loc[a["group"] == group, JUDGED]), role))
         top = float(a.loc[r["best"], JUDGED])
         for method, role in picks:
             value = float(a.loc[method, JUDGED])

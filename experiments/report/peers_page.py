@@ -46,6 +46,7 @@ from experiments.report.tables import (
     aggregate_with_groups,
     best_examined_only,
     best_methods,
+    best_of,
     bucket_aggregate,
     condition_meta,
     dp_table,
@@ -249,7 +250,7 @@ def examined_lines(examined: pd.DataFrame, agg: pd.DataFrame, observation: str) 
     rows = [
         [
             r["condition"],
-            f"**{r['method']}** ({r['group']})",
+            f"**{r['method']}** ({r['group']}{same_as_best(r, '; ')})",
             ci(r, JUDGED, 3),
             f"{fmt(r['median_k'], nd=0)} / {fmt(r['p90_k'], nd=0)}",
             r["runner_up"] if isinstance(r["runner_up"], str) else "-",
@@ -322,7 +323,7 @@ def answer_lines(best: pd.DataFrame, sg: pd.DataFrame, paired: pd.DataFrame, eve
             + "Per condition, the method with the highest mean test net reward among those that read no "
             "labels (net reward: found x -log2 P_rand(K) minus the condition's cost per extra shown tool; chosen on "
             "the test split), its typical depth and how far it is from the runner-up, the best method that differs from it "
-            "on some test query (`best.csv`):"
+            "on some test query of some run (`best.csv`):"
         ),
         Table(header, rows),
         Bullets(verdict_lines(sg, paired)),
@@ -452,7 +453,7 @@ def summary_lines(conds: Sequence[str], agg: pd.DataFrame, goals: pd.DataFrame, 
             ok = [bool(v) for v in g["passed"]]
             met = [m + o for m, o in zip(met, ok, strict=True)]
             total += 1
-            bp = peers[JUDGED].idxmax()
+            bp = best_of(peers[JUDGED])
             rows.append(
                 [cond, agent, ci(a.loc[agent], JUDGED, 3), f"{bp} {peers.loc[bp, JUDGED]:.3f}",
                  "yes" if ok[0] else "no", f"{100 * lim['frac_dp']:.1f}", "yes" if ok[1] else "no",
@@ -568,7 +569,7 @@ def agent_lines(cond: str, idx: pd.DataFrame, paired: pd.DataFrame) -> list[Bloc
         )
         pr = paired[(paired["condition"] == cond) & (paired["agent"] == agent)].set_index("peer")
         if len(pr) and len(peers):
-            bp = peers[JUDGED].idxmax()
+            bp = best_of(peers[JUDGED])
             r = pr.loc[bp]
             text += f"Minus the best peer, {bp}: {signed_ci(r)} ({_verdict(r['diff_lo'], r['diff_hi'], agent, bp)}). "
         fb = fixed[fixed[JUDGED] >= me[JUDGED]]

@@ -40,6 +40,7 @@ from experiments.report.tables import (
     SPEC_BFCL_TEXT,
     aggregate_with_groups,
     best_methods,
+    best_of,
     condition_meta,
     depth_trend,
     first_split_meta,
@@ -120,7 +121,8 @@ def explain(t2: pd.DataFrame, agg: pd.DataFrame, factors: pd.DataFrame | None = 
         if r["found_pct_lo"] <= r["paper_found_pct"] <= r["found_pct_hi"]:
             continue
         fixed = agg[(agg["condition"] == r["condition"]) & agg["method"].str.startswith("fixed-")]
-        best = fixed.loc[fixed[JUDGED].idxmax()] if len(fixed) else None
+        fixed = fixed.set_index("method", drop=False)
+        best = fixed.loc[best_of(fixed[JUDGED])] if len(fixed) else None
         s = (
             f"{r['condition']} {r['method']}: {r['found_pct']:.1f}% found at K {r['mean_k']:.2f} vs the paper's "
             f"{r['paper_found_pct']}% at K {r['paper_mean_k']} ({r['found_diff']:+.1f} points, outside our interval "
@@ -342,7 +344,7 @@ def notes_for(summary: pd.DataFrame) -> dict[str, str]:
         if not len(fixed):
             continue
         by = fixed.groupby("method")[[JUDGED, "found_pct"]].mean()
-        best = by[JUDGED].idxmax()
+        best = best_of(by[JUDGED])
         parts = [
             f"The fixed K with the highest mean net reward is {best} ({by.loc[best, JUDGED]:.2f} bits at "
             f"{by.loc[best, 'found_pct']:.1f}% found)."

@@ -376,7 +376,7 @@ def goal_checks(agg: pd.DataFrame, limits: pd.DataFrame) -> pd.DataFrame:
                 continue
             me = a.loc[agent]
             better = peers[peers[JUDGED] > me[JUDGED]].sort_values(JUDGED, ascending=False)
-            best = f"best peer {peers[JUDGED].idxmax()} {peers[JUDGED].max():.3f}" if len(peers) else ""
+            best = f"best peer {best_of(peers[JUDGED])} {peers[JUDGED].max():.3f}" if len(peers) else ""
             rows.append(
                 {
                     "condition": cond,
@@ -613,7 +613,7 @@ def measured_factors(
 def best_fixed(agg: pd.DataFrame, condition: str) -> str | None:
     """The fixed K with the highest mean net reward on ``condition`` (chosen on test: a hindsight reference)."""
     fixed = agg[(agg["condition"] == condition) & (agg["method"].map(method_group) == "baseline")]
-    return None if fixed.empty else str(fixed.loc[fixed[JUDGED].idxmax(), "method"])
+    return None if fixed.empty else best_of(fixed.set_index("method")[JUDGED])
 
 
 SPLIT_METHODS = ("bor-dqn", "f1-dqn", "bor-tabular")
@@ -752,8 +752,8 @@ def split_goal(agg: pd.DataFrame, paired: pd.DataFrame, limits: pd.DataFrame) ->
         peers = a[a["group"] == "peer"]
         if not agents or peers.empty:
             continue
-        best = min(agents, key=lambda m: (-a.loc[m, JUDGED], m))  # ties by name, as :func:`by_judged`
-        best_peer = str(peers[JUDGED].idxmax())
+        best = best_of(a[JUDGED], agents)
+        best_peer = best_of(peers[JUDGED])
         pr = paired[(paired["condition"] == cond) & (paired["agent"] == best) & (paired["peer"] == best_peer)]
         lim = limits[(limits["condition"] == cond) & (limits["method"] == best)]
         two = cond.endswith(("-hybrid", "-fused"))
@@ -800,8 +800,33 @@ def _paired(per_query: pd.DataFrame, cond: str, seed: int, n_boot: int) -> Calla
 
 def by_judged(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame``'s rows by mean test net reward (:data:`JUDGED`), highest first, ties by method name: the order every
-    "best" of the tables reads, so equal means never depend on the order the rows came in."""
-    return frame.sort_values([JUDGED, "method"], ascending=[False, True], kind="mergesort")
+    "best" of the tables reads, so equal means never depend on the order the rows came in (method names are unique
+    within a condition)."""
+    return frame.sort_values([JUDGED, "method"], ascending=[False, True])
+
+
+def best_of(means: pd.Series, names: Iterable[str] | None = None) -> str:
+    """The name (index of ``means``; only those of ``names`` when given) with the highest mean, equal means going to
+    the first by name as in :func:`by_judged`: every "best" of the reports picks this way, never by row order."""
+    pool = list(means.index if names is None else names)
+    if not pool:
+        raise ValueError("best_of: no names to choose from")
+    return str(min(pool, key=lambda m: (-float(means[m]), str(m))))
+
+
+def same_policy(per_query: pd.DataFrame, cond: str, first: str, others: Iterable[str]) -> list[str]:
+    """Those of ``others`` (in their order) with the same net reward as ``first`` on every test query of every run
+    (seed, split) of ``cond``: one policy there, such as the residual DQN where it kept the posterior model it starts
+    from. A method missing a run ``first`` has (or having one it lacks) differs."""
+    g = with_splits(per_query[per_query["condition"] == cond])
+    by = g.pivot_table(index="method", columns=["seed", "split_seed", "qid"], values=JUDGED_ROW, aggfunc="first",
+                       dropna=False, sort=True)  # fmt: skip
+    if first not in by.index:
+        return []
+    top = by.loc[first].to_numpy()
+    return [
+        m for m in others if m != first and m in by.index and np.array_equal(by.loc[m].to_numpy(), top, equal_nan=True)
+    ]
 
 
 def best_methods(per_query: pd.DataFrame, agg: pd.DataFrame, seed: int = 0, n_boot: int = 10_000) -> pd.DataFrame:
@@ -811,19 +836,17 @@ def best_methods(per_query: pd.DataFrame, agg: pd.DataFrame, seed: int = 0, n_bo
     typical depth (median and 90th percentile K, whole-list rate). Chosen on the test split, so it favours
     the best a little; the intervals say how far apart the two are.
 
-    Methods with the same net reward as the best on every test unit (e.g. the residual DQN where it kept the
-    posterior model it starts from) are one policy here: the first of them by name is the best, the others are
-    named in ``same_as_best`` (``; ``-separated, empty when none), and the runner-up is the best method that
-    differs from it on some unit (none when every method is the same)."""
+    Methods with the same net reward as the best on every test query of every run (:func:`same_policy`; e.g. the
+    residual DQN where it kept the posterior model it starts from) are one policy here: the first of them by name is
+    the best, the others are named in ``same_as_best`` (``; ``-separated, empty when none), and the runner-up is the
+    best method that differs from it on some query of some run (none when every method is the same)."""
     rows = []
     for cond in condition_order(agg["condition"].unique()):
         a = by_judged(agg[(agg["condition"] == cond) & (agg["group"] != "limit")])
         if len(a) < 2:
             continue
-        by = _unit_wide(per_query[per_query["condition"] == cond], JUDGED_ROW, "method")
         best = a.iloc[0]
-        top = by.loc[best["method"]].to_numpy()
-        same = [m for m in a["method"].iloc[1:] if np.array_equal(by.loc[m].to_numpy(), top)]
+        same = same_policy(per_query, cond, best["method"], a["method"].iloc[1:])
         rest = a[~a["method"].isin(same)].iloc[1:]
         second = rest.iloc[0] if len(rest) else None
         rows.append(
@@ -861,8 +884,9 @@ def best_examined_only(
     depths from the examined items only on ``observation`` (:func:`examined_view`), its typical depth, its mean
     net reward minus that of the best label-free method of all (``best``, as :func:`best_methods`; ``diff``, 0
     when the best is examined-only itself) and minus that of the examined-only runner-up (``runner_up``,
-    ``runner_up_diff``; none when it is alone), each with the paired query-bootstrap interval (stratified by
-    split). Empty when no method qualifies.
+    ``runner_up_diff``: the best examined-only method that differs from it, :func:`same_policy`; those that do not
+    are named in ``same_as_best``; none when no other differs), each with the paired query-bootstrap interval
+    (stratified by split). Empty when no method qualifies.
 
     Within the examined-only methods it also sets RL beside supervised learning, as issue 39's first goal does over
     every method: the best examined-only RL agent (:data:`~experiments.plan.RL_AGENTS`, ``rl``) minus the best
@@ -877,7 +901,9 @@ def best_examined_only(
             continue
         top, best = ok.iloc[0], a.iloc[0]
         diff = _paired(per_query, cond, seed, n_boot)
-        runner = ok.iloc[1] if len(ok) > 1 else None
+        twins = same_policy(per_query, cond, top["method"], ok["method"].iloc[1:])
+        rest = ok[~ok["method"].isin(twins)].iloc[1:]  # the runner-up differs from it (as in :func:`best_methods`)
+        runner = rest.iloc[0] if len(rest) else None
         to_runner = diff(top["method"], runner["method"]) if runner is not None else dict.fromkeys(DIFF_KEYS, np.nan)
         rl = list(ok["method"][ok["method"].isin(RL_AGENTS)])  # each list in order of mean net reward
         sup = list(ok["method"][ok["method"].isin(SUPERVISED_AGENTS)])
@@ -894,6 +920,7 @@ def best_examined_only(
                 "runner_up": None if runner is None else runner["method"],
                 f"runner_up_{JUDGED}": np.nan if runner is None else runner[JUDGED],
                 **{f"runner_up_{k}": v for k, v in to_runner.items()},
+                "same_as_best": "; ".join(twins),
                 "rl": rl[0] if to_sup else None,
                 "supervised": sup[0] if to_sup else None,
                 **{f"rl_vs_supervised_{k}": to_sup[rl[0]][k] if to_sup else np.nan for k in DIFF_KEYS},
