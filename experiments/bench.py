@@ -382,7 +382,8 @@ def measured_runs(results: Path) -> pd.DataFrame:
     invocation ran, NaN when not recorded), ``total_min`` and ``commit``, from the folder's manifest (from its
     ``produced_by`` when it has one: its report was remade from finished runs, and those fields are the invocation
     that ran them, :func:`experiments.pipeline.produced_by`; ``report_commit`` then names the rerun's commit, else
-    it is empty); ``whole``:
+    it is empty, as it is when the rerun was at the same commit; a record is used only when the manifest's own
+    ``cells_run`` is 0 and both name the same code fingerprint); ``whole``:
     the command ran every one of its runs, so its times are what the folder costs from nothing (False when it
     reused cells or does not say: a manifest written before ``cells_run`` was recorded). For
     :func:`measured_study_minutes`: ``run_ids`` (the runs, a frozenset), ``reused`` (the run ids it reused, a
@@ -396,7 +397,7 @@ def measured_runs(results: Path) -> pd.DataFrame:
         if not path.is_file():
             continue
         m = json.loads(path.read_text(encoding="utf-8"))
-        made = m["produced_by"] if isinstance(m.get("produced_by"), dict) else m  # a report rerun: who ran the runs
+        made = m["produced_by"] if _carried(m) else m  # a report remade from finished runs: who ran them
         t = made.get("timings_seconds") or {}
         produce = t.get("produce", t.get("cells", t.get("cells (this invocation)")))
         total = t.get("total", made.get("wall_seconds"))
@@ -407,7 +408,8 @@ def measured_runs(results: Path) -> pd.DataFrame:
                      "cells_min": np.nan if produce is None else produce / 60,
                      "total_min": np.nan if total is None else total / 60,
                      "commit": str(made.get("git_sha", "?"))[:7],
-                     "report_commit": str(m.get("git_sha", "?"))[:7] if made is not m else "",
+                     "report_commit": str(m.get("git_sha", "?"))[:7]
+                     if made is not m and m.get("git_sha") != made.get("git_sha") else "",
                      "run_ids": frozenset(m.get("runs", [])),
                      "reused": None if reused is None else frozenset(reused),
                      "runs_at": None if where is None else (results / rel / where).resolve(),
@@ -416,6 +418,18 @@ def measured_runs(results: Path) -> pd.DataFrame:
                "run_ids", "reused", "runs_at", "fingerprint", "unit"]  # fmt: skip
     out = pd.DataFrame(rows, columns=columns)
     return out.assign(whole=out["cells_run"] == out["runs"])
+
+
+def _carried(m: dict[str, Any]) -> bool:
+    """Whether a folder manifest's ``produced_by`` (:func:`experiments.pipeline.produced_by`) stands for its times: its
+    own invocation ran none of its runs and the record is of the same cell code."""
+    made = m.get("produced_by")
+    return (
+        isinstance(made, dict)
+        and m.get("cells_run") == 0
+        and made.get("code_fingerprint") == m.get("code_fingerprint")
+        and bool(made.get("cells_run"))
+    )
 
 
 Measured = tuple[float, bool]
@@ -483,8 +497,9 @@ def measured_lines(runs: pd.DataFrame, study: Measured | None) -> Section:
     )
     what = Paragraph(
         "A folder's times are those of the command that wrote it last, or, where that command only remade the "
-        "report from the same finished runs at the same code, of the command that ran them (the manifest's "
-        "`produced_by`; the commit column says when the report was remade). Where it reused cells of earlier commands "
+        "report from the same finished runs at the same cell code (code fingerprint), of the command that ran them "
+        "(the manifest's `produced_by`; the commit column says when the report was remade). Where it reused cells "
+        "of earlier commands "
         "(its manifest's `cells_run` below its runs, or not recorded) or only evaluates runs an earlier command "
         "trained, they are not what the folder costs from nothing, and no target is judged on them: "
         f"{unjudged or 'none'}. {how}"

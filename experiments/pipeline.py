@@ -134,7 +134,7 @@ def run_pipeline(p: Pipeline, dry_run: bool = False) -> int:
 
 
 PRODUCED_BY = ("command", "cells_run", "runs_reused", "runs_folder", "timings_seconds", "git_sha", "git_dirty",
-               "finished_utc", "machine")  # fmt: skip
+               "code_fingerprint", "finished_utc", "machine")  # fmt: skip
 """The fields of a folder's manifest that say what making its runs cost, carried as ``produced_by``."""
 
 
@@ -144,11 +144,14 @@ def produced_by(p: Pipeline, index: pd.DataFrame, ran: int | None) -> dict[str, 
     carries), recorded in the new manifest as ``produced_by``; None when this invocation ran some of its runs (its
     own times say it) or does not count them.
 
-    Carried only when nothing but the report can have changed: the folder's manifest was written by this pipeline
-    at this code fingerprint, and its ``runs.csv`` equals ``index`` (this invocation's run index: the same runs,
-    their config hashes, score digests and table hashes) on every column but ``float_path``. So a report remade
-    from finished runs keeps the record of what computing them cost (``shortlist bench`` reads it), and a folder
-    whose runs or code changed never borrows a time it did not pay."""
+    Carried only when the runs are the ones that invocation made: the folder's manifest was written by this pipeline
+    at this code fingerprint (the code of the cells, :func:`experiments.io.code_fingerprint`; the report's own code
+    may differ, which is what a rerun is for), and its ``runs.csv`` equals ``index`` (this invocation's run index:
+    the same runs, their config hashes, score digests and table hashes) on every column but ``float_path`` (the
+    rerun may be on another machine; the record keeps the one the runs were made on). So a report remade from
+    finished runs keeps the record of what computing them cost (``shortlist bench`` reads it), and a folder whose
+    runs or cell code changed never borrows a time it did not pay. Commands that do not count the runs they ran
+    (``ran`` None: ``shortlist shift`` evaluates every time) carry nothing."""
     import io
     import json
 

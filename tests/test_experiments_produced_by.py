@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from experiments.bench import measured_main_job_minutes, measured_runs
+from experiments.bench import measured_main_job_minutes, measured_runs, measured_study_minutes
 from experiments.io import code_fingerprint, write_csv
 from experiments.pipeline import PRODUCED_BY, Pipeline, Produced, produced_by
 
@@ -98,3 +98,41 @@ def test_bench_reads_the_carried_record(tmp_path: Path) -> None:
     _folder(folder, cells_run=0, git_sha="fedcba987", timings_seconds={"produce": 3.0, "total": 33.0})
     assert measured_main_job_minutes(measured_runs(tmp_path)) == (pytest.approx(0.05), False)  # without: not whole
     assert measured_runs(tmp_path).set_index("folder").loc["bfcl", "report_commit"] == ""
+
+
+def test_bench_uses_a_record_only_for_a_rerun_of_the_same_cell_code(tmp_path: Path) -> None:
+    folder = tmp_path / "bfcl"
+    _folder(folder)
+    made = produced_by(_pipeline(folder), _index(), ran=0)
+    assert made is not None
+    rerun = {"git_sha": "fedcba987", "produced_by": made, "timings_seconds": {"produce": 3.0, "total": 33.0}}
+    _folder(folder, cells_run=2, **rerun)  # its own invocation ran the runs: its own times stand
+    assert measured_main_job_minutes(measured_runs(tmp_path)) == (pytest.approx(0.05), True)
+    _folder(folder, cells_run=0, **rerun | {"produced_by": made | {"code_fingerprint": "other"}})
+    assert measured_main_job_minutes(measured_runs(tmp_path)) == (pytest.approx(0.05), False)  # other cell code
+    _folder(folder, cells_run=0, **rerun | {"produced_by": made | {"cells_run": 1}})  # it ran 1 of the 2 itself
+    assert measured_main_job_minutes(measured_runs(tmp_path)) == (pytest.approx(4.0), False)
+    _folder(folder, cells_run=0, **rerun | {"git_sha": "abc1234def"})  # remade at the same commit: no second name
+    assert measured_runs(tmp_path).set_index("folder").loc["bfcl", "report_commit"] == ""
+
+
+def test_bench_judges_a_carried_comparison_with_the_study_it_reused(tmp_path: Path) -> None:
+    """The comparison's record keeps which of the study's runs it reused, so the two stay made from nothing."""
+    _folder(tmp_path, runs=["a", "b"], runs_reused=[], runs_folder="runs",
+            timings_seconds={"produce": 500.0, "total": 600.0})  # fmt: skip
+    peers = tmp_path / "peers"
+    _folder(peers, pipeline="compare", runs=["a", "b"], cells_run=1, runs_reused=["a"], runs_folder="../runs",
+            timings_seconds={"produce": 200.0, "total": 300.0})  # fmt: skip
+    assert measured_study_minutes(measured_runs(tmp_path)) == (pytest.approx(15.0), True)
+    made = produced_by(_pipeline(peers, "compare"), _index(), ran=0)
+    assert made is not None and made["runs_reused"] == ["a"] and made["runs_folder"] == "../runs"
+    _folder(peers, pipeline="compare", runs=["a", "b"], cells_run=0, runs_reused=["a", "b"], runs_folder="../runs",
+            git_sha="later", produced_by=made, timings_seconds={"produce": 1.0, "total": 60.0})  # fmt: skip
+    assert measured_study_minutes(measured_runs(tmp_path)) == (pytest.approx(15.0), True)
+
+
+def test_an_index_of_other_columns_carries_nothing(tmp_path: Path) -> None:
+    """A runs.csv written by an older run index (a column fewer) is not the same index."""
+    _folder(tmp_path)
+    write_csv(_index().drop(columns="sha256_summary"), tmp_path / "runs.csv")
+    assert produced_by(_pipeline(tmp_path), _index(), ran=0) is None
