@@ -368,3 +368,19 @@ def test_the_committed_tables_give_an_answer_figure_beside_the_table(tmp_path: P
     assert (csv["minus_best"] <= 1e-12).all()  # the method to use has the highest net reward of those shown
     agents = pd.read_csv(root / "peers" / "aggregate.csv").query("group == 'agent'")
     assert len(csv[csv["role"] == "learned"]) == len(agents[agents["condition"].isin(best["condition"])])
+
+
+def test_the_overview_names_where_a_remade_reports_runs_were_made(study: Path) -> None:
+    """A part whose report was remade from finished runs (its manifest's ``produced_by``) names both commits."""
+    from experiments.report.overview import provenance
+
+    made = {"git_sha": "da91e1110000", "cells_run": 2, "command": "shortlist compare"}
+    manifest = {"command": "shortlist compare", "runs": ["a", "b"], "git_sha": "e45e8dc70000", "cells_run": 0,
+                "produced_by": made}  # fmt: skip
+    (study / "peers" / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    (line,) = [x for x in provenance(study) if x.startswith("`peers`")]
+    assert line.endswith("at commit e45e8dc (2 runs, made at da91e11; the report remade from them)")
+    manifest |= {"cells_run": 2}  # it ran its runs itself: one commit
+    (study / "peers" / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    (line,) = [x for x in provenance(study) if x.startswith("`peers`")]
+    assert line.endswith("at commit e45e8dc (2 runs)")

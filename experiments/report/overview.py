@@ -196,7 +196,8 @@ def pages_section(folder: Path) -> Section:
 
 def provenance(folder: Path) -> list[str]:
     """Which command and commit made each part of the folder (from the manifests of the folder and of each
-    folder holding one of its pages)."""
+    folder holding one of its pages); where the part's report was remade from finished runs (the manifest's
+    ``produced_by``, :func:`experiments.pipeline.produced_by`), also the commit its runs were made at."""
     folders = dict.fromkeys(["", *(p.rel.rsplit("/", 1)[0] for p in site_pages(folder) if "/" in p.rel)])
     lines = []
     for where in folders:
@@ -204,8 +205,11 @@ def provenance(folder: Path) -> list[str]:
         if path.is_file():
             m = json.loads(path.read_text(encoding="utf-8"))
             sha = str(m.get("git_sha") or "?")[:7]
+            made = m.get("produced_by")
+            runs_at = str(made.get("git_sha") or "?")[:7] if isinstance(made, dict) and m.get("cells_run") == 0 else sha
+            remade = f", made at {runs_at}; the report remade from them" if runs_at != sha else ""
             lines.append(f"`{where or 'this folder'}`: `{m.get('command', '?')}` at commit {sha} "
-                         f"({len(m.get('runs', []))} runs)")  # fmt: skip
+                         f"({len(m.get('runs', []))} runs{remade})")  # fmt: skip
     return lines
 
 
