@@ -53,6 +53,7 @@ import pandas as pd
 
 from experiments.io import package_versions
 from experiments.options import BenchArgs
+from experiments.produced import carried
 from experiments.report.markdown import judged
 from experiments.report.page import Page, Paragraph, Section, Table, write_page
 
@@ -381,9 +382,8 @@ def measured_runs(results: Path) -> pd.DataFrame:
     from earlier commands; NaN when the manifest does not say), ``cells_min`` (wall minutes of the cells this
     invocation ran, NaN when not recorded), ``total_min`` and ``commit``, from the folder's manifest (from its
     ``produced_by`` when it has one: its report was remade from finished runs, and those fields are the invocation
-    that ran them, :func:`experiments.pipeline.produced_by`; ``report_commit`` then names the rerun's commit, else
-    it is empty, as it is when the rerun was at the same commit; a record is used only when the manifest's own
-    ``cells_run`` is 0 and both name the same code fingerprint); ``whole``:
+    that ran them, :func:`experiments.produced.carried`; ``report_commit`` then names the rerun's commit, else it is
+    empty, as it is when the rerun was at the same commit); ``whole``:
     the command ran every one of its runs, so its times are what the folder costs from nothing (False when it
     reused cells or does not say: a manifest written before ``cells_run`` was recorded). For
     :func:`measured_study_minutes`: ``run_ids`` (the runs, a frozenset), ``reused`` (the run ids it reused, a
@@ -397,7 +397,7 @@ def measured_runs(results: Path) -> pd.DataFrame:
         if not path.is_file():
             continue
         m = json.loads(path.read_text(encoding="utf-8"))
-        made = m["produced_by"] if _carried(m) else m  # a report remade from finished runs: who ran them
+        made = carried(m) or m  # a report remade from finished runs: the invocation that ran them
         t = made.get("timings_seconds") or {}
         produce = t.get("produce", t.get("cells", t.get("cells (this invocation)")))
         total = t.get("total", made.get("wall_seconds"))
@@ -418,18 +418,6 @@ def measured_runs(results: Path) -> pd.DataFrame:
                "run_ids", "reused", "runs_at", "fingerprint", "unit"]  # fmt: skip
     out = pd.DataFrame(rows, columns=columns)
     return out.assign(whole=out["cells_run"] == out["runs"])
-
-
-def _carried(m: dict[str, Any]) -> bool:
-    """Whether a folder manifest's ``produced_by`` (:func:`experiments.pipeline.produced_by`) stands for its times: its
-    own invocation ran none of its runs and the record is of the same cell code."""
-    made = m.get("produced_by")
-    return (
-        isinstance(made, dict)
-        and m.get("cells_run") == 0
-        and made.get("code_fingerprint") == m.get("code_fingerprint")
-        and bool(made.get("cells_run"))
-    )
 
 
 Measured = tuple[float, bool]

@@ -29,6 +29,7 @@ import pandas as pd
 from experiments.config import Cell
 from experiments.io import staged_folder, write_manifest, write_tables
 from experiments.options import CommonArgs, SourceArgs
+from experiments.produced import produced_by
 
 
 @dataclass(frozen=True)
@@ -93,11 +94,11 @@ def run_pipeline(p: Pipeline, dry_run: bool = False) -> int:
     from experiments.runner import run_index
 
     units = [unit for unit, _ in p.plan()]
-    check_out_is_ours(p, units)
+    there = check_out_is_ours(p, units)
     t0 = time.perf_counter()
     produced = p.produce()
     index = run_index(produced.runs)
-    made_by = produced_by(p, index, produced.ran)  # read before the staged folder replaces the manifest
+    made_by = produced_by(p.out, there, index, produced.ran)  # before the staged folder replaces runs.csv
     with staged_folder(p.out, merge=True, owned=p.owned) as tmp:
         tables = {
             "per_query.csv": produced.per_query,
@@ -133,58 +134,11 @@ def run_pipeline(p: Pipeline, dry_run: bool = False) -> int:
     return 0
 
 
-PRODUCED_BY = ("command", "cells_run", "runs_reused", "runs_folder", "timings_seconds", "git_sha", "git_dirty",
-               "code_fingerprint", "finished_utc", "machine")  # fmt: skip
-"""The fields of a folder's manifest that say what making its runs cost, carried as ``produced_by``."""
-
-
-def produced_by(p: Pipeline, index: pd.DataFrame, ran: int | None) -> dict[str, Any] | None:
-    """What making the runs of a rerun that ran none of them cost: the :data:`PRODUCED_BY` fields of the invocation
-    that ran them (``cells_run`` above 0), read from the manifest ``p.out`` holds (its own, or the ``produced_by`` it
-    carries), recorded in the new manifest as ``produced_by``; None when this invocation ran some of its runs (its
-    own times say it) or does not count them.
-
-    Carried only when the runs are the ones that invocation made: the folder's manifest was written by this pipeline
-    at this code fingerprint (the code of the cells, :func:`experiments.io.code_fingerprint`; the report's own code
-    may differ, which is what a rerun is for), and its ``runs.csv`` equals ``index`` (this invocation's run index:
-    the same runs, their config hashes, score digests and table hashes) on every column but ``float_path`` (the
-    rerun may be on another machine; the record keeps the one the runs were made on). So a report remade from
-    finished runs keeps the record of what computing them cost (``shortlist bench`` reads it), and a folder whose
-    runs or cell code changed never borrows a time it did not pay. Commands that do not count the runs they ran
-    (``ran`` None: ``shortlist shift`` evaluates every time) carry nothing."""
-    import io
-    import json
-
-    from experiments.io import FLOAT_FORMAT, code_fingerprint
-
-    manifest, table = p.out / "manifest.json", p.out / "runs.csv"
-    if ran != 0 or index.empty or not manifest.is_file() or not table.is_file():
-        return None
-    try:
-        there = json.loads(manifest.read_text(encoding="utf-8"))
-        before = pd.read_csv(table, dtype=str, keep_default_na=False)
-    except (OSError, ValueError):
-        return None
-    if not isinstance(there, dict) or there.get("pipeline") != p.name:
-        return None
-    if there.get("code_fingerprint") != code_fingerprint():
-        return None
-    written = index.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n")  # as write_tables writes it
-    now = pd.read_csv(io.StringIO(written), dtype=str, keep_default_na=False)
-    if not before.drop(columns="float_path", errors="ignore").equals(now.drop(columns="float_path", errors="ignore")):
-        return None
-    if isinstance(there.get("produced_by"), dict):
-        return dict(there["produced_by"])
-    if not there.get("cells_run"):  # it ran none of them either, or did not say
-        return None
-    return {k: there[k] for k in PRODUCED_BY if k in there}
-
-
-def check_out_is_ours(p: Pipeline, units: Sequence[str]) -> None:
+def check_out_is_ours(p: Pipeline, units: Sequence[str]) -> dict[str, Any] | None:
     """Never replace the results of another command, or of more work: ``p.out`` may hold this command's results of
     some of these units (rewritten with all of them), nothing else. Its manifest names the pipeline and the units
     (a manifest written before units were recorded: the run directories, a unit ``<run>@<target>`` naming its
-    run).
+    run). Returns that manifest (None when the folder has none), read once for :func:`run_pipeline`.
 
     Raises:
         ValueError: naming the folder, the command that wrote it and a unit this command would drop.
@@ -196,7 +150,7 @@ def check_out_is_ours(p: Pipeline, units: Sequence[str]) -> None:
         if (p.out / "summary.csv").is_file():  # tables without a manifest: `shortlist train`'s
             raise ValueError(f"--out {p.out}: holds the tables of `shortlist train` (summary.csv, no manifest), which "
                              "this command's would replace; give another --out (it is left as it is)")  # fmt: skip
-        return
+        return None
     try:
         there = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
@@ -215,6 +169,7 @@ def check_out_is_ours(p: Pipeline, units: Sequence[str]) -> None:
             f"{there.get('unit') or 'units'} this command would drop (e.g. {dropped[0]}); give another --out (it is "
             "left as it is), or remove it to replace it"
         )
+    return there
 
 
 def refresh_index(out: Path, own: bool = False) -> None:

@@ -11,7 +11,8 @@ import pytest
 
 from experiments.bench import measured_main_job_minutes, measured_runs, measured_study_minutes
 from experiments.io import code_fingerprint, write_csv
-from experiments.pipeline import PRODUCED_BY, Pipeline, Produced, produced_by
+from experiments.pipeline import Pipeline, Produced, check_out_is_ours
+from experiments.produced import PRODUCED_BY, produced_by
 
 
 def _pipeline(out: Path, name: str = "reproduce") -> Pipeline:
@@ -19,6 +20,13 @@ def _pipeline(out: Path, name: str = "reproduce") -> Pipeline:
         raise AssertionError("not called")
 
     return Pipeline(name=name, out=out, command="shortlist test", plan=list, produce=produce, report=lambda *_: {})
+
+
+def _carry(out: Path, index: pd.DataFrame | None = None, ran: int | None = 0, name: str = "reproduce") -> dict | None:
+    """What a rerun of ``name`` into ``out`` carries, as :func:`experiments.pipeline.run_pipeline` asks: the folder's
+    manifest read by ``check_out_is_ours``, then ``produced_by`` on it."""
+    there = check_out_is_ours(_pipeline(out, name), ["a", "b"])
+    return produced_by(out, there, _index() if index is None else index, ran)
 
 
 def _index(mean: float = 7.031146995123) -> pd.DataFrame:
@@ -41,14 +49,14 @@ def _folder(out: Path, **manifest: Any) -> None:
 
 def test_a_rerun_that_ran_nothing_carries_who_ran_the_runs(tmp_path: Path) -> None:
     _folder(tmp_path)
-    made = produced_by(_pipeline(tmp_path), _index(), ran=0)
+    made = _carry(tmp_path)
     assert made is not None and set(made) == set(PRODUCED_BY)
     assert made["timings_seconds"] == {"produce": 240.0, "report": 30.0, "total": 270.0}
     assert made["cells_run"] == 2 and made["git_sha"] == "abc1234def"
     assert made["command"] == "shortlist reproduce --seeds 42"
     # a second rerun carries the record of the first as it is, not its own (which ran nothing)
     _folder(tmp_path, cells_run=0, git_sha="later", produced_by=made)
-    assert produced_by(_pipeline(tmp_path), _index(), ran=0) == made
+    assert _carry(tmp_path) == made
 
 
 @pytest.mark.parametrize(
@@ -61,7 +69,6 @@ def test_a_rerun_that_ran_nothing_carries_who_ran_the_runs(tmp_path: Path) -> No
         ({"index": _index().iloc[:1]}, "not the same runs"),
         ({"index": _index().iloc[:0]}, "no runs"),
         ({"manifest": {"code_fingerprint": "other code"}}, "the runs were made by other code"),
-        ({"manifest": {"pipeline": "compare"}}, "another command's folder"),
         ({"manifest": {"cells_run": 0}}, "the folder's command ran none of them either"),
         ({"manifest": {"cells_run": None}}, "the folder's command did not say what it ran"),
     ],
@@ -71,17 +78,23 @@ def test_nothing_is_carried_when_more_than_the_report_can_have_changed(
 ) -> None:
     _folder(tmp_path, **change.get("manifest", {}))
     index = change.get("index", _index())
-    assert produced_by(_pipeline(tmp_path), index, ran=change.get("ran", 0)) is None, why
+    assert _carry(tmp_path, index, ran=change.get("ran", 0)) is None, why
 
 
-def test_nothing_is_carried_from_a_missing_or_broken_folder(tmp_path: Path) -> None:
-    assert produced_by(_pipeline(tmp_path / "none"), _index(), ran=0) is None
-    _folder(tmp_path)
-    (tmp_path / "manifest.json").write_text("{not json", encoding="utf-8")
-    assert produced_by(_pipeline(tmp_path), _index(), ran=0) is None
+def test_nothing_is_carried_from_a_missing_broken_or_other_folder(tmp_path: Path) -> None:
+    assert _carry(tmp_path / "none") is None  # no folder yet: nothing to carry
     _folder(tmp_path)
     (tmp_path / "runs.csv").unlink()
-    assert produced_by(_pipeline(tmp_path), _index(), ran=0) is None
+    assert _carry(tmp_path) is None
+    _folder(tmp_path)
+    (tmp_path / "runs.csv").write_text('"unclosed\n', encoding="utf-8")
+    assert _carry(tmp_path) is None
+    (tmp_path / "manifest.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(ValueError, match="cannot be read"):  # the rerun stops first: it never reads a broken record
+        _carry(tmp_path)
+    _folder(tmp_path, pipeline="compare")
+    with pytest.raises(ValueError, match="holds the results of"):  # another command's folder: refused, not carried
+        _carry(tmp_path)
 
 
 def test_bench_reads_the_carried_record(tmp_path: Path) -> None:
@@ -89,7 +102,7 @@ def test_bench_reads_the_carried_record(tmp_path: Path) -> None:
     folder = tmp_path / "bfcl"
     _folder(folder)
     assert measured_main_job_minutes(measured_runs(tmp_path)) == (pytest.approx(4.0), True)
-    made = produced_by(_pipeline(folder), _index(), ran=0)
+    made = _carry(folder)
     _folder(folder, cells_run=0, git_sha="fedcba987", produced_by=made,
             timings_seconds={"produce": 3.0, "report": 30.0, "total": 33.0})  # fmt: skip
     row = measured_runs(tmp_path).set_index("folder").loc["bfcl"]
@@ -103,7 +116,7 @@ def test_bench_reads_the_carried_record(tmp_path: Path) -> None:
 def test_bench_uses_a_record_only_for_a_rerun_of_the_same_cell_code(tmp_path: Path) -> None:
     folder = tmp_path / "bfcl"
     _folder(folder)
-    made = produced_by(_pipeline(folder), _index(), ran=0)
+    made = _carry(folder)
     assert made is not None
     rerun = {"git_sha": "fedcba987", "produced_by": made, "timings_seconds": {"produce": 3.0, "total": 33.0}}
     _folder(folder, cells_run=2, **rerun)  # its own invocation ran the runs: its own times stand
@@ -124,7 +137,7 @@ def test_bench_judges_a_carried_comparison_with_the_study_it_reused(tmp_path: Pa
     _folder(peers, pipeline="compare", runs=["a", "b"], cells_run=1, runs_reused=["a"], runs_folder="../runs",
             timings_seconds={"produce": 200.0, "total": 300.0})  # fmt: skip
     assert measured_study_minutes(measured_runs(tmp_path)) == (pytest.approx(15.0), True)
-    made = produced_by(_pipeline(peers, "compare"), _index(), ran=0)
+    made = _carry(peers, name="compare")
     assert made is not None and made["runs_reused"] == ["a"] and made["runs_folder"] == "../runs"
     _folder(peers, pipeline="compare", runs=["a", "b"], cells_run=0, runs_reused=["a", "b"], runs_folder="../runs",
             git_sha="later", produced_by=made, timings_seconds={"produce": 1.0, "total": 60.0})  # fmt: skip
@@ -135,4 +148,4 @@ def test_an_index_of_other_columns_carries_nothing(tmp_path: Path) -> None:
     """A runs.csv written by an older run index (a column fewer) is not the same index."""
     _folder(tmp_path)
     write_csv(_index().drop(columns="sha256_summary"), tmp_path / "runs.csv")
-    assert produced_by(_pipeline(tmp_path), _index(), ran=0) is None
+    assert _carry(tmp_path) is None

@@ -370,8 +370,8 @@ def rl_goal_bullets(goal: pd.DataFrame, causes: pd.DataFrame | None = None) -> l
     counted = g[g["counted"]]
     n_ok, n_behind = int(best["within_noise"].sum()), int(counted["behind"].sum())
     own = g[~g["agent"].isin(list(FROM_SUPERVISED_AGENTS))]
-    by_cond = [g.set_index("agent") for _, g in own.groupby("condition", sort=False)]
-    own_best = [g.loc[best_of(g[JUDGED])] for g in by_cond]  # each condition's best, equal means by name
+    by_cond = [c.set_index("agent") for _, c in own.groupby("condition", sort=False)]
+    own_best = [c.loc[best_of(c[JUDGED])] for c in by_cond]  # each condition's best, equal means by name
     n_own = sum(bool(r["within_noise"]) for r in own_best)
     starts = "; ".join(f"{a}, which starts from {m}" for a, m in FROM_SUPERVISED_AGENTS.items() if a in set(g["agent"]))
     kept = "".join(

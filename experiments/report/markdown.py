@@ -110,7 +110,8 @@ def same_as_best(r: pd.Series, lead: str) -> str:
     return f"{lead}the same test rewards as {same.replace(';', ',')}" if isinstance(same, str) and same else ""
 
 
-def runner_up_cells(r: pd.Series) -> list[str]:
-    """The runner-up of a :func:`best_methods` row and best minus it with its interval ("-" when every method is the
-    same policy as the best)."""
-    return [r["runner_up"], signed_ci(r)] if isinstance(r["runner_up"], str) else ["-", "-"]
+def runner_up_cells(r: pd.Series, col: str = "diff") -> list[str]:
+    """The runner-up of a :func:`best_methods` row (or :func:`best_examined_only`'s, ``col`` ``runner_up_diff``) and
+    best minus it with its interval, ``r[col]`` ("-" when there is none: every method is the same policy as the
+    best, or it is alone)."""
+    return [r["runner_up"], signed_ci(r, col)] if isinstance(r["runner_up"], str) else ["-", "-"]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from experiments.produced import carried
 from experiments.report.markdown import ci, fmt, runner_up_cells, same_as_best
 from experiments.report.page import (
     Block,
@@ -197,7 +198,7 @@ def pages_section(folder: Path) -> Section:
 def provenance(folder: Path) -> list[str]:
     """Which command and commit made each part of the folder (from the manifests of the folder and of each
     folder holding one of its pages); where the part's report was remade from finished runs (the manifest's
-    ``produced_by``, :func:`experiments.pipeline.produced_by`), also the commit its runs were made at."""
+    ``produced_by`` as :func:`experiments.produced.carried` reads it), also the commit its runs were made at."""
     folders = dict.fromkeys(["", *(p.rel.rsplit("/", 1)[0] for p in site_pages(folder) if "/" in p.rel)])
     lines = []
     for where in folders:
@@ -205,8 +206,8 @@ def provenance(folder: Path) -> list[str]:
         if path.is_file():
             m = json.loads(path.read_text(encoding="utf-8"))
             sha = str(m.get("git_sha") or "?")[:7]
-            made = m.get("produced_by")
-            runs_at = str(made.get("git_sha") or "?")[:7] if isinstance(made, dict) and m.get("cells_run") == 0 else sha
+            made = carried(m)
+            runs_at = sha if made is None else str(made.get("git_sha") or "?")[:7]
             remade = f", made at {runs_at}; the report remade from them" if runs_at != sha else ""
             lines.append(f"`{where or 'this folder'}`: `{m.get('command', '?')}` at commit {sha} "
                          f"({len(m.get('runs', []))} runs{remade})")  # fmt: skip

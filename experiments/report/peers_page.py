@@ -253,8 +253,7 @@ def examined_lines(examined: pd.DataFrame, agg: pd.DataFrame, observation: str) 
             f"**{r['method']}** ({r['group']}{same_as_best(r, '; ')})",
             ci(r, JUDGED, 3),
             f"{fmt(r['median_k'], nd=0)} / {fmt(r['p90_k'], nd=0)}",
-            r["runner_up"] if isinstance(r["runner_up"], str) else "-",
-            signed_ci(r, "runner_up_diff") if isinstance(r["runner_up"], str) else "-",
+            *runner_up_cells(r, "runner_up_diff"),
             r["best"],
             "-" if r["method"] == r["best"] else signed_ci(r),
         ]
