@@ -65,3 +65,10 @@ def carried(manifest: Mapping[str, Any]) -> dict | None:
     ):
         return made
     return None
+
+
+def other_code(manifest: Mapping[str, Any]) -> str | None:
+    """The code fingerprint a folder's manifest names when it is not this checkout's (the folder was made by other
+    code, so rerunning its command may give other numbers), else None; None too for a manifest that names none."""
+    made = manifest.get("code_fingerprint")
+    return str(made) if made and made != code_fingerprint() else None

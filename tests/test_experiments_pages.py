@@ -384,3 +384,22 @@ def test_the_overview_names_where_a_remade_reports_runs_were_made(study: Path) -
     (study / "peers" / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     (line,) = [x for x in provenance(study) if x.startswith("`peers`")]
     assert line.endswith("at commit e45e8dc (2 runs)")
+
+
+def test_the_overview_marks_a_part_made_by_other_code(study: Path) -> None:
+    """A part whose manifest names another code fingerprint than this checkout's is marked, with both; this code's
+    part and one that names none are not."""
+    from experiments.io import code_fingerprint
+    from experiments.report.overview import provenance
+
+    manifest = {"command": "shortlist compare", "runs": ["a"], "git_sha": "a14a7470000", "cells_run": 1,
+                "code_fingerprint": "6819a055" + "0" * 56}  # fmt: skip
+    (study / "peers" / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    (line,) = [x for x in provenance(study) if x.startswith("`peers`")]
+    here = code_fingerprint()[:8]
+    assert line.endswith(f"(1 run). **Made by other code** than this checkout's (code fingerprint 6819a055, here "
+                         f"{here}): its numbers may not be what the command gives now; rerun it")  # fmt: skip
+    for fingerprint in (code_fingerprint(), None):
+        (study / "peers" / "manifest.json").write_text(json.dumps(manifest | {"code_fingerprint": fingerprint}))
+        (line,) = [x for x in provenance(study) if x.startswith("`peers`")]
+        assert line.endswith("at commit a14a747 (1 run)")

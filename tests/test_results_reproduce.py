@@ -24,7 +24,9 @@ from agents.method import MethodSpec
 from benchmarks.corpus import sha256_file
 from benchmarks.names import ConditionId
 from benchmarks.scorers import EmbeddingScorer, make_scorer
+from experiments.io import code_fingerprint
 from experiments.plan import resolve_plans, study_cells
+from experiments.produced import other_code
 from experiments.runner import RUN_TABLES, float_path, run_cell
 
 REPO = Path(__file__).resolve().parents[1]
@@ -118,6 +120,27 @@ def test_committed_manifests_name_a_clean_tree_of_this_history() -> None:
         elif _git("merge-base", "--is-ancestor", sha, "HEAD").returncode != 0:
             bad.append(f"{path.relative_to(REPO)}: git_sha {sha[:12]} is not a commit of this history")
     assert not bad, "results not produced from a clean committed tree:\n" + "\n".join(bad[:20])
+
+
+#: Committed folders whose manifests may name older code: the validation grids behind the settings, each the record
+#: of how a setting was chosen at the commit its manifest names (docs/study.md), not a result judged by this code.
+HISTORICAL = ("results/tuning/",)
+
+
+def test_every_committed_result_was_made_by_this_code() -> None:
+    """Every committed manifest (but the validation grids') names this checkout's code fingerprint: a folder left
+    from older code (four were, made at a14a747 and 4309f91, until stop 64) fails here, with the command to rerun."""
+    tracked = _git("ls-files", "results").stdout.split()
+    manifests = [p for p in tracked if p.endswith("manifest.json") and not p.startswith(HISTORICAL)]
+    assert "results/manifest.json" in manifests and "results/toolsearch/default-policy/manifest.json" in manifests
+    stale = []
+    for p in manifests:
+        man = json.loads((REPO / p).read_text())
+        assert man.get("code_fingerprint"), f"{p}: names no code fingerprint"
+        if other := other_code(man):
+            stale.append(f"{p}: made at {str(man.get('git_sha'))[:7]} by code {other[:8]} (this checkout's: "
+                         f"{code_fingerprint()[:8]}); rerun `{man.get('command', '?')}` from a clean tree")  # fmt: skip
+    assert not stale, "results made by other code than this checkout's:\n" + "\n".join(stale)
 
 
 def test_every_index_lists_the_runs_its_manifest_names() -> None:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.produced import carried
+from experiments.io import code_fingerprint
+from experiments.produced import carried, other_code
 from experiments.report.markdown import ci, fmt, runner_up_cells, same_as_best
 from experiments.report.page import (
     Block,
@@ -198,7 +199,8 @@ def pages_section(folder: Path) -> Section:
 def provenance(folder: Path) -> list[str]:
     """Which command and commit made each part of the folder (from the manifests of the folder and of each
     folder holding one of its pages); where the part's report was remade from finished runs (the manifest's
-    ``produced_by`` as :func:`experiments.produced.carried` reads it), also the commit its runs were made at."""
+    ``produced_by`` as :func:`experiments.produced.carried` reads it), also the commit its runs were made at; a
+    part made by other code than this checkout's (:func:`experiments.produced.other_code`) is marked so."""
     folders = dict.fromkeys(["", *(p.rel.rsplit("/", 1)[0] for p in site_pages(folder) if "/" in p.rel)])
     lines = []
     for where in folders:
@@ -209,8 +211,12 @@ def provenance(folder: Path) -> list[str]:
             made = carried(m)
             runs_at = sha if made is None else str(made.get("git_sha") or "?")[:7]
             remade = f", made at {runs_at}; the report remade from them" if runs_at != sha else ""
+            other, n = other_code(m), len(m.get("runs", []))
+            stale = (f". **Made by other code** than this checkout's (code fingerprint {other[:8]}, here "
+                     f"{code_fingerprint()[:8]}): its numbers may not be what the command gives now; rerun it"
+                     if other else "")  # fmt: skip
             lines.append(f"`{where or 'this folder'}`: `{m.get('command', '?')}` at commit {sha} "
-                         f"({len(m.get('runs', []))} runs{remade})")  # fmt: skip
+                         f"({n} run{'' if n == 1 else 's'}{remade}){stale}")  # fmt: skip
     return lines
 
 
