@@ -143,6 +143,20 @@ def test_every_committed_result_was_made_by_this_code() -> None:
     assert not stale, "results made by other code than this checkout's:\n" + "\n".join(stale)
 
 
+def test_the_shipped_default_policies_are_the_ones_the_committed_folder_chose() -> None:
+    """``shortlist toolsearch default`` writes the shipped policies and ``results/toolsearch/default-policy/`` together:
+    each shipped policy is the method the folder's manifest chose for its scorer, made at the folder's commit (so
+    neither can be refitted without the other)."""
+    man = json.loads((RESULTS / "toolsearch" / "default-policy" / "manifest.json").read_text())
+    shipped = REPO / "shortlist_depth" / "default_policy"
+    assert sorted(p.name for p in shipped.iterdir() if p.is_dir()) == sorted(man["chosen"])
+    for scorer, method in man["chosen"].items():
+        config = json.loads((shipped / scorer / "config.json").read_text())
+        assert config["method"] == method, f"{scorer}: ships {config['method']}, the folder chose {method}"
+        assert config["provenance"]["git_sha"] == man["git_sha"], f"{scorer}: made at another commit than the folder"
+        assert config["provenance"]["git_dirty"] is False, scorer
+
+
 def test_every_index_lists_the_runs_its_manifest_names() -> None:
     tracked = _git("ls-files", "results").stdout.split()
     assert not [p for p in tracked if "/runs/" in p], "run directories are not committed (runs.csv indexes them)"
