@@ -403,3 +403,31 @@ def test_the_overview_marks_a_part_made_by_other_code(study: Path) -> None:
         (study / "peers" / "manifest.json").write_text(json.dumps(manifest | {"code_fingerprint": fingerprint}))
         (line,) = [x for x in provenance(study) if x.startswith("`peers`")]
         assert line.endswith("at commit a14a747 (1 run)")
+
+
+def test_the_overview_gives_the_shift_goal_against_every_fitted_peer(study: Path) -> None:
+    """The shift bullet counts the pairs where the best BoR policy is at least every fitted peer (issue 39's goal),
+    beside the gap rule's count; the unshifted rows are not pairs of the goal."""
+    from experiments.report.overview import verdicts
+    from experiments.report.shift_page import FITTED_PEERS
+
+    (study / "shift").mkdir()
+    gap = [("a", "a", "none", 0.1, True), ("a", "b", "query", 0.2, True), ("a", "c", "scorer", -0.1, False)]
+    pd.DataFrame(gap, columns=["source", "target", "shift", "diff_hi", "at_least_gap"]).to_csv(
+        study / "shift" / "versus_gap.csv", index=False
+    )
+    peers = [("a", "a", "none", "bor-topp", False), ("a", "b", "query", "bor-topp", True),
+             ("a", "b", "query", "bor-choppy", True), ("a", "c", "scorer", "bor-topp", True),
+             ("a", "c", "scorer", "bor-choppy", False)]  # fmt: skip
+    pd.DataFrame(peers, columns=["source", "target", "shift", "peer", "at_least_peer"]).to_csv(
+        study / "shift" / "versus_peers.csv", index=False
+    )
+    (line,) = [v for v in verdicts(study) if v.startswith("Under shift")]
+    assert line == (
+        "Under shift, the best BoR policy is at least the untrained largest-gap rule on 1 of 2 (source, target) "
+        f"pairs, significantly below it on 1; at least every fitted peer ({', '.join(FITTED_PEERS)}; the goal of "
+        "issue 39 under shift) on 1 of 2."
+    )
+    (study / "shift" / "versus_peers.csv").unlink()  # a shift folder of an older version: the gap rule alone
+    (line,) = [v for v in verdicts(study) if v.startswith("Under shift")]
+    assert line.endswith("significantly below it on 1.")

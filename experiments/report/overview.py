@@ -31,6 +31,7 @@ from experiments.report.page import (
     site_pages,
     write_page,
 )
+from experiments.report.shift_page import FITTED_PEERS, peer_goal_met
 from experiments.report.tables import GOAL_BASE_CONDITIONS, GOAL_TWO_SCORER_CONDITIONS, JUDGED, best_of
 
 #: The overview's figure (PNG; its CSV beside it).
@@ -178,10 +179,14 @@ def verdicts(folder: Path) -> list[str]:
     if vg is not None and len(vg):
         shifted = vg[vg["shift"] != "none"]
         below = int((shifted["diff_hi"] < 0).sum())
+        vp = _read(folder, "shift/versus_peers.csv", ("source", "target", "shift", "at_least_peer"))
+        met = peer_goal_met(vp) if vp is not None else None
+        peers = (f"; at least every fitted peer ({', '.join(FITTED_PEERS)}; the goal of issue 39 under shift) on "
+                 f"{int(met.sum())} of {len(met)}" if met is not None and len(met) else "")  # fmt: skip
         out.append(
             f"Under shift, the best BoR policy is at least the untrained largest-gap rule on "
             f"{int(shifted['at_least_gap'].sum())} of {len(shifted)} (source, target) pairs, significantly below "
-            f"it on {below}."
+            f"it on {below}{peers}."
         )
     ds = _read(folder, "downstream/answer.csv", ("sentence",))
     if ds is not None and len(ds):
