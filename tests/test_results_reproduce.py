@@ -106,19 +106,24 @@ def _git(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
 
 
+def _committed_manifests() -> dict[str, dict]:
+    """Every manifest committed under ``results/`` (a folder's ``manifest.json``, a validation grid's
+    ``<name>_manifest.json``), read, by its path in the repository."""
+    tracked = _git("ls-files", "results").stdout.split()
+    return {p: json.loads((REPO / p).read_text()) for p in tracked if p.endswith("manifest.json")}
+
+
 def test_committed_manifests_name_a_clean_tree_of_this_history() -> None:
     assert _git("rev-parse", "HEAD").returncode == 0, "the tests need the git checkout"
-    tracked = _git("ls-files", "results").stdout.split()
-    manifests = [RESULTS.parent / p for p in tracked if p.endswith("manifest.json")]
+    manifests = _committed_manifests()
     assert manifests, "no committed manifests under results/"
     bad = []
-    for path in manifests:
-        man = json.loads(path.read_text())
+    for p, man in manifests.items():
         sha = man.get("git_sha")
         if man.get("git_dirty") is not False or not sha:
-            bad.append(f"{path.relative_to(REPO)}: git_dirty={man.get('git_dirty')}")
+            bad.append(f"{p}: git_dirty={man.get('git_dirty')}")
         elif _git("merge-base", "--is-ancestor", sha, "HEAD").returncode != 0:
-            bad.append(f"{path.relative_to(REPO)}: git_sha {sha[:12]} is not a commit of this history")
+            bad.append(f"{p}: git_sha {sha[:12]} is not a commit of this history")
     assert not bad, "results not produced from a clean committed tree:\n" + "\n".join(bad[:20])
 
 
@@ -130,12 +135,10 @@ HISTORICAL = ("results/tuning/",)
 def test_every_committed_result_was_made_by_this_code() -> None:
     """Every committed manifest (but the validation grids') names this checkout's code fingerprint: a folder left
     from older code (four were, made at a14a747 and 4309f91, until stop 64) fails here, with the command to rerun."""
-    tracked = _git("ls-files", "results").stdout.split()
-    manifests = [p for p in tracked if p.endswith("manifest.json") and not p.startswith(HISTORICAL)]
+    manifests = {p: man for p, man in _committed_manifests().items() if not p.startswith(HISTORICAL)}
     assert "results/manifest.json" in manifests and "results/toolsearch/default-policy/manifest.json" in manifests
     stale = []
-    for p in manifests:
-        man = json.loads((REPO / p).read_text())
+    for p, man in manifests.items():
         assert man.get("code_fingerprint"), f"{p}: names no code fingerprint"
         if other := other_code(man):
             stale.append(f"{p}: made at {str(man.get('git_sha'))[:7]} by code {other[:8]} (this checkout's: "
@@ -161,9 +164,8 @@ def test_every_index_lists_the_runs_its_manifest_names() -> None:
     tracked = _git("ls-files", "results").stdout.split()
     assert not [p for p in tracked if "/runs/" in p], "run directories are not committed (runs.csv indexes them)"
     folders = []
-    for p in tracked:
-        man = json.loads((RESULTS.parent / p).read_text()) if p.endswith("/manifest.json") else {}
-        if "runs" not in man:
+    for p, man in _committed_manifests().items():
+        if not p.endswith("/manifest.json") or "runs" not in man:
             continue
         folder = (RESULTS.parent / p).parent
         written_since = _git("merge-base", "--is-ancestor", RUNS_LEFT_GIT, man["git_sha"]).returncode == 0
