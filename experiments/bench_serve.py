@@ -17,8 +17,9 @@ start-up of a fresh process from a saved searcher (load and first search, best o
   same either way) gives the baseline; the latency the proxy adds is the difference of the percentiles, reported
   beside the proxy's own time per request (p50 / p99 of its ``server-timing: shortlist;dur=<ms>`` header: the
   difference also holds the queueing of clients, upstream and proxy on shared cores). Every
-  request must be answered once: each id answered 200 with ``x-shortlist-k`` and received by the upstream
-  exactly once.
+  request must be answered once: each id answered 200 and received by the upstream exactly once, with
+  ``x-shortlist-k``, or with ``x-shortlist-fallback: tied scores`` exactly when its query's text scores every tool
+  alike (:func:`tied_bodies`; 5 of BFCL's 400 queries under BM25: the proxy sends those with every tool).
 - ``serve mcp`` over streamable HTTP in front of a fake MCP upstream with the same 370 tools: each client (an SDK
   ``Client``) alternates ``search_tools`` (a BFCL query) and a forwarded call of an upstream tool whose echo must
   carry the call's own id.
@@ -38,10 +39,10 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -349,6 +350,33 @@ def percentiles(xs: list[float]) -> tuple[float, float]:
     return float(1e3 * np.percentile(xs, 50)), float(1e3 * np.percentile(xs, 99))
 
 
+class Sent(NamedTuple):
+    """One request of a load run: its id, the status (0: a transport error), the latency in seconds, the proxy's
+    ``x-shortlist-k`` (or the transport error's name), the proxy's own ms (its ``server-timing``; None when absent),
+    its ``x-shortlist-fallback`` and the index of the body sent (None when not known)."""
+
+    rid: str
+    status: int
+    seconds: float
+    k: str | None
+    own: float | None = None
+    fallback: str | None = None
+    body: int | None = None
+
+
+#: The fallback the proxy takes, by design, for a text that scores every tool alike (servers.openai_proxy).
+TIED = "tied scores"
+
+
+def tied_bodies(searcher: Path, queries: list[str]) -> frozenset[int]:
+    """The indices of ``queries`` whose text scores every tool of the saved ``searcher`` alike: the proxy sends them
+    with every tool (``x-shortlist-fallback: tied scores``), with no ``x-shortlist-k``."""
+    from shortlist_depth.toolsearch import ToolSearch
+
+    found = ToolSearch.load(searcher).search_many(queries)
+    return frozenset(i for i, s in enumerate(found) if s.why["tied"])
+
+
 def openai_bodies(tools: list[dict[str, Any]], queries: list[str]) -> list[bytes]:
     """One chat body per query, the tools list serialised once and spliced in."""
     tools_json = json.dumps(tools).encode()
@@ -358,14 +386,13 @@ def openai_bodies(tools: list[dict[str, Any]], queries: list[str]) -> list[bytes
 
 async def openai_load(
     url: str, bodies: list[bytes], clients: int, seconds: float, tag: str, call: str | None = None
-) -> list[tuple]:
-    """``clients`` concurrent senders for ``seconds``: one row per request (id, status, latency s, x-shortlist-k,
-    the proxy's own ms from its ``server-timing`` header or None). With ``call``, the fake upstream answers each
-    with a call of that tool (``x-fake-call``)."""
+) -> list[Sent]:
+    """``clients`` concurrent senders for ``seconds``: one :class:`Sent` row per request. With ``call``, the fake
+    upstream answers each with a call of that tool (``x-fake-call``)."""
     import anyio
     import httpx
 
-    rows: list[tuple] = []
+    rows: list[Sent] = []
     deadline = time.monotonic() + seconds
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
 
@@ -373,16 +400,18 @@ async def openai_load(
         i = 0
         while time.monotonic() < deadline:
             rid = f"{tag}-{w}-{i}"
-            body = bodies[(w * 7919 + i) % len(bodies)]
+            j = (w * 7919 + i) % len(bodies)
+            body = bodies[j]
             headers = {"content-type": "application/json", "x-request-id": rid, "authorization": "Bearer sk-bench",
                        **({"x-fake-call": call} if call else {})}  # fmt: skip
             t0 = time.perf_counter()
             try:
                 r = await client.post(url, content=body, headers=headers)
                 own = proxy_ms(r.headers.get("server-timing"))
-                rows.append((rid, r.status_code, time.perf_counter() - t0, r.headers.get("x-shortlist-k"), own))
+                rows.append(Sent(rid, r.status_code, time.perf_counter() - t0, r.headers.get("x-shortlist-k"), own,
+                                 r.headers.get("x-shortlist-fallback"), j))  # fmt: skip
             except httpx.TransportError as e:  # counted as a failed request (status 0), the run goes on
-                rows.append((rid, 0, time.perf_counter() - t0, type(e).__name__, None))
+                rows.append(Sent(rid, 0, time.perf_counter() - t0, type(e).__name__, None, None, j))
             i += 1
 
     async with httpx.AsyncClient(timeout=120, limits=limits) as client, anyio.create_task_group() as tg:
@@ -413,18 +442,35 @@ def received_ids(upstream: str) -> dict[str, int]:
     return dict(httpx.get(f"{upstream}/fake/received", timeout=60).json()["ids"])
 
 
-def check_once(rows: list[tuple], ids: dict[str, int], proxied: bool) -> str:
-    """'every request answered once' or what went wrong (lost, duplicated, not 200, no K)."""
-    sent = [r[0] for r in rows]
-    bad = [r for r in rows if r[1] != 200 or (proxied and not str(r[3]).isdigit())]
+def check_once(rows: Sequence[tuple], ids: dict[str, int], proxied: bool, tied: frozenset[int] = frozenset()) -> str:
+    """'every request answered once' or what went wrong (lost, duplicated, not 200, no K). Through the proxy
+    (``proxied``) a request is answered with ``x-shortlist-k``, or, exactly when its body is one of ``tied``
+    (:func:`tied_bodies`), with every tool and ``x-shortlist-fallback: tied scores``; a fallback of any other kind, or
+    for another body, is a failure named by its reason."""
+    sents = [Sent(*r) for r in rows]
+    sent = [r.rid for r in sents]
+
+    def fault(r: Sent) -> str | None:  # what is wrong with one answer, None when nothing is
+        if r.status != 200:
+            return str(r.status or r.k)  # the status, or the transport error's name
+        if not proxied:
+            return None
+        if r.body is not None and r.body in tied:
+            return None if r.fallback == TIED and r.k is None else f"{r.fallback or 'shortlisted'} for a tied text"
+        return None if r.fallback is None and str(r.k).isdigit() else (r.fallback or "200 without x-shortlist-k")
+
+    faults = [f for f in map(fault, sents) if f is not None]
     lost = [i for i in sent if ids.get(i, 0) == 0]
     dup = [i for i, n in ids.items() if n > 1]
     extra = set(ids) - set(sent)
-    if bad or lost or dup or extra or len(set(sent)) != len(sent):
-        kinds = Counter(str(r[1] or r[3]) for r in bad)  # the status, or the transport error's name
-        how = f" ({', '.join(f'{k} x{n}' for k, n in kinds.items())})" if kinds else ""
-        return f"NOT: {len(bad)} failed{how}, {len(lost)} lost, {len(dup)} duplicated, {len(extra)} unknown"
-    return f"all {len(sent):,} answered 200 and received upstream exactly once"
+    if faults or lost or dup or extra or len(set(sent)) != len(sent):
+        how = f" ({', '.join(f'{k} x{n}' for k, n in Counter(faults).items())})" if faults else ""
+        return f"NOT: {len(faults)} failed{how}, {len(lost)} lost, {len(dup)} duplicated, {len(extra)} unknown"
+    whole = sum(r.fallback == TIED for r in sents)
+    meant = (
+        f"; {whole:,} of them, the texts that score every tool alike, sent with every tool ({TIED})" if whole else ""
+    )
+    return f"all {len(sent):,} answered 200 and received upstream exactly once{meant}"
 
 
 def bench_load_openai(ba: Any, tools: list[dict[str, Any]], queries: list[str], searcher: Path, tmp: Path) -> list:
@@ -436,6 +482,7 @@ def bench_load_openai(ba: Any, tools: list[dict[str, Any]], queries: list[str], 
     from servers.listen import wait_announced
 
     bodies = openai_bodies(tools, queries)
+    tied = tied_bodies(searcher, queries)
     fake = [sys.executable, "-m", "servers.fakes", "openai", "--port", "0", "--no-parse"]
     out = []
     with running(fake, tmp / "fake.log") as up:
@@ -451,18 +498,19 @@ def bench_load_openai(ba: Any, tools: list[dict[str, Any]], queries: list[str], 
                 ids = {k: v for k, v in received_ids(upstream).items() if k.startswith(f"{tag}-")}
                 out.append((f"{clients} client(s): straight to the fake upstream", direct, seconds,
                             check_once(direct, ids, False), "-", "-"))  # fmt: skip
-                out.append(proxied(px, chat, bodies, clients, seconds, upstream, "`serve openai`"))
-        out.append(bench_recording(ba, bodies, proxy, upstream, tools[0]["function"]["name"], tmp))
+                out.append(proxied(px, chat, bodies, clients, seconds, upstream, "`serve openai`", tied))
+        out.append(bench_recording(ba, bodies, proxy, upstream, tools[0]["function"]["name"], tmp, tied))
     return out
 
 
 def proxied(
     px: subprocess.Popen, chat: str, bodies: list[bytes], clients: int, seconds: float, upstream: str, what: str,
-    call: str | None = None,
+    tied: frozenset[int], call: str | None = None,
 ) -> tuple:  # fmt: skip
     """A row through the proxy process ``px`` (``what``, the proxy as the row names it): ``clients`` clients for
-    ``seconds`` (the fake answering each with a call of ``call``, if given), every request checked answered once,
-    the proxy's memory and CPU seconds per request measured."""
+    ``seconds`` (the fake answering each with a call of ``call``, if given), every request checked answered once
+    (``tied``: the bodies sent with every tool, :func:`check_once`), the proxy's memory and CPU seconds per request
+    measured."""
     import anyio
 
     tag = f"{'r' if call else 'p'}{clients}"
@@ -470,13 +518,16 @@ def proxied(
         rows = anyio.run(openai_load, chat, bodies, clients, seconds, tag, call)
     ids = {k: v for k, v in received_ids(upstream).items() if k.startswith(f"{tag}-")}
     cpu = f"{1e3 * mem.cpu / max(len(rows), 1):.1f}"
-    return f"{clients} client(s): through {what} (bm25)", rows, seconds, check_once(rows, ids, True), mem.summary(), cpu
+    check = check_once(rows, ids, True, tied)
+    return f"{clients} client(s): through {what} (bm25)", rows, seconds, check, mem.summary(), cpu
 
 
-def bench_recording(ba: Any, bodies: list[bytes], proxy: list[str], upstream: str, tool: str, tmp: Path) -> tuple:
-    """The row of ``serve openai --record`` at ``ba.clients`` clients, each answer calling ``tool``: every answer's
-    call read (every request's answer is) and written, one line each, checked against the log once the proxy has
-    stopped."""
+def bench_recording(
+    ba: Any, bodies: list[bytes], proxy: list[str], upstream: str, tool: str, tmp: Path, tied: frozenset[int]
+) -> tuple:
+    """The row of ``serve openai --record`` at ``ba.clients`` clients, each answer calling ``tool``: every shortlisted
+    answer's call read and written, one line each, checked against the log once the proxy has stopped (an answer
+    sent with every tool, ``tied``, is not recorded: the policy did not choose its list)."""
     import anyio
 
     from servers.listen import wait_announced
@@ -486,13 +537,14 @@ def bench_recording(ba: Any, bodies: list[bytes], proxy: list[str], upstream: st
         chat = f"{wait_announced(tmp / 'proxy-rec.log', px)}/chat/completions"
         anyio.run(openai_load, chat, bodies, 1, 1.0, "warm-rec")  # (no call: nothing written)
         what, rows, seconds, check, memory, cpu = proxied(px, chat, bodies, ba.clients, ba.duration, upstream,
-                                                          "`serve openai --record`", tool)  # fmt: skip
+                                                          "`serve openai --record`", tied, tool)  # fmt: skip
     written = len((folder / RECORD_LOG).read_text(encoding="utf-8").splitlines())
-    answered = sum(1 for r in rows if r[1] == 200)
+    answered = sum(1 for r in rows if r.status == 200 and r.fallback is None)
     if written != answered:
-        check = f"NOT: {written:,} lines recorded for {answered:,} answers, each calling a tool ({check})"
+        check = f"NOT: {written:,} lines recorded for {answered:,} shortlisted answers, each calling a tool ({check})"
     else:
-        check += f"; each answer's call recorded once ({written:,} lines)"
+        whole = f", none for the {len(rows) - answered:,} sent with every tool" if len(rows) > answered else ""
+        check += f"; each shortlisted answer's call recorded once ({written:,} lines{whole})"
     return what, rows, seconds, check, memory, cpu
 
 

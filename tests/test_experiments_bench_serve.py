@@ -1,7 +1,8 @@
 """``shortlist bench --sections toolsearch load`` (issue 38): the sections are chosen by their own flag and written
 apart from the study's figures; the generated registry is deterministic and made of real words; the answered-once
-check catches a lost, a duplicated and a failed request; one tiny load run of ``serve openai`` (2 clients, 1 s)
-against the fake upstream answers every request once, and one of ``serve mcp`` (2 clients, 1 s) every call. The
+check catches a lost, a duplicated and a failed request, and a fallback where none was meant; one tiny load run of
+``serve openai`` (2 clients, 1 s) against the fake upstream answers every request once (a text that scores every
+tool alike with every tool, as the proxy means to), and one of ``serve mcp`` (2 clients, 1 s) every call. The
 figures are machine-dependent and not asserted."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from experiments.bench_serve import (
     openai_bodies,
     own_times,
     proxy_ms,
+    tied_bodies,
 )
 from experiments.options import BenchArgs
 from shortlist_depth import TrainedPolicy
@@ -55,6 +57,29 @@ def test_answered_once_catches_lost_duplicated_and_failed_requests() -> None:
     assert "1 failed" in check_once([*rows[:1], ("p-0-1", 200, 0.01, None)], {"p-0-0": 1, "p-0-1": 1}, True)
 
 
+def test_answered_once_takes_the_tied_fallback_only_where_the_text_is_tied() -> None:
+    ids = {"p-0-0": 1, "p-0-1": 1}
+    whole = ("p-0-1", 200, 0.01, None, 1.0, "tied scores", 7)  # body 7 sent with every tool
+    shortlisted = ("p-0-0", 200, 0.01, "2", 1.0, None, 3)
+    assert check_once([shortlisted, whole], ids, True, frozenset({7})) == (
+        "all 2 answered 200 and received upstream exactly once; 1 of them, the texts that score every tool alike, "
+        "sent with every tool (tied scores)"
+    )
+    assert "1 failed (tied scores x1)" in check_once([shortlisted, whole], ids, True)  # body 7 is not tied
+    assert "1 failed (shortlisted for a tied text x1)" in check_once([shortlisted, whole], ids, True, frozenset({3, 7}))
+    error = ("p-0-1", 200, 0.01, None, 1.0, "searcher error: DataError", 7)
+    assert "(searcher error: DataError x1)" in check_once([shortlisted, error], ids, True)
+    assert "(searcher error: DataError for a tied text x1)" in check_once(
+        [shortlisted, error], ids, True, frozenset({7})
+    )
+    assert check_once([shortlisted, whole], ids, False).startswith("all 2 answered")  # straight: no header expected
+
+
+def test_the_tied_bodies_are_the_texts_sharing_no_word_with_any_tool(tmp_path: Path) -> None:
+    searcher = ToolSearch.from_tools(openai_tools(), policy=_fitted()).save(tmp_path / "searcher")
+    assert tied_bodies(searcher, ["book a flight", "who discovered radium", "get the weather"]) == frozenset({1})
+
+
 def test_a_tiny_load_run_answers_every_request_once(tmp_path: Path) -> None:
     import json
 
@@ -63,17 +88,25 @@ def test_a_tiny_load_run_answers_every_request_once(tmp_path: Path) -> None:
     assert json.loads(bodies[1])["tools"] == tools
     searcher = ToolSearch.from_tools(tools, policy=_fitted()).save(tmp_path / "searcher")
     ba = types.SimpleNamespace(clients=2, duration=1.0)
-    runs = bench_load_openai(ba, tools, ["book a flight", "get the weather"], searcher, tmp_path)
+    texts = ["book a flight", "get the weather", "who discovered radium"]  # the last shares no word with any tool
+    runs = bench_load_openai(ba, tools, texts, searcher, tmp_path)
     assert [r[0].split(":")[0] for r in runs] == ["2 client(s)", "2 client(s)", "1 client(s)", "1 client(s)",
                                                   "2 client(s)"]  # fmt: skip
     for what, rows, _, check, _, _ in runs:
         assert rows and check.startswith(f"all {len(rows):,} answered"), (what, check)
+    for _, rows, _, check, _, _ in runs[1::2]:  # through the proxy: the tied text went with every tool, the rest not
+        whole = [r for r in rows if r.body == 2]
+        assert whole and all(r.fallback == "tied scores" and r.k is None for r in whole)
+        assert f"; {len(whole):,} of them, the texts that score every tool alike, sent with every tool" in check
+        assert all(int(r.k) >= 1 and r.fallback is None for r in rows if r.body != 2)
     recorded = runs[4]
+    shortlisted = sum(1 for r in recorded[1] if r.fallback is None)
     assert "--record" in recorded[0] and recorded[3].endswith(
-        f"each answer's call recorded once ({len(recorded[1]):,} lines)"
+        f"each shortlisted answer's call recorded once ({shortlisted:,} lines, none for the "
+        f"{len(recorded[1]) - shortlisted:,} sent with every tool)"
     )
     proxied = runs[1]
-    assert all(int(r[3]) >= 1 for r in proxied[1]) and "MiB" in proxied[4] and float(proxied[5]) > 0
+    assert "MiB" in proxied[4] and float(proxied[5]) > 0
     # the proxy's own time, read from its server-timing header: on every proxied request, within its latency
     assert all(0 < r[4] < 1e3 * r[2] for _, rows, *_ in runs[1::2] for r in rows)
     assert all(r[4] is None for _, rows, *_ in runs[0:4:2] for r in rows)  # straight to the upstream: no header
