@@ -47,7 +47,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from experiments.report.page import Paragraph, Section, Table
-from servers import RECORD_LOG, SERVER_TIMING
+from servers import FALLBACK_TIED, RECORD_LOG, SERVER_TIMING
 
 SCORERS = ("bm25", "minilm")
 GENERATED_TOOLS = 10_000
@@ -364,13 +364,9 @@ class Sent(NamedTuple):
     body: int | None = None
 
 
-#: The fallback the proxy takes, by design, for a text that scores every tool alike (servers.openai_proxy).
-TIED = "tied scores"
-
-
 def tied_bodies(searcher: Path, queries: list[str]) -> frozenset[int]:
     """The indices of ``queries`` whose text scores every tool of the saved ``searcher`` alike: the proxy sends them
-    with every tool (``x-shortlist-fallback: tied scores``), with no ``x-shortlist-k``."""
+    with every tool (``x-shortlist-fallback``: :data:`servers.FALLBACK_TIED`), with no ``x-shortlist-k``."""
     from shortlist_depth.toolsearch import ToolSearch
 
     found = ToolSearch.load(searcher).search_many(queries)
@@ -442,33 +438,38 @@ def received_ids(upstream: str) -> dict[str, int]:
     return dict(httpx.get(f"{upstream}/fake/received", timeout=60).json()["ids"])
 
 
-def check_once(rows: Sequence[tuple], ids: dict[str, int], proxied: bool, tied: frozenset[int] = frozenset()) -> str:
+def check_once(rows: Sequence[Sent], ids: dict[str, int], proxied: bool, tied: frozenset[int] = frozenset()) -> str:
     """'every request answered once' or what went wrong (lost, duplicated, not 200, no K). Through the proxy
     (``proxied``) a request is answered with ``x-shortlist-k``, or, exactly when its body is one of ``tied``
     (:func:`tied_bodies`), with every tool and ``x-shortlist-fallback: tied scores``; a fallback of any other kind, or
     for another body, is a failure named by its reason."""
-    sents = [Sent(*r) for r in rows]
-    sent = [r.rid for r in sents]
+    sent = [r.rid for r in rows]
 
     def fault(r: Sent) -> str | None:  # what is wrong with one answer, None when nothing is
         if r.status != 200:
             return str(r.status or r.k)  # the status, or the transport error's name
         if not proxied:
             return None
-        if r.body is not None and r.body in tied:
-            return None if r.fallback == TIED and r.k is None else f"{r.fallback or 'shortlisted'} for a tied text"
+        if r.body in tied:
+            return (
+                None
+                if r.fallback == FALLBACK_TIED and r.k is None
+                else f"{r.fallback or 'shortlisted'} for a tied text"
+            )
         return None if r.fallback is None and str(r.k).isdigit() else (r.fallback or "200 without x-shortlist-k")
 
-    faults = [f for f in map(fault, sents) if f is not None]
+    faults = [f for f in map(fault, rows) if f is not None]
     lost = [i for i in sent if ids.get(i, 0) == 0]
     dup = [i for i, n in ids.items() if n > 1]
     extra = set(ids) - set(sent)
     if faults or lost or dup or extra or len(set(sent)) != len(sent):
         how = f" ({', '.join(f'{k} x{n}' for k, n in Counter(faults).items())})" if faults else ""
         return f"NOT: {len(faults)} failed{how}, {len(lost)} lost, {len(dup)} duplicated, {len(extra)} unknown"
-    whole = sum(r.fallback == TIED for r in sents)
+    whole = sum(r.fallback == FALLBACK_TIED for r in rows)
     meant = (
-        f"; {whole:,} of them, the texts that score every tool alike, sent with every tool ({TIED})" if whole else ""
+        f"; {whole:,} of them, the texts that score every tool alike, sent with every tool ({FALLBACK_TIED})"
+        if whole
+        else ""
     )
     return f"all {len(sent):,} answered 200 and received upstream exactly once{meant}"
 
@@ -543,7 +544,8 @@ def bench_recording(
     if written != answered:
         check = f"NOT: {written:,} lines recorded for {answered:,} shortlisted answers, each calling a tool ({check})"
     else:
-        whole = f", none for the {len(rows) - answered:,} sent with every tool" if len(rows) > answered else ""
+        n_whole = sum(r.fallback == FALLBACK_TIED for r in rows)
+        whole = f", none for the {n_whole:,} sent with every tool" if n_whole else ""
         check += f"; each shortlisted answer's call recorded once ({written:,} lines{whole})"
     return what, rows, seconds, check, memory, cpu
 

@@ -31,6 +31,9 @@ DEFAULT_HOST = "127.0.0.1"
 #: The metric name of the OpenAI proxy's own time in the ``server-timing`` header of a chat answer
 #: (``shortlist;dur=<ms>``: :mod:`servers.openai_proxy`).
 SERVER_TIMING = "shortlist"
+#: The OpenAI proxy's ``x-shortlist-fallback`` for a request whose text scores every tool alike: sent with every
+#: tool, no ``x-shortlist-k``, not recorded (:mod:`servers.openai_proxy`; ``shortlist bench`` expects it there).
+FALLBACK_TIED = "tied scores"
 #: Where each HTTP server answers ``GET`` (and ``HEAD``) once it has started: 200 and what it serves, a readiness
 #: check for a load balancer or an orchestrator (never forwarded upstream; the OpenAI proxy forwards only ``/v1``).
 HEALTH_PATH = "/healthz"

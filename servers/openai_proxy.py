@@ -91,7 +91,7 @@ from starlette.routing import Route
 
 from benchmarks.corpus import DataError
 from benchmarks.tools import ToolSchema, parse_tool
-from servers import HEALTH_PATH, SERVER_TIMING, health, listen, redact_url
+from servers import FALLBACK_TIED, HEALTH_PATH, SERVER_TIMING, health, listen, redact_url
 from servers.listen import Listener
 from servers.record import Recorder
 from shortlist_depth.toolsearch import DEFAULT_MAX_K, SearchSpec, ToolSearch
@@ -688,7 +688,7 @@ class Shortlister:
             if shortlist.why["tied"]:  # the text ranks nothing (no word of it in any tool): nothing to improve
                 LOG.info("%s request with %d tools whose text scores every tool alike: all tools forwarded",
                          api.name, len(items))  # fmt: skip
-                return Plan(raw, {"x-shortlist-fallback": "tied scores"})
+                return Plan(raw, {"x-shortlist-fallback": FALLBACK_TIED})
             # a tool in use that the shortlist left out goes at its end: the list's order, and so a provider's
             # prompt cache, stays as it was when the shortlist holds it already (the usual case in a tool loop)
             missing = [n for n in ready.resolve(called_tools(conversation)) if n not in shortlist.names]

@@ -14,6 +14,7 @@ import pytest
 from test_toolsearch import openai_tools
 
 from experiments.bench_serve import (
+    Sent,
     bench_load_mcp,
     bench_load_openai,
     check_once,
@@ -48,26 +49,28 @@ def test_the_generated_registry_is_seeded_and_made_of_the_given_words() -> None:
 
 
 def test_answered_once_catches_lost_duplicated_and_failed_requests() -> None:
-    rows = [("p-0-0", 200, 0.01, "2"), ("p-0-1", 200, 0.01, "3")]
+    rows = [Sent("p-0-0", 200, 0.01, "2"), Sent("p-0-1", 200, 0.01, "3")]
     assert check_once(rows, {"p-0-0": 1, "p-0-1": 1}, True).startswith("all 2 answered")
     assert "1 lost" in check_once(rows, {"p-0-0": 1}, True)
     assert "1 duplicated" in check_once(rows, {"p-0-0": 2, "p-0-1": 1}, True)
-    assert "1 failed (502 x1)" in check_once([*rows[:1], ("p-0-1", 502, 0.01, None)], {"p-0-0": 1, "p-0-1": 1}, True)
-    assert "(ReadError x1)" in check_once([*rows[:1], ("p-0-1", 0, 0.01, "ReadError")], {"p-0-0": 1}, True)
-    assert "1 failed" in check_once([*rows[:1], ("p-0-1", 200, 0.01, None)], {"p-0-0": 1, "p-0-1": 1}, True)
+    assert "1 failed (502 x1)" in check_once(
+        [*rows[:1], Sent("p-0-1", 502, 0.01, None)], {"p-0-0": 1, "p-0-1": 1}, True
+    )
+    assert "(ReadError x1)" in check_once([*rows[:1], Sent("p-0-1", 0, 0.01, "ReadError")], {"p-0-0": 1}, True)
+    assert "1 failed" in check_once([*rows[:1], Sent("p-0-1", 200, 0.01, None)], {"p-0-0": 1, "p-0-1": 1}, True)
 
 
 def test_answered_once_takes_the_tied_fallback_only_where_the_text_is_tied() -> None:
     ids = {"p-0-0": 1, "p-0-1": 1}
-    whole = ("p-0-1", 200, 0.01, None, 1.0, "tied scores", 7)  # body 7 sent with every tool
-    shortlisted = ("p-0-0", 200, 0.01, "2", 1.0, None, 3)
+    whole = Sent("p-0-1", 200, 0.01, None, 1.0, "tied scores", 7)  # body 7 sent with every tool
+    shortlisted = Sent("p-0-0", 200, 0.01, "2", 1.0, None, 3)
     assert check_once([shortlisted, whole], ids, True, frozenset({7})) == (
         "all 2 answered 200 and received upstream exactly once; 1 of them, the texts that score every tool alike, "
         "sent with every tool (tied scores)"
     )
     assert "1 failed (tied scores x1)" in check_once([shortlisted, whole], ids, True)  # body 7 is not tied
     assert "1 failed (shortlisted for a tied text x1)" in check_once([shortlisted, whole], ids, True, frozenset({3, 7}))
-    error = ("p-0-1", 200, 0.01, None, 1.0, "searcher error: DataError", 7)
+    error = Sent("p-0-1", 200, 0.01, None, 1.0, "searcher error: DataError", 7)
     assert "(searcher error: DataError x1)" in check_once([shortlisted, error], ids, True)
     assert "(searcher error: DataError for a tied text x1)" in check_once(
         [shortlisted, error], ids, True, frozenset({7})

@@ -181,10 +181,15 @@ def transfer_summary(tc: pd.DataFrame) -> pd.DataFrame:
     return out[cols]
 
 
+def shifted_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a shift table whose target is shifted (``shift`` other than ``none``); an empty table as it is."""
+    return frame[frame["shift"] != "none"] if len(frame) else frame
+
+
 def peer_goal_met(vp: pd.DataFrame) -> pd.Series:
     """Per shifted (source, target) pair of ``versus_peers.csv``, whether the best BoR policy's mean net reward is
     at least every fitted peer's (issue 39's goal under shift); empty without shifted rows."""
-    shifted = vp[vp["shift"] != "none"] if len(vp) else vp
+    shifted = shifted_rows(vp)
     if shifted.empty:
         return pd.Series(dtype=bool)
     return shifted.groupby(["source", "target"], sort=False)["at_least_peer"].all()
@@ -192,10 +197,10 @@ def peer_goal_met(vp: pd.DataFrame) -> pd.Series:
 
 def peer_goal_lines(vp: pd.DataFrame) -> list[Block]:
     """The goal against every fitted peer under shift (issue 39), per shift kind, with the pairs that miss it."""
-    shifted = vp[vp["shift"] != "none"] if len(vp) else vp
-    if shifted.empty:
+    met = peer_goal_met(vp)
+    if met.empty:
         return []
-    met = peer_goal_met(shifted)
+    shifted = shifted_rows(vp)
     below = shifted[shifted["diff_hi"] < 0]
     per_kind = {kind: peer_goal_met(g) for kind, g in shifted.groupby("shift", sort=False)}
     kinds = ", ".join(f"{kind} {int(m.sum())} of {len(m)}" for kind, m in per_kind.items())
